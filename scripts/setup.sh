@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# statstorm setup: installs the Debian packages and the Python package statstorm needs.
+# Idempotent; takes seconds when everything is already there.  Run as root on Debian 12.
+#   scripts/setup.sh            runtime (lab, trace, sweep, fsbench)
+#   scripts/setup.sh --dev      runtime + test dependencies
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+dev=0
+[[ "${1:-}" == "--dev" ]] && dev=1
+
+if [[ $(id -u) -ne 0 ]]; then
+    echo "statstorm setup: must run as root (try: sudo $0 $*)" >&2
+    exit 2
+fi
+
+debs=(
+    php8.2-fpm php8.2-cli php8.2-cgi php8.2-sqlite3 php8.2-intl php8.2-mbstring php8.2-xml
+    nginx composer glusterfs-server glusterfs-client fuse3 bpftrace strace wrk apache2-utils
+    mediawiki procps iproute2 util-linux
+)
+missing=()
+for p in "${debs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "statstorm setup: installing ${missing[*]}"
+    # Keep Debian from starting the packaged nginx/php-fpm/glusterd services: the lab starts
+    # its own instances and never touches the system's.
+    policy=/usr/sbin/policy-rc.d
+    own_policy=0
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod 755 "$policy"; own_policy=1
+    fi
+    trap '[[ $own_policy == 1 ]] && rm -f "$policy"' EXIT
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # php8.2-fpm is listed first so that the `php` virtual dependency of mediawiki is
+    # satisfied by FPM, not by Apache's mod_php.
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+venv=$here/.venv
+stamp=$venv/.statstorm-installed
+want=$(cat "$here/pyproject.toml" | sha1sum | cut -c1-12)$dev
+if [[ ! -x $venv/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+    echo "statstorm setup: installing the Python package into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip >/dev/null
+    if ((dev)); then
+        "$venv/bin/pip" install -q -e "$here[dev]"
+    else
+        "$venv/bin/pip" install -q -e "$here"
+    fi
+    echo "$want" > "$stamp"
+fi

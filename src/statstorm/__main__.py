@@ -1,0 +1,3 @@
+from statstorm.cli import main
+
+main()

@@ -1,0 +1,91 @@
+"""nginx: the lab's own master, in front of the lab's php-fpm pool on 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from statstorm.adapters import procs
+from statstorm.context import Env
+from statstorm.errors import ComponentError, DependencyError
+
+BINARY = "/usr/sbin/nginx"
+
+
+def require_installed() -> None:
+    if not Path(BINARY).exists():
+        raise DependencyError("nginx is not installed: run scripts/setup.sh as root")
+
+
+def render_conf(*, port: int, docroot: str, socket: str, prefix: Path,
+                front_controller: str, user: str = "www-data") -> str:
+    """One server block; PHP through FastCGI as Debian's snippets/fastcgi-php.conf does."""
+    return f"""\
+# written by statstorm lab; the lab's own nginx master
+worker_processes 1;
+daemon off;
+user {user};
+pid {prefix}/run/nginx.pid;
+error_log {prefix}/log/nginx-error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    access_log off;
+    client_body_temp_path {prefix}/tmp/client_body;
+    fastcgi_temp_path {prefix}/tmp/fastcgi;
+    proxy_temp_path {prefix}/tmp/proxy;
+    uwsgi_temp_path {prefix}/tmp/uwsgi;
+    scgi_temp_path {prefix}/tmp/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {docroot};
+        index index.php;
+        location / {{
+            try_files $uri $uri/ /{front_controller}?$args;
+        }}
+        location ~ [^/]\\.php(/|$) {{
+            fastcgi_split_path_info ^(.+?\\.php)(/.*)$;
+            try_files $fastcgi_script_name =404;
+            set $path_info $fastcgi_path_info;
+            fastcgi_param PATH_INFO $path_info;
+            fastcgi_index index.php;
+            include /etc/nginx/fastcgi_params;
+            fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
+            fastcgi_pass unix:{socket};
+        }}
+        location ~ ^/statstorm-fpm-(status|ping)$ {{
+            allow 127.0.0.1;
+            deny all;
+            include /etc/nginx/fastcgi_params;
+            fastcgi_param SCRIPT_NAME $uri;
+            fastcgi_param SCRIPT_FILENAME $uri;
+            fastcgi_pass unix:{socket};
+        }}
+    }}
+}}
+"""
+
+
+def test_config(env: Env, conf: Path, prefix: Path) -> None:
+    res = env.run([BINARY, "-t", "-q", "-p", str(prefix), "-e", str(prefix / "log/nginx-error.log"),
+                   "-c", str(conf)], check=False, what="nginx -t")
+    if res.returncode != 0:
+        raise ComponentError(f"nginx rejected the lab configuration: {res.first_error_line()}")
+
+
+def start(env: Env, conf: Path, prefix: Path, port: int, timeout: float = 15) -> int:
+    log = prefix / "log/nginx.out"
+    pid = procs.spawn_daemon([BINARY, "-p", str(prefix), "-e", str(prefix / "log/nginx-error.log"),
+                              "-c", str(conf)], log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not procs.alive(pid):
+            err = (prefix / "log/nginx-error.log")
+            tail = err.read_text(errors="replace").strip().splitlines()[-1:] if err.exists() else []
+            raise ComponentError(f"nginx exited at start: {' '.join(tail) or 'see ' + str(log)}")
+        if procs.port_in_use(port) and procs.children(pid):
+            return pid
+        time.sleep(0.05)
+    procs.terminate(pid)
+    raise ComponentError(f"nginx did not listen on 127.0.0.1:{port} within {timeout:.0f} s")

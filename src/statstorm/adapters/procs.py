@@ -1,0 +1,141 @@
+"""Processes and ports, read from /proc and ended by PID only."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Sequence
+
+from statstorm.errors import BusyError, ComponentError
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X")
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of `pid` (all threads' children), sorted."""
+    kids: set[int] = set()
+    task_dir = Path(f"/proc/{pid}/task")
+    try:
+        tids = list(task_dir.iterdir())
+    except FileNotFoundError:
+        return []
+    for tid in tids:
+        try:
+            kids.update(int(x) for x in (tid / "children").read_text().split())
+        except FileNotFoundError:
+            continue
+    return sorted(k for k in kids if alive(k))
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return []
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+def find_pids(predicate_argv: Sequence[str]) -> list[int]:
+    """PIDs whose command line contains every string of `predicate_argv` as an argument."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        argv = cmdline(int(entry.name))
+        if argv and all(p in argv for p in predicate_argv):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def terminate(pid: int, timeout: float = 10.0, sig: int = signal.SIGTERM) -> None:
+    """Send `sig` to `pid`, wait for it to go, SIGKILL if it outlives `timeout`."""
+    if not alive(pid):
+        return
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not alive(pid):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < deadline:
+        _reap(pid)
+        time.sleep(0.05)
+    if alive(pid):
+        raise ComponentError(f"process {pid} survived SIGKILL; check it with `ps -p {pid}`")
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def spawn_daemon(argv: Sequence[str], log_path: Path) -> int:
+    """Start a long-running server detached from our session; return its PID.
+
+    The server runs in the foreground of its own session (no double fork), so the PID we
+    record is the PID that we later end.
+    """
+    log = open(log_path, "ab")
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        log.close()
+    return proc.pid
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return True
+            raise
+    return False
+
+
+def check_port_free(port: int) -> None:
+    if port_in_use(port):
+        raise BusyError(
+            f"port {port} on 127.0.0.1 is in use: pick another with --port, "
+            f"or see who holds it with `ss -ltnp 'sport = :{port}'`"
+        )
+
+
+def free_port(start: int = 8080, tries: int = 200) -> int:
+    for port in range(start, start + tries):
+        if not port_in_use(port):
+            return port
+    raise BusyError(f"no free TCP port in {start}-{start + tries - 1}: pass --port")

@@ -1,0 +1,49 @@
+"""The one error path: typed exceptions raised by the core, mapped to exit codes by the CLI.
+
+Every message is one line that says what went wrong and names the fix.
+"""
+
+from __future__ import annotations
+
+# Documented exit codes (docs/cli.md lists them too).
+EXIT_OK = 0
+EXIT_FAILURE = 1  # the command ran and failed (a check failed, a component misbehaved)
+EXIT_USAGE = 2  # bad flags or bad input files
+EXIT_PRIVILEGE = 3  # needs root (or a capability)
+EXIT_DEPENDENCY = 4  # a Debian package or a kernel feature is missing
+EXIT_BUSY = 5  # a resource is taken: port in use, lab name exists
+EXIT_INTERRUPTED = 130
+
+
+class StatstormError(Exception):
+    """Base class: `str(err)` is the one-line message shown to the user."""
+
+    exit_code = EXIT_FAILURE
+
+
+class UsageError(StatstormError):
+    exit_code = EXIT_USAGE
+
+
+class PrivilegeError(StatstormError):
+    exit_code = EXIT_PRIVILEGE
+
+
+class DependencyError(StatstormError):
+    exit_code = EXIT_DEPENDENCY
+
+
+class BusyError(StatstormError):
+    exit_code = EXIT_BUSY
+
+
+class ComponentError(StatstormError):
+    """A real component (php-fpm, nginx, glusterd, ...) failed; the message says which and why."""
+
+    exit_code = EXIT_FAILURE
+
+
+class Interrupted(StatstormError):
+    """Raised from signal handlers (SIGTERM) so cleanup runs as for Ctrl-C."""
+
+    exit_code = EXIT_INTERRUPTED
