@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import subprocess
 from pathlib import Path
 
+from statstorm.adapters import files
 from statstorm.context import Env
 from statstorm.errors import ComponentError, DependencyError
 
@@ -40,21 +40,9 @@ def version() -> str:
 
 
 def copy_tree(env: Env, dest: Path) -> None:
-    """Copy the package tree into `dest` with symlinks resolved (tar -ch | tar -x)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    excl = [f"--exclude={e}" for e in EXCLUDES]
-    env.debug(f"$ tar -C {SOURCE} -ch {' '.join(excl)} . | tar -C {dest} -x")
-    src = subprocess.Popen(["tar", "-C", str(SOURCE), "-ch", *excl, "-f", "-", "."],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    dst = subprocess.run(["tar", "-C", str(dest), "-xf", "-"], stdin=src.stdout,
-                         capture_output=True, text=True)
-    assert src.stdout is not None
-    src.stdout.close()
-    src_err = src.stderr.read().decode(errors="replace") if src.stderr else ""
-    src.wait()
-    if src.returncode != 0 or dst.returncode != 0:
-        err = (dst.stderr or src_err).strip().splitlines()
-        raise ComponentError(f"copying MediaWiki to {dest} failed: {err[0] if err else 'tar failed'}")
+    """Copy the package tree into `dest` with symlinks resolved."""
+    env.debug(f"copying {SOURCE} to {dest} (tar -ch, symlinks resolved)")
+    files.copy_tree(SOURCE, dest, jobs=4, dereference=True, excludes=EXCLUDES)
 
 
 def install(env: Env, php: str, code: Path, data: Path, port: int) -> None:

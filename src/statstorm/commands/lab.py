@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from statstorm.adapters import gluster, nginx, phpfpm, procs
+from statstorm.adapters import files, gluster, nginx, phpfpm, procs
 from statstorm.apps import mediawiki, synthetic
 from statstorm.context import Env
 from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
@@ -88,9 +87,18 @@ def validate(env: Env, opts: LabOptions) -> None:
         gluster.require_installed()
     if opts.port is not None:
         procs.check_port_free(opts.port)
+    _check_reachable(labs_root(env))
     if lab_dir(env, opts.name).exists():
         raise BusyError(f"a lab named {opts.name!r} exists: use it, pick another --name, or run "
                         f"`statstorm lab down --name {opts.name}`")
+
+
+def _check_reachable(path: Path) -> None:
+    """The web server and PHP workers run as www-data: every ancestor must be searchable."""
+    for parent in [path, *path.parents]:
+        if parent.exists() and not parent.stat().st_mode & 0o001:
+            raise UsageError(f"{parent} is not searchable by www-data, so the lab could not serve "
+                             f"from below it: `chmod o+x {parent}` or set STATSTORM_HOME elsewhere")
 
 
 def _save(env: Env, state: LabState) -> None:
@@ -174,7 +182,7 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
         extra_ini = {"include_path": app.include_path_for(str(code))}
     if stage != code:
         _step(env, state, f"copying the app tree to {code} (GlusterFS)…")
-        _copy_tree(env, stage, code)
+        files.copy_tree(stage, code, jobs=8)
         shutil.rmtree(stage)
     state.docroot = str(docroot)
     state.entry_path = entry
@@ -188,6 +196,8 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     fpm_conf.write_text(phpfpm.render_conf(pool=state.pool, run_dir=root / "run",
                                            log_dir=root / "log", workers=opts.workers))
     phpfpm.test_config(env, fpm, fpm_conf, ini)
+    state.effective_ini = phpfpm.effective_ini(env, fpm, fpm_conf, ini,
+                                               sorted({*REPORTED_INI, *ini}))
     _step(env, state, f"starting php-fpm pool {state.pool} ({opts.workers} workers)…")
     state.fpm_master_pid = phpfpm.start(env, fpm, fpm_conf, ini, root / "log/php-fpm.out",
                                         opts.workers)
@@ -211,19 +221,6 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     check_pages(env, state)
     state.phase = "up"
     _save(env, state)
-
-
-def _copy_tree(env: Env, src: Path, dest: Path) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    pipe = subprocess.Popen(["tar", "-C", str(src), "-cf", "-", "."], stdout=subprocess.PIPE)
-    res = subprocess.run(["tar", "-C", str(dest), "-xf", "-"], stdin=pipe.stdout,
-                         capture_output=True, text=True)
-    assert pipe.stdout is not None
-    pipe.stdout.close()
-    pipe.wait()
-    if pipe.returncode or res.returncode:
-        raise ComponentError(f"copying the app to {dest} failed: "
-                             f"{(res.stderr.strip().splitlines() or ['tar failed'])[0]}")
 
 
 def fetch(url: str, timeout: float = 60) -> tuple[int, str]:

@@ -21,7 +21,8 @@ class LabState:
     port: int
     workers: int
     state_dir: str
-    php_ini: dict[str, str] = field(default_factory=dict)
+    php_ini: dict[str, str] = field(default_factory=dict)  # the overrides given to the master
+    effective_ini: dict[str, str] = field(default_factory=dict)  # read back with `php-fpm -i`
     mount_options: dict[str, str] = field(default_factory=dict)
     phase: str = "starting"  # starting | up | failed
     url: str = ""

@@ -1,0 +1,100 @@
+"""Shared fixtures: real labs that are always torn down, and leftover checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+ROOT = os.geteuid() == 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if ROOT:
+        return
+    skip = pytest.mark.skip(reason="needs root and real components")
+    for item in items:
+        if "root" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def state_home() -> Iterator[Path]:
+    """Labs made by tests live in their own state root, never the user's. It must be
+    reachable by www-data (pytest's tmp_path is 0700), so it lives under /var/tmp."""
+    home = Path(f"/var/tmp/statstorm-test-{uuid.uuid4().hex[:8]}")
+    home.mkdir(mode=0o755)
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def run_cli(args: list[str], home: Path, *, check: bool = False, timeout: float = 600,
+            user: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed CLI in a real process (as a user would)."""
+    env = dict(os.environ, STATSTORM_HOME=str(home))
+    argv = [sys.executable, "-m", "statstorm", *args]
+    if user:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"statstorm {' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def unique_name(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def leftovers(state_dir: str, volume: str = "") -> list[str]:
+    """Anything of a lab still on the machine: processes, mounts, volume, files."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            continue
+        if state_dir.encode() in raw or (volume and volume.encode() in raw):
+            argv = raw.replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"process {entry.name}: {argv}")
+    with open("/proc/self/mounts") as fh:
+        for line in fh:
+            if state_dir in line:
+                found.append(f"mount: {line.strip()}")
+    if volume:
+        out = subprocess.run(["gluster", "--mode=script", "volume", "list"],
+                             capture_output=True, text=True).stdout
+        if volume in out.split():
+            found.append(f"volume {volume}")
+    if Path(state_dir).exists():
+        found.append(f"directory {state_dir}")
+    return found
+
+
+@pytest.fixture
+def lab(state_home: Path) -> Iterator[Callable[..., dict[str, object]]]:
+    """Start labs with `lab(*flags)`; every one is torn down and checked at the end."""
+    names: list[str] = []
+
+    def start(*flags: str, name: str | None = None) -> dict[str, object]:
+        name = name or unique_name()
+        names.append(name)
+        run_cli(["lab", "up", "--name", name, *flags], state_home, check=True)
+        proc = run_cli(["lab", "status", "--name", name, "--json"], state_home, check=True)
+        return dict(json.loads(proc.stdout))
+
+    yield start
+    for name in names:
+        run_cli(["lab", "down", "--name", name], state_home)
