@@ -16,7 +16,7 @@ fi
 debs=(
     php8.2-fpm php8.2-cli php8.2-cgi php8.2-sqlite3 php8.2-intl php8.2-mbstring php8.2-xml
     nginx composer glusterfs-server glusterfs-client fuse3 bpftrace strace wrk apache2-utils
-    mediawiki procps iproute2 util-linux
+    mediawiki procps iproute2 util-linux python3 python3-venv tar
 )
 missing=()
 for p in "${debs[@]}"; do
@@ -31,7 +31,7 @@ if ((${#missing[@]})); then
     if [[ ! -e $policy ]]; then
         printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod 755 "$policy"; own_policy=1
     fi
-    trap '[[ $own_policy == 1 ]] && rm -f "$policy"' EXIT
+    trap 'if [[ $own_policy == 1 ]]; then rm -f "$policy"; fi' EXIT
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     # php8.2-fpm is listed first so that the `php` virtual dependency of mediawiki is
@@ -41,15 +41,20 @@ fi
 
 venv=$here/.venv
 stamp=$venv/.statstorm-installed
-want=$(cat "$here/pyproject.toml" | sha1sum | cut -c1-12)$dev
+python=/usr/bin/python3   # Debian's 3.11: the same on a fresh machine and here
+want="$(sha1sum < "$here/pyproject.toml" | cut -c1-12) dev=$dev $python"
 if [[ ! -x $venv/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     echo "statstorm setup: installing the Python package into $venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --upgrade pip >/dev/null
-    if ((dev)); then
-        "$venv/bin/pip" install -q -e "$here[dev]"
-    else
-        "$venv/bin/pip" install -q -e "$here"
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    log=$(mktemp)
+    target="$here"
+    ((dev)) && target="$here[dev]"
+    if ! { "$venv/bin/pip" install -q --upgrade pip && "$venv/bin/pip" install -q -e "$target"; } >"$log" 2>&1; then
+        cat "$log" >&2; rm -f "$log"
+        echo "statstorm setup: pip install failed (see above); is PyPI reachable?" >&2
+        exit 1
     fi
+    rm -f "$log"
     echo "$want" > "$stamp"
 fi

@@ -38,9 +38,14 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise Interrupted("stopped by SIGTERM")
 
 
+def load_commands() -> None:
+    """Import the subcommand modules; each registers itself on `cli`."""
+    from statstorm.cli import demo, lab  # noqa: F401
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and map errors to one line on stderr + an exit code."""
-    from statstorm.cli import lab  # noqa: F401  (registers subcommands)
+    load_commands()
 
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:

@@ -1,0 +1,8 @@
+# Shortcuts; the README's commands are the scripts themselves (make may be missing on a fresh machine).
+.PHONY: demo test setup
+setup:
+	bash scripts/setup.sh --dev
+demo:
+	bash scripts/demo.sh
+test:
+	bash scripts/test.sh

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The main job on the built-in default: MediaWiki on a GlusterFS lab, measured, then removed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+bash "$here/scripts/setup.sh"
+exec "$here/.venv/bin/statstorm" demo "$@"

@@ -1,0 +1,35 @@
+"""The CLI reference (docs/cli.md) generated from `--help`, so the docs cannot drift.
+
+Regenerate with `python -m statstorm.cli.docs > docs/cli.md`; a test fails when it is stale.
+"""
+
+from __future__ import annotations
+
+import click
+
+from statstorm.cli import cli, load_commands
+
+
+def _walk(cmd: click.Command, path: list[str]) -> list[tuple[list[str], click.Command]]:
+    out = [(path, cmd)]
+    if isinstance(cmd, click.Group):
+        for name in sorted(cmd.commands):
+            out += _walk(cmd.commands[name], path + [name])
+    return out
+
+
+def render() -> str:
+    load_commands()
+
+    parts = ["# statstorm command reference\n",
+             "Generated from `--help` by `python -m statstorm.cli.docs`; do not edit by hand.\n",
+             "Exit codes: 0 success, 1 failure, 2 bad usage or input, 3 needs root, "
+             "4 missing dependency, 5 busy (port or name taken), 130 interrupted.\n"]
+    for path, cmd in _walk(cli, ["statstorm"]):
+        ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100)
+        parts.append(f"## {' '.join(path)}\n\n```\n{cmd.get_help(ctx)}\n```\n")
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    print(render(), end="")
