@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 import click
 
@@ -27,7 +28,10 @@ def _pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
     return out
 
 
-def _spec_options(fn):  # type: ignore[no-untyped-def]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _spec_options(fn: F) -> F:
     """Flags of the synthetic app, shared by `lab up` and `lab gen-app`."""
     d = synthetic.AppSpec()
     opts = [
@@ -98,7 +102,7 @@ def lab() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
 @_spec_options
 @click.pass_obj
-def up(env: Env, app: str, storage: str, mount_opts: tuple[str, ...], php_ini: tuple[str, ...],
+def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], php_ini: tuple[str, ...],
        workers: int, port: int | None, name: str, as_json: bool, **spec: object) -> None:
     """Start a lab: php-fpm pool + nginx serving the app from the chosen storage.
 
@@ -177,7 +181,7 @@ def list_(env: Env, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 @_spec_options
 @click.pass_obj
-def gen_app(env: Env, directory: Path, force: bool, as_json: bool, **spec: object) -> None:
+def gen_app(env: Env, /, directory: Path, force: bool, as_json: bool, **spec: object) -> None:
     """Generate the deterministic Composer-style synthetic app into DIRECTORY.
 
     \b

@@ -115,6 +115,8 @@ def up(env: Env, opts: LabOptions) -> LabState:
         root.mkdir()
     except FileExistsError:
         raise BusyError(f"a lab named {opts.name!r} is being created by another statstorm") from None
+    for path in (env.state_root, root.parent, root):
+        path.chmod(0o755)  # www-data serves from below here, whatever the umask
     state = LabState(name=opts.name, app=opts.app, storage=opts.storage, port=port,
                      workers=opts.workers, state_dir=str(root), php_ini=dict(opts.php_ini),
                      mount_options=dict(opts.mount_options))
