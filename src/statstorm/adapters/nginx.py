@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Callable
 
 from statstorm.adapters import procs
 from statstorm.context import Env
@@ -74,10 +75,11 @@ def test_config(env: Env, conf: Path, prefix: Path) -> None:
         raise ComponentError(f"nginx rejected the lab configuration: {res.first_error_line()}")
 
 
-def start(env: Env, conf: Path, prefix: Path, port: int, timeout: float = 15) -> int:
+def start(env: Env, conf: Path, prefix: Path, port: int, record: Callable[[int], None],
+          timeout: float = 15) -> int:
     log = prefix / "log/nginx.out"
     pid = procs.spawn_daemon([BINARY, "-p", str(prefix), "-e", str(prefix / "log/nginx-error.log"),
-                              "-c", str(conf)], log)
+                              "-c", str(conf)], log, record)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not procs.alive(pid):

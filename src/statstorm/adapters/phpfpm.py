@@ -6,7 +6,7 @@ import glob
 import re
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from statstorm.adapters import procs
 from statstorm.context import Env
@@ -94,10 +94,10 @@ def test_config(env: Env, binary: str, conf: Path, overrides: Mapping[str, str])
 
 
 def start(env: Env, binary: str, conf: Path, overrides: Mapping[str, str], log: Path,
-          workers: int, timeout: float = 30) -> int:
+          workers: int, record: Callable[[int], None], timeout: float = 30) -> int:
     """Start the master in the foreground of its own session; wait for all workers."""
     pid = procs.spawn_daemon([binary, "--nodaemonize", "-y", str(conf), *ini_args(overrides)],
-                             log)
+                             log, record)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not procs.alive(pid):

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from statstorm.errors import BusyError, ComponentError
 
@@ -48,14 +48,18 @@ def cmdline(pid: int) -> list[str]:
     return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
 
 
-def find_pids(predicate_argv: Sequence[str]) -> list[int]:
-    """PIDs whose command line contains every string of `predicate_argv` as an argument."""
+def find_pids(needles: Sequence[str]) -> list[int]:
+    """Live PIDs whose command line contains every string of `needles`.
+
+    Matched as substrings of the joined command line, because servers such as nginx and
+    php-fpm rewrite their argv into one title string ("nginx: master process … -c FILE").
+    """
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        argv = cmdline(int(entry.name))
-        if argv and all(p in argv for p in predicate_argv):
+        joined = " ".join(cmdline(int(entry.name)))
+        if joined and all(n in joined for n in needles) and alive(int(entry.name)):
             found.append(int(entry.name))
     return sorted(found)
 
@@ -93,24 +97,35 @@ def _reap(pid: int) -> None:
         pass
 
 
-def spawn_daemon(argv: Sequence[str], log_path: Path) -> int:
+_DEFERRED = {signal.SIGINT, signal.SIGTERM}
+
+
+def _unblock_in_child() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
+
+
+def spawn_daemon(argv: Sequence[str], log_path: Path, record: Callable[[int], None]) -> int:
     """Start a long-running server detached from our session; return its PID.
 
     The server runs in the foreground of its own session (no double fork), so the PID we
-    record is the PID that we later end.
+    record is the PID that we later end. Ctrl-C and SIGTERM are held back from the fork
+    until `record(pid)` has stored the PID, so an interruption can never lose a server.
     """
-    log = open(log_path, "ab")
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
     try:
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=_unblock_in_child,
+            )
+        record(proc.pid)
     finally:
-        log.close()
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     return proc.pid
 
 

@@ -201,8 +201,12 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     state.effective_ini = phpfpm.effective_ini(env, fpm, fpm_conf, ini,
                                                sorted({*REPORTED_INI, *ini}))
     _step(env, state, f"starting php-fpm pool {state.pool} ({opts.workers} workers)…")
-    state.fpm_master_pid = phpfpm.start(env, fpm, fpm_conf, ini, root / "log/php-fpm.out",
-                                        opts.workers)
+
+    def record_fpm(pid: int) -> None:
+        state.fpm_master_pid = pid
+        _save(env, state)
+
+    phpfpm.start(env, fpm, fpm_conf, ini, root / "log/php-fpm.out", opts.workers, record_fpm)
     state.worker_pids = phpfpm.worker_pids(state.fpm_master_pid)
     _save(env, state)
     for sub in ("client_body", "fastcgi", "proxy", "uwsgi", "scgi"):
@@ -214,7 +218,12 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     nginx.test_config(env, nginx_conf, root)
     procs.check_port_free(state.port)
     _step(env, state, f"starting nginx on 127.0.0.1:{state.port}…")
-    state.nginx_pid = nginx.start(env, nginx_conf, root, state.port)
+
+    def record_nginx(pid: int) -> None:
+        state.nginx_pid = pid
+        _save(env, state)
+
+    nginx.start(env, nginx_conf, root, state.port, record_nginx)
     state.url = f"http://127.0.0.1:{state.port}"
     _save(env, state)
 
