@@ -40,7 +40,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and map errors to one line on stderr + an exit code."""
-    from statstorm.cli import lab  # noqa: F401  (registers subcommands)
+    from statstorm.cli import fsbench, lab  # noqa: F401  (registers subcommands)
 
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
