@@ -25,7 +25,8 @@ GLUSTER_FUSE_KEYS = ("attribute-timeout", "entry-timeout", "negative-timeout")
 # sshfs defaults (sshfs(1), 2.x and 3.x).
 SSHFS_CACHE_KEYS = ("cache", "cache_timeout", "cache_stat_timeout", "cache_dir_timeout",
                     "cache_link_timeout", "dir_cache", "dcache_timeout", "dcache_stat_timeout",
-                    "dcache_dir_timeout", "dcache_link_timeout", "dcache_max_size")
+                    "dcache_dir_timeout", "dcache_link_timeout", "dcache_max_size",
+                    "attr_timeout", "entry_timeout", "negative_timeout")
 
 
 def unescape(field_: str) -> str:

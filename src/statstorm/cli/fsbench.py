@@ -129,6 +129,7 @@ def fsbench(env: Env, paths: tuple[str, ...], ops: str, state: str, clients: int
         paths=paths, ops=cmd.parse_ops(ops), states=cmd.parse_states(state), clients=clients,
         iterations=iterations, duration_s=duration, max_files=max_files, output=output,
         profile_out=profile_out)
+    cmd.validate(env, opts)
     env.log(f"fsbench: {len(paths)} path(s), ops {','.join(opts.ops)}, state "
             f"{'+'.join(opts.states)}, {clients} client(s)… Ctrl-C to stop.")
     result = cmd.run(env, opts)
