@@ -252,7 +252,6 @@ def parse_mountstats(text: str) -> dict[str, dict[str, Any]]:
 def gluster_client_options(argv: list[str]) -> dict[str, str]:
     """`--attribute-timeout=600 --volfile-id=/vol …` of a glusterfs FUSE client → options."""
     out: dict[str, str] = {}
-    it = iter(range(len(argv)))
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -265,7 +264,6 @@ def gluster_client_options(argv: list[str]) -> dict[str, str]:
                 i += 1
             out[key] = value
         i += 1
-    del it
     return out
 
 

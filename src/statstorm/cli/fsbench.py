@@ -10,6 +10,7 @@ import click
 from statstorm.cli import cli
 from statstorm.commands import fsbench as cmd
 from statstorm.context import Env
+from statstorm.model.fsworkload import OPS
 from statstorm.results.fsbench import Cell, FsbenchResult
 
 BARS = " ▁▂▃▄▅▆▇█"
@@ -57,14 +58,14 @@ def render(r: FsbenchResult) -> str:
             lines.append(f"  - {mm['option']} = {mm['value']}: {mm['meaning']}")
         for n in m["notes"]:
             lines.append(f"  note: {n}")
-    for c in r.cold:
-        lines.append(f"cold levels for {c.path}:")
-        for x in c.reached:
+    for cs in r.cold:
+        lines.append(f"cold levels for {cs.path}:")
+        for x in cs.reached:
             lines.append(f"  reached: {x}")
-        for x in c.not_reached:
+        for x in cs.not_reached:
             lines.append(f"  NOT reached: {x}")
-        if c.check:
-            k = c.check
+        if cs.check:
+            k = cs.check
             lines.append(f"  verified: dentries {k.dentries_before} -> {k.dentries_after}, "
                          f"page cache {k.cached_kb_before // 1024} -> {k.cached_kb_after // 1024} MiB, "
                          f"sample file pages resident {k.resident_pages_before} -> "
@@ -92,7 +93,7 @@ def render(r: FsbenchResult) -> str:
 
 @cli.command("fsbench")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--ops", default=",".join(cmd.fsworkload.OPS), show_default=True,
+@click.option("--ops", default=",".join(OPS), show_default=True,
               help="Comma-separated operations to run.")
 @click.option("--state", "state", default="warm", show_default=True,
               type=click.Choice(["warm", "cold", "both"]), help="Cache state(s); cold needs root.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import multiprocessing
 import os
+import time
 from array import array
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any, Callable
 
 from statstorm.adapters import fsops, gluster, mounts
 from statstorm.context import Env
-from statstorm.errors import ComponentError, PrivilegeError, UsageError
+from statstorm.errors import PrivilegeError, UsageError
 from statstorm.model import fsworkload
 from statstorm.model.latency import ratio, summarize
 from statstorm.results import fsbench as res
@@ -318,12 +319,12 @@ def _run_cells(env: Env, opts: FsbenchOptions, result: res.FsbenchResult, state:
                 chk = _drop(env, w, owned[i], check=i not in checks)
                 if i not in checks:
                     checks[i] = chk
-            t0 = _now_ns()
+            t0 = time.perf_counter_ns()
             if pool is None:
                 parts = [_one_pass(op, w)]
             else:
                 parts = pool.map(_client_pass, [(op, i, c / opts.clients) for c in range(opts.clients)])
-            accs[i].add(parts, _now_ns() - t0)
+            accs[i].add(parts, time.perf_counter_ns() - t0)
         rnd += 1
         if iterations is not None and rnd >= iterations:
             break
@@ -353,9 +354,3 @@ def _run_cells(env: Env, opts: FsbenchOptions, result: res.FsbenchResult, state:
         if on_cell:
             on_cell(result, cell)
     return result
-
-
-def _now_ns() -> int:
-    import time
-
-    return time.perf_counter_ns()
