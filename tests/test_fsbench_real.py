@@ -168,3 +168,22 @@ def test_unowned_fuse_mount_says_not_reset(lab_default: lab_cmd.LabState) -> Non
     info = mounts.detect(lab_default.code_path)
     reached, missing = cmd._cold_levels(info, None)
     assert "FUSE client cache: not reset (not a statstorm mount)" in missing
+
+
+def test_cli_json_in_process(local_tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from statstorm.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["fsbench", str(local_tree), "--ops", "stat,find", "--iterations", "1", "--json"])
+    assert exc.value.code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["op"] for r in data["results"]] == ["stat", "find"]
+    assert data["results"][1]["stats"]["count"] == 1
+
+
+def test_duration_runs_whole_rounds(local_tree: Path) -> None:
+    r = cmd.run(Env(), cmd.FsbenchOptions(paths=(str(local_tree), str(local_tree)),
+                                          ops=("negative",), duration_s=0.2))
+    a, b = r.cells
+    assert a.passes == b.passes >= 1
+    _check_counts(r, a.passes)
