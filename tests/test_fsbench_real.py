@@ -187,3 +187,13 @@ def test_duration_runs_whole_rounds(local_tree: Path) -> None:
     a, b = r.cells
     assert a.passes == b.passes >= 1
     _check_counts(r, a.passes)
+
+
+class _NotRoot(Env):
+    def is_root(self) -> bool:
+        return False
+
+
+def test_cold_needs_root(local_tree: Path) -> None:
+    with pytest.raises(PrivilegeError, match="run as root"):
+        cmd.validate(_NotRoot(), cmd.FsbenchOptions(paths=(str(local_tree),), states=("cold",)))
