@@ -197,3 +197,10 @@ class _NotRoot(Env):
 def test_cold_needs_root(local_tree: Path) -> None:
     with pytest.raises(PrivilegeError, match="run as root"):
         cmd.validate(_NotRoot(), cmd.FsbenchOptions(paths=(str(local_tree),), states=("cold",)))
+
+
+def test_cli_clients_clean_stderr(local_tree: Path) -> None:
+    p = subprocess.run([*STATSTORM, "fsbench", str(local_tree), "--ops", "stat", "--clients", "2",
+                        "--iterations", "1"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr and "stat" in p.stdout

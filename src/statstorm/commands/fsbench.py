@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import multiprocessing
 import os
+import signal
 import time
 from array import array
 from dataclasses import dataclass, field, replace
@@ -123,6 +124,12 @@ def _one_pass(op: str, w: fsworkload.Workload, offset_frac: float = 0.0) -> fsop
     fn = {"walk": fsops.walk_pass, "stat": fsops.stat_pass, "negative": fsops.negative_pass,
           "open": fsops.open_pass, "readdir": fsops.readdir_pass}[op]
     return fn(t)
+
+
+def _client_init() -> None:
+    """Clients leave signals to the parent: it ends them by PID (pool.terminate)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _client_pass(args: tuple[str, int, float]) -> fsops.PassResult:
@@ -282,15 +289,20 @@ def run(env: Env, opts: FsbenchOptions,
     iterations = opts.iterations or (None if opts.duration_s else DEFAULT_ITERATIONS)
     pool = None
     if opts.clients > 1:
-        pool = multiprocessing.get_context("fork").Pool(opts.clients)
+        pool = multiprocessing.get_context("fork").Pool(opts.clients, initializer=_client_init)
     try:
         for state in opts.states:
             for op in opts.ops:
                 result = _run_cells(env, opts, result, state, op, workloads, owned, pool,
                                     iterations, on_cell)
-    finally:
+        if pool is not None:
+            pool.close()
+    except BaseException:
         if pool is not None:
             pool.terminate()
+        raise
+    finally:
+        if pool is not None:
             pool.join()
     result = replace(result, complete=True)
     if opts.output:
