@@ -49,6 +49,8 @@ def spread(values: Sequence[float]) -> float:
 
 def _fmt_level(level: float, unit: str) -> str:
     text = f"{level:g}"
+    if unit == "users" and level == 1:
+        unit = "user"
     return f"{text} {unit}"
 
 
@@ -146,8 +148,9 @@ def analyse(points: Sequence[LevelPoint], unit: str = "users") -> Knee:
         sentence += "; " + ", ".join(phrases)
     if _ADVICE[diagnosis] and (collapse_pt is not None or knee is not pts[-1]):
         sentence += ": " + _ADVICE[diagnosis]
+    still_growing = peak is pts[-1] and len(pts) > 1 and knee is pts[-1] and collapse_pt is None
     return Knee(
-        knee=knee.level, peak=peak.level, saturation_rps=round(peak.rps, 3),
+        knee=None if still_growing else knee.level, peak=peak.level, saturation_rps=round(peak.rps, 3),
         collapse=collapse_pt is not None,
         collapse_at=collapse_pt.level if collapse_pt else None,
         collapse_rps=round(collapse_pt.rps, 3) if collapse_pt else None,
