@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -74,8 +74,8 @@ def summarise(first: CpuSnapshot, last: CpuSnapshot, fpm: list[dict[str, Any]]) 
     if not fpm:
         return sig
     mcr = [int(s.get("max children reached", 0)) for s in fpm]
-    return ServerSignals(
-        **{**sig.__dict__},
+    return replace(
+        sig,
         fpm_pool=str(fpm[-1].get("pool", "")),
         fpm_active_max=max(int(s.get("active processes", 0)) for s in fpm),
         fpm_idle_min=min(int(s.get("idle processes", 0)) for s in fpm),

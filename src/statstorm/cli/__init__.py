@@ -41,6 +41,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and map errors to one line on stderr + an exit code."""
     from statstorm.cli import lab  # noqa: F401  (registers subcommands)
+    from statstorm.cli import sweep  # noqa: F401
 
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
