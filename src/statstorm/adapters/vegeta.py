@@ -115,7 +115,7 @@ class Vegeta:
         workers = max(8, min(10000, math.ceil(spec.rate * spec.timeout_s)))
         return [binary, "attack", "-rate", f"{spec.rate:g}/s", "-duration", f"{spec.duration_s:g}s",
                 "-timeout", f"{spec.timeout_s:g}s", "-max-workers", str(workers),
-                "-max-body", "1MiB", "-output", str(workdir / "vegeta.bin")]
+                "-max-body", "1048576", "-output", str(workdir / "vegeta.bin")]
 
     def run(self, env: Env, spec: RunSpec, workdir: Path) -> LoadRun:
         binary = self.available()
@@ -128,7 +128,7 @@ class Vegeta:
                                    stdin_text=f"GET {spec.url}\n",
                                    timeout=spec.duration_s + spec.timeout_s + 15)
         if rc != 0:
-            raise ComponentError(f"vegeta attack failed: {(err.strip().splitlines() or [str(rc)])[-1]}")
+            raise ComponentError(f"vegeta attack failed: {(err.strip().splitlines() or [str(rc)])[0]}")
         rc, out, err = run_bounded(env, [binary, "encode", "--to", "json", str(out_file)],
                                    what="vegeta encode", timeout=120)
         if rc != 0:

@@ -38,7 +38,7 @@ def _row(lv: LevelResult) -> list[str]:
         f"{lv.level:g}", f"{lv.rps:.1f} ±{lv.rps_spread:.1f}", f"{lv.p50:.1f}", f"{lv.p90:.1f}",
         f"{lv.p99:.1f}", f"{lv.max:.1f}",
         str(lv.errors.total) if not lv.errors.total else
-        f"{lv.errors.total} (c{lv.errors.connect} t{lv.errors.timeout} "
+        f"{lv.errors.total} (c{lv.errors.connect} t{lv.errors.timeout} r{lv.errors.read_write} "
         f"s{lv.errors.non_2xx} w{lv.errors.wrong_content})",
         f"{s.ctx_switches_per_s:,.0f}", f"{s.cpu_busy_pct:.0f}%", fpm,
         "ok" if not lv.validation else "FAIL",
@@ -115,7 +115,8 @@ def sweep(env: Env, url: str, lab: str | None, concurrency: str | None, rate: st
         for argv in sweep_cmd.dry_run_commands(plan):
             click.echo(shlex.join(argv))
         return
-    err = Console(file=env.stderr, stderr=True, highlight=False)
+    err = Console(file=env.stderr, stderr=True, highlight=False,
+                  width=None if env.stderr.isatty() else 140)
     unit = "connections" if plan.model == "closed" else "req/s"
     err.print(f"Sweeping {plan.url} with {plan.tool} ({plan.model} model): "
               f"{','.join(f'{lv:g}' for lv in plan.levels)} {unit}, {plan.repeats}× {plan.duration_s:g} s "
@@ -136,7 +137,8 @@ def sweep(env: Env, url: str, lab: str | None, concurrency: str | None, rate: st
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
-        out = Console(file=env.stdout if env.stdout is not sys.stdout else None, highlight=False)
+        out = Console(file=env.stdout, highlight=False,
+                      width=None if env.stdout.isatty() else 140)
         out.print(_table(result))
         assert result.knee is not None
         out.print(result.knee.sentence)
