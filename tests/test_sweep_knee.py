@@ -65,7 +65,7 @@ def test_signals_named_in_the_sentence() -> None:
 def test_cpu_bound() -> None:
     calm = S(ctx_switches_per_s=1000, cpu_busy_pct=50)
     hot = S(ctx_switches_per_s=1200, cpu_busy_pct=97)
-    k = analyse([P(1, (500,)), P(2, (900,)), P(4, (1000,), calm), P(8, (990,), hot)])
+    k = analyse([P(1, (500,)), P(2, (700,)), P(4, (1000,), calm), P(8, (990,), hot)])
     assert k.diagnosis == "cpu" and "out of CPU" in k.sentence
 
 
