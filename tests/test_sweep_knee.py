@@ -71,3 +71,8 @@ def test_cpu_bound() -> None:
 
 def test_empty() -> None:
     assert analyse([]).knee is None
+
+
+def test_single_level() -> None:
+    k = analyse([P(1, (500,))])
+    assert not k.collapse and "only one level" in k.sentence

@@ -137,6 +137,8 @@ def analyse(points: Sequence[LevelPoint], unit: str = "users") -> Knee:
     elif peak is pts[-1] and len(pts) > 1 and knee is pts[-1]:
         head = (f"throughput still grows at {_fmt_level(peak.level, unit)} ({sat}): "
                 f"no knee yet, sweep higher levels")
+    elif len(pts) == 1:
+        head = f"only one level: {sat} at {_fmt_level(peak.level, unit)}; sweep more levels to find a knee"
     elif knee is pts[0]:
         head = (f"throughput is flat at about {sat} from {_fmt_level(knee.level, unit)} "
                 f"on: saturated already, no collapse up to {_fmt_level(pts[-1].level, unit)}")
