@@ -117,7 +117,7 @@ def check_loopback(url: str, allow_remote: bool) -> str:
         infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
     except socket.gaierror:
         raise UsageError(f"cannot resolve {host!r}: check the URL") from None
-    addrs = {info[4][0] for info in infos}
+    addrs = {str(info[4][0]) for info in infos}
     remote = sorted(a for a in addrs if not ipaddress.ip_address(a.split("%")[0]).is_loopback)
     if remote and not allow_remote:
         raise UsageError(f"{host} ({', '.join(remote)}) is not on loopback: sweep sends load only to "
@@ -187,14 +187,14 @@ def plan(env: Env, opts: SweepOptions) -> Plan:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     output = opts.output or Path(f"sweep-{stamp}.json")
     plot_path = opts.plot if opts.plot is not None else output.with_suffix(".svg")
-    for p in (output, plot_path):
-        if p is None:
+    for path in (output, plot_path):
+        if path is None:
             continue
-        d = p.parent if str(p.parent) else Path(".")
-        if p.exists() and p.is_dir():
-            raise UsageError(f"{p} is a directory: pass a file name")
+        d = path.parent if str(path.parent) else Path(".")
+        if path.exists() and path.is_dir():
+            raise UsageError(f"{path} is a directory: pass a file name")
         if not d.exists() or not os.access(d, os.W_OK):
-            raise UsageError(f"cannot write {p}: directory {d} does not exist or is not writable")
+            raise UsageError(f"cannot write {path}: directory {d} does not exist or is not writable")
     p = Plan(url=url, tool=tool, model=model, levels=levels, duration_s=opts.duration_s,
              warmup_s=opts.warmup_s, repeats=opts.repeats, timeout_s=opts.timeout_s,
              expect_status=opts.expect_status, expect_text=opts.expect_text,

@@ -19,7 +19,7 @@ def _nice_max(v: float) -> float:
     mag = 10 ** len(str(int(v))) / 10
     for step in (1, 2, 2.5, 5, 10):
         if v <= step * mag:
-            return step * mag
+            return float(step * mag)
     return v
 
 
