@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from xml.etree import ElementTree
+
 from statstorm.cli import main
 from statstorm.commands.sweep import check_loopback
 from statstorm.errors import UsageError
@@ -70,3 +72,4 @@ def test_svg_renders_from_json(tmp_path: Path) -> None:
     sweep_svg.write(tmp_path / "s.json", tmp_path / "s.svg")
     svg = (tmp_path / "s.svg").read_text()
     assert svg.startswith("<svg") and svg.count("<circle") == 8 and "collapses" in svg
+    ElementTree.fromstring(svg)  # well-formed XML

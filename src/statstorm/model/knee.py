@@ -88,7 +88,7 @@ def signals_moved(base: ServerSignals | None, at: ServerSignals | None) -> tuple
 
 _ADVICE = {
     "storage": "the pool is blocked on storage or locks, not CPU (trace its file syscalls)",
-    "cpu": "the server is out of CPU",
+    "cpu": "this machine is out of CPU (the load generator runs on it too)",
     "pool": "every php-fpm worker is busy: requests queue for the pool",
     "": "",
 }
