@@ -76,3 +76,9 @@ def test_empty() -> None:
 def test_single_level() -> None:
     k = analyse([P(1, (500,))])
     assert not k.collapse and "only one level" in k.sentence
+
+
+def test_very_noisy_repeats_are_flagged() -> None:
+    k = analyse([P(1, (69, 51, 20)), P(2, (23, 27, 29)), P(5, (54, 54, 34)), P(10, (18, 24, 34)),
+                 P(20, (52, 75, 91))])
+    assert not k.collapse and "noisy" in k.sentence

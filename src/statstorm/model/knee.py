@@ -89,7 +89,7 @@ def signals_moved(base: ServerSignals | None, at: ServerSignals | None) -> tuple
 _ADVICE = {
     "storage": "the pool is blocked on storage or locks, not CPU (trace its file syscalls)",
     "cpu": "this machine is out of CPU (the load generator runs on it too)",
-    "pool": "every php-fpm worker is busy: requests queue for the pool",
+    "pool": "the pool is the bottleneck: requests wait for a free php-fpm worker",
     "": "",
 }
 
@@ -140,12 +140,17 @@ def analyse(points: Sequence[LevelPoint], unit: str = "users") -> Knee:
     elif len(pts) == 1:
         head = f"only one level: {sat} at {_fmt_level(peak.level, unit)}; sweep more levels to find a knee"
     elif knee is pts[0]:
-        head = (f"throughput is flat at about {sat} from {_fmt_level(knee.level, unit)} "
-                f"on: saturated already, no collapse up to {_fmt_level(pts[-1].level, unit)}")
+        head = (f"throughput is flat from {_fmt_level(knee.level, unit)} on: within "
+                f"{tolerance:.0f} req/s of the peak ({sat} at {_fmt_level(peak.level, unit)}); "
+                f"no collapse up to {_fmt_level(pts[-1].level, unit)}")
     else:
         head = (f"throughput stops growing at {_fmt_level(knee.level, unit)} (saturation {sat}); "
                 f"no collapse up to {_fmt_level(pts[-1].level, unit)}")
     sentence = head
+    noisy = max((p.spread / p.rps for p in pts if p.rps > 0), default=0.0)
+    if noisy > 0.2:
+        sentence += (f" (noisy: repeats differ by up to ±{100 * noisy:.0f} %; "
+                     f"use more --repeats or a quieter machine)")
     if phrases:
         sentence += "; " + ", ".join(phrases)
     if _ADVICE[diagnosis] and (collapse_pt is not None or knee is not pts[-1]):
