@@ -4,8 +4,10 @@ Definitions (per level: the median of the repeats' requests/s, and their *spread
 range max-min; levels sorted by concurrency or rate):
 
 - **peak**: the level with the highest median; **saturation throughput** is that median.
-- **knee**: the first level whose median comes within *tolerance* of the peak, i.e. where
-  throughput stops growing. tolerance = max(10 % of the peak, 2 × the peak's spread).
+- **knee**: the first level where throughput stops growing: its median is within *tolerance*
+  of the peak (tolerance = max(10 % of the peak, 2 × the peak's spread)), or it is at least
+  80 % of the peak and the peak gains less than a tenth as much throughput as load was added
+  (e.g. +13 % throughput for 4× the users).
 - **collapse**: a level above the peak whose median is *clearly* below the peak:
   peak − median > max(floor × peak, 3 × (peak spread + level spread)), floor = 10 % with two
   or more repeats, 20 % with a single run (its spread is unknown). Noise of the repeats widens
@@ -102,7 +104,15 @@ def analyse(points: Sequence[LevelPoint], unit: str = "users") -> Knee:
                     "no level finished: nothing to analyse")
     peak = max(pts, key=lambda p: p.rps)
     tolerance = max(0.10 * peak.rps, 2 * peak.spread)
-    knee = next(p for p in pts if p.rps >= peak.rps - tolerance)
+    def flat_from(p: LevelPoint) -> bool:
+        if p.rps >= peak.rps - tolerance:
+            return True
+        if p.rps < 0.8 * peak.rps or p.rps <= 0 or p.level >= peak.level:
+            return False
+        # Gains less than a tenth as much throughput as load was added up to the peak.
+        return (peak.rps / p.rps - 1) < 0.1 * (peak.level / p.level - 1)
+
+    knee = next(p for p in pts if flat_from(p))
     multi = all(len(p.rps_repeats) > 1 for p in pts)
     floor = (0.10 if multi else 0.20) * peak.rps
     collapse_pt: LevelPoint | None = None
