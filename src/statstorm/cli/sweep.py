@@ -112,8 +112,9 @@ def sweep(env: Env, url: str, lab: str | None, concurrency: str | None, rate: st
     )
     plan = sweep_cmd.plan(env, opts)
     if dry_run:
+        feed = f"echo {shlex.quote('GET ' + plan.url)} | " if plan.model == "open" else ""
         for argv in sweep_cmd.dry_run_commands(plan):
-            click.echo(shlex.join(argv))
+            click.echo(feed + shlex.join(argv))
         return
     err = Console(file=env.stderr, stderr=True, highlight=False,
                   width=None if env.stderr.isatty() else 140)
