@@ -58,3 +58,27 @@ if [[ ! -x $venv/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; the
     rm -f "$log"
     echo "$want" > "$stamp"
 fi
+
+# ---------------------------------------------------------------------------------------------
+# sweep: vegeta, the open-model (constant arrival rate) load generator, from the Go module proxy.
+# Installed once into /opt/statstorm/bin (the sweep adapter looks there first); skipped when
+# that binary is already present.  Built through a throw-away module because the proxy refuses
+# the version-list query that `go install …@version` makes.
+vegeta_version=v12.12.0
+vegeta_bin=/opt/statstorm/bin/vegeta
+if [[ ! -x $vegeta_bin ]]; then
+    if ! command -v go >/dev/null; then
+        echo "statstorm setup: Go is not installed; skipping vegeta (statstorm sweep --rate needs it)" >&2
+    else
+        echo "statstorm setup: installing vegeta $vegeta_version into ${vegeta_bin%/*}"
+        mkdir -p "${vegeta_bin%/*}"
+        tmpmod=$(mktemp -d)
+        (
+            cd "$tmpmod"
+            go mod init statstorm-vegeta >/dev/null 2>&1
+            go get "github.com/tsenart/vegeta/v12@$vegeta_version" >/dev/null 2>&1
+            GOBIN=${vegeta_bin%/*} go install github.com/tsenart/vegeta/v12
+        )
+        rm -rf "$tmpmod"
+    fi
+fi

@@ -1,0 +1,90 @@
+"""ab, ApacheBench (closed model: `-c` requests in flight, one connection each).
+
+ab cannot look into bodies; its "Failed requests" breakdown counts an answer whose length
+differs from the first one's as "Length", which we report as wrong content. `-e` writes the
+percentile spectrum (0..100 %) as CSV; `-r` keeps ab going after socket errors.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from statstorm.adapters.loadgen import RunSpec, find_binary, run_bounded
+from statstorm.context import Env
+from statstorm.errors import ComponentError, DependencyError
+from statstorm.results.sweep import ErrorCounts, LoadRun
+
+# Without a cap from the caller, ab stops at this many requests (or at -t, whichever first).
+DEFAULT_CAP = 1_000_000
+
+
+def parse(text: str, csv_text: str = "") -> LoadRun:
+    """Parse ab's report (and the -e CSV when given) into a LoadRun."""
+    def num(pattern: str, default: float | None = None) -> float:
+        m = re.search(pattern, text, re.M)
+        if not m:
+            if default is not None:
+                return default
+            raise ComponentError("ab output not understood (missing "
+                                 f"{pattern.split(':')[0].strip('^')!r}): "
+                                 + " ".join(text.split())[-160:])
+        return float(m.group(1))
+
+    complete = int(num(r"^Complete requests:\s+(\d+)"))
+    taken = num(r"^Time taken for tests:\s+([\d.]+) seconds")
+    rps = num(r"^Requests per second:\s+([\d.]+)")
+    fb = re.search(r"\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", text)
+    errors = ErrorCounts(
+        connect=int(fb.group(1)) if fb else 0,
+        read_write=(int(fb.group(2)) + int(fb.group(4))) if fb else 0,
+        wrong_content=int(fb.group(3)) if fb else 0,
+        non_2xx=int(num(r"^Non-2xx responses:\s+(\d+)", 0)),
+    )
+    pct: dict[float, float] = {}
+    for line in csv_text.splitlines()[1:]:
+        p, _, ms = line.partition(",")
+        try:
+            pct[float(p)] = float(ms)
+        except ValueError:
+            continue
+    if not pct:
+        for m in re.finditer(r"^\s+(\d+)%\s+(\d+)", text, re.M):
+            pct[float(m.group(1))] = float(m.group(2))
+    if not pct:
+        raise ComponentError("ab output has no percentile table (no request completed?)")
+    return LoadRun(
+        tool="ab", requests=complete, duration_s=taken, rps=rps,
+        p50=pct.get(50.0, 0.0), p90=pct.get(90.0, 0.0), p99=pct.get(99.0, 0.0),
+        max=pct.get(100.0, max(pct.values())), errors=errors,
+        percentiles=tuple(sorted(pct.items())),
+    )
+
+
+class Ab:
+    name = "ab"
+    model = "closed"
+
+    def available(self) -> str | None:
+        return find_binary("ab", "STATSTORM_AB")
+
+    def command(self, spec: RunSpec, workdir: Path) -> list[str]:
+        binary = self.available() or "ab"
+        cap = spec.max_requests or DEFAULT_CAP
+        # -t before -n: -t implies -n 50000, the later -n sets our own cap.
+        return [binary, "-r", "-q", "-c", str(max(1, spec.concurrency)),
+                "-t", str(max(1, round(spec.duration_s))), "-n", str(cap),
+                "-s", str(max(1, round(spec.timeout_s))), "-e", str(workdir / "ab-percentiles.csv"),
+                spec.url]
+
+    def run(self, env: Env, spec: RunSpec, workdir: Path) -> LoadRun:
+        if not self.available():
+            raise DependencyError("ab is not installed: run scripts/setup.sh as root (Debian package apache2-utils)")
+        csv = workdir / "ab-percentiles.csv"
+        csv.unlink(missing_ok=True)
+        rc, out, err = run_bounded(env, self.command(spec, workdir), what="ab",
+                                   timeout=spec.duration_s + spec.timeout_s + 15)
+        if rc != 0 or "Complete requests" not in out:
+            last = (err.strip().splitlines() or out.strip().splitlines() or [f"exit status {rc}"])[-1]
+            raise ComponentError(f"ab failed: {last}")
+        return parse(out, csv.read_text() if csv.exists() else "")

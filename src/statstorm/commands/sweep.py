@@ -1,0 +1,360 @@
+"""`statstorm sweep`: drive a load generator through concurrency (closed) or rate (open) levels,
+sample the server side while each level runs, and find the knee and any collapse.
+
+Order of work: validate everything (options, target on loopback, tool installed, output
+writable, one GET that must answer as expected) → per level: warm-up (discarded), repeats
+(each sampled), a direct GET to validate content → JSON rewritten after every level →
+analysis → plot. Ctrl-C/SIGTERM ends the load generator by PID and still writes the levels
+that finished.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from statistics import median
+from typing import Callable, Sequence
+
+from statstorm.adapters import sysstat
+from statstorm.adapters.ab import Ab
+from statstorm.adapters.loadgen import LoadGenerator, RunSpec, load_lock
+from statstorm.adapters.vegeta import Vegeta
+from statstorm.adapters.wrk import Wrk
+from statstorm.commands import lab as lab_cmd
+from statstorm.context import Env
+from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
+from statstorm.model import knee as knee_model
+from statstorm.results.common import write_json_atomic
+from statstorm.results.sweep import (ErrorCounts, LevelResult, LoadRun, RepeatResult,
+                                     ServerSignals, SweepResult)
+
+CLOSED_TOOLS = ("wrk", "ab")
+OPEN_TOOLS = ("vegeta",)
+DEFAULT_CONCURRENCY = (1, 2, 5, 10, 20, 30)
+FPM_STATUS_PATH = "/statstorm-fpm-status"
+# Bounds: every sweep ends.
+MAX_DURATION_S = 600.0
+MAX_LEVELS = 50
+MAX_REPEATS = 20
+MAX_TOTAL_S = 4 * 3600.0
+MAX_CONCURRENCY = 10_000
+MAX_RATE = 100_000.0
+
+
+def make_tool(name: str) -> LoadGenerator:
+    tools: dict[str, LoadGenerator] = {"wrk": Wrk(), "ab": Ab(), "vegeta": Vegeta()}
+    return tools[name]
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    url: str = ""
+    lab: str | None = None
+    concurrency: tuple[int, ...] = ()
+    rates: tuple[float, ...] = ()
+    duration_s: float = 10.0
+    warmup_s: float = 2.0
+    repeats: int = 3
+    tool: str | None = None
+    timeout_s: float = 10.0
+    expect_status: int = 200
+    expect_text: str = ""
+    allow_remote: bool = False
+    fpm_status_url: str | None = None
+    pool: str | None = None
+    output: Path | None = None
+    plot: Path | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Validated options: what will run."""
+
+    url: str
+    tool: str
+    model: str
+    levels: tuple[float, ...]
+    duration_s: float
+    warmup_s: float
+    repeats: int
+    timeout_s: float
+    expect_status: int
+    expect_text: str
+    fpm_status_url: str | None
+    pool: str | None
+    output: Path
+    plot: Path | None
+
+    @property
+    def estimated_s(self) -> float:
+        return len(self.levels) * (self.warmup_s + self.repeats * (self.duration_s + 1))
+
+    def spec(self, level: float, duration: float) -> RunSpec:
+        cap = int(max(1000, duration * 50_000))
+        if self.model == "closed":
+            return RunSpec(self.url, duration, self.timeout_s, concurrency=int(level),
+                           max_requests=cap, expect_text=self.expect_text)
+        return RunSpec(self.url, duration, self.timeout_s, rate=level,
+                       max_requests=int(level * duration) + 1, expect_text=self.expect_text)
+
+
+def check_loopback(url: str, allow_remote: bool) -> str:
+    """Refuse targets that are not on loopback unless `allow_remote`; return the host."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{url!r} is not an http(s) URL: pass e.g. http://127.0.0.1:8080/index.php")
+    host = parts.hostname
+    try:
+        infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
+    except socket.gaierror:
+        raise UsageError(f"cannot resolve {host!r}: check the URL") from None
+    addrs = {str(info[4][0]) for info in infos}
+    remote = sorted(a for a in addrs if not ipaddress.ip_address(a.split("%")[0]).is_loopback)
+    if remote and not allow_remote:
+        raise UsageError(f"{host} ({', '.join(remote)}) is not on loopback: sweep sends load only to "
+                         f"127.0.0.1/::1/localhost; pass --allow-remote if you own that server")
+    return host
+
+
+def plan(env: Env, opts: SweepOptions) -> Plan:
+    """Validate every option before any load is sent."""
+    url, fpm_url, pool = opts.url, opts.fpm_status_url, opts.pool
+    if opts.lab is not None:
+        if url:
+            raise UsageError("give either a URL or --lab, not both")
+        state = lab_cmd.status(env, opts.lab)
+        if state.phase != "up":
+            raise UsageError(f"lab {opts.lab!r} is {state.phase}: restart it with "
+                             f"`statstorm lab down --name {opts.lab}` then `statstorm lab up`")
+        url = state.url + state.entry_path
+        fpm_url = fpm_url or state.url + FPM_STATUS_PATH
+        pool = pool or state.pool
+    elif not url:
+        raise UsageError("no target: pass a URL or --lab NAME")
+    elif pool and not fpm_url:
+        match = [s for s in lab_cmd.list_labs(env) if s.pool == pool]
+        if not match:
+            raise UsageError(f"pool {pool!r}: pass its status page with --fpm-status URL "
+                             f"(pm.status_path of the pool)")
+        fpm_url = match[0].url + FPM_STATUS_PATH
+    check_loopback(url, opts.allow_remote)
+    if fpm_url:
+        check_loopback(fpm_url, opts.allow_remote)
+
+    if opts.rates and opts.concurrency:
+        raise UsageError("give --concurrency (closed model) or --rate (open model), not both")
+    model = "open" if opts.rates else "closed"
+    tool = opts.tool or ("vegeta" if model == "open" else "wrk")
+    if model == "open" and tool not in OPEN_TOOLS:
+        raise UsageError(f"--rate needs an open-model tool ({', '.join(OPEN_TOOLS)}); "
+                         f"{tool} keeps a fixed number of requests in flight")
+    if model == "closed" and tool not in CLOSED_TOOLS:
+        raise UsageError(f"{tool} sends at a fixed rate: pass --rate R1,R2,… with it")
+    levels: tuple[float, ...] = tuple(float(r) for r in opts.rates) if model == "open" else tuple(
+        float(c) for c in (opts.concurrency or DEFAULT_CONCURRENCY))
+    if not levels or len(levels) > MAX_LEVELS:
+        raise UsageError(f"give 1 to {MAX_LEVELS} levels")
+    if len(set(levels)) != len(levels):
+        raise UsageError("levels must not repeat: use --repeats to run a level several times")
+    top = MAX_RATE if model == "open" else MAX_CONCURRENCY
+    if any(not 0 < lv <= top for lv in levels):
+        raise UsageError(f"levels must be between 1 and {top:g}")
+    if not 1 <= opts.duration_s <= MAX_DURATION_S:
+        raise UsageError(f"--duration must be between 1 and {MAX_DURATION_S:.0f} s")
+    if not 0 <= opts.warmup_s <= MAX_DURATION_S:
+        raise UsageError(f"--warmup must be between 0 and {MAX_DURATION_S:.0f} s")
+    if not 1 <= opts.repeats <= MAX_REPEATS:
+        raise UsageError(f"--repeats must be between 1 and {MAX_REPEATS}")
+    if not 0.1 <= opts.timeout_s <= 120:
+        raise UsageError("--timeout must be between 0.1 and 120 s")
+    if tool == "ab" and opts.expect_text:
+        env.log("note: ab cannot check bodies; --expect-text is checked by one direct GET per "
+                "level, and ab's 'Length' failures count as wrong content")
+    if not make_tool(tool).available():
+        hint = {"wrk": "Debian package wrk", "ab": "Debian package apache2-utils",
+                "vegeta": "installed into /opt/statstorm/bin"}[tool]
+        raise DependencyError(f"{tool} is not installed: run scripts/setup.sh as root ({hint})")
+
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    output = opts.output or Path(f"sweep-{stamp}.json")
+    plot_path = opts.plot if opts.plot is not None else output.with_suffix(".svg")
+    for path in (output, plot_path):
+        if path is None:
+            continue
+        d = path.parent if str(path.parent) else Path(".")
+        if path.exists() and path.is_dir():
+            raise UsageError(f"{path} is a directory: pass a file name")
+        if not d.exists() or not os.access(d, os.W_OK):
+            raise UsageError(f"cannot write {path}: directory {d} does not exist or is not writable")
+    p = Plan(url=url, tool=tool, model=model, levels=levels, duration_s=opts.duration_s,
+             warmup_s=opts.warmup_s, repeats=opts.repeats, timeout_s=opts.timeout_s,
+             expect_status=opts.expect_status, expect_text=opts.expect_text,
+             fpm_status_url=fpm_url, pool=pool, output=output, plot=plot_path)
+    if p.estimated_s > MAX_TOTAL_S:
+        raise UsageError(f"this sweep would take about {p.estimated_s / 60:.0f} min (limit "
+                         f"{MAX_TOTAL_S / 3600:.0f} h): fewer levels, repeats or a shorter --duration")
+    return p
+
+
+def validate_response(url: str, expect_status: int, expect_text: str, timeout: float) -> str:
+    """One direct GET; '' when status and text are as expected, else what was wrong."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            status, body = resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read()
+    except (urllib.error.URLError, OSError) as exc:
+        return f"no answer ({getattr(exc, 'reason', exc)})"
+    if status != expect_status:
+        return f"status {status}, expected {expect_status}"
+    if expect_text and expect_text.encode() not in body:
+        return f"body ({len(body)} bytes) lacks the expected text {expect_text!r}"
+    return ""
+
+
+def aggregate(level: float, model: str, repeats: Sequence[RepeatResult], validation: str) -> LevelResult:
+    runs = [r.run for r in repeats]
+    srv = [r.server for r in repeats]
+    errors = ErrorCounts()
+    for r in runs:
+        errors = errors + r.errors
+
+    def med(values: Sequence[float]) -> float:
+        return round(float(median(values)), 3)
+
+    def opt_max(values: Sequence[int | None]) -> int | None:
+        vals = [v for v in values if v is not None]
+        return max(vals) if vals else None
+
+    def opt_min(values: Sequence[int | None]) -> int | None:
+        vals = [v for v in values if v is not None]
+        return min(vals) if vals else None
+
+    server = ServerSignals(
+        seconds=round(sum(s.seconds for s in srv), 3),
+        ctx_switches_per_s=med([s.ctx_switches_per_s for s in srv]),
+        cpu_busy_pct=med([s.cpu_busy_pct for s in srv]),
+        cpu_system_pct=med([s.cpu_system_pct for s in srv]),
+        cpu_iowait_pct=med([s.cpu_iowait_pct for s in srv]),
+        fpm_pool=next((s.fpm_pool for s in srv if s.fpm_pool), ""),
+        fpm_active_max=opt_max([s.fpm_active_max for s in srv]),
+        fpm_idle_min=opt_min([s.fpm_idle_min for s in srv]),
+        fpm_total=opt_max([s.fpm_total for s in srv]),
+        fpm_listen_queue_max=opt_max([s.fpm_listen_queue_max for s in srv]),
+        fpm_max_children_reached=(sum(s.fpm_max_children_reached or 0 for s in srv)
+                                  if any(s.fpm_max_children_reached is not None for s in srv) else None),
+        fpm_samples=sum(s.fpm_samples for s in srv),
+    )
+    rps = [r.rps for r in runs]
+    return LevelResult(
+        concurrency=int(level) if model == "closed" else None,
+        rate=level if model == "open" else None,
+        repeats=tuple(repeats), rps=med(rps), rps_spread=round(knee_model.spread(rps), 3),
+        p50=med([r.p50 for r in runs]), p90=med([r.p90 for r in runs]),
+        p99=med([r.p99 for r in runs]), max=round(max(r.max for r in runs), 3),
+        errors=errors, server=server, validation=validation,
+    )
+
+
+def analyse(result: SweepResult) -> None:
+    unit = "users" if result.model == "closed" else "req/s offered"
+    points = [knee_model.LevelPoint(lv.level, tuple(r.run.rps for r in lv.repeats), lv.server,
+                                    lv.errors.total, sum(r.run.requests for r in lv.repeats))
+              for lv in result.levels]
+    result.knee = knee_model.analyse(points, unit=unit)
+
+
+Progress = Callable[[str, LevelResult | None], None]
+
+
+def run(env: Env, p: Plan, progress: Progress | None = None,
+        tool: LoadGenerator | None = None,
+        sampler_factory: Callable[[str | None], sysstat.Sampler] | None = None) -> SweepResult:
+    """Run the planned sweep. The JSON at `p.output` is rewritten after each level."""
+    gen = tool or make_tool(p.tool)
+    make_sampler = sampler_factory or (lambda url: sysstat.Sampler(url))
+    say = progress or (lambda msg, lv: env.log(msg))
+    result = SweepResult(
+        target=p.url, tool=p.tool, model=p.model,
+        options={"levels": list(p.levels), "duration_s": p.duration_s, "warmup_s": p.warmup_s,
+                 "repeats": p.repeats, "timeout_s": p.timeout_s, "expect_status": p.expect_status,
+                 "expect_text": p.expect_text, "fpm_status_url": p.fpm_status_url, "pool": p.pool},
+        started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    problem = validate_response(p.url, p.expect_status, p.expect_text, p.timeout_s)
+    if problem:
+        raise ComponentError(f"{p.url}: {problem} — fix the target or --expect-status/--expect-text "
+                             f"before sending load")
+    if p.fpm_status_url and sysstat.fpm_status(p.fpm_status_url) is None:
+        result.warnings.append(f"FPM status page {p.fpm_status_url} does not answer: pool signals omitted")
+        env.log("warning: " + result.warnings[-1])
+    write_json_atomic(p.output, result.to_json())
+    try:
+        with tempfile.TemporaryDirectory(prefix="statstorm-sweep-") as tmp:
+            work = Path(tmp)
+            for level in p.levels:
+                name = f"{'concurrency' if p.model == 'closed' else 'rate'} {level:g}"
+                if p.warmup_s > 0:
+                    say(f"{name}: warm-up {p.warmup_s:g} s (not recorded)", None)
+                    with load_lock(env):
+                        gen.run(env, p.spec(level, max(1.0, p.warmup_s)), work)
+                reps: list[RepeatResult] = []
+                for i in range(p.repeats):
+                    say(f"{name}: run {i + 1}/{p.repeats}, {p.duration_s:g} s", None)
+                    with load_lock(env):
+                        sampler = make_sampler(p.fpm_status_url)
+                        sampler.start()
+                        try:
+                            load = gen.run(env, p.spec(level, p.duration_s), work)
+                        finally:
+                            server = sampler.stop()
+                    reps.append(RepeatResult(load, server))
+                    if load.target_rate and load.sent_rate < 0.9 * load.target_rate:
+                        w = (f"{name}: the client sent only {load.sent_rate:.0f} req/s of "
+                             f"{load.target_rate:g} asked for; latency is corrected for the lag, "
+                             f"but the load was lower than planned")
+                        result.warnings.append(w)
+                        env.log("warning: " + w)
+                validation = validate_response(p.url, p.expect_status, p.expect_text, p.timeout_s)
+                lv = aggregate(level, p.model, reps, validation)
+                result.levels.append(lv)
+                write_json_atomic(p.output, result.to_json())
+                say(f"{name}: done", lv)
+    except (KeyboardInterrupt, Interrupted):
+        result.interrupted = True
+        finish(result, p)
+        raise
+    finish(result, p)
+    return result
+
+
+def finish(result: SweepResult, p: Plan) -> None:
+    """Analyse, stamp, write the JSON, render the plot from that JSON."""
+    analyse(result)
+    result.finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    spreads = [lv for lv in result.levels if lv.rps > 0 and lv.rps_spread / lv.rps > 0.10]
+    if spreads:
+        result.warnings.append(
+            "repeats differ by more than ±10 % at " + ", ".join(f"{lv.level:g}" for lv in spreads)
+            + ": other load on this machine? use more --repeats or a longer --duration")
+    write_json_atomic(p.output, result.to_json())
+    if p.plot is not None and result.levels:
+        from statstorm.report import sweep_svg
+
+        sweep_svg.write(p.output, p.plot)
+
+
+def dry_run_commands(p: Plan) -> list[list[str]]:
+    gen = make_tool(p.tool)
+    work = Path(tempfile.gettempdir()) / "statstorm-sweep-XXXX"
+    return [gen.command(p.spec(level, p.duration_s), work) for level in p.levels]
+

@@ -1,0 +1,170 @@
+"""Result of `statstorm sweep`: frozen dataclasses and the schema-versioned JSON file.
+
+Latencies are milliseconds, rates are per second. The JSON is written after every finished
+level, so an interrupted sweep still leaves every finished level on disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "statstorm.sweep/1"
+
+
+@dataclass(frozen=True)
+class ErrorCounts:
+    """Failed requests by kind. `wrong_content` is a 2xx answer whose body lacks the expected
+    text, or (ab) whose length differs from the first answer's ("Failed requests: Length")."""
+
+    connect: int = 0
+    timeout: int = 0
+    read_write: int = 0
+    non_2xx: int = 0
+    wrong_content: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.connect + self.timeout + self.read_write + self.non_2xx + self.wrong_content
+
+    def __add__(self, other: "ErrorCounts") -> "ErrorCounts":
+        return ErrorCounts(self.connect + other.connect, self.timeout + other.timeout,
+                           self.read_write + other.read_write, self.non_2xx + other.non_2xx,
+                           self.wrong_content + other.wrong_content)
+
+    def to_json(self) -> dict[str, int]:
+        return {**asdict(self), "total": self.total}
+
+
+@dataclass(frozen=True)
+class LoadRun:
+    """One run of a load generator at one level, as parsed from its output."""
+
+    tool: str
+    requests: int
+    duration_s: float
+    rps: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+    errors: ErrorCounts
+    # Latency distribution: [percentile, ms] pairs, as fine as the tool gives them.
+    percentiles: tuple[tuple[float, float], ...] = ()
+    # Open model only: the rate asked for and the rate the client really sent at.
+    target_rate: float = 0.0
+    sent_rate: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["errors"] = self.errors.to_json()
+        d["percentiles"] = [list(p) for p in self.percentiles]
+        return d
+
+
+@dataclass(frozen=True)
+class ServerSignals:
+    """What the server side did while one run was going (system-wide and the FPM pool)."""
+
+    seconds: float = 0.0
+    ctx_switches_per_s: float = 0.0
+    cpu_busy_pct: float = 0.0  # user + nice + system + irq + softirq, of all CPUs
+    cpu_system_pct: float = 0.0
+    cpu_iowait_pct: float = 0.0
+    fpm_pool: str = ""
+    fpm_active_max: int | None = None
+    fpm_idle_min: int | None = None
+    fpm_total: int | None = None
+    fpm_listen_queue_max: int | None = None
+    fpm_max_children_reached: int | None = None  # increase during the run
+    fpm_samples: int = 0
+
+
+@dataclass(frozen=True)
+class RepeatResult:
+    run: LoadRun
+    server: ServerSignals
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """One level of the sweep: all repeats, and their medians."""
+
+    concurrency: int | None
+    rate: float | None
+    repeats: tuple[RepeatResult, ...]
+    rps: float
+    rps_spread: float  # half the range of the repeats' requests/s
+    p50: float
+    p90: float
+    p99: float
+    max: float
+    errors: ErrorCounts  # summed over the repeats
+    server: ServerSignals  # medians over the repeats (maxima for queue/children counters)
+    validation: str = ""  # "" = the direct GET matched; otherwise what was wrong
+
+    @property
+    def level(self) -> float:
+        return float(self.concurrency if self.concurrency is not None else (self.rate or 0.0))
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        if self.concurrency is not None:
+            d["concurrency"] = self.concurrency
+        if self.rate is not None:
+            d["rate"] = self.rate
+        d.update({
+            "rps": round(self.rps, 3), "rps_spread": round(self.rps_spread, 3),
+            "rps_repeats": [round(r.run.rps, 3) for r in self.repeats],
+            "p50": self.p50, "p90": self.p90, "p99": self.p99, "max": self.max,
+            "errors": self.errors.to_json(), "validation": self.validation or "ok",
+            "server": asdict(self.server),
+            "repeats": [{"run": r.run.to_json(), "server": asdict(r.server)} for r in self.repeats],
+        })
+        return d
+
+
+@dataclass(frozen=True)
+class Knee:
+    """The sweep's analysis (see statstorm.model.knee for the definitions)."""
+
+    knee: float | None
+    peak: float | None
+    saturation_rps: float
+    collapse: bool
+    collapse_at: float | None
+    collapse_rps: float | None
+    drop_threshold_rps: float
+    signals: tuple[str, ...]
+    diagnosis: str
+    sentence: str
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["signals"] = list(self.signals)
+        return d
+
+
+@dataclass
+class SweepResult:
+    """The whole sweep; mutable while it runs (levels appended), frozen parts inside."""
+
+    target: str
+    tool: str
+    model: str  # closed | open
+    options: dict[str, Any]
+    started: str
+    levels: list[LevelResult] = field(default_factory=list)
+    knee: Knee | None = None
+    finished: str = ""
+    interrupted: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "target": self.target, "tool": self.tool, "model": self.model,
+            "options": self.options, "started": self.started, "finished": self.finished,
+            "interrupted": self.interrupted, "warnings": list(self.warnings),
+            "levels": [lv.to_json() for lv in self.levels],
+            "knee": self.knee.to_json() if self.knee else None,
+        }
