@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import click
 
@@ -18,9 +19,12 @@ from statstorm.context import Env
               show_default=True, help="Where the demo lab keeps the code.")
 @click.option("--views", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Page views to fetch and time.")
+@click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("statstorm-demo"), show_default=True,
+              help="Where the demo writes its result files (sweep.json, sweep.svg).")
 @click.option("--keep", is_flag=True, help="Leave the lab running (stop it with `statstorm lab down --name demo`).")
 @click.pass_obj
-def demo(env: Env, app: str, storage: str, views: int, keep: bool) -> None:
+def demo(env: Env, app: str, storage: str, views: int, output_dir: Path, keep: bool) -> None:
     """The main job on the built-in default: MediaWiki on GlusterFS, measured, then removed.
 
     \b
@@ -29,7 +33,8 @@ def demo(env: Env, app: str, storage: str, views: int, keep: bool) -> None:
       statstorm demo --storage local --views 20
       statstorm demo --keep && statstorm lab status --name demo
     """
-    result = demo_cmd.run(env, app=app, storage=storage, views=views, keep=keep)
+    result = demo_cmd.run(env, app=app, storage=storage, views=views, keep=keep,
+                          output_dir=output_dir)
     lab = result.lab
     click.echo(f"lab: {lab.app} on {lab.storage} ({lab.code_path}), pool {lab.pool} with "
                f"{len(lab.worker_pids)} workers, served at {lab.url}")
@@ -39,5 +44,8 @@ def demo(env: Env, app: str, storage: str, views: int, keep: bool) -> None:
     warm = [v.seconds for v in result.views[1:]] or [result.views[0].seconds]
     click.echo(f"median page time after the first view: {statistics.median(warm) * 1000:.0f} ms "
                f"(single client, no tuning)")
+    if result.sweep_sentence:
+        click.echo(f"sweep: {result.sweep_sentence}")
+        click.echo(f"  results: {result.sweep_json} (plot {result.sweep_plot})")
     click.echo("lab left running: stop it with `statstorm lab down --name demo`" if keep
                else "lab removed.")

@@ -1,16 +1,19 @@
 """`statstorm demo`: the main job on the built-in default, end to end.
 
-Today: a lab with MediaWiki on GlusterFS (default mount options), a real page view measured
-from outside, then the lab removed — whatever happens. Each verb that lands (trace, sweep,
-check, apply, report) adds its step here.
+Today: a lab with MediaWiki on GlusterFS (default mount options), real page views timed from
+outside, a short closed-model `sweep` (its JSON and SVG land in the output directory), then
+the lab removed — whatever happens. Each verb that lands (trace, check, apply, report) adds
+its step here.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from statstorm.commands import lab as lab_cmd
+from statstorm.commands import sweep as sweep_cmd
 from statstorm.context import Env
 from statstorm.results.lab import LabState
 
@@ -28,6 +31,9 @@ class PageView:
 class DemoResult:
     lab: LabState
     views: list[PageView] = field(default_factory=list)
+    sweep_json: Path | None = None
+    sweep_plot: Path | None = None
+    sweep_sentence: str = ""
 
 
 def _title(body: str) -> str:
@@ -37,7 +43,12 @@ def _title(body: str) -> str:
 
 
 def run(env: Env, *, name: str = "demo", app: str = "mediawiki", storage: str = "glusterfs",
-        views: int = 5, keep: bool = False) -> DemoResult:
+        views: int = 5, keep: bool = False, output_dir: Path = Path("statstorm-demo"),
+        concurrency: tuple[int, ...] = (1, 2, 4), duration_s: float = 5.0) -> DemoResult:
+    output_dir.mkdir(parents=True, exist_ok=True)
+    sweep_opts = sweep_cmd.SweepOptions(
+        lab=name, concurrency=concurrency, duration_s=duration_s, warmup_s=2.0, repeats=2,
+        output=output_dir / "sweep.json", plot=output_dir / "sweep.svg")
     opts = lab_cmd.LabOptions(name=name, app=app, storage=storage)
     state = lab_cmd.up(env, opts)
     result = DemoResult(lab=state)
@@ -49,6 +60,12 @@ def run(env: Env, *, name: str = "demo", app: str = "mediawiki", storage: str = 
             status, body = lab_cmd.fetch(url)
             result.views.append(PageView(url, status, len(body.encode()), time.monotonic() - t0,
                                          _title(body)))
+        plan = sweep_cmd.plan(env, sweep_opts)
+        env.log(f"demo: sweep at concurrency {','.join(map(str, concurrency))} "
+                f"(about {plan.estimated_s:.0f} s)…")
+        sweep = sweep_cmd.run(env, plan)
+        result.sweep_json, result.sweep_plot = plan.output, plan.plot
+        result.sweep_sentence = sweep.knee.sentence if sweep.knee else ""
     finally:
         if not keep:
             lab_cmd.down(env, name)
