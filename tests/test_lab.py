@@ -112,53 +112,43 @@ def test_two_labs_side_by_side(lab, state_home: Path) -> None:
     assert_down(state_home, b)
 
 
-def test_sigint_during_up_leaves_nothing(state_home: Path) -> None:
-    name = unique_name("int")
+def interrupt_up(state_home: Path, flags: list[str], step: str, sig: int) -> tuple[int, str, dict[str, object]]:
+    """Start `lab up`, send `sig` as soon as lab.json records `step`, return (rc, stderr, state)."""
+    name = unique_name("sig")
     env = dict(os.environ, STATSTORM_HOME=str(state_home))
-    proc = subprocess.Popen([sys.executable, "-m", "statstorm", "lab", "up", "--name", name,
-                             "--app", "synthetic", "--storage", "glusterfs"],
+    proc = subprocess.Popen([sys.executable, "-m", "statstorm", "lab", "up", "--name", name, *flags],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state_file = state_home / "labs" / name / "lab.json"
     deadline = time.monotonic() + 120
     state: dict[str, object] = {}
-    # Interrupt once the volume is mounted: the middle of `up`.
     while time.monotonic() < deadline and proc.poll() is None:
         try:
             state = json.loads(state_file.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             state = {}
-        if state.get("fuse_client_pid"):
+        if state.get(step):
             break
-        time.sleep(0.05)
-    assert state.get("fuse_client_pid"), "up never reached the mount step"
-    proc.send_signal(signal.SIGINT)
+        time.sleep(0.02)
+    assert state.get(step), f"up never reached {step}"
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    return proc.returncode, err, state
+
+
+def test_sigint_during_up_leaves_nothing(state_home: Path) -> None:
+    # Interrupt once the volume is mounted: the middle of `up`.
+    rc, err, state = interrupt_up(state_home, ["--app", "synthetic", "--storage", "glusterfs"],
+                                  "fuse_client_pid", signal.SIGINT)
+    assert rc == 130, err
     assert "interrupted" in err and "Traceback" not in err
     assert leftovers(str(state["state_dir"]), str(state["volume"])) == []
 
 
 def test_sigterm_during_up_leaves_nothing(state_home: Path) -> None:
-    name = unique_name("term")
-    env = dict(os.environ, STATSTORM_HOME=str(state_home))
-    proc = subprocess.Popen([sys.executable, "-m", "statstorm", "lab", "up", "--name", name,
-                             "--app", "synthetic"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    state_file = state_home / "labs" / name / "lab.json"
-    deadline = time.monotonic() + 60
-    state: dict[str, object] = {}
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            state = json.loads(state_file.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            state = {}
-        if state.get("fpm_master_pid"):
-            break
-        time.sleep(0.02)
-    assert state.get("fpm_master_pid"), "up never started php-fpm"
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    # Terminate while php-fpm is starting its workers.
+    rc, err, state = interrupt_up(state_home, ["--app", "synthetic"], "fpm_master_pid",
+                                  signal.SIGTERM)
+    assert rc == 130, err
     assert "Traceback" not in err
     assert leftovers(str(state["state_dir"])) == []
 
