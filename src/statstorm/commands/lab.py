@@ -336,9 +336,11 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
     gluster.unmount(env, mount_point, state.fuse_client_pid)
     if state.volume:
         gluster.delete_volume(env, state.volume, Path(state.brick) if state.brick else None)
+    # The last lab down stops the glusterd that statstorm started (its PID file is ours).
     if gluster.GLUSTERD_PIDFILE.exists() and Path("/usr/sbin/gluster").exists():
-        if gluster.glusterd_running(env) and not any(
-                v.startswith(VOLUME_PREFIX) for v in gluster.list_volumes(env)):
+        if not gluster.glusterd_running(env):
+            gluster.GLUSTERD_PIDFILE.unlink(missing_ok=True)
+        elif not any(v.startswith(VOLUME_PREFIX) for v in gluster.list_volumes(env)):
             gluster.stop_glusterd(env)
     if gluster.is_mounted(mount_point):
         raise ComponentError(f"{mount_point} is still mounted; unmount it and run "
