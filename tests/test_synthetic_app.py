@@ -85,3 +85,13 @@ def test_gen_app_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
         main(["lab", "gen-app", str(tmp_path / "app")])
     assert exc.value.code == 2
     assert "not empty" in capsys.readouterr().err
+
+
+def test_force_replaces_a_generated_app(tmp_path: Path) -> None:
+    first = gen(tmp_path / "app", seed=1, packages=3, classes=2, touch=2)
+    before = synthetic.tree_digest(first.root)
+    again = synthetic.generate(Env(), tmp_path / "app",
+                               synthetic.AppSpec(seed=2, packages=3, classes=2, touch=2), force=True)
+    assert synthetic.tree_digest(again.root) != before
+    assert synthetic.load(again.root).spec.seed == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["app"]  # no staging directory left

@@ -17,7 +17,7 @@ import time
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from statstorm.errors import UsageError
 
@@ -61,8 +61,9 @@ def scan_tree(root: str) -> tuple[list[str], list[str]]:
     return files, dirs
 
 
-def _lookup_loop(paths: Sequence[str], fn: object) -> PassResult:
-    f = fn  # os.lstat or os.stat
+def _lookup_loop(paths: Sequence[str], f: Callable[[str], object]) -> PassResult:
+    """Time `f` (os.lstat or os.stat) on each path; kept inline, as the other loops, so the
+    timed region holds nothing but the call."""
     clock = time.perf_counter_ns
     out = array("q")
     ok = enoent = other = 0
@@ -70,7 +71,7 @@ def _lookup_loop(paths: Sequence[str], fn: object) -> PassResult:
     for p in paths:
         t0 = clock()
         try:
-            f(p)  # type: ignore[operator]
+            f(p)
             t1 = clock()
             ok += 1
         except FileNotFoundError:

@@ -95,7 +95,6 @@ def generate(env: Env, root: Path, spec: AppSpec, *, force: bool = False) -> Gen
             raise UsageError(f"{root} is not empty: pick an empty directory or pass --force")
         if not (root / MANIFEST).exists():
             raise UsageError(f"{root} is not a statstorm app (no {MANIFEST}); refusing to overwrite it")
-        shutil.rmtree(root)
     composer = shutil.which("composer")
     if composer is None:
         raise DependencyError("composer is not installed: run scripts/setup.sh as root")
@@ -106,8 +105,9 @@ def generate(env: Env, root: Path, spec: AppSpec, *, force: bool = False) -> Gen
         _write_tree(tmp, spec, rng)
         _composer_dump(env, composer, tmp)
         root.parent.mkdir(parents=True, exist_ok=True)
+        # The old app (if any) goes only once the new one is complete.
         if root.exists():
-            root.rmdir()
+            shutil.rmtree(root)
         os.replace(tmp, root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
