@@ -1,0 +1,314 @@
+"""The trace file: a streamable, versioned record of PHP's file-metadata syscalls.
+
+Format `statstorm-trace` version 1 (documented in docs/trace.md): JSON Lines, optionally gzip
+compressed (detected by its magic bytes, chosen by a `.gz` suffix when writing).
+
+- Line 1 is a header object: {"format": "statstorm-trace", "version": 1, "source", "created",
+  "host", "targets", "settings", "mounts": [[mount_point, fstype], ...]}.
+- Every other line is a JSON array whose first element names the record:
+  - ["p", id, path]                     a path, interned once before its first use
+  - ["r", id, pid, start_ns, script, uri] a request begins (script/uri may be "")
+  - ["x", id, end_ns]                   that request ends
+  - ["o", id, req, pid, start_ns, end_ns, kind, parent, args]  a logical PHP operation
+  - ["s", ts_ns, pid, req, op, call, syscall, path_id, ret, lat_ns, mount]  one syscall
+  - ["c", syscall, calls, errors, seconds]  aggregated counts (an imported `strace -c` table)
+  - ["e", trailer]                      the end: events, dropped, stop reason, duration_ns
+- Times are nanoseconds since the trace started. `ret` is the syscall's return value;
+  negative values are -errno. `req`, `op`, `mount` and `path_id` are -1 when unknown.
+
+Paths are bytes on Linux; they are stored as str decoded with `surrogateescape`, which JSON
+writes as `\\udcXX` escapes, so non-UTF-8 names survive a round trip.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+from statstorm.errors import UsageError
+
+FORMAT = "statstorm-trace"
+VERSION = 1
+
+# The call types a summary counts; `total` is their sum. chdir is recorded but not counted.
+CALLS = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd")
+SUMMARY_KEYS = CALLS + ("total", "failed")
+EXTRA_CALLS = ("chdir",)
+
+# Syscall name → call type, for the names whose type does not depend on flags.
+SYSCALL_CALL = {
+    "stat": "stat", "stat64": "stat", "oldstat": "stat",
+    "lstat": "lstat", "lstat64": "lstat", "oldlstat": "lstat",
+    "fstat": "fstat", "fstat64": "fstat", "oldfstat": "fstat",
+    "access": "access", "faccessat": "access", "faccessat2": "access",
+    "open": "open", "openat": "open", "openat2": "open", "creat": "open",
+    "readlink": "readlink", "readlinkat": "readlink",
+    "getcwd": "getcwd", "chdir": "chdir", "fchdir": "chdir",
+}
+# Flag-dependent names: newfstatat/fstatat64/statx → lstat, stat or fstat by their flags.
+FLAGGED_STAT = ("newfstatat", "fstatat64", "fstatat", "statx")
+AT_SYMLINK_NOFOLLOW = 0x100
+AT_EMPTY_PATH = 0x1000
+
+OP_KINDS = ("main_script", "include", "include_resolve", "file_probe", "opcache_revalidate",
+            "user_ini", "realpath", "other")
+
+
+def call_type(syscall: str, flags: int = 0, path: str | None = None) -> str | None:
+    """The call type (`lstat`, `stat`, ...) of a syscall, or None if it is not traced."""
+    if syscall in FLAGGED_STAT:
+        if flags & AT_EMPTY_PATH and not path:
+            return "fstat"
+        if flags & AT_SYMLINK_NOFOLLOW:
+            return "lstat"
+        return "stat"
+    return SYSCALL_CALL.get(syscall)
+
+
+def decode_path(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+@dataclass
+class Syscall:
+    ts_ns: int
+    pid: int
+    call: str
+    syscall: str
+    path: str
+    ret: int
+    lat_ns: int = 0
+    req: int = -1
+    op: int = -1
+    mount: int = -1
+
+    @property
+    def failed(self) -> bool:
+        return self.ret < 0
+
+
+@dataclass
+class Request:
+    id: int
+    pid: int
+    start_ns: int
+    end_ns: int = -1
+    script: str = ""
+    uri: str = ""
+
+
+@dataclass
+class Operation:
+    id: int
+    req: int
+    pid: int
+    start_ns: int
+    end_ns: int
+    kind: str
+    parent: int = -1
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CountRow:
+    syscall: str
+    calls: int
+    errors: int
+    seconds: float
+
+
+@dataclass
+class Trace:
+    """A whole trace in memory (for show/diff/import; the tracer itself streams)."""
+
+    header: dict[str, Any]
+    syscalls: list[Syscall] = field(default_factory=list)
+    requests: dict[int, Request] = field(default_factory=dict)
+    operations: dict[int, Operation] = field(default_factory=dict)
+    counts: list[CountRow] = field(default_factory=list)
+    trailer: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mounts(self) -> list[tuple[str, str]]:
+        return [(m[0], m[1]) for m in self.header.get("mounts", [])]
+
+
+def new_header(source: str, *, created: str, host: str, targets: dict[str, Any],
+               settings: dict[str, Any], mounts: list[tuple[str, str]]) -> dict[str, Any]:
+    return {"format": FORMAT, "version": VERSION, "source": source, "created": created,
+            "host": host, "targets": targets, "settings": settings,
+            "mounts": [list(m) for m in mounts]}
+
+
+class TraceWriter:
+    """Streams a trace to a temp file beside `path`; `close()` renames it into place.
+
+    Use as a context manager: on an exception the trailer is still written (with the
+    exception's name as the stop reason) so whatever was captured stays readable.
+    """
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        raw: IO[bytes] = os.fdopen(fd, "wb")
+        self._raw = raw
+        stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) \
+            if path.name.endswith(".gz") else raw
+        self._gz = stream if stream is not raw else None
+        self._fh = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape",
+                                    newline="\n")
+        self._paths: dict[str, int] = {}
+        self.events = 0
+        self._closed = False
+        self._line(header)
+
+    def _line(self, obj: Any) -> None:
+        self._fh.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=True))
+        self._fh.write("\n")
+
+    def path_id(self, path: str) -> int:
+        if not path:
+            return -1
+        pid = self._paths.get(path)
+        if pid is None:
+            pid = len(self._paths)
+            self._paths[path] = pid
+            self._line(["p", pid, path])
+        return pid
+
+    def request(self, r: Request) -> None:
+        self._line(["r", r.id, r.pid, r.start_ns, r.script, r.uri])
+
+    def request_end(self, req_id: int, end_ns: int) -> None:
+        self._line(["x", req_id, end_ns])
+
+    def operation(self, o: Operation) -> None:
+        self._line(["o", o.id, o.req, o.pid, o.start_ns, o.end_ns, o.kind, o.parent, o.args])
+
+    def syscall(self, s: Syscall) -> None:
+        self._line(["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall, self.path_id(s.path),
+                    s.ret, s.lat_ns, s.mount])
+        self.events += 1
+
+    def count(self, c: CountRow) -> None:
+        self._line(["c", c.syscall, c.calls, c.errors, c.seconds])
+
+    def close(self, trailer: dict[str, Any]) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._line(["e", {"events": self.events, **trailer}])
+            self._fh.flush()
+            self._fh.close()  # closes the gzip stream, which does not close `raw`
+            self._raw.close()
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        self._closed = True
+        try:
+            self._raw.close()
+        except OSError:
+            pass
+        try:
+            os.unlink(self._tmp)
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close({"stopped": "end"})
+        elif issubclass(exc_type, (KeyboardInterrupt, Exception)):
+            self.close({"stopped": exc_type.__name__})
+        else:
+            self.abort()
+
+
+def _open_text(path: Path) -> IO[str]:
+    try:
+        raw = open(path, "rb")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such trace file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory; give a trace file written by "
+                         "`statstorm trace -o`") from None
+    magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+    stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw
+    return io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape")
+
+
+def iter_records(path: Path) -> Iterator[Any]:
+    """Yield the header, then every record, of a trace file; one-line errors when malformed."""
+    fh = _open_text(path)
+    with fh:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    raise UsageError(f"{path}:{lineno}: not a statstorm trace line; the file is "
+                                     "damaged or not a trace (import strace output with "
+                                     "`statstorm trace import`)") from None
+                if lineno == 1:
+                    if not isinstance(rec, dict) or rec.get("format") != FORMAT:
+                        raise UsageError(f"{path}: not a statstorm trace (import strace output "
+                                         "with `statstorm trace import`)")
+                    if rec.get("version") != VERSION:
+                        raise UsageError(f"{path}: trace format version {rec.get('version')} "
+                                         f"is not supported (this statstorm reads {VERSION})")
+                elif not isinstance(rec, list) or not rec or not isinstance(rec[0], str):
+                    raise UsageError(f"{path}:{lineno}: malformed trace record")
+                yield rec
+        except (OSError, EOFError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{path}:{lineno}: truncated or unreadable trace ({exc}); "
+                             "record it again") from None
+        if lineno == 0:
+            raise UsageError(f"{path}: empty file, not a statstorm trace")
+
+
+def read_trace(path: Path) -> Trace:
+    """Load a whole trace file."""
+    it = iter_records(path)
+    header = next(it)
+    t = Trace(header=header)
+    paths: dict[int, str] = {}
+    try:
+        for rec in it:
+            tag = rec[0]
+            if tag == "s":
+                _, ts, pid, req, op, call, sysname, pth, ret, lat, mnt = rec
+                t.syscalls.append(Syscall(ts, pid, call, sysname, paths.get(pth, ""), ret, lat,
+                                          req, op, mnt))
+            elif tag == "p":
+                paths[rec[1]] = rec[2]
+            elif tag == "r":
+                t.requests[rec[1]] = Request(rec[1], rec[2], rec[3], -1, rec[4], rec[5])
+            elif tag == "x":
+                if rec[1] in t.requests:
+                    t.requests[rec[1]].end_ns = rec[2]
+            elif tag == "o":
+                _, oid, req, pid, start, end, kind, parent, args = rec
+                t.operations[oid] = Operation(oid, req, pid, start, end, kind, parent, args)
+            elif tag == "c":
+                t.counts.append(CountRow(rec[1], int(rec[2]), int(rec[3]), float(rec[4])))
+            elif tag == "e":
+                t.trailer = rec[1]
+    except (ValueError, TypeError, IndexError):
+        raise UsageError(f"{path}: malformed trace record {str(rec)[:80]}") from None
+    return t
