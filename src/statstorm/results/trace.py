@@ -7,10 +7,11 @@ compressed (detected by its magic bytes, chosen by a `.gz` suffix when writing).
   "host", "targets", "settings", "mounts": [[mount_point, fstype], ...]}.
 - Every other line is a JSON array whose first element names the record:
   - ["p", id, path]                     a path, interned once before its first use
-  - ["r", id, pid, start_ns, script, uri] a request begins (script/uri may be "")
-  - ["x", id, end_ns]                   that request ends
+  - ["r", id, pid, start_ns, end_ns, script, uri]  a request, written once it has ended
+    (after its syscalls); script/uri may be ""
   - ["o", id, req, pid, start_ns, end_ns, kind, parent, args]  a logical PHP operation
-  - ["s", ts_ns, pid, req, op, call, syscall, path_id, ret, lat_ns, mount]  one syscall
+  - ["s", ts_ns, pid, req, op, call, syscall, path_id, ret, lat_ns, mount, kind]  one syscall;
+    `kind` is the PHP operation it belongs to (one of OP_KINDS)
   - ["c", syscall, calls, errors, seconds]  aggregated counts (an imported `strace -c` table)
   - ["e", trailer]                      the end: events, dropped, stop reason, duration_ns
 - Times are nanoseconds since the trace started. `ret` is the syscall's return value;
@@ -87,6 +88,7 @@ class Syscall:
     req: int = -1
     op: int = -1
     mount: int = -1
+    kind: str = "other"
 
     @property
     def failed(self) -> bool:
@@ -184,17 +186,14 @@ class TraceWriter:
         return pid
 
     def request(self, r: Request) -> None:
-        self._line(["r", r.id, r.pid, r.start_ns, r.script, r.uri])
-
-    def request_end(self, req_id: int, end_ns: int) -> None:
-        self._line(["x", req_id, end_ns])
+        self._line(["r", r.id, r.pid, r.start_ns, r.end_ns, r.script, r.uri])
 
     def operation(self, o: Operation) -> None:
         self._line(["o", o.id, o.req, o.pid, o.start_ns, o.end_ns, o.kind, o.parent, o.args])
 
     def syscall(self, s: Syscall) -> None:
         self._line(["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall, self.path_id(s.path),
-                    s.ret, s.lat_ns, s.mount])
+                    s.ret, s.lat_ns, s.mount, s.kind])
         self.events += 1
 
     def count(self, c: CountRow) -> None:
@@ -292,16 +291,13 @@ def read_trace(path: Path) -> Trace:
         for rec in it:
             tag = rec[0]
             if tag == "s":
-                _, ts, pid, req, op, call, sysname, pth, ret, lat, mnt = rec
+                _, ts, pid, req, op, call, sysname, pth, ret, lat, mnt, kind = rec
                 t.syscalls.append(Syscall(ts, pid, call, sysname, paths.get(pth, ""), ret, lat,
-                                          req, op, mnt))
+                                          req, op, mnt, kind))
             elif tag == "p":
                 paths[rec[1]] = rec[2]
             elif tag == "r":
-                t.requests[rec[1]] = Request(rec[1], rec[2], rec[3], -1, rec[4], rec[5])
-            elif tag == "x":
-                if rec[1] in t.requests:
-                    t.requests[rec[1]].end_ns = rec[2]
+                t.requests[rec[1]] = Request(*rec[1:7])
             elif tag == "o":
                 _, oid, req, pid, start, end, kind, parent, args = rec
                 t.operations[oid] = Operation(oid, req, pid, start, end, kind, parent, args)
