@@ -57,7 +57,7 @@ FLAGGED_STAT = ("newfstatat", "fstatat64", "fstatat", "statx")
 AT_SYMLINK_NOFOLLOW = 0x100
 AT_EMPTY_PATH = 0x1000
 
-OP_KINDS = ("main_script", "include", "include_resolve", "file_probe", "opcache_revalidate",
+OP_KINDS = ("startup", "main_script", "include", "include_resolve", "file_probe", "opcache_revalidate",
             "user_ini", "realpath", "other")
 
 
@@ -161,8 +161,9 @@ class TraceWriter:
         fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         raw: IO[bytes] = os.fdopen(fd, "wb")
         self._raw = raw
-        stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) \
-            if path.name.endswith(".gz") else raw
+        stream: IO[bytes] = raw
+        if path.name.endswith(".gz"):
+            stream = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6)  # type: ignore[assignment]
         self._gz = stream if stream is not raw else None
         self._fh = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape",
                                     newline="\n")
@@ -245,7 +246,9 @@ def _open_text(path: Path) -> IO[str]:
         raise UsageError(f"{path}: is a directory; give a trace file written by "
                          "`statstorm trace -o`") from None
     magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-    stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw
+    stream: IO[bytes] = raw
+    if magic == b"\x1f\x8b":
+        stream = gzip.GzipFile(fileobj=raw)  # type: ignore[assignment]
     return io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape")
 
 

@@ -1,0 +1,257 @@
+"""`statstorm trace …`: capture, show, diff and import file-metadata syscall traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from statstorm.cli import cli
+from statstorm.commands import trace as trace_cmd
+from statstorm.context import Env
+from statstorm.errors import UsageError
+from statstorm.model.tracestats import summarize
+from statstorm.results.trace import CALLS, SUMMARY_KEYS, TraceWriter, read_trace
+
+
+def _console(env: Env) -> Console:
+    return Console(file=env.stdout, highlight=False, width=None if env.stdout.isatty() else 120)
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+
+
+def render(env: Env, s: dict[str, Any], title: str) -> None:
+    out = _console(env)
+    n = s.get("requests", 0)
+    t = Table(title=f"{title}: {n} request(s)")
+    dist = s.get("per_request_dist")
+    t.add_column("call")
+    t.add_column("per request", justify="right")
+    if dist:
+        t.add_column("p50", justify="right")
+        t.add_column("p95", justify="right")
+    t.add_column("total", justify="right")
+    for key in SUMMARY_KEYS:
+        row = [key, _fmt(s["per_request"][key])]
+        if dist:
+            row += [_fmt(dist[key]["p50"]), _fmt(dist[key]["p95"])]
+        row.append(f"{s['totals'][key]:,}")
+        t.add_row(*row)
+    out.print(t)
+    tot = s["totals"]["total"]
+    out.print(f"failed: {s['totals']['failed']:,} of {tot:,} ({s.get('failed_share', 0):.1%})")
+    ops = s.get("by_operation") or {}
+    if ops:
+        ot = Table(title="by PHP operation (per request)")
+        ot.add_column("operation")
+        for key in ("total", "failed", *CALLS):
+            ot.add_column(key, justify="right")
+        div = max(n, 1)
+        for kind, c in ops.items():
+            ot.add_row(kind, *[_fmt(round(c[k] / div, 1)) for k in ("total", "failed", *CALLS)])
+        out.print(ot)
+    mounts = s.get("by_mount") or []
+    if mounts:
+        mt = Table(title="by mount")
+        for h in ("mount", "fstype", "per request", "failed", "p50 µs", "p95 µs", "p99 µs"):
+            mt.add_column(h, justify="left" if h in ("mount", "fstype") else "right")
+        for m in mounts:
+            lat = m.get("latency_us", {})
+            mt.add_row(m["mount"], m["fstype"], _fmt(m["per_request"]), f"{m['failed']:,}",
+                       *[str(lat.get(k, "-")) for k in ("p50", "p95", "p99")])
+        out.print(mt)
+    entries = s.get("failed_by_include_path_entry") or []
+    if entries:
+        et = Table(title="failed include lookups by include_path entry")
+        et.add_column("entry")
+        et.add_column("failed", justify="right")
+        et.add_column("per request", justify="right")
+        for e in entries:
+            et.add_row(e["entry"], f"{e['failed']:,}", _fmt(e["per_request"]))
+        out.print(et)
+    failed = s.get("top_failed_paths") or []
+    if failed:
+        ft = Table(title="top failed paths")
+        ft.add_column("path")
+        ft.add_column("calls", justify="right")
+        for f in failed[:10]:
+            ft.add_row(f["path"], f"{f['calls']:,}")
+        out.print(ft)
+    dirs = s.get("top_dirs") or []
+    if dirs:
+        dt_ = Table(title="top directories")
+        dt_.add_column("directory")
+        dt_.add_column("calls", justify="right")
+        for d in dirs[:10]:
+            dt_.add_row(d["dir"], f"{d['calls']:,}")
+        out.print(dt_)
+    for note in s.get("notes", []):
+        out.print(f"note: {note}")
+
+
+@cli.group("trace", invoke_without_command=True)
+@click.option("--pool", default=None, help="Trace every worker of this php-fpm pool (also "
+              "workers started during the trace).")
+@click.option("-p", "--pid", "pids", type=int, multiple=True, help="Trace this PID (repeat "
+              "for more) and its children.")
+@click.option("--lab", "lab", is_flag=False, flag_value="lab", default=None, metavar="[NAME]",
+              help="Trace a lab's pool (default name: lab).")
+@click.option("--cmd", default=None, metavar="'CMD ARGS'", help="Run this command and trace "
+              "it and its children; the whole run is one request.")
+@click.option("-d", "--duration", type=float, default=None, help="Stop after this many "
+              f"seconds  [default: {trace_cmd.DEFAULT_DURATION_S:g} s; with --cmd: when it exits]")
+@click.option("--requests", type=int, default=None, help="Stop once this many requests "
+              "have finished.")
+@click.option("--max-events", type=int, default=trace_cmd.DEFAULT_EVENT_CAP, show_default=True,
+              help="Stop at this many syscalls.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Trace file (gzip if it ends in .gz)  [default: trace-DATE-TIME.sst.gz]")
+@click.option("--backend", type=click.Choice(["auto", "bpftrace", "strace"]), default="auto",
+              show_default=True, help="auto: bpftrace, or strace if bpftrace cannot run.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@click.pass_context
+def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str | None,
+          cmd: str | None, duration: float | None, requests: int | None, max_events: int,
+          output: Path | None, backend: str, as_json: bool) -> None:
+    """Trace PHP's file-metadata syscalls per request and per PHP operation (eBPF).
+
+    Captures stat/lstat/fstat (newfstatat, statx), access, open, readlink, getcwd and chdir
+    with result, latency, path and mount; splits them into requests and attributes them to
+    include resolution, file_exists-style probes, OPcache revalidation, .user.ini lookups and
+    the main script. Needs root. Ctrl-C stops and still writes a valid trace.
+
+    \b
+    Examples:
+      statstorm trace --lab -d 10 -o before.sst.gz
+      statstorm trace --pool www --requests 200 --json
+      statstorm trace --cmd 'php bench.php' -o cli.sst.gz
+      statstorm trace show before.sst.gz
+      statstorm trace diff before.sst.gz after.sst.gz
+      statstorm trace import strace.log -o old.sst.gz
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    env: Env = ctx.obj
+    opts = trace_cmd.TraceOptions(pool=pool, pids=pids, lab=lab, cmd=cmd, duration_s=duration,
+                                  requests=requests, max_events=max_events, output=output,
+                                  backend=backend)
+    trace_cmd.validate(opts)
+    err = Console(file=env.stderr, stderr=True, highlight=False)
+
+    def progress(msg: str) -> None:
+        if env.stderr.isatty():
+            err.print(f"  {msg}", style="dim", end="\r")
+
+    result = trace_cmd.run(env, opts, progress=progress)
+    for w in result.warnings:
+        err.print(f"warning: {w}", style="bold yellow" if "LOUD" in w else "yellow")
+    if as_json:
+        click.echo(json.dumps({**result.summary, "file": str(result.output)}, indent=2))
+    else:
+        render(env, result.summary, f"trace ({result.backend})")
+        _console(env).print(f"wrote {result.output}")
+
+
+@trace.command("show")
+@click.argument("trace_file", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_obj
+def show(env: Env, trace_file: Path, as_json: bool) -> None:
+    """Summarise a saved trace again.
+
+    \b
+    Examples:
+      statstorm trace show before.sst.gz
+      statstorm trace show before.sst.gz --json | jq .per_request
+    """
+    s = summarize(read_trace(trace_file))
+    if as_json:
+        click.echo(json.dumps(s, indent=2))
+    else:
+        render(env, s, str(trace_file))
+
+
+def diff_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    change = {}
+    for key in SUMMARY_KEYS:
+        va, vb = a["per_request"][key], b["per_request"][key]
+        change[key] = {"a": va, "b": vb, "delta": round(vb - va, 3),
+                       "ratio": round(vb / va, 3) if va else None}
+    return {"a": {"requests": a["requests"], "per_request": a["per_request"]},
+            "b": {"requests": b["requests"], "per_request": b["per_request"]},
+            "per_request": change}
+
+
+@trace.command("diff")
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.pass_obj
+def diff(env: Env, a: Path, b: Path, as_json: bool) -> None:
+    """Compare two traces per request (before/after), call type by call type.
+
+    \b
+    Examples:
+      statstorm trace diff before.sst.gz after.sst.gz
+      statstorm trace diff old-strace-c.sst.gz new.sst.gz --json
+    """
+    d = diff_summaries(summarize(read_trace(a)), summarize(read_trace(b)))
+    if as_json:
+        click.echo(json.dumps(d, indent=2))
+        return
+    t = Table(title=f"per request: {a} ({d['a']['requests']} req) → {b} "
+                    f"({d['b']['requests']} req)")
+    for h in ("call", "before", "after", "change", "ratio"):
+        t.add_column(h, justify="left" if h == "call" else "right")
+    for key, c in d["per_request"].items():
+        t.add_row(key, _fmt(c["a"]), _fmt(c["b"]), f"{c['delta']:+,.1f}",
+                  "-" if c["ratio"] is None else f"{c['ratio']:.2f}x")
+    _console(env).print(t)
+
+
+@trace.command("import")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Trace file to write  [default: SOURCE.sst.gz]")
+@click.option("--requests", type=int, default=None,
+              help="How many requests the input covers (for an strace -c table or a log "
+                   "without accept calls): per-request figures divide by it.")
+@click.option("--table", type=int, default=0, show_default=True,
+              help="Which strace -c table of the file to import (0 = the first).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_obj
+def import_(env: Env, source: Path, output: Path | None, requests: int | None, table: int,
+            as_json: bool) -> None:
+    """Import an strace log (-f, -tt, -T, -y or not) or an `strace -c` table.
+
+    \b
+    Examples:
+      statstorm trace import php-fpm.strace -o fpm.sst.gz
+      statstorm trace import strace-c.txt --requests 1000 --json
+    """
+    from statstorm.adapters import strace_log
+    if requests is not None and requests <= 0:
+        raise UsageError("--requests must be at least 1")
+    tr = strace_log.import_file(source, requests=requests, table=table)
+    out = output or source.with_name(source.name + ".sst.gz")
+    with TraceWriter(out, tr.header) as w:
+        for s in tr.syscalls:
+            w.syscall(s)
+        for r in tr.requests.values():
+            w.request(r)
+        for o in tr.operations.values():
+            w.operation(o)
+        for c in tr.counts:
+            w.count(c)
+    summary = summarize(read_trace(out))
+    if as_json:
+        click.echo(json.dumps({**summary, "file": str(out)}, indent=2))
+    else:
+        render(env, summary, str(source))
+        _console(env).print(f"wrote {out}")

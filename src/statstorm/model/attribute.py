@@ -1,0 +1,383 @@
+"""Turn the tracer's raw event stream into requests, PHP operations and attributed syscalls.
+
+Pure code: the caller feeds events in timestamp order (see `Reorder`) and receives records
+through a sink. Per process it keeps the current request, a stack of open PHP operations,
+the working directory (to make relative paths absolute) and an fd → path table (so `fstat`
+names its file).
+
+Which operation a syscall belongs to:
+- inside a probed PHP function: that function's operation (innermost wins), where
+  `php_resolve_path` → include_resolve, `compile_filename`/`zend_stream_open` → include,
+  `php_stat` → file_probe (file_exists, is_file, ...), `php_parse_user_ini_file` → user_ini,
+  a top-level `tsrm_realpath` → realpath (main_script before the script runs);
+- a `stat()` of a file inside an include or outside any function once the script runs:
+  opcache_revalidate (the only plain `stat` PHP makes there is OPcache's timestamp check);
+- in a command (`--cmd`), anything before php_request_startup (module start-up, ini files,
+  shared libraries): startup;
+- outside any function before `php_execute_script` (FPM's fix_pathinfo realpath, .user.ini,
+  the primary script's open): main_script; the chdir/getcwd pair around the script too;
+- anything else: other.
+"""
+
+from __future__ import annotations
+
+import heapq
+import posixpath
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from statstorm.results.trace import Operation, Request, Syscall, call_type, decode_path
+
+AT_FDCWD = -100
+
+FILE_PROBE_FUNCS = {
+    0: "fileperms", 1: "fileinode", 2: "filesize", 3: "fileowner", 4: "filegroup",
+    5: "fileatime", 6: "filemtime", 7: "filectime", 8: "filetype", 9: "is_writable",
+    10: "is_readable", 11: "is_executable", 12: "is_file", 13: "is_dir", 14: "is_link",
+    15: "file_exists", 16: "lstat", 17: "stat", 18: "lstat",
+}
+INCLUDE_TYPES = {1: "eval", 2: "include", 4: "include_once", 8: "require", 16: "require_once"}
+# uprobe tag → operation kind
+TAG_KIND = {"resolve": "include_resolve", "compile": "include", "sopen": "include",
+            "stat": "file_probe", "uini": "user_ini", "realpath": "realpath"}
+
+
+class Sink(Protocol):
+    def syscall(self, s: Syscall) -> None: ...
+    def request(self, r: Request) -> None: ...
+    def operation(self, o: Operation) -> None: ...
+
+
+@dataclass
+class _Frame:
+    tag: str
+    op: Operation | None  # None: a nested call folded into its parent operation
+
+
+@dataclass
+class _Proc:
+    pid: int
+    cwd: str
+    req: Request | None = None
+    ended: bool = False  # php_request_shutdown returned for `req`
+    started: bool = False  # php_request_startup began (USDT request__startup)
+    executing: bool = False
+    included: bool = False
+    stack: list[_Frame] = field(default_factory=list)
+    fds: dict[int, str] = field(default_factory=dict)
+    pending: str = ""  # the first string of the last O event, until its P arrives
+
+
+class Attributor:
+    """Consumes raw events (already split into fields) and emits trace records."""
+
+    def __init__(self, sink: Sink, mounts: list[tuple[str, str]], *,
+                 cwd_of: Callable[[int], str], single_request: bool = False) -> None:
+        self.sink = sink
+        self._mounts = sorted(((m, i) for i, (m, _) in enumerate(mounts)),
+                              key=lambda x: len(x[0]), reverse=True)
+        self._cwd_of = cwd_of
+        self._single = single_request
+        self._procs: dict[int, _Proc] = {}
+        self._next_req = 0
+        self._next_op = 0
+        self.t0: int | None = None
+        self.last_ns = 0
+        self.completed = 0  # requests that reached php_request_shutdown
+        self.truncated_paths = 0
+        self.forks = 0
+        self.exits = 0
+        self.pids_seen: set[int] = set()
+        if single_request:
+            self._single_req = Request(self._new_req_id(), 0, 0)
+
+    # -- helpers -------------------------------------------------------------------------
+    def _new_req_id(self) -> int:
+        self._next_req += 1
+        return self._next_req - 1
+
+    def _rel(self, ts: int) -> int:
+        if self.t0 is None:
+            self.t0 = ts
+        rel = ts - self.t0
+        self.last_ns = max(self.last_ns, rel)
+        return rel
+
+    def _proc(self, pid: int) -> _Proc:
+        p = self._procs.get(pid)
+        if p is None:
+            p = _Proc(pid, self._cwd_of(pid))
+            self._procs[pid] = p
+            self.pids_seen.add(pid)
+        return p
+
+    def mount_of(self, path: str) -> int:
+        for mp, idx in self._mounts:
+            if path == mp or path.startswith(mp.rstrip("/") + "/"):
+                return idx
+        return -1
+
+    def _absolute(self, p: _Proc, path: str, dfd: int) -> str:
+        if not path or path.startswith("/"):
+            return path
+        if dfd == AT_FDCWD or dfd < 0:
+            base = p.cwd
+        else:
+            base = p.fds.get(dfd, "")
+            if not base:
+                return path
+        return posixpath.normpath(posixpath.join(base, path)) if base else path
+
+    def _req_id(self, p: _Proc) -> int:
+        if self._single:
+            return self._single_req.id
+        return p.req.id if p.req else -1
+
+    def _finish_request(self, p: _Proc) -> None:
+        if p.req is None:
+            return
+        if not p.ended:
+            p.req.end_ns = -1
+        self.sink.request(p.req)
+        p.req = None
+        p.ended = False
+
+    # -- events --------------------------------------------------------------------------
+    def on_fork(self, parent: int, child: int) -> None:
+        self.forks += 1
+        par = self._procs.get(parent)
+        c = self._proc(child)
+        if par is not None:
+            c.cwd = par.cwd
+            c.fds = dict(par.fds)
+
+    def on_exit(self, pid: int) -> None:
+        self.exits += 1
+        p = self._procs.pop(pid, None)
+        if p is not None:
+            self._finish_request(p)
+
+    def on_accept(self, pid: int, ts: int) -> None:
+        rel = self._rel(ts)
+        if self._single:
+            return
+        p = self._proc(pid)
+        self._finish_request(p)
+        p.req = Request(self._new_req_id(), pid, rel)
+        p.started = p.executing = p.included = False
+        p.stack.clear()
+
+    def on_startup(self, pid: int, ts: int, script: str) -> None:
+        self._rel(ts)
+        p = self._proc(pid)
+        p.started = True
+        req = self._single_req if self._single else p.req
+        if req is not None and not req.script:
+            req.script = script
+
+    def on_uri(self, pid: int, uri: str) -> None:
+        p = self._proc(pid)
+        req = self._single_req if self._single else p.req
+        if req is not None and not req.uri and uri != "-":
+            req.uri = uri
+
+    def on_execute(self, pid: int, ts: int) -> None:
+        self._rel(ts)
+        self._proc(pid).executing = True
+
+    def on_shutdown(self, pid: int, ts: int) -> None:
+        rel = self._rel(ts)
+        p = self._proc(pid)
+        if self._single:
+            self.completed += 1
+            self._single_req.end_ns = rel
+            return
+        if p.req is not None and not p.ended:
+            p.ended = True
+            p.req.end_ns = rel
+            self.completed += 1
+
+    def on_enter(self, pid: int, ts: int, tag: str, num: int, s1: str) -> None:
+        rel = self._rel(ts)
+        p = self._proc(pid)
+        parent = next((f.op for f in reversed(p.stack) if f.op is not None), None)
+        op: Operation | None = None
+        if tag == "realpath":
+            if parent is not None:
+                if parent.kind == "include_resolve":
+                    parent.args.setdefault("candidates", []).append(s1)
+            else:
+                kind = "realpath" if p.executing else "main_script"
+                op = Operation(-1, self._req_id(p), pid, rel, rel, kind, -1, {"path": s1})
+        elif tag == "sopen" and parent is not None and parent.kind in (
+                "include", "include_resolve"):
+            op = None
+        else:
+            kind = TAG_KIND[tag]
+            args: dict[str, object] = {"name": s1}
+            if tag == "resolve":
+                args["cwd"] = p.cwd
+            elif tag == "compile":
+                args["type"] = INCLUDE_TYPES.get(num, str(num))
+            elif tag == "sopen":
+                args["type"] = "once" if p.executing else "main"
+                if not p.executing:
+                    kind = "main_script"
+            elif tag == "stat":
+                args["func"] = FILE_PROBE_FUNCS.get(num, str(num))
+            op = Operation(-1, self._req_id(p), pid, rel, rel, kind,
+                           parent.id if parent else -1, args)
+        if op is not None:
+            op.id = self._next_op
+            self._next_op += 1
+            if op.kind == "include":
+                p.included = True
+        p.stack.append(_Frame(tag, op))
+
+    def on_second(self, pid: int, s2: str) -> None:
+        p = self._procs.get(pid)
+        if p is None or not p.stack:
+            return
+        op = p.stack[-1].op
+        if op is None:
+            return
+        if op.kind == "include_resolve":
+            op.args["include_path"] = s2
+        elif op.kind == "user_ini":
+            op.args["filename"] = s2
+
+    def on_return(self, pid: int, ts: int, tag: str) -> None:
+        rel = self._rel(ts)
+        p = self._procs.get(pid)
+        if p is None:
+            return
+        # Pop to the matching frame: a lost event must not leave the stack skewed.
+        while p.stack:
+            frame = p.stack.pop()
+            if frame.op is not None:
+                frame.op.end_ns = rel
+                self.sink.operation(frame.op)
+            if frame.tag == tag:
+                break
+
+    def on_syscall(self, pid: int, ts: int, lat: int, name: str, flags: int, dfd: int,
+                   ret: int, raw_path: bytes) -> None:
+        rel = self._rel(ts)
+        p = self._proc(pid)
+        path = decode_path(raw_path)
+        if len(raw_path) >= 199:
+            self.truncated_paths += 1
+        call = call_type(name, flags, path)
+        if call is None:
+            return
+        if call == "fstat" and not path:
+            path = p.fds.get(dfd, "")
+        elif call == "getcwd":
+            if ret > 0 and path:
+                p.cwd = path
+        else:
+            path = self._absolute(p, path, dfd)
+        if call == "open" and ret >= 0:
+            p.fds[ret] = path
+        elif call == "chdir" and ret == 0:
+            if name == "fchdir":
+                path = p.fds.get(dfd, "")
+            if path:
+                p.cwd = path
+        kind = self._kind(p, call)
+        op = next((f.op for f in reversed(p.stack) if f.op is not None), None)
+        self.sink.syscall(Syscall(rel, pid, call, name, path, ret, lat, self._req_id(p),
+                                  op.id if op else -1, self.mount_of(path) if path else -1,
+                                  kind))
+
+    def _kind(self, p: _Proc, call: str) -> str:
+        op = next((f.op for f in reversed(p.stack) if f.op is not None), None)
+        if call == "stat" and p.executing and (op is None or op.kind == "include"):
+            return "opcache_revalidate"
+        if op is not None:
+            return op.kind
+        if self._single and not p.started:
+            return "startup"
+        if not p.executing:
+            return "main_script"
+        if call in ("getcwd", "chdir") and not p.included:
+            return "main_script"
+        return "other"
+
+    def finish(self) -> None:
+        """End of trace: close open operations and write every request still open."""
+        for p in list(self._procs.values()):
+            while p.stack:
+                frame = p.stack.pop()
+                if frame.op is not None:
+                    frame.op.end_ns = self.last_ns
+                    self.sink.operation(frame.op)
+            self._finish_request(p)
+        if self._single:
+            self.sink.request(self._single_req)
+
+
+def feed(attr: Attributor, fields: list[bytes]) -> None:
+    """Dispatch one parsed event line (fields split on tabs) to the attributor."""
+    tag = fields[0]
+    if tag == b"S":
+        attr.on_syscall(int(fields[1]), int(fields[2]), int(fields[3]), fields[4].decode(),
+                        int(fields[5]), int(fields[6]), int(fields[7]), fields[8])
+    elif tag == b"O":
+        attr.on_enter(int(fields[1]), int(fields[2]), fields[3].decode(), int(fields[4]),
+                      decode_path(fields[5]))
+    elif tag == b"R":
+        attr.on_return(int(fields[1]), int(fields[2]), fields[3].decode())
+    elif tag == b"P":
+        attr.on_second(int(fields[1]), decode_path(fields[2]))
+    elif tag == b"A":
+        attr.on_accept(int(fields[1]), int(fields[2]))
+    elif tag == b"U":
+        attr.on_startup(int(fields[1]), int(fields[2]), decode_path(fields[3]))
+    elif tag == b"V":
+        attr.on_uri(int(fields[1]), decode_path(fields[2]))
+    elif tag == b"X":
+        attr.on_execute(int(fields[1]), int(fields[2]))
+    elif tag == b"Q":
+        attr.on_shutdown(int(fields[1]), int(fields[2]))
+    elif tag == b"F":
+        attr.on_fork(int(fields[1]), int(fields[2]))
+    elif tag == b"E":
+        attr.on_exit(int(fields[1]))
+
+
+# Events carrying a timestamp, and its field index; others (P, V, F, E) follow their
+# predecessor from the same CPU buffer and keep their arrival order.
+_TS_FIELD = {b"S": 2, b"O": 2, b"R": 2, b"A": 2, b"U": 2, b"X": 2, b"Q": 2}
+
+
+class Reorder:
+    """Restore timestamp order across bpftrace's per-CPU buffers.
+
+    Events wait until one newer by `window_ns` has arrived; an untimestamped event takes
+    the timestamp of the event before it (same CPU buffer, same probe firing).
+    """
+
+    def __init__(self, window_ns: int = 200_000_000) -> None:
+        self.window = window_ns
+        self._heap: list[tuple[int, int, list[bytes]]] = []
+        self._seq = 0
+        self._last_ts = 0
+        self._max_ts = 0
+
+    def push(self, fields: list[bytes]) -> None:
+        idx = _TS_FIELD.get(fields[0])
+        ts = int(fields[idx]) if idx is not None else self._last_ts
+        if fields[0] == b"S":
+            ts += int(fields[3])  # order syscalls by their exit: the probe that printed them
+        self._last_ts = ts
+        self._max_ts = max(self._max_ts, ts)
+        heapq.heappush(self._heap, (ts, self._seq, fields))
+        self._seq += 1
+
+    def pop_ready(self, flush: bool = False) -> list[list[bytes]]:
+        out = []
+        limit = self._max_ts - self.window
+        while self._heap and (flush or self._heap[0][0] <= limit):
+            out.append(heapq.heappop(self._heap)[2])
+        return out

@@ -1,0 +1,254 @@
+"""The summary of a trace: per-request counts by call type, failures, paths, mounts, operations.
+
+A streaming builder (`SummaryBuilder`) so the tracer can summarise while it writes; `show`
+feeds it a loaded trace. Pure code.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from array import array
+from collections import Counter, defaultdict
+from typing import Any
+
+from statstorm.results.trace import CALLS, SUMMARY_KEYS, CountRow, Operation, Request, Syscall
+from statstorm.results.trace import call_type as _call_type
+
+TOP = 15
+
+
+def percentile(sorted_vals: list[float] | list[int], q: float) -> float:
+    if not sorted_vals:
+        return 0.0
+    k = (len(sorted_vals) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return float(sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo))
+
+
+def _counts() -> Counter[str]:
+    return Counter()
+
+
+def _bucket(lat_ns: int) -> str:
+    us = lat_ns / 1000
+    edge = 1
+    while us >= edge and edge < 1 << 20:
+        edge <<= 1
+    return f"<{edge}"
+
+
+def include_entry(path: str, include_path: str, cwd: str) -> str:
+    """The include_path entry a failed candidate `path` was built from ('' if none)."""
+    for entry in include_path.split(":"):
+        if not entry:
+            continue
+        base = entry if entry.startswith("/") else posixpath.normpath(
+            posixpath.join(cwd or "/", entry))
+        if path.startswith(base.rstrip("/") + "/"):
+            return entry
+    return ""
+
+
+class SummaryBuilder:
+    def __init__(self, header: dict[str, Any]) -> None:
+        self.header = header
+        self.mounts: list[tuple[str, str]] = [(m[0], m[1]) for m in header.get("mounts", [])]
+        self.per_req: dict[int, Counter[str]] = defaultdict(_counts)
+        self.requests: dict[int, Request] = {}
+        self.totals: Counter[str] = Counter()
+        self.extra: Counter[str] = Counter()
+        self.paths: Counter[str] = Counter()
+        self.failed_paths: Counter[str] = Counter()
+        self.dirs: Counter[str] = Counter()
+        self.by_kind: dict[str, Counter[str]] = defaultdict(_counts)
+        self.ops_by_kind: Counter[str] = Counter()
+        self.mount_counts: dict[int, Counter[str]] = defaultdict(_counts)
+        self.mount_lat: dict[int, array[int]] = defaultdict(lambda: array("q"))
+        self.mount_hist: dict[int, Counter[str]] = defaultdict(_counts)
+        self._pending_failed: dict[int, list[str]] = defaultdict(list)
+        self.failed_by_entry: Counter[str] = Counter()
+        self.counts: list[CountRow] = []
+        self.unattributed = 0
+
+    def syscall(self, s: Syscall) -> None:
+        if s.call not in CALLS:
+            self.extra[s.call] += 1
+            return
+        failed = s.ret < 0
+        c = self.per_req[s.req]
+        c[s.call] += 1
+        c["total"] += 1
+        if failed:
+            c["failed"] += 1
+        if s.req < 0:
+            self.unattributed += 1
+        self.totals[s.call] += 1
+        self.totals["total"] += 1
+        if failed:
+            self.totals["failed"] += 1
+        if s.path and s.call != "getcwd":
+            self.paths[s.path] += 1
+            self.dirs[posixpath.dirname(s.path)] += 1
+            if failed:
+                self.failed_paths[s.path] += 1
+        k = self.by_kind[s.kind]
+        k[s.call] += 1
+        k["total"] += 1
+        if failed:
+            k["failed"] += 1
+            if s.kind == "include_resolve" and s.op >= 0:
+                self._pending_failed[s.op].append(s.path)
+        m = self.mount_counts[s.mount]
+        m[s.call] += 1
+        m["total"] += 1
+        if failed:
+            m["failed"] += 1
+        if s.lat_ns:
+            self.mount_lat[s.mount].append(s.lat_ns)
+            self.mount_hist[s.mount][_bucket(s.lat_ns)] += 1
+
+    def request(self, r: Request) -> None:
+        self.requests[r.id] = r
+
+    def operation(self, o: Operation) -> None:
+        self.ops_by_kind[o.kind] += 1
+        failed = self._pending_failed.pop(o.id, None)
+        if failed:
+            inc = str(o.args.get("include_path", ""))
+            cwd = str(o.args.get("cwd", ""))
+            for path in failed:
+                self.failed_by_entry[include_entry(path, inc, cwd) or "(not from include_path)"] += 1
+
+    def count(self, c: CountRow) -> None:
+        self.counts.append(c)
+
+    # -- result --------------------------------------------------------------------------
+    def _counted_requests(self) -> list[int]:
+        done = [i for i, r in self.requests.items() if r.end_ns >= 0 and i in self.per_req]
+        if done or self.header.get("source") == "bpftrace":
+            return done
+        return [i for i in self.requests if i in self.per_req]
+
+    def finish(self, trailer: dict[str, Any] | None = None) -> dict[str, Any]:
+        if self.counts:
+            return self._finish_counts(trailer or {})
+        ids = self._counted_requests()
+        n = len(ids)
+        dist: dict[str, dict[str, float]] = {}
+        per_request: dict[str, float] = {}
+        req_totals: Counter[str] = Counter()
+        for key in SUMMARY_KEYS:
+            vals = sorted(self.per_req[i][key] for i in ids)
+            req_totals[key] = sum(vals)
+            mean = sum(vals) / n if n else 0.0
+            per_request[key] = round(mean, 3)
+            dist[key] = {"mean": round(mean, 3), "p50": percentile(vals, 0.5),
+                         "p95": percentile(vals, 0.95),
+                         "min": float(vals[0]) if vals else 0.0,
+                         "max": float(vals[-1]) if vals else 0.0}
+        totals = {k: self.totals[k] for k in SUMMARY_KEYS}
+        div = n or 1
+        return {
+            "source": self.header.get("source", ""),
+            "requests": n,
+            "per_request": per_request,
+            "per_request_dist": dist,
+            "totals": totals,
+            "in_requests": {k: req_totals[k] for k in SUMMARY_KEYS},
+            "outside_requests": self.unattributed,
+            "other_calls": dict(self.extra),
+            "failed_share": round(totals["failed"] / totals["total"], 4) if totals["total"]
+            else 0.0,
+            "top_paths": [{"path": p, "calls": c, "failed": self.failed_paths[p]}
+                          for p, c in self.paths.most_common(TOP)],
+            "top_failed_paths": [{"path": p, "calls": c}
+                                 for p, c in self.failed_paths.most_common(TOP)],
+            "top_dirs": [{"dir": d, "calls": c} for d, c in self.dirs.most_common(TOP)],
+            "failed_by_include_path_entry": [
+                {"entry": e, "failed": c, "per_request": round(c / div, 3)}
+                for e, c in self.failed_by_entry.most_common()],
+            "by_mount": self._mounts(div),
+            "by_operation": {
+                kind: {**{k: c[k] for k in SUMMARY_KEYS},
+                       "per_request": round(c["total"] / div, 3),
+                       "operations": self.ops_by_kind.get(kind, 0)}
+                for kind, c in sorted(self.by_kind.items(), key=lambda kv: -kv[1]["total"])},
+            "settings": self.header.get("settings", {}),
+            "targets": self.header.get("targets", {}),
+            "trace": trailer or {},
+        }
+
+    def _mounts(self, div: int) -> list[dict[str, Any]]:
+        out = []
+        for idx, c in sorted(self.mount_counts.items(), key=lambda kv: -kv[1]["total"]):
+            mp, fstype = self.mounts[idx] if 0 <= idx < len(self.mounts) else ("(no path)", "-")
+            lat = sorted(self.mount_lat.get(idx, array("q")))
+            entry: dict[str, Any] = {
+                "mount": mp, "fstype": fstype, "calls": c["total"], "failed": c["failed"],
+                "per_request": round(c["total"] / div, 3),
+                "by_call": {k: c[k] for k in CALLS if c[k]},
+            }
+            if lat:
+                entry["latency_us"] = {
+                    "mean": round(sum(lat) / len(lat) / 1000, 2),
+                    "p50": round(percentile(lat, 0.5) / 1000, 2),
+                    "p95": round(percentile(lat, 0.95) / 1000, 2),
+                    "p99": round(percentile(lat, 0.99) / 1000, 2),
+                    "max": round(lat[-1] / 1000, 2)}
+                hist = self.mount_hist[idx]
+                entry["histogram_us"] = {b: hist[b] for b in sorted(
+                    hist, key=lambda b: int(b[1:]))}
+            out.append(entry)
+        return out
+
+    def _finish_counts(self, trailer: dict[str, Any]) -> dict[str, Any]:
+        """A summary from an `strace -c` table: totals only; per request if told how many."""
+        totals: Counter[str] = Counter()
+        seconds: dict[str, float] = {}
+        notes = []
+        other: dict[str, int] = {}
+        for row in self.counts:
+            call = _call_type(row.syscall)
+            if row.syscall in ("newfstatat", "fstatat64", "statx"):
+                call = "stat"
+                notes.append(f"{row.syscall} counted as stat: an strace -c table does not "
+                             "split it into stat, lstat and fstat")
+            if call is None or call not in CALLS:
+                other[row.syscall] = row.calls
+                continue
+            totals[call] += row.calls
+            totals["total"] += row.calls
+            totals["failed"] += row.errors
+            seconds[call] = seconds.get(call, 0.0) + row.seconds
+        hint = self.header.get("requests_hint")
+        n = int(hint) if hint else 1
+        return {
+            "source": self.header.get("source", ""),
+            "requests": n,
+            "per_request": {k: round(totals[k] / n, 3) for k in SUMMARY_KEYS},
+            "totals": {k: totals[k] for k in SUMMARY_KEYS},
+            "failed_share": round(totals["failed"] / totals["total"], 4) if totals["total"]
+            else 0.0,
+            "seconds": {k: round(v, 6) for k, v in seconds.items()},
+            "other_calls": other,
+            "notes": sorted(set(notes)) + ([] if hint else [
+                "no --requests given: per_request is the whole table (1 request)"]),
+            "settings": self.header.get("settings", {}),
+            "targets": self.header.get("targets", {}),
+            "trace": trailer,
+        }
+
+
+def summarize(trace: Any) -> dict[str, Any]:
+    """Summary of a loaded `Trace`."""
+    b = SummaryBuilder(trace.header)
+    for s in trace.syscalls:
+        b.syscall(s)
+    for r in trace.requests.values():
+        b.request(r)
+    for o in trace.operations.values():
+        b.operation(o)
+    for c in trace.counts:
+        b.count(c)
+    return b.finish(trace.trailer)
