@@ -328,10 +328,12 @@ def _cwd_of(pid: int) -> str:
 
 
 def _spawn_held(argv: list[str]) -> tuple[subprocess.Popen[bytes], int]:
-    """Start `argv` held before exec until the write end of the returned pipe is closed."""
+    """Start `argv` held before exec until the write end of the returned pipe is closed.
+
+    Its stdout goes to our stderr, so `--json` output stays clean."""
     r, w = os.pipe()
     wrapper = ["/bin/sh", "-c", 'read _ <&3; exec 3<&-; exec "$@"', "statstorm-held", *argv]
-    proc = subprocess.Popen(wrapper, pass_fds=(r,), stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(wrapper, pass_fds=(r,), stdin=subprocess.DEVNULL, stdout=2,
                             preexec_fn=lambda: os.dup2(r, 3))
     os.close(r)
     return proc, w
@@ -630,7 +632,8 @@ def _run_strace(env: Env, opts: TraceOptions, target: Target, out: Path, warning
     stopped = "end"
     try:
         if target.mode == "cmd":
-            proc = subprocess.Popen(argv + ["--", *target.argv], stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(argv + ["--", *target.argv], stdin=subprocess.DEVNULL,
+                                    stdout=2)
         else:
             attach = [*target.parents, *target.pids]
             proc = subprocess.Popen(argv + [a for p in attach for a in ("-p", str(p))],

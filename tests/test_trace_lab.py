@@ -1,0 +1,155 @@
+"""`statstorm trace` on a lab's php-fpm pool: per-request counts, respawned workers, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_cli
+from statstorm.results.trace import read_trace
+
+pytestmark = pytest.mark.root
+
+
+def get(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        resp.read()
+        return int(resp.status)
+
+
+def send(url: str, n: int, delay: float = 0.0, pace: float = 0.05) -> threading.Thread:
+    def go() -> None:
+        time.sleep(delay)
+        for _ in range(n):
+            get(url)
+            time.sleep(pace)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t
+
+
+def start_trace(home: Path, args: list[str]) -> subprocess.Popen[str]:
+    env = dict(os.environ, STATSTORM_HOME=str(home))
+    return subprocess.Popen([sys.executable, "-m", "statstorm", "trace", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def wait_attached(proc: subprocess.Popen[str], seconds: float = 6.0) -> None:
+    """bpftrace attaches in about 2 s here; requests sent before that are simply not seen."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+
+
+def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return dict(json.loads(out))
+
+
+def test_synthetic_lab_stable_counts_and_respawned_worker(lab, state_home: Path,
+                                                         tmp_path: Path) -> None:
+    st = lab("--app", "synthetic", "--storage", "local", "--workers", "2")
+    url = str(st["url"]) + str(st.get("entry_path") or "/")
+    # OPcache does not cache files changed less than 2 s ago (file_update_protection): wait
+    # until the new app is older, then warm every worker's caches.
+    time.sleep(2.5)
+    for _ in range(10):
+        assert get(url) == 200
+    out = tmp_path / "lab.sst.gz"
+    proc = start_trace(state_home, ["--lab", str(st["name"]), "--requests", "30", "-d", "120",
+                                    "-o", str(out), "--json"])
+    wait_attached(proc)
+    first = send(url, 10)
+    first.join()
+    # Recycle a worker: the master forks a new one, which the trace must follow.
+    old = set(int(p) for p in st["worker_pids"])  # type: ignore[union-attr]
+    victim = min(old)
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        status = json.loads(run_cli(["lab", "status", "--name", str(st["name"]), "--json"],
+                                    state_home, check=True).stdout)
+        if len(set(status["worker_pids"]) - old) == 1:
+            break
+        time.sleep(0.3)
+    new = set(status["worker_pids"]) - old
+    assert len(new) == 1
+    send(url, 40).join()
+    s = finish(proc)
+    assert s["requests"] >= 30
+    assert s["trace"]["stopped"] == "requests"
+    dist = s["per_request_dist"]["total"]
+    assert dist["p50"] > 0
+    tr = read_trace(out)
+    by_pid: dict[int, int] = {}
+    for r in tr.requests.values():
+        if r.end_ns >= 0:
+            by_pid[r.pid] = by_pid.get(r.pid, 0) + 1
+            assert r.script.endswith("index.php")
+    assert new & set(by_pid), (new, by_pid)  # the respawned worker's requests are in
+    # Warm workers do the same work for every request of this deterministic app. Only two
+    # things may add calls: OPcache revalidation (a stat per script once its window ends)
+    # and the respawned worker's first request (cold realpath cache).
+    first_of_new = min((r.id for r in tr.requests.values() if r.pid in new), default=-1)
+    totals = sorted(sum(1 for c in tr.syscalls if c.req == rid and c.call != "chdir"
+                        and c.kind != "opcache_revalidate")
+                    for rid, r in tr.requests.items() if r.end_ns >= 0 and rid != first_of_new)
+    assert totals[0] > 0 and totals[0] == totals[-1], totals
+
+
+def test_ctrl_c_writes_a_valid_trace(lab, state_home: Path, tmp_path: Path) -> None:
+    st = lab("--app", "synthetic", "--storage", "local", "--workers", "1")
+    url = str(st["url"]) + str(st.get("entry_path") or "/")
+    out = tmp_path / "int.sst.gz"
+    proc = start_trace(state_home, ["--lab", str(st["name"]), "-d", "120", "-o", str(out),
+                                    "--json"])
+    wait_attached(proc)
+    send(url, 5).join()
+    proc.send_signal(signal.SIGINT)
+    s = finish(proc)
+    assert s["trace"]["stopped"] == "interrupted"
+    assert s["requests"] >= 4
+    tr = read_trace(out)
+    assert tr.trailer["stopped"] == "interrupted" and tr.syscalls
+    assert not list(tmp_path.glob(".int.sst.gz.*"))  # no temp file left behind
+    # No bpftrace of ours is left running.
+    assert "bpftrace" not in subprocess.run(["ps", "-o", "comm=", "--ppid", str(proc.pid)],
+                                            capture_output=True, text=True).stdout
+
+
+@pytest.mark.slow
+def test_mediawiki_lab_per_request_counts(lab, state_home: Path, tmp_path: Path) -> None:
+    st = lab("--app", "mediawiki", "--storage", "local", "--workers", "2")
+    url = str(st["url"]) + str(st.get("entry_path") or "/")
+    time.sleep(2.5)
+    for _ in range(6):
+        assert get(url) == 200
+    out = tmp_path / "mw.sst.gz"
+    proc = start_trace(state_home, ["--lab", str(st["name"]), "--requests", "10", "-d", "120",
+                                    "-o", str(out), "--json"])
+    wait_attached(proc)
+    send(url, 14).join()
+    s = finish(proc)
+    assert s["requests"] >= 10
+    assert s["per_request_dist"]["total"]["p50"] > 20
+    # Most page views cost exactly the same; some add OPcache revalidation or cache writes.
+    tr = read_trace(out)
+    totals = [sum(1 for c in tr.syscalls if c.req == rid and c.kind != "opcache_revalidate")
+              for rid, r in tr.requests.items() if r.end_ns >= 0]
+    mode = max(set(totals), key=totals.count)
+    assert mode > 20 and totals.count(mode) >= 0.6 * len(totals), totals
+    assert s["settings"].get("realpath_cache_size")
+    assert "opcache.enable" in s["settings"]

@@ -1,0 +1,123 @@
+"""`statstorm trace --cmd` on real PHP scripts with known syscall counts, checked against
+strace recording the same script (imported with statstorm's own strace importer)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.root
+
+KEYS = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd", "total", "failed")
+STRACE_SET = ("newfstatat,statx,stat,lstat,fstat,access,faccessat,faccessat2,open,openat,"
+              "readlink,readlinkat,getcwd,chdir,fchdir")
+
+
+@pytest.fixture
+def scen(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A scenario tree: include_path entries a, b, c (empty) and lib (40 files)."""
+    root = Path("/var/tmp") / tmp_path_factory.mktemp("sst").name
+    root.mkdir(parents=True, exist_ok=True)
+    for d in ("a", "b", "c", "lib", "deep/x/y/z"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    for i in range(1, 41):
+        (root / f"lib/f{i}.php").write_text(f"<?php $v{i} = {i};\n")
+        (root / f"deep/x/y/z/g{i}.php").write_text(f"<?php $w{i} = {i};\n")
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def trace_cmd(home: Path, cmd: str, out: Path) -> dict[str, Any]:
+    proc = run_cli(["trace", "--cmd", cmd, "-o", str(out), "--json"], home, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return dict(json.loads(proc.stdout))
+
+
+def strace_counts(home: Path, argv: list[str], cwd: Path, tmp: Path) -> dict[str, float]:
+    log = tmp / "strace.log"
+    subprocess.run(["strace", "-f", "-qq", "-e", f"trace={STRACE_SET}", "-o", str(log), *argv],
+                   cwd=cwd, check=True, capture_output=True)
+    proc = run_cli(["trace", "import", str(log), "-o", str(tmp / "strace.sst.gz"), "--json"],
+                   home, check=True)
+    return dict(json.loads(proc.stdout)["per_request"])
+
+
+def test_include_path_misses_attributed_to_entries(scen: Path, state_home: Path,
+                                                   tmp_path: Path) -> None:
+    script = scen / "s1.php"
+    script.write_text(
+        "<?php\n"
+        f"set_include_path('{scen}/a:{scen}/b:{scen}/c:{scen}/lib');\n"
+        "for ($i = 1; $i <= 40; $i++) { require_once \"f$i.php\"; }\n")
+    s = trace_cmd(state_home, f"php -n {script}", tmp_path / "t.sst.gz")
+    assert s["requests"] == 1
+    # Each of the 40 relative require_once tries a, b and c first: one failed lstat each.
+    entries = {e["entry"]: e["failed"] for e in s["failed_by_include_path_entry"]}
+    assert entries == {f"{scen}/a": 40, f"{scen}/b": 40, f"{scen}/c": 40}
+    resolve = s["by_operation"]["include_resolve"]
+    assert resolve["failed"] == 120 and resolve["lstat"] >= 120 + 40
+    # The same script under strace, imported: identical counts for every call type.
+    ref = strace_counts(state_home, ["php", "-n", str(script)], scen, tmp_path)
+    assert {k: s["per_request"][k] for k in KEYS} == {k: ref[k] for k in KEYS}
+    # The trace file re-renders to the same summary.
+    again = run_cli(["trace", "show", str(tmp_path / "t.sst.gz"), "--json"], state_home,
+                    check=True)
+    assert json.loads(again.stdout)["per_request"] == s["per_request"]
+
+
+def test_realpath_cache_off_costs_component_lstats(scen: Path, state_home: Path,
+                                                   tmp_path: Path) -> None:
+    script = scen / "s2.php"
+    script.write_text(
+        "<?php\n"
+        "for ($r = 0; $r < 2; $r++) {\n"
+        f"  for ($i = 1; $i <= 40; $i++) {{ include '{scen}/deep/x/y/z/g' . $i . '.php'; }}\n"
+        "}\n")
+    on = trace_cmd(state_home, f"php -n -d realpath_cache_size=4096K {script}",
+                   tmp_path / "on.sst.gz")
+    off = trace_cmd(state_home, f"php -n -d realpath_cache_size=0 {script}",
+                    tmp_path / "off.sst.gz")
+    depth = len(Path(scen, "deep/x/y/z/g1.php").parts) - 1  # components below "/"
+    inc_on = on["by_operation"]["include_resolve"]["lstat"]
+    inc_off = off["by_operation"]["include_resolve"]["lstat"]
+    # Cache on: the directories not already cached by the script's own path once, then one
+    # lstat per new file; the second pass costs nothing.
+    assert inc_on == (depth - (len(scen.parts) - 1)) + 39
+    # Cache off: every include walks every component again.
+    assert inc_off == 80 * depth, (inc_on, inc_off, off["per_request"])
+    for name, s, size in (("on", on, "4096K"), ("off", off, "0")):
+        ref = strace_counts(state_home, ["php", "-n", "-d", f"realpath_cache_size={size}",
+                                         str(script)], scen, tmp_path)
+        assert {k: s["per_request"][k] for k in KEYS} == {k: ref[k] for k in KEYS}, name
+    # diff shows the difference per request.
+    d = run_cli(["trace", "diff", str(tmp_path / "on.sst.gz"), str(tmp_path / "off.sst.gz"),
+                 "--json"], state_home, check=True)
+    change = json.loads(d.stdout)["per_request"]["lstat"]
+    assert change["delta"] == off["per_request"]["lstat"] - on["per_request"]["lstat"] > 0
+
+
+def test_file_probes_and_relative_paths(scen: Path, state_home: Path, tmp_path: Path) -> None:
+    (scen / "link").symlink_to(scen / "lib")
+    script = scen / "s3.php"
+    script.write_text(
+        "<?php\n"
+        "chdir(__DIR__);\n"
+        "for ($i = 0; $i < 25; $i++) { file_exists(\"missing/x$i.php\"); }\n"
+        "for ($i = 1; $i <= 10; $i++) { is_file(\"lib/f$i.php\"); }\n"
+        "echo realpath('link/f1.php'), \"\\n\";\n")
+    s = trace_cmd(state_home, f"php -n {script}", tmp_path / "t.sst.gz")
+    probe = s["by_operation"]["file_probe"]
+    assert probe["access"] == 25 and probe["failed"] == 25 and probe["stat"] == 10
+    assert s["per_request"]["readlink"] >= 1
+    failed = {p["path"] for p in s["top_failed_paths"]}
+    # Relative paths are made absolute with the process's working directory.
+    assert f"{scen}/missing/x0.php" in failed
+    ref = strace_counts(state_home, ["php", "-n", str(script)], scen, tmp_path)
+    assert {k: s["per_request"][k] for k in KEYS} == {k: ref[k] for k in KEYS}
