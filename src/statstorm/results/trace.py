@@ -9,7 +9,8 @@ compressed (detected by its magic bytes, chosen by a `.gz` suffix when writing).
   - ["p", id, path]                     a path, interned once before its first use
   - ["r", id, pid, start_ns, end_ns, script, uri]  a request, written once it has ended
     (after its syscalls); script/uri may be ""
-  - ["o", id, req, pid, start_ns, end_ns, kind, parent, args]  a logical PHP operation
+  - ["o", id, req, pid, start_ns, end_ns, kind, parent, args]  a logical PHP operation;
+    path-valued args (INTERNED_ARGS, and the list "candidates") hold path ids
   - ["s", ts_ns, pid, req, op, call, syscall, path_id, ret, lat_ns, mount, kind]  one syscall;
     `kind` is the PHP operation it belongs to (one of OP_KINDS)
   - ["c", syscall, calls, errors, seconds]  aggregated counts (an imported `strace -c` table)
@@ -56,6 +57,9 @@ SYSCALL_CALL = {
 FLAGGED_STAT = ("newfstatat", "fstatat64", "fstatat", "statx")
 AT_SYMLINK_NOFOLLOW = 0x100
 AT_EMPTY_PATH = 0x1000
+
+# Operation arguments holding paths: stored as path ids (lists of ids for "candidates").
+INTERNED_ARGS = ("name", "path", "cwd", "include_path", "filename")
 
 OP_KINDS = ("startup", "main_script", "include", "include_resolve", "file_probe", "opcache_revalidate",
             "user_ini", "realpath", "other")
@@ -190,7 +194,15 @@ class TraceWriter:
         self._line(["r", r.id, r.pid, r.start_ns, r.end_ns, r.script, r.uri])
 
     def operation(self, o: Operation) -> None:
-        self._line(["o", o.id, o.req, o.pid, o.start_ns, o.end_ns, o.kind, o.parent, o.args])
+        args: dict[str, Any] = {}
+        for k, v in o.args.items():
+            if k in INTERNED_ARGS and isinstance(v, str):
+                args[k] = self.path_id(v) if v else -1
+            elif k == "candidates" and isinstance(v, list):
+                args[k] = [self.path_id(str(c)) for c in v]
+            else:
+                args[k] = v
+        self._line(["o", o.id, o.req, o.pid, o.start_ns, o.end_ns, o.kind, o.parent, args])
 
     def syscall(self, s: Syscall) -> None:
         self._line(["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall, self.path_id(s.path),
@@ -209,6 +221,7 @@ class TraceWriter:
             self._fh.flush()
             self._fh.close()  # closes the gzip stream, which does not close `raw`
             self._raw.close()
+            os.chmod(self._tmp, 0o644)
             os.replace(self._tmp, self.path)
         except BaseException:
             self.abort()
@@ -303,6 +316,11 @@ def read_trace(path: Path) -> Trace:
                 t.requests[rec[1]] = Request(*rec[1:7])
             elif tag == "o":
                 _, oid, req, pid, start, end, kind, parent, args = rec
+                for k in INTERNED_ARGS:
+                    if isinstance(args.get(k), int):
+                        args[k] = paths.get(args[k], "")
+                if isinstance(args.get("candidates"), list):
+                    args["candidates"] = [paths.get(c, "") for c in args["candidates"]]
                 t.operations[oid] = Operation(oid, req, pid, start, end, kind, parent, args)
             elif tag == "c":
                 t.counts.append(CountRow(rec[1], int(rec[2]), int(rec[3]), float(rec[4])))

@@ -1,0 +1,265 @@
+"""The attributor, the trace file format and the trace CLI's error paths (no root needed)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_cli
+from statstorm.errors import UsageError
+from statstorm.model.attribute import Attributor, Reorder, feed
+from statstorm.model.tracestats import SummaryBuilder, include_entry, summarize
+from statstorm.results.trace import (Operation, Request, Syscall, TraceWriter, new_header,
+                                     read_trace)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.syscalls: list[Syscall] = []
+        self.requests: list[Request] = []
+        self.ops: list[Operation] = []
+
+    def syscall(self, s: Syscall) -> None:
+        self.syscalls.append(s)
+
+    def request(self, r: Request) -> None:
+        self.requests.append(r)
+
+    def operation(self, o: Operation) -> None:
+        self.ops.append(o)
+
+
+def run_lines(lines: list[str], *, single: bool = False) -> Collect:
+    sink = Collect()
+    attr = Attributor(sink, [("/", "ext4"), ("/srv/nfs", "nfs4")], cwd_of=lambda pid: "/srv/app",
+                      single_request=single)
+    attr.t0 = 0
+    ro = Reorder(window_ns=10)
+    for line in lines:
+        ro.push(line.encode().split(b"\t"))
+    for fields in ro.pop_ready(flush=True):
+        feed(attr, fields)
+    attr.finish()
+    return sink
+
+
+FPM_REQUEST = [
+    "A\t10\t100",
+    "S\t10\t110\t5\tnewfstatat\t256\t-100\t0\t/srv/nfs/www/index.php",  # fix_pathinfo lstat
+    "U\t10\t120\t/srv/nfs/www/index.php",
+    "V\t10\t/index.php",
+    "X\t10\t130",
+    "S\t10\t131\t2\tgetcwd\t0\t-100\t10\t/",
+    "S\t10\t132\t2\tchdir\t0\t-100\t0\t/srv/nfs/www",
+    "O\t10\t140\tresolve\t5\tx.php",
+    "P\t10\t.:/usr/share/php:/srv/nfs/lib",
+    "O\t10\t141\trealpath\t0\t/srv/nfs/www/x.php",
+    "S\t10\t142\t3\tnewfstatat\t256\t-100\t-2\t/srv/nfs/www/x.php",
+    "R\t10\t144\trealpath",
+    "S\t10\t145\t3\tnewfstatat\t256\t-100\t-2\t/usr/share/php/x.php",
+    "S\t10\t146\t3\tnewfstatat\t256\t-100\t0\t/srv/nfs/lib/x.php",
+    "R\t10\t150\tresolve",
+    "O\t10\t160\tcompile\t2\tx.php",
+    "S\t10\t161\t1\topenat\t0\t-100\t5\t/srv/nfs/lib/x.php",
+    "S\t10\t163\t1\tnewfstatat\t4096\t5\t0\t",
+    "R\t10\t170\tcompile",
+    "O\t10\t180\tstat\t15\t/srv/nfs/lib/missing.php",
+    "S\t10\t181\t1\taccess\t0\t-100\t-2\tmissing.php",
+    "R\t10\t182\tstat",
+    "S\t10\t190\t1\tnewfstatat\t0\t-100\t0\t/srv/nfs/lib/y.php",
+    "Q\t10\t200",
+    "A\t10\t300",
+]
+
+
+def test_fpm_request_is_split_and_attributed() -> None:
+    sink = run_lines(FPM_REQUEST)
+    first = sink.requests[0]
+    assert (first.id, first.pid, first.script, first.uri) == (0, 10, "/srv/nfs/www/index.php",
+                                                              "/index.php")
+    assert first.end_ns == 200
+    kinds = [(s.call, s.kind) for s in sink.syscalls if s.req == 0]
+    assert kinds == [
+        ("lstat", "main_script"), ("getcwd", "main_script"), ("chdir", "main_script"),
+        ("lstat", "include_resolve"), ("lstat", "include_resolve"),
+        ("lstat", "include_resolve"), ("open", "include"), ("fstat", "include"),
+        ("access", "file_probe"), ("stat", "opcache_revalidate")]
+    # fstat names the file opened on that fd; a relative access path uses the cwd.
+    assert sink.syscalls[7].path == "/srv/nfs/lib/x.php"
+    assert sink.syscalls[8].path == "/srv/nfs/www/missing.php"
+    assert sink.syscalls[3].mount == 1 and sink.syscalls[4].mount == 0
+    resolve = next(o for o in sink.ops if o.kind == "include_resolve")
+    assert resolve.args["include_path"] == ".:/usr/share/php:/srv/nfs/lib"
+    assert resolve.args["candidates"] == ["/srv/nfs/www/x.php"]
+    probe = next(o for o in sink.ops if o.kind == "file_probe")
+    assert probe.args["func"] == "file_exists"
+    # The second accept opened request 1; it never finished, so its end is -1.
+    assert sink.requests[1].end_ns == -1
+
+
+def test_summary_groups_failed_lookups_by_include_path_entry() -> None:
+    sink = run_lines(FPM_REQUEST)
+    b = SummaryBuilder(new_header("bpftrace", created="", host="", targets={}, settings={},
+                                  mounts=[("/", "ext4"), ("/srv/nfs", "nfs4")]))
+    for s in sink.syscalls:
+        b.syscall(s)
+    for o in sink.ops:
+        b.operation(o)
+    for r in sink.requests:
+        b.request(r)
+    out = b.finish()
+    assert out["requests"] == 1
+    assert out["per_request"]["lstat"] == 4 and out["per_request"]["failed"] == 3
+    assert out["per_request"]["total"] == 9  # chdir is recorded but not counted
+    assert {e["entry"]: e["failed"] for e in out["failed_by_include_path_entry"]} == {
+        ".": 1, "/usr/share/php": 1}
+    assert [m["mount"] for m in out["by_mount"]] == ["/srv/nfs", "/"]
+    assert include_entry("/a/./x", ".", "/a") == "."
+
+
+def test_reorder_restores_time_order_across_cpus() -> None:
+    # The second CPU's buffer is read first; the op enter must still precede its syscall.
+    lines = [
+        "S\t10\t142\t3\tnewfstatat\t256\t-100\t-2\t/srv/a.php",
+        "R\t10\t150\tresolve",
+        "O\t10\t140\tresolve\t5\ta.php",
+        "P\t10\t/srv",
+    ]
+    sink = run_lines(lines, single=True)
+    assert sink.syscalls[0].kind == "include_resolve"
+    assert sink.ops[0].args["include_path"] == "/srv"
+
+
+def test_cmd_mode_is_one_request_with_startup() -> None:
+    sink = run_lines([
+        "S\t7\t10\t1\topenat\t0\t-100\t3\t/etc/php/8.2/cli/php.ini",
+        "U\t7\t20\t/srv/app/t.php",
+        "S\t7\t30\t1\tnewfstatat\t0\t-100\t0\tt.php",
+        "X\t7\t40",
+        "Q\t7\t50",
+    ], single=True)
+    assert [s.kind for s in sink.syscalls] == ["startup", "main_script"]
+    assert sink.syscalls[1].path == "/srv/app/t.php"
+    assert len(sink.requests) == 1 and sink.requests[0].end_ns == 50
+
+
+def write_small(path: Path, *, path_text: str = "/srv/a.php") -> None:
+    h = new_header("bpftrace", created="now", host="h", targets={}, settings={"x": "1"},
+                   mounts=[("/", "ext4")])
+    with TraceWriter(path, h) as w:
+        w.syscall(Syscall(5, 1, "lstat", "newfstatat", path_text, -2, 100, 0, -1, 0, "other"))
+        w.syscall(Syscall(6, 1, "stat", "newfstatat", path_text, 0, 100, 0, -1, 0, "other"))
+        w.request(Request(0, 1, 0, 10, "/srv/index.php", "/index.php"))
+
+
+@pytest.mark.parametrize("name", ["t.sst.gz", "t.sst"])
+def test_trace_file_round_trip_with_non_utf8_path(tmp_path: Path, name: str) -> None:
+    weird = b"/srv/caf\xe9/\x01x.php".decode("utf-8", "surrogateescape")
+    out = tmp_path / name
+    write_small(out, path_text=weird)
+    t = read_trace(out)
+    assert t.syscalls[0].path == weird and t.syscalls[0].ret == -2
+    assert t.requests[0].script == "/srv/index.php"
+    assert t.trailer["events"] == 2 and t.trailer["stopped"] == "end"
+    s = summarize(t)
+    assert s["per_request"]["total"] == 2 and s["per_request"]["failed"] == 1
+    assert not list(tmp_path.glob(".t.sst*"))  # the temp file was renamed into place
+
+
+def test_interrupted_writer_still_leaves_a_readable_trace(tmp_path: Path) -> None:
+    out = tmp_path / "i.sst.gz"
+    with pytest.raises(KeyboardInterrupt):
+        with TraceWriter(out, new_header("bpftrace", created="", host="", targets={},
+                                         settings={}, mounts=[])) as w:
+            w.syscall(Syscall(1, 1, "stat", "stat", "/x", 0))
+            raise KeyboardInterrupt
+    assert read_trace(out).trailer["stopped"] == "KeyboardInterrupt"
+
+
+@pytest.mark.parametrize("content,expect", [
+    (b"", "empty file"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "not a statstorm trace"),
+    (b'{"format": "statstorm-trace", "version": 99}\n', "version 99"),
+    (b'{"format": "statstorm-trace", "version": 1}\n["s", 1, 2\n', "not a statstorm trace line"),
+])
+def test_malformed_trace_files_are_one_line_errors(tmp_path: Path, content: bytes,
+                                                   expect: str) -> None:
+    bad = tmp_path / "bad.sst"
+    bad.write_bytes(content)
+    with pytest.raises(UsageError) as exc:
+        read_trace(bad)
+    assert expect in str(exc.value) and "\n" not in str(exc.value)
+    gz = tmp_path / "trunc.sst.gz"
+    write_small(gz)
+    gz.write_bytes(gz.read_bytes()[:40])
+    with pytest.raises(UsageError) as exc:
+        read_trace(gz)
+    assert "\n" not in str(exc.value)
+
+
+def cli_json(args: list[str], home: Path) -> dict[str, Any]:
+    proc = run_cli(args, home, check=True)
+    return dict(json.loads(proc.stdout))
+
+
+def test_import_show_and_diff_through_the_cli(tmp_path: Path) -> None:
+    table = FIXTURES / "strace/seed-systemadmin-es-table1.txt"
+    a = cli_json(["trace", "import", str(table), "--requests", "1000", "-o",
+                  str(tmp_path / "c.sst.gz"), "--json"], tmp_path)
+    assert a["source"] == "strace-c" and a["requests"] == 1000
+    assert a["totals"]["stat"] == 383248 and a["totals"]["lstat"] == 54892
+    assert a["per_request"]["stat"] == pytest.approx(383.248)
+    for key in ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd", "total",
+                "failed"):
+        assert key in a["per_request"] and key in a["totals"]
+    log = FIXTURES / "strace/real-cli-f-tt-T-y.log"
+    b = cli_json(["trace", "import", str(log), "-o", str(tmp_path / "l.sst.gz"), "--json"],
+                 tmp_path)
+    assert b["requests"] == 1 and b["per_request"]["total"] > 0
+    shown = cli_json(["trace", "show", str(tmp_path / "l.sst.gz"), "--json"], tmp_path)
+    assert shown["per_request"] == b["per_request"]
+    d = cli_json(["trace", "diff", str(tmp_path / "c.sst.gz"), str(tmp_path / "l.sst.gz"),
+                  "--json"], tmp_path)
+    assert d["per_request"]["stat"]["a"] == pytest.approx(383.248)
+    text = run_cli(["trace", "show", str(tmp_path / "l.sst.gz")], tmp_path, check=True).stdout
+    assert "per request" in text and "failed" in text
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["trace"], "exactly one target"),
+    (["trace", "--pool", "x", "--cmd", "php a.php"], "exactly one target"),
+    (["trace", "--cmd", "php a.php", "-d", "0"], "--duration"),
+    (["trace", "--cmd", "php a.php", "-o", "/nonexistent-dir/x.sst"], "does not exist"),
+    (["trace", "show", "/nonexistent.sst"], "no such trace file"),
+    (["trace", "import", "/nonexistent.log"], "/nonexistent.log"),
+])
+def test_bad_usage_is_a_one_line_error(tmp_path: Path, args: list[str], expect: str) -> None:
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expect in lines[0], proc.stderr
+
+
+def test_non_utf8_import_path_and_gz_detection(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.sst"
+    write_small(plain)
+    gz = tmp_path / "renamed.sst"
+    with gzip.open(gz, "wb") as fh:
+        fh.write(plain.read_bytes())
+    assert read_trace(gz).syscalls[0].path == "/srv/a.php"
+
+
+@pytest.mark.root
+def test_missing_pool_and_missing_privileges(tmp_path: Path) -> None:
+    proc = run_cli(["trace", "--pool", "no-such-pool", "-d", "1"], tmp_path)
+    assert proc.returncode == 2 and "no php-fpm pool 'no-such-pool'" in proc.stderr
+    tmp_path.chmod(0o755)
+    proc = run_cli(["trace", "--cmd", "php -v", "-o", "/tmp/x.sst"], tmp_path, user="www-data")
+    assert proc.returncode == 3, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "root" in proc.stderr
