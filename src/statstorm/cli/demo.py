@@ -44,6 +44,13 @@ def demo(env: Env, app: str, storage: str, views: int, output_dir: Path, keep: b
     warm = [v.seconds for v in result.views[1:]] or [result.views[0].seconds]
     click.echo(f"median page time after the first view: {statistics.median(warm) * 1000:.0f} ms "
                f"(single client, no tuning)")
+    if result.trace_summary:
+        pr = result.trace_summary["per_request"]
+        click.echo(f"trace: {result.trace_summary['requests']} page views, per view "
+                   f"{pr['total']:.0f} file syscalls ({pr['lstat']:.0f} lstat, {pr['stat']:.0f} "
+                   f"stat, {pr['access']:.0f} access, {pr['open']:.0f} open), "
+                   f"{pr['failed']:.0f} failed")
+        click.echo(f"  trace file: {result.trace_file} (statstorm trace show {result.trace_file})")
     if result.sweep_sentence:
         click.echo(f"sweep: {result.sweep_sentence}")
         click.echo(f"  results: {result.sweep_json} (plot {result.sweep_plot})")

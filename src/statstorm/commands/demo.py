@@ -1,19 +1,22 @@
 """`statstorm demo`: the main job on the built-in default, end to end.
 
 Today: a lab with MediaWiki on GlusterFS (default mount options), real page views timed from
-outside, a short closed-model `sweep` (its JSON and SVG land in the output directory), then
-the lab removed — whatever happens. Each verb that lands (trace, check, apply, report) adds
-its step here.
+outside while `statstorm trace` records the pool's file syscalls (the trace file lands in the
+output directory), a short closed-model `sweep` (JSON and SVG there too), then the lab
+removed — whatever happens. Each verb that lands (check, apply, report) adds its step here.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from statstorm.commands import lab as lab_cmd
 from statstorm.commands import sweep as sweep_cmd
+from statstorm.commands import trace as trace_cmd
 from statstorm.context import Env
 from statstorm.results.lab import LabState
 
@@ -34,6 +37,8 @@ class DemoResult:
     sweep_json: Path | None = None
     sweep_plot: Path | None = None
     sweep_sentence: str = ""
+    trace_file: Path | None = None
+    trace_summary: dict[str, Any] = field(default_factory=dict)
 
 
 def _title(body: str) -> str:
@@ -54,12 +59,35 @@ def run(env: Env, *, name: str = "demo", app: str = "mediawiki", storage: str = 
     result = DemoResult(lab=state)
     try:
         url = state.url + state.entry_path
-        env.log(f"demo: fetching {url} {views} times…")
+        env.log(f"demo: tracing the pool while fetching {url} {views} times…")
+        trace_opts = trace_cmd.TraceOptions(lab=name, requests=views, duration_s=120.0,
+                                            output=output_dir / "trace.sst.gz")
+        traced: list[trace_cmd.TraceRun] = []
+        failed: list[BaseException] = []
+
+        attached = threading.Event()
+
+        def tracer() -> None:
+            try:
+                traced.append(trace_cmd.run(env, trace_opts, ready=attached))
+            except Exception as exc:  # reported after the views; the demo goes on
+                failed.append(exc)
+            finally:
+                attached.set()
+
+        thread = threading.Thread(target=tracer, daemon=True)
+        thread.start()
+        attached.wait(timeout=180)
         for _ in range(views):
             t0 = time.monotonic()
             status, body = lab_cmd.fetch(url)
             result.views.append(PageView(url, status, len(body.encode()), time.monotonic() - t0,
                                          _title(body)))
+        thread.join()
+        if traced:
+            result.trace_file, result.trace_summary = traced[0].output, traced[0].summary
+        for exc in failed:
+            env.log(f"demo: trace failed: {exc}")
         plan = sweep_cmd.plan(env, sweep_opts)
         env.log(f"demo: sweep at concurrency {','.join(map(str, concurrency))} "
                 f"(about {plan.estimated_s:.0f} s)…")

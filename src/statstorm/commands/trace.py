@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -340,8 +341,10 @@ def _spawn_held(argv: list[str]) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None = None,
-        ) -> TraceRun:
-    """Trace the target until a bound is reached or the user interrupts; write the trace."""
+        ready: threading.Event | None = None) -> TraceRun:
+    """Trace the target until a bound is reached or the user interrupts; write the trace.
+
+    `ready` is set once the probes are attached (callers that send load wait for it)."""
     validate(opts)
     if os.geteuid() != 0:
         bpftrace.check_privileges()
@@ -359,14 +362,14 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
             warnings.append(f"{exc}; falling back to strace")
             backend = "strace"
     if backend == "strace":
-        return _run_strace(env, opts, target, out, warnings, progress)
+        return _run_strace(env, opts, target, out, warnings, progress, ready)
     try:
-        return _run_bpftrace(env, opts, target, out, warnings, progress)
+        return _run_bpftrace(env, opts, target, out, warnings, progress, ready)
     except _BpftraceRefused as exc:
         if opts.backend == "bpftrace":
             raise DependencyError(f"bpftrace could not attach: {exc}") from None
         warnings.append(f"bpftrace could not attach ({exc}); falling back to strace")
-        return _run_strace(env, opts, target, out, warnings, progress)
+        return _run_strace(env, opts, target, out, warnings, progress, ready)
 
 
 class _BpftraceRefused(Exception):
@@ -386,7 +389,8 @@ def _header(source: str, target: Target, opts: TraceOptions) -> dict[str, Any]:
 
 
 def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
-                  warnings: list[str], progress: Callable[[str], None] | None) -> TraceRun:
+                  warnings: list[str], progress: Callable[[str], None] | None,
+                  ready_event: threading.Event | None) -> TraceRun:
     binary = bpftrace.find()
     held: subprocess.Popen[bytes] | None = None
     release_fd = -1
@@ -468,6 +472,8 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                         if release_fd >= 0:
                             os.close(release_fd)
                             release_fd = -1
+                        if ready_event is not None:
+                            ready_event.set()
                     continue
                 prev = _take_line(line, prev, reorder, allowed, target)
                 lines += 1
@@ -618,7 +624,8 @@ def _stop(bt: subprocess.Popen[bytes] | None, held: subprocess.Popen[bytes] | No
 
 
 def _run_strace(env: Env, opts: TraceOptions, target: Target, out: Path, warnings: list[str],
-                progress: Callable[[str], None] | None) -> TraceRun:
+                progress: Callable[[str], None] | None,
+                ready: threading.Event | None) -> TraceRun:
     from statstorm.adapters import strace_log  # the importer
     strace = shutil.which("strace")
     if strace is None:
@@ -638,6 +645,9 @@ def _run_strace(env: Env, opts: TraceOptions, target: Target, out: Path, warning
             attach = [*target.parents, *target.pids]
             proc = subprocess.Popen(argv + [a for p in attach for a in ("-p", str(p))],
                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        if ready is not None:
+            time.sleep(0.5)  # strace attaches to a few PIDs in well under this
+            ready.set()
         limit = opts.duration_s if opts.duration_s is not None else (
             None if target.mode == "cmd" else DEFAULT_DURATION_S)
         try:
