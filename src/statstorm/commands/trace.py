@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -340,8 +341,13 @@ def _spawn_held(argv: list[str]) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None = None,
+        ready: threading.Event | None = None, stop: threading.Event | None = None,
         ) -> TraceRun:
-    """Trace the target until a bound is reached or the user interrupts; write the trace."""
+    """Trace the target until a bound is reached or the user interrupts; write the trace.
+
+    `ready` is set once the tracer is attached (events from then on are seen); setting `stop`
+    ends the trace like its duration would (``"stopped": "stop"``). Both let another thread,
+    e.g. `statstorm sweep --trace`, run load exactly while the tracer is attached."""
     validate(opts)
     if os.geteuid() != 0:
         bpftrace.check_privileges()
@@ -359,14 +365,14 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
             warnings.append(f"{exc}; falling back to strace")
             backend = "strace"
     if backend == "strace":
-        return _run_strace(env, opts, target, out, warnings, progress)
+        return _run_strace(env, opts, target, out, warnings, progress, ready, stop)
     try:
-        return _run_bpftrace(env, opts, target, out, warnings, progress)
+        return _run_bpftrace(env, opts, target, out, warnings, progress, ready, stop)
     except _BpftraceRefused as exc:
         if opts.backend == "bpftrace":
             raise DependencyError(f"bpftrace could not attach: {exc}") from None
         warnings.append(f"bpftrace could not attach ({exc}); falling back to strace")
-        return _run_strace(env, opts, target, out, warnings, progress)
+        return _run_strace(env, opts, target, out, warnings, progress, ready, stop)
 
 
 class _BpftraceRefused(Exception):
@@ -386,7 +392,9 @@ def _header(source: str, target: Target, opts: TraceOptions) -> dict[str, Any]:
 
 
 def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
-                  warnings: list[str], progress: Callable[[str], None] | None) -> TraceRun:
+                  warnings: list[str], progress: Callable[[str], None] | None,
+                  ready_event: threading.Event | None = None,
+                  stop: threading.Event | None = None) -> TraceRun:
     binary = bpftrace.find()
     held: subprocess.Popen[bytes] | None = None
     release_fd = -1
@@ -433,6 +441,9 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                 if deadline is not None and now >= deadline:
                     stopped = "duration"
                     break
+                if stop is not None and stop.is_set():
+                    stopped = "stop"
+                    break
                 if opts.requests and attr.completed >= opts.requests:
                     stopped = "requests"
                     break
@@ -468,6 +479,8 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                         if release_fd >= 0:
                             os.close(release_fd)
                             release_fd = -1
+                        if ready_event is not None:
+                            ready_event.set()
                     continue
                 prev = _take_line(line, prev, reorder, allowed, target)
                 lines += 1
@@ -492,8 +505,10 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
         writer.close({"stopped": "error"})
         shutil.rmtree(tmpdir, ignore_errors=True)
         raise
-    # Drain: stop bpftrace (it flushes what it has), then feed the rest.
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Drain: stop bpftrace (it flushes what it has), then feed the rest. Ctrl-C is ignored
+    # meanwhile (only the main thread can change that; a tracer thread leaves it alone).
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
         env.debug(f"stopping ({stopped})")
         rest = _stop(bt, held, release_fd)
@@ -521,7 +536,8 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
         writer.close(trailer)
         result = summary.finish(trailer)
     finally:
-        signal.signal(signal.SIGINT, old)
+        if main:
+            signal.signal(signal.SIGINT, old)
         shutil.rmtree(tmpdir, ignore_errors=True)
     if stopped == "interrupted":
         warnings.append("interrupted: the trace holds what was captured until then")
@@ -618,7 +634,9 @@ def _stop(bt: subprocess.Popen[bytes] | None, held: subprocess.Popen[bytes] | No
 
 
 def _run_strace(env: Env, opts: TraceOptions, target: Target, out: Path, warnings: list[str],
-                progress: Callable[[str], None] | None) -> TraceRun:
+                progress: Callable[[str], None] | None,
+                ready: threading.Event | None = None,
+                stop: threading.Event | None = None) -> TraceRun:
     from statstorm.adapters import strace_log  # the importer
     strace = shutil.which("strace")
     if strace is None:
@@ -640,10 +658,15 @@ def _run_strace(env: Env, opts: TraceOptions, target: Target, out: Path, warning
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         limit = opts.duration_s if opts.duration_s is not None else (
             None if target.mode == "cmd" else DEFAULT_DURATION_S)
+        if ready is not None:
+            ready.set()  # strace has no "attached" marker; it attaches within moments
         try:
             while proc.poll() is None:
                 if limit is not None and time.monotonic() - t0 >= limit:
                     stopped = "duration"
+                    break
+                if stop is not None and stop.is_set():
+                    stopped = "stop"
                     break
                 if opts.requests and _count_lines(log, (b"accept(", b"accept4(")) > opts.requests:
                     stopped = "requests"
