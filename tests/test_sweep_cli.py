@@ -47,6 +47,7 @@ def test_remote_allowed_with_flag() -> None:
     (["http://127.0.0.1:9/", "-d", "0"], "--duration"),
     (["http://127.0.0.1:9/", "-c", "1", "--rate", "5"], "not both"),
     (["ftp://127.0.0.1/"], "not an http"),
+    (["http://127.0.0.1:9/", "-c", "1", "--trace"], "--trace needs the pool to trace"),
     ([], "no target"),
 ])
 def test_bad_options(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:

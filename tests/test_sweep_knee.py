@@ -88,3 +88,14 @@ def test_knee_despite_a_late_small_gain() -> None:
     # Measured on the local lab: +13 % from 5 to 20 users is not "still growing".
     k = analyse([P(1, (478,)), P(2, (866,)), P(5, (1489,)), P(10, (1442,)), P(20, (1681,))])
     assert k.knee == 5 and k.peak == 20 and not k.collapse
+
+
+def test_traced_file_syscalls_named_in_the_sentence() -> None:
+    calm = S(ctx_switches_per_s=1000, cpu_busy_pct=40, file_syscalls_per_request=20)
+    same = S(ctx_switches_per_s=8000, cpu_busy_pct=45, file_syscalls_per_request=21)
+    more = S(ctx_switches_per_s=8000, cpu_busy_pct=45, file_syscalls_per_request=60)
+    base = [P(1, (16,)), P(2, (27,)), P(5, (32,), calm)]
+    assert "file syscalls/request unchanged (21)" in analyse(base + [P(10, (10,), same)]).sentence
+    assert "file syscalls/request ×3.0 (20 → 60)" in analyse(base + [P(10, (10,), more)]).sentence
+    # Untraced sweeps say nothing about file syscalls.
+    assert "file syscalls/request" not in analyse(base + [P(10, (10,), S(ctx_switches_per_s=8000))]).sentence

@@ -102,3 +102,22 @@ def test_wrk_script_counts_every_wrong_body(lab: str, tmp_path: Path) -> None:
 
 def test_direct_validation() -> None:
     assert "no answer" in sweep_cmd.validate_response("http://127.0.0.1:9/", 200, "", 2)
+
+
+def test_traced_sweep_records_file_syscalls(lab: str, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "t.json"
+    code, out, err = run_main(["sweep", "--lab", lab, "-c", "1,2", "-d", "2", "--warmup", "1",
+                               "--repeats", "1", "--trace", "-o", str(out_json), "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out_json.read_text())
+    assert data["options"]["trace"] is True
+    for lv in data["levels"]:
+        srv = lv["server"]
+        assert srv["file_syscalls_per_request"] > 0 and srv["file_syscalls_per_s"] > 0
+        assert srv["traced_requests"] > 0 and srv["failed_per_request"] is not None
+        trace_file = Path(srv["trace_file"])
+        assert trace_file.exists() and trace_file.parent == tmp_path
+        assert trace_file.name == f"t-c{lv['concurrency']}-r1.sst.gz"
+        assert lv["repeats"][0]["server"]["trace_file"] == srv["trace_file"]
+    assert "file syscalls/request" in data["knee"]["sentence"]

@@ -27,7 +27,7 @@ def _numbers(text: str | None, flag: str, kind: type) -> tuple:  # type: ignore[
         raise UsageError(f"{flag} {text!r}: expected numbers separated by commas, e.g. 1,2,5,10") from None
 
 
-def _row(lv: LevelResult) -> list[str]:
+def _row(lv: LevelResult, traced: bool = False) -> list[str]:
     s = lv.server
     fpm = "-"
     if s.fpm_active_max is not None:
@@ -41,21 +41,40 @@ def _row(lv: LevelResult) -> list[str]:
         f"{lv.errors.total} (c{lv.errors.connect} t{lv.errors.timeout} r{lv.errors.read_write} "
         f"s{lv.errors.non_2xx} w{lv.errors.wrong_content})",
         f"{s.ctx_switches_per_s:,.0f}", f"{s.cpu_busy_pct:.0f}%", fpm,
+        *([_trace_cell(lv)] if traced else []),
         "ok" if not lv.validation else "FAIL",
     ]
 
 
+def _trace_cell(lv: LevelResult) -> str:
+    s = lv.server
+    if s.file_syscalls_per_request is None:
+        return "-"
+    return f"{s.file_syscalls_per_s or 0:,.0f} ({s.file_syscalls_per_request:.1f}/req)"
+
+
 HEADERS = ["level", "req/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors", "cs/s", "cpu",
            "fpm act/all q", "check"]
+TRACE_HEADER = "file sc/s"
+
+
+def _headers(traced: bool) -> list[str]:
+    return HEADERS[:-1] + [TRACE_HEADER] + HEADERS[-1:] if traced else list(HEADERS)
+
+
+def _traced(result: SweepResult) -> bool:
+    return any(lv.server.file_syscalls_per_request is not None for lv in result.levels)
 
 
 def _table(result: SweepResult) -> Table:
     first = "concurrency" if result.model == "closed" else "rate/s"
+    traced = _traced(result)
+    headers = _headers(traced)
     t = Table(title=f"sweep {result.target} ({result.tool}, {result.model} model)")
-    for i, h in enumerate(HEADERS):
-        t.add_column(first if i == 0 else h, justify="right" if i < 10 else "left")
+    for i, h in enumerate(headers):
+        t.add_column(first if i == 0 else h, justify="right" if i < len(headers) - 1 else "left")
     for lv in result.levels:
-        t.add_row(*_row(lv))
+        t.add_row(*_row(lv, traced))
     return t
 
 
@@ -82,19 +101,23 @@ def _table(result: SweepResult) -> Table:
               help="JSON result file, rewritten after each level  [default: sweep-DATE-TIME.json]")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="SVG plot  [default: the output file with .svg]")
+@click.option("--trace", is_flag=True,
+              help="Trace the pool's file syscalls during every measured run (statstorm trace; "
+                   "root, bpftrace; needs --lab or --pool; about 6 s more per run).")
 @click.option("--dry-run", is_flag=True, help="Print the load generator commands and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON on stdout.")
 @click.pass_obj
 def sweep(env: Env, url: str, lab: str | None, concurrency: str | None, rate: str | None,
           duration: float, warmup: float, repeats: int, tool: str | None, timeout: float,
           expect_status: int, expect_text: str, allow_remote: bool, pool: str | None,
-          fpm_status: str | None, output: Path | None, plot: Path | None, dry_run: bool,
-          as_json: bool) -> None:
+          fpm_status: str | None, output: Path | None, plot: Path | None, trace: bool,
+          dry_run: bool, as_json: bool) -> None:
     """HTTP load sweep: throughput, latency, errors and server signals per level; knee and collapse.
 
     Closed model (-c, wrk or ab): N connections, each sends when the last answer came.
     Open model (--rate, vegeta): constant arrival rate, latency free of coordinated omission.
-    Load goes to loopback only unless --allow-remote. There is no --trace yet.
+    Load goes to loopback only unless --allow-remote. --trace also records the pool's
+    file-syscall rate per level with statstorm trace (one .sst.gz per run next to the JSON).
 
     \b
     Examples:
@@ -102,13 +125,14 @@ def sweep(env: Env, url: str, lab: str | None, concurrency: str | None, rate: st
       statstorm sweep http://127.0.0.1:8080/index.php --expect-text 'app=statstorm-synthetic'
       statstorm sweep --lab --rate 20,50,100 -d 5 -o open.json
       statstorm sweep --lab --tool ab -c 1,4 --dry-run
+      sudo statstorm sweep --lab sw1 -c 1,5,20 -d 5 --repeats 1 --trace -o traced.json
     """
     opts = sweep_cmd.SweepOptions(
         url=url, lab=lab, concurrency=_numbers(concurrency, "--concurrency", int),
         rates=_numbers(rate, "--rate", float), duration_s=duration, warmup_s=warmup,
         repeats=repeats, tool=tool, timeout_s=timeout, expect_status=expect_status,
         expect_text=expect_text, allow_remote=allow_remote, fpm_status_url=fpm_status, pool=pool,
-        output=output, plot=plot, dry_run=dry_run,
+        output=output, plot=plot, dry_run=dry_run, trace=trace,
     )
     plan = sweep_cmd.plan(env, opts)
     if dry_run:
@@ -121,14 +145,18 @@ def sweep(env: Env, url: str, lab: str | None, concurrency: str | None, rate: st
     unit = "connections" if plan.model == "closed" else "req/s"
     err.print(f"Sweeping {plan.url} with {plan.tool} ({plan.model} model): "
               f"{','.join(f'{lv:g}' for lv in plan.levels)} {unit}, {plan.repeats}× {plan.duration_s:g} s "
-              f"+ {plan.warmup_s:g} s warm-up per level, about {plan.estimated_s / 60:.1f} min. "
-              f"Writing {plan.output}. Ctrl-C to stop.")
+              f"+ {plan.warmup_s:g} s warm-up per level, about {plan.estimated_s / 60:.1f} min"
+              + (f" (tracing adds about {sweep_cmd.TRACE_OVERHEAD_S:.0f} s per run: attach and "
+                 f"detach)" if plan.trace else "")
+              + f". Writing {plan.output}. Ctrl-C to stop.")
 
     def progress(msg: str, lv: LevelResult | None) -> None:
         if lv is None:
             err.print(f"  {msg}", style="dim")
         else:
-            err.print("  " + " | ".join(f"{h} {v}" for h, v in zip(HEADERS, _row(lv))))
+            traced = lv.server.file_syscalls_per_request is not None
+            err.print("  " + " | ".join(f"{h} {v}" for h, v in zip(_headers(traced),
+                                                                   _row(lv, traced))))
 
     try:
         result = sweep_cmd.run(env, plan, progress=progress)

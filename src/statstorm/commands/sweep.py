@@ -6,6 +6,10 @@ writable, one GET that must answer as expected) → per level: warm-up (discarde
 (each sampled), a direct GET to validate content → JSON rewritten after every level →
 analysis → plot. Ctrl-C/SIGTERM ends the load generator by PID and still writes the levels
 that finished.
+
+With --trace every measured run (not the warm-up) is traced: `statstorm trace` runs on the
+pool in a background thread, the load starts once bpftrace has attached, and the trace stops
+when the load ends.
 """
 
 from __future__ import annotations
@@ -14,21 +18,24 @@ import ipaddress
 import os
 import socket
 import tempfile
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
-from statstorm.adapters import sysstat
+from statstorm.adapters import bpftrace, sysstat
 from statstorm.adapters.ab import Ab
 from statstorm.adapters.loadgen import LoadGenerator, RunSpec, load_lock
 from statstorm.adapters.vegeta import Vegeta
 from statstorm.adapters.wrk import Wrk
 from statstorm.commands import lab as lab_cmd
+from statstorm.commands import trace as trace_cmd
 from statstorm.context import Env
 from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
 from statstorm.model import knee as knee_model
@@ -47,6 +54,8 @@ MAX_REPEATS = 20
 MAX_TOTAL_S = 4 * 3600.0
 MAX_CONCURRENCY = 10_000
 MAX_RATE = 100_000.0
+# --trace: bpftrace attaches in about 2 s before each run and detaches in about 4 s after it.
+TRACE_OVERHEAD_S = 6.0
 
 
 def make_tool(name: str) -> LoadGenerator:
@@ -73,6 +82,7 @@ class SweepOptions:
     output: Path | None = None
     plot: Path | None = None
     dry_run: bool = False
+    trace: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,10 +103,23 @@ class Plan:
     pool: str | None
     output: Path
     plot: Path | None
+    trace_lab: str | None = None  # --trace: the lab whose pool is traced, or
+    trace_pool: str | None = None  # the pool traced (exactly one of the two when tracing)
+
+    @property
+    def trace(self) -> bool:
+        return bool(self.trace_lab or self.trace_pool)
 
     @property
     def estimated_s(self) -> float:
-        return len(self.levels) * (self.warmup_s + self.repeats * (self.duration_s + 1))
+        per_run = self.duration_s + 1 + (TRACE_OVERHEAD_S if self.trace else 0.0)
+        return len(self.levels) * (self.warmup_s + self.repeats * per_run)
+
+    def trace_path(self, level: float, repeat: int) -> Path:
+        """Trace file of one measured run: next to the JSON, `<stem>-c<level>-r<repeat>.sst.gz`
+        (`-rate<level>` in the open model)."""
+        tag = "c" if self.model == "closed" else "rate"
+        return self.output.with_name(f"{self.output.stem}-{tag}{level:g}-r{repeat}.sst.gz")
 
     def spec(self, level: float, duration: float) -> RunSpec:
         cap = int(max(1000, duration * 50_000))
@@ -149,6 +172,23 @@ def plan(env: Env, opts: SweepOptions) -> Plan:
     check_loopback(url, opts.allow_remote)
     if fpm_url:
         check_loopback(fpm_url, opts.allow_remote)
+    trace_lab = trace_pool = None
+    if opts.trace:
+        if opts.lab is None and not opts.pool:
+            raise UsageError("--trace needs the pool to trace: add --lab NAME (a lab's pool) or "
+                             "--pool NAME (a php-fpm pool on this machine)")
+        if not opts.dry_run:
+            bpftrace.check_privileges()
+            bpftrace.find()
+            bpftrace.ensure_tracefs()
+        if opts.lab is not None:
+            trace_lab = opts.lab
+        else:
+            assert pool
+            if not opts.dry_run and not trace_cmd.pool_workers(pool):
+                raise UsageError(f"--trace: no php-fpm pool {pool!r} is running (no process "
+                                 f"titled 'php-fpm: pool {pool}'); check --pool")
+            trace_pool = pool
 
     if opts.rates and opts.concurrency:
         raise UsageError("give --concurrency (closed model) or --rate (open model), not both")
@@ -198,7 +238,8 @@ def plan(env: Env, opts: SweepOptions) -> Plan:
     p = Plan(url=url, tool=tool, model=model, levels=levels, duration_s=opts.duration_s,
              warmup_s=opts.warmup_s, repeats=opts.repeats, timeout_s=opts.timeout_s,
              expect_status=opts.expect_status, expect_text=opts.expect_text,
-             fpm_status_url=fpm_url, pool=pool, output=output, plot=plot_path)
+             fpm_status_url=fpm_url, pool=pool, output=output, plot=plot_path,
+             trace_lab=trace_lab, trace_pool=trace_pool)
     if p.estimated_s > MAX_TOTAL_S:
         raise UsageError(f"this sweep would take about {p.estimated_s / 60:.0f} min (limit "
                          f"{MAX_TOTAL_S / 3600:.0f} h): fewer levels, repeats or a shorter --duration")
@@ -253,6 +294,7 @@ def aggregate(level: float, model: str, repeats: Sequence[RepeatResult], validat
         fpm_max_children_reached=(sum(s.fpm_max_children_reached or 0 for s in srv)
                                   if any(s.fpm_max_children_reached is not None for s in srv) else None),
         fpm_samples=sum(s.fpm_samples for s in srv),
+        **_trace_medians(srv),
     )
     rps = [r.rps for r in runs]
     return LevelResult(
@@ -263,6 +305,90 @@ def aggregate(level: float, model: str, repeats: Sequence[RepeatResult], validat
         p99=med([r.p99 for r in runs]), max=round(max(r.max for r in runs), 3),
         errors=errors, server=server, validation=validation,
     )
+
+
+def _trace_medians(srv: Sequence[ServerSignals]) -> dict[str, Any]:
+    """The level's trace fields: medians over the traced repeats, the first repeat's file."""
+    traced = [s for s in srv if s.file_syscalls_per_request is not None]
+    if not traced:
+        return {}
+
+    def med(values: Sequence[float | None]) -> float:
+        return round(float(median([v or 0.0 for v in values])), 3)
+
+    return {
+        "file_syscalls_per_s": med([s.file_syscalls_per_s for s in traced]),
+        "file_syscalls_per_request": med([s.file_syscalls_per_request for s in traced]),
+        "failed_per_request": med([s.failed_per_request for s in traced]),
+        "traced_requests": sum(s.traced_requests or 0 for s in traced),
+        "trace_dropped": sum(s.trace_dropped or 0 for s in traced),
+        "trace_file": traced[0].trace_file,
+    }
+
+
+def with_trace(server: ServerSignals, trace: trace_cmd.TraceRun, load_s: float) -> ServerSignals:
+    """`server` with the file-syscall figures of the trace taken during the run."""
+    summary = trace.summary
+    totals, per_request = summary.get("totals", {}), summary.get("per_request", {})
+    return replace(
+        server,
+        file_syscalls_per_s=round(totals.get("total", 0) / load_s, 1) if load_s > 0 else 0.0,
+        file_syscalls_per_request=float(per_request.get("total", 0.0)),
+        failed_per_request=float(per_request.get("failed", 0.0)),
+        traced_requests=int(summary.get("requests", 0)),
+        trace_dropped=int(summary.get("trace", {}).get("dropped", 0)),
+        trace_file=str(trace.output),
+    )
+
+
+class TraceThread:
+    """`statstorm trace` on the plan's pool in a background thread, for one measured run."""
+
+    ATTACH_TIMEOUT_S = 150.0
+    DETACH_TIMEOUT_S = 120.0
+
+    def __init__(self, env: Env, opts: trace_cmd.TraceOptions) -> None:
+        self.env, self.opts = env, opts
+        self.ready = threading.Event()
+        self.stop_event = threading.Event()
+        self.result: trace_cmd.TraceRun | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._go, name="statstorm-sweep-trace", daemon=True)
+
+    def _go(self) -> None:
+        try:
+            self.result = trace_cmd.run(self.env, self.opts, ready=self.ready,
+                                        stop=self.stop_event)
+        except BaseException as exc:  # handed to the main thread
+            self.error = exc
+        finally:
+            self.ready.set()
+
+    def start(self) -> None:
+        """Start tracing; return once the tracer is attached (or raise why it could not)."""
+        self.thread.start()
+        if not self.ready.wait(self.ATTACH_TIMEOUT_S):
+            self.abandon()
+            raise ComponentError(f"the tracer did not attach within {self.ATTACH_TIMEOUT_S:.0f} s")
+        if self.error is not None:
+            self.thread.join()
+            raise self.error
+
+    def finish(self) -> trace_cmd.TraceRun:
+        """Stop tracing (the run is over) and return the trace."""
+        self.stop_event.set()
+        self.thread.join(self.DETACH_TIMEOUT_S)
+        if self.thread.is_alive():
+            raise ComponentError(f"the tracer did not stop within {self.DETACH_TIMEOUT_S:.0f} s")
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+    def abandon(self) -> None:
+        """Stop tracing after a failed or interrupted run; never raises."""
+        self.stop_event.set()
+        self.thread.join(self.DETACH_TIMEOUT_S)
 
 
 def analyse(result: SweepResult) -> None:
@@ -287,7 +413,8 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
         target=p.url, tool=p.tool, model=p.model,
         options={"levels": list(p.levels), "duration_s": p.duration_s, "warmup_s": p.warmup_s,
                  "repeats": p.repeats, "timeout_s": p.timeout_s, "expect_status": p.expect_status,
-                 "expect_text": p.expect_text, "fpm_status_url": p.fpm_status_url, "pool": p.pool},
+                 "expect_text": p.expect_text, "fpm_status_url": p.fpm_status_url, "pool": p.pool,
+                 "trace": p.trace},
         started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     problem = validate_response(p.url, p.expect_status, p.expect_text, p.timeout_s)
@@ -311,12 +438,31 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
                 for i in range(p.repeats):
                     say(f"{name}: run {i + 1}/{p.repeats}, {p.duration_s:g} s", None)
                     with load_lock(env):
+                        tracer = None
+                        if p.trace:
+                            tracer = TraceThread(env, trace_cmd.TraceOptions(
+                                lab=p.trace_lab, pool=p.trace_pool, backend="bpftrace",
+                                duration_s=p.duration_s + p.timeout_s + 30,
+                                output=p.trace_path(level, i + 1)))
+                            tracer.start()
                         sampler = make_sampler(p.fpm_status_url)
                         sampler.start()
+                        t0 = time.monotonic()
                         try:
                             load = gen.run(env, p.spec(level, p.duration_s), work)
-                        finally:
-                            server = sampler.stop()
+                        except BaseException:
+                            sampler.stop()
+                            if tracer is not None:
+                                tracer.abandon()
+                            raise
+                        wall = time.monotonic() - t0
+                        server = sampler.stop()
+                        if tracer is not None:
+                            traced = tracer.finish()
+                            server = with_trace(server, traced, load.duration_s or wall)
+                            for w in traced.warnings:
+                                result.warnings.append(f"{name}, run {i + 1}: trace: {w}")
+                                env.log("warning: " + result.warnings[-1])
                     reps.append(RepeatResult(load, server))
                     if load.target_rate and load.sent_rate < 0.9 * load.target_rate:
                         w = (f"{name}: the client sent only {load.sent_rate:.0f} req/s of "

@@ -341,10 +341,13 @@ def _spawn_held(argv: list[str]) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None = None,
-        ready: threading.Event | None = None) -> TraceRun:
+        ready: threading.Event | None = None, stop: threading.Event | None = None,
+        ) -> TraceRun:
     """Trace the target until a bound is reached or the user interrupts; write the trace.
 
-    `ready` is set once the probes are attached (callers that send load wait for it)."""
+    `ready` is set once the tracer is attached (events from then on are seen); setting `stop`
+    ends the trace like its duration would (``"stopped": "stop"``). Both let another thread,
+    e.g. `statstorm sweep --trace`, run load exactly while the tracer is attached."""
     validate(opts)
     if os.geteuid() != 0:
         bpftrace.check_privileges()
@@ -362,14 +365,14 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
             warnings.append(f"{exc}; falling back to strace")
             backend = "strace"
     if backend == "strace":
-        return _run_strace(env, opts, target, out, warnings, progress, ready)
+        return _run_strace(env, opts, target, out, warnings, progress, ready, stop)
     try:
-        return _run_bpftrace(env, opts, target, out, warnings, progress, ready)
+        return _run_bpftrace(env, opts, target, out, warnings, progress, ready, stop)
     except _BpftraceRefused as exc:
         if opts.backend == "bpftrace":
             raise DependencyError(f"bpftrace could not attach: {exc}") from None
         warnings.append(f"bpftrace could not attach ({exc}); falling back to strace")
-        return _run_strace(env, opts, target, out, warnings, progress, ready)
+        return _run_strace(env, opts, target, out, warnings, progress, ready, stop)
 
 
 class _BpftraceRefused(Exception):
@@ -390,7 +393,8 @@ def _header(source: str, target: Target, opts: TraceOptions) -> dict[str, Any]:
 
 def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                   warnings: list[str], progress: Callable[[str], None] | None,
-                  ready_event: threading.Event | None) -> TraceRun:
+                  ready_event: threading.Event | None = None,
+                  stop: threading.Event | None = None) -> TraceRun:
     binary = bpftrace.find()
     held: subprocess.Popen[bytes] | None = None
     release_fd = -1
@@ -436,6 +440,9 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
             if ready:
                 if deadline is not None and now >= deadline:
                     stopped = "duration"
+                    break
+                if stop is not None and stop.is_set():
+                    stopped = "stop"
                     break
                 if opts.requests and attr.completed >= opts.requests:
                     stopped = "requests"
@@ -498,8 +505,10 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
         writer.close({"stopped": "error"})
         shutil.rmtree(tmpdir, ignore_errors=True)
         raise
-    # Drain: stop bpftrace (it flushes what it has), then feed the rest.
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Drain: stop bpftrace (it flushes what it has), then feed the rest. Ctrl-C is ignored
+    # meanwhile (only the main thread can change that; a tracer thread leaves it alone).
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
         env.debug(f"stopping ({stopped})")
         rest = _stop(bt, held, release_fd)
@@ -527,7 +536,8 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
         writer.close(trailer)
         result = summary.finish(trailer)
     finally:
-        signal.signal(signal.SIGINT, old)
+        if main:
+            signal.signal(signal.SIGINT, old)
         shutil.rmtree(tmpdir, ignore_errors=True)
     if stopped == "interrupted":
         warnings.append("interrupted: the trace holds what was captured until then")
@@ -625,7 +635,8 @@ def _stop(bt: subprocess.Popen[bytes] | None, held: subprocess.Popen[bytes] | No
 
 def _run_strace(env: Env, opts: TraceOptions, target: Target, out: Path, warnings: list[str],
                 progress: Callable[[str], None] | None,
-                ready: threading.Event | None) -> TraceRun:
+                ready: threading.Event | None = None,
+                stop: threading.Event | None = None) -> TraceRun:
     from statstorm.adapters import strace_log  # the importer
     strace = shutil.which("strace")
     if strace is None:
@@ -645,15 +656,17 @@ def _run_strace(env: Env, opts: TraceOptions, target: Target, out: Path, warning
             attach = [*target.parents, *target.pids]
             proc = subprocess.Popen(argv + [a for p in attach for a in ("-p", str(p))],
                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        if ready is not None:
-            time.sleep(0.5)  # strace attaches to a few PIDs in well under this
-            ready.set()
         limit = opts.duration_s if opts.duration_s is not None else (
             None if target.mode == "cmd" else DEFAULT_DURATION_S)
+        if ready is not None:
+            ready.set()  # strace has no "attached" marker; it attaches within moments
         try:
             while proc.poll() is None:
                 if limit is not None and time.monotonic() - t0 >= limit:
                     stopped = "duration"
+                    break
+                if stop is not None and stop.is_set():
+                    stopped = "stop"
                     break
                 if opts.requests and _count_lines(log, (b"accept(", b"accept4(")) > opts.requests:
                     stopped = "requests"

@@ -78,6 +78,14 @@ def signals_moved(base: ServerSignals | None, at: ServerSignals | None) -> tuple
         phrases.append(f"all {at.fpm_total} workers busy")
     if at.cpu_iowait_pct >= 5 and at.cpu_iowait_pct > 2 * base.cpu_iowait_pct:
         phrases.append(f"iowait {at.cpu_iowait_pct:.0f} %")
+    fa, fb = at.file_syscalls_per_request, base.file_syscalls_per_request
+    if fa is not None and fb is not None:  # sweep --trace
+        fr = _ratio(fa, fb)
+        lost = ", bpftrace lost events" if (at.trace_dropped or base.trace_dropped) else ""
+        if fr is not None and (fr >= 1.5 or fr <= 0.67):
+            phrases.append(f"file syscalls/request ×{fr:.1f} ({fb:.0f} → {fa:.0f}{lost})")
+        else:
+            phrases.append(f"file syscalls/request unchanged ({fa:.0f}{lost})")
     if at.cpu_busy_pct >= 90:
         phrases.append(f"CPU {at.cpu_busy_pct:.0f} % busy")
         diagnosis = "cpu"

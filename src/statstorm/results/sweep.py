@@ -78,6 +78,15 @@ class ServerSignals:
     fpm_listen_queue_max: int | None = None
     fpm_max_children_reached: int | None = None  # increase during the run
     fpm_samples: int = 0
+    # --trace only (statstorm trace on the pool while the run went; None otherwise): all of
+    # the pool's file-metadata syscalls per second of load, their mean per request, failed
+    # ones per request, requests seen, events bpftrace lost, and the trace file.
+    file_syscalls_per_s: float | None = None
+    file_syscalls_per_request: float | None = None
+    failed_per_request: float | None = None
+    traced_requests: int | None = None
+    trace_dropped: int | None = None
+    trace_file: str | None = None
 
 
 @dataclass(frozen=True)
