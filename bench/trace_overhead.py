@@ -1,0 +1,546 @@
+#!/usr/bin/env python3
+"""Benchmark: the throughput cost of `statstorm trace` (eBPF and strace backends) at saturation.
+
+Starts a lab (synthetic app on local disk by default), finds nothing clever about saturation:
+it drives the pool with `-c` = 2 x workers (or --concurrency) with wrk, warms up, then runs
+interleaved rounds of three modes, the order rotating every round:
+  none    wrk alone
+  ebpf    wrk while `statstorm trace --lab NAME --backend bpftrace -d D+margin --json` runs
+  strace  the same with `--backend strace`
+The tracer runs as its own process, exactly as a user starts it; wrk starts once the tracer
+has attached (its bpftrace child holds its perf events, or every worker is ptraced), and the
+tracer's duration covers the whole wrk run. Per mode it prints req/s per round, the median,
+the ratio to `none`, what the tracer captured (requests, syscalls per request, dropped
+events) and where the CPU went during the wrk window (PHP workers user/sys, nginx, the
+tracer's Python reader, bpftrace/strace, the rest: wrk and the kernel).
+Run as root:  PYTHONPATH=src python3 bench/trace_overhead.py [--json]
+The machine-wide load lock (/tmp/statstorm-load.lock) is held for the whole measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from statstorm.adapters import procs
+from statstorm.adapters.loadgen import LOAD_LOCK, RunSpec
+from statstorm.adapters.wrk import Wrk
+from statstorm.commands import lab as lab_cmd
+from statstorm.context import Env
+
+MODES = ("none", "ebpf", "strace")
+BACKEND = {"ebpf": "bpftrace", "strace": "strace"}
+HELPER = {"ebpf": "bpftrace", "strace": "strace"}
+TICK = os.sysconf("SC_CLK_TCK")
+GOAL_PCT = 5.0
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- CPU accounting from /proc ---------------------------------------------------------------
+def cpu_ticks(pid: int) -> tuple[int, int]:
+    """(utime, stime) of a process in clock ticks; (0, 0) once it is gone."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(f[11]), int(f[12])
+    except (OSError, IndexError, ValueError):
+        return 0, 0
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = f[3] + f[4]
+    total = sum(f[:8])
+    return total - idle, total
+
+
+class CpuWindow:
+    """CPU seconds spent by groups of processes between start() and stop()."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        self.groups = groups
+        self.t0: dict[int, tuple[int, int]] = {}
+        self.m0 = (0, 0)
+        self.w0 = 0.0
+
+    def start(self) -> None:
+        self.t0 = {p: cpu_ticks(p) for pids in self.groups.values() for p in pids}
+        self.m0 = machine_ticks()
+        self.w0 = time.monotonic()
+
+    def stop(self) -> dict[str, float]:
+        wall = time.monotonic() - self.w0
+        m1 = machine_ticks()
+        out: dict[str, float] = {"wall_s": round(wall, 2)}
+        known = 0.0
+        for name, pids in self.groups.items():
+            u = s = 0
+            for p in pids:
+                u1, s1 = cpu_ticks(p)
+                u0, s0 = self.t0.get(p, (u1, s1))
+                if (u1, s1) != (0, 0):
+                    u += u1 - u0
+                    s += s1 - s0
+            if name == "php":
+                out["php_usr_s"] = round(u / TICK, 2)
+                out["php_sys_s"] = round(s / TICK, 2)
+            else:
+                out[f"{name}_s"] = round((u + s) / TICK, 2)
+            known += (u + s) / TICK
+        busy = (m1[0] - self.m0[0]) / TICK
+        out["busy_s"] = round(busy, 2)
+        out["rest_s"] = round(busy - known, 2)  # wrk, softirq, everything else
+        ncpu = os.cpu_count() or 1
+        out["busy_pct"] = round(100.0 * (m1[0] - self.m0[0]) / max(1, m1[1] - self.m0[1]), 1)
+        out["idle_cpu_s"] = round(max(0.0, wall * ncpu - busy), 2)
+        return out
+
+
+# -- other load on the machine ---------------------------------------------------------------
+NOISY = ("bpftrace", "strace", "perf", "wrk", "ab", "vegeta", "stress-ng", "fio")
+
+
+def foreign_noise(own_parents: set[int]) -> list[str]:
+    """Tracers and load generators that this bench did not start (an eBPF program attached
+    by anyone slows every traced syscall on the machine; other load steals CPU)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+            if comm not in NOISY:
+                continue
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid not in own_parents:
+            found.append(f"{comm}[{entry.name}]")
+    return sorted(found)
+
+
+def wait_quiet(timeout: float) -> list[str]:
+    """Wait up to `timeout` s for foreign tracers / load generators to go; return those left."""
+    deadline = time.monotonic() + timeout
+    noise = foreign_noise({os.getpid()})
+    if noise:
+        log(f"waiting up to {timeout:.0f} s for other tracers/load to finish: {' '.join(noise)}")
+    while noise and time.monotonic() < deadline:
+        time.sleep(1)
+        noise = foreign_noise({os.getpid()})
+    return noise
+
+
+class NoiseWatch(threading.Thread):
+    """Samples foreign tracers / load generators every 0.5 s while a run is measured."""
+
+    def __init__(self, own_parents: set[int]) -> None:
+        super().__init__(daemon=True)
+        self.own = own_parents
+        self.seen: set[str] = set()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            self.seen.update(foreign_noise(self.own))
+
+    def stop(self) -> list[str]:
+        self.done.set()
+        self.join()
+        return sorted(self.seen)
+
+
+# -- the tracer ------------------------------------------------------------------------------
+class Tracer:
+    """`statstorm trace` run in the background, in its own session, ended by its PID only."""
+
+    def __init__(self, mode: str, lab: str, duration_s: float, out: Path, workdir: Path) -> None:
+        self.mode = mode
+        self.out = out
+        self.stdout_path = workdir / f"{out.name}.stdout"
+        self.stderr_path = workdir / f"{out.name}.stderr"
+        self.argv = [sys.executable, "-m", "statstorm", "trace", "--lab", lab,
+                     "--backend", BACKEND[mode], "-d", f"{duration_s:g}", "-o", str(out),
+                     "--json"]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.helper = 0  # the bpftrace / strace child
+        self.rusage: Any = None
+        self.rc: int | None = None
+        self.started = 0.0
+        self.attach_s = 0.0
+
+    def start(self) -> None:
+        with open(self.stdout_path, "wb") as o, open(self.stderr_path, "wb") as e:
+            self.proc = subprocess.Popen(self.argv, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        self.started = time.monotonic()
+
+    def _find_helper(self) -> int:
+        assert self.proc is not None
+        for kid in procs.children(self.proc.pid):
+            try:
+                comm = Path(f"/proc/{kid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if comm == HELPER[self.mode]:
+                return kid
+        return 0
+
+    def _attached(self, workers: list[int]) -> bool:
+        if self.mode == "ebpf":
+            # bpftrace opens one perf event per probe right before it runs BEGIN (READY).
+            try:
+                fds = os.listdir(f"/proc/{self.helper}/fd")
+            except OSError:
+                return False
+            n = 0
+            for fd in fds:
+                try:
+                    if "perf_event" in os.readlink(f"/proc/{self.helper}/fd/{fd}"):
+                        n += 1
+                except OSError:
+                    pass
+            return n > 0
+        for w in workers:  # strace: every worker is ptraced by it
+            try:
+                status = Path(f"/proc/{w}/status").read_text()
+            except OSError:
+                continue
+            tracer = next((ln.split()[1] for ln in status.splitlines()
+                           if ln.startswith("TracerPid:")), "0")
+            if int(tracer) != self.helper:
+                return False
+        return True
+
+    def wait_attached(self, workers: list[int], timeout: float, settle: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the tracer exited early (status {self.proc.returncode}): "
+                                   + self.stderr_path.read_text(errors="replace").strip()[-400:])
+            if not self.helper:
+                self.helper = self._find_helper()
+            if self.helper and self._attached(workers):
+                self.attach_s = time.monotonic() - self.started
+                time.sleep(settle)
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"the tracer did not attach within {timeout:.0f} s")
+
+    def finish(self, timeout: float) -> dict[str, Any]:
+        """Wait for the tracer to stop on its own; return its --json summary."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid, status, ru = os.wait4(self.proc.pid, os.WNOHANG)
+            if pid:
+                self.rusage = ru
+                self.rc = os.waitstatus_to_exitcode(status)
+                self.proc.returncode = self.rc
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"the tracer did not stop within {timeout:.0f} s")
+        if self.rc != 0:
+            raise RuntimeError(f"the tracer failed (status {self.rc}): "
+                               + self.stderr_path.read_text(errors="replace").strip()[-400:])
+        summary: dict[str, Any] = json.loads(self.stdout_path.read_text())
+        return summary
+
+    def warnings(self) -> list[str]:
+        try:
+            text = self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return []
+        # The CLI wraps long warnings over several lines: rejoin each one.
+        return [" ".join(("warning: " + w).split())
+                for w in re.split(r"(?m)^warning: ", text)[1:]]
+
+    def kill(self) -> None:
+        """End the tracer (SIGINT: it writes its file and stops its helper), then the helper,
+        each by its PID; SIGKILL what outlives the grace period."""
+        if self.proc is not None and self.proc.returncode is None:
+            if not self.helper:
+                self.helper = self._find_helper()
+            procs.terminate(self.proc.pid, timeout=20, sig=signal.SIGINT)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.helper:
+            procs.terminate(self.helper, timeout=5)
+
+
+# -- one measured run ------------------------------------------------------------------------
+def lab_groups(env: Env, name: str) -> tuple[list[int], dict[str, list[int]]]:
+    st = lab_cmd.status(env, name)
+    nginx = [st.nginx_pid, *procs.children(st.nginx_pid)] if st.nginx_pid else []
+    return st.worker_pids, {"php": st.worker_pids, "nginx": nginx}
+
+
+def run_wrk(env: Env, spec: RunSpec, workdir: Path) -> dict[str, Any]:
+    r = Wrk().run(env, spec, workdir)
+    e = r.errors
+    return {"rps": r.rps, "requests": r.requests, "p50_ms": r.p50, "p99_ms": r.p99,
+            "errors": e.connect + e.read_write + e.timeout + e.non_2xx + e.wrong_content}
+
+
+def measure(env: Env, mode: str, a: argparse.Namespace, lab: str, spec: RunSpec,
+            workdir: Path, tag: str, active: list[Tracer]) -> dict[str, Any]:
+    noise = wait_quiet(a.quiet_wait)
+    workers, groups = lab_groups(env, lab)
+    res: dict[str, Any] = {"mode": mode}
+    if mode == "none":
+        win = CpuWindow(groups)
+        watch = NoiseWatch({os.getpid()})
+        watch.start()
+        win.start()
+        res["wrk"] = run_wrk(env, spec, workdir)
+        res["cpu"] = win.stop()
+        res["noise"] = sorted(set(noise) | set(watch.stop()))
+        return res
+    tr = Tracer(mode, lab, a.duration + a.margin, workdir / f"{tag}-{mode}.sst.gz", workdir)
+    active.append(tr)
+    tr.start()
+    tr.wait_attached(workers, timeout=120, settle=a.settle)
+    win = CpuWindow({**groups, "tracer_py": [tr.proc.pid] if tr.proc else [],
+                     "helper": [tr.helper]})
+    watch = NoiseWatch({os.getpid(), tr.proc.pid if tr.proc else 0})
+    watch.start()
+    t_wrk = time.monotonic()
+    win.start()
+    res["wrk"] = run_wrk(env, spec, workdir)
+    res["cpu"] = win.stop()
+    res["noise"] = sorted(set(noise) | set(watch.stop()))
+    covered = (t_wrk - tr.started - tr.attach_s) + a.duration < a.duration + a.margin
+    summary = tr.finish(timeout=a.duration + a.margin + 180)
+    active.remove(tr)
+    t = summary.get("trace", {})
+    ru = tr.rusage
+    res["tracer"] = {
+        "attach_s": round(tr.attach_s, 1),
+        "covered_wrk": covered,
+        "requests": summary.get("requests", 0),
+        "syscalls": summary.get("totals", {}).get("total", 0),
+        "per_request_total": summary.get("per_request", {}).get("total", 0.0),
+        "dropped": t.get("dropped"),
+        "stopped": t.get("stopped"),
+        "wall_s": t.get("wall_s"),
+        # The tracer process and the children it waited for (bpftrace / strace), whole life.
+        "cpu_total_s": round(ru.ru_utime + ru.ru_stime, 2) if ru else None,
+        "warnings": tr.warnings(),
+    }
+    if not a.keep_traces:
+        tr.out.unlink(missing_ok=True)
+    return res
+
+
+# -- report ----------------------------------------------------------------------------------
+def summarize(runs: list[dict[str, Any]], modes: list[str]) -> dict[str, Any]:
+    by_mode: dict[str, Any] = {}
+    for m in modes:
+        rs = [r for r in runs if r["mode"] == m]
+        rps = [r["wrk"]["rps"] for r in rs]
+        by_mode[m] = {"rps": rps, "median_rps": statistics.median(rps) if rps else 0.0}
+    base = by_mode.get("none", {}).get("median_rps", 0.0)
+    rounds = max((r["round"] for r in runs), default=-1) + 1
+    for m, d in by_mode.items():
+        d["ratio"] = round(d["median_rps"] / base, 4) if base else None
+        paired = []
+        for i in range(rounds):
+            x = [r["wrk"]["rps"] for r in runs if r["mode"] == m and r["round"] == i]
+            b = [r["wrk"]["rps"] for r in runs if r["mode"] == "none" and r["round"] == i]
+            if x and b and b[0]:
+                paired.append(x[0] / b[0])
+        d["paired_ratio_median"] = round(statistics.median(paired), 4) if paired else None
+    return by_mode
+
+
+def print_table(out: Any, a: argparse.Namespace, by_mode: dict[str, Any],
+                runs: list[dict[str, Any]]) -> None:
+    def p(line: str = "") -> None:
+        print(line, file=out)
+
+    p(f"{'mode':7} {'req/s per round':>30} {'median':>9} {'ratio':>6} {'paired':>7} "
+      f"{'req traced':>11} {'sysc/req':>8} {'dropped':>8} {'errors':>6}")
+    for m, d in by_mode.items():
+        rs = [r for r in runs if r["mode"] == m]
+        per_round = " ".join(f"{x:9.1f}" for x in d["rps"])
+        tr = [r["tracer"] for r in rs if r.get("tracer")]
+        if tr:
+            captured = sum(t["requests"] for t in tr)
+            sent = sum(r["wrk"]["requests"] for r in rs)
+            reqs = f"{captured / sent:.0%}" if sent else "-"
+            spr = f"{statistics.median(t['per_request_total'] for t in tr):.1f}"
+            drops = [t["dropped"] for t in tr if t["dropped"] is not None]
+            dropped = f"{sum(drops):,}" if drops else "-"
+        else:
+            reqs, spr, dropped = "-", "-", "-"
+        errs = sum(r["wrk"]["errors"] for r in rs)
+        ratio = f"{d['ratio']:.3f}" if d["ratio"] is not None else "-"
+        paired = f"{d['paired_ratio_median']:.3f}" if d["paired_ratio_median"] else "-"
+        p(f"{m:7} {per_round:>30} {d['median_rps']:9.1f} {ratio:>6} {paired:>7} "
+          f"{reqs:>11} {spr:>8} {dropped:>8} {errs:>6}")
+    p()
+    p("CPU seconds during each wrk window (median over rounds; "
+      f"{os.cpu_count()} CPUs x {a.duration:g} s):")
+    keys = ("php_usr_s", "php_sys_s", "nginx_s", "tracer_py_s", "helper_s", "rest_s",
+            "idle_cpu_s")
+    p(f"{'mode':7} " + " ".join(f"{k[:-2]:>10}" for k in keys) + f" {'php ms/req':>10}")
+    for m in by_mode:
+        rs = [r for r in runs if r["mode"] == m]
+        cells = []
+        for k in keys:
+            v = [r["cpu"][k] for r in rs if k in r["cpu"]]
+            cells.append(f"{statistics.median(v):10.2f}" if v else f"{'-':>10}")
+        php = [(r["cpu"]["php_usr_s"] + r["cpu"]["php_sys_s"]) * 1000 / r["wrk"]["requests"]
+               for r in rs if r["wrk"]["requests"]]
+        p(f"{m:7} " + " ".join(cells) + f" {statistics.median(php):10.3f}")
+    noisy = [f"round {r['round'] + 1} {r['mode']}" for r in runs if r.get("noise")]
+    if noisy:
+        p(f"\nWARNING: other tracers or load generators ran during: {', '.join(noisy)}")
+    tr = [r["tracer"] for r in runs if r.get("tracer")]
+    if tr:
+        p()
+        for m in by_mode:
+            t = [r["tracer"] for r in runs if r["mode"] == m and r.get("tracer")]
+            if t:
+                p(f"{m}: tracer attached in {statistics.median(x['attach_s'] for x in t):.1f} s;"
+                  f" tracer process CPU over its whole life (incl. {HELPER[m]}): "
+                  + ", ".join(f"{x['cpu_total_s']:.1f} s" for x in t)
+                  + f"; syscalls captured: " + ", ".join(f"{x['syscalls']:,}" for x in t))
+                for w in sorted({w for x in t for w in x["warnings"]}):
+                    p(f"  {w}")
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--app", choices=("synthetic", "mediawiki"), default="synthetic")
+    ap.add_argument("--storage", choices=("local", "glusterfs"), default="local")
+    ap.add_argument("--workers", type=int, default=4, help="php-fpm workers (pm=static)")
+    ap.add_argument("-c", "--concurrency", type=int, default=0,
+                    help="wrk connections [default: 2 x workers]")
+    ap.add_argument("-d", "--duration", type=float, default=10.0, help="seconds per wrk run")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=float, default=5.0, help="seconds of discarded load")
+    ap.add_argument("--margin", type=float, default=4.0,
+                    help="the tracer runs this much longer than wrk (covers the start delay)")
+    ap.add_argument("--settle", type=float, default=0.5,
+                    help="seconds between the tracer attaching and wrk starting")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="comma-separated subset of none,ebpf,strace")
+    ap.add_argument("--quiet-wait", type=float, default=60.0,
+                    help="before each run, wait this long for other tracers/load generators "
+                         "to go (runs measured while they ran are flagged)")
+    ap.add_argument("--keep-traces", action="store_true", help="keep the .sst.gz files")
+    ap.add_argument("--home-parent", type=Path, default=Path("/var/tmp"),
+                    help="where the bench's own STATSTORM_HOME is created")
+    ap.add_argument("--json", action="store_true", help="print all results as JSON on stdout")
+    a = ap.parse_args()
+    modes = [m for m in MODES if m in a.modes.split(",")]
+    if "none" not in modes or len(modes) < 2:
+        ap.error("--modes needs none and at least one tracer mode")
+    if os.geteuid() != 0:
+        ap.error("run as root (lab up and tracing need it)")
+    conc = a.concurrency or 2 * a.workers
+
+    # SIGTERM unwinds like Ctrl-C so every `finally` runs.
+    signal.signal(signal.SIGTERM, _interrupt)
+    home = Path(tempfile.mkdtemp(prefix="statstorm-bench-", dir=a.home_parent))
+    home.chmod(0o755)  # www-data serves the lab's code from below here
+    os.environ["STATSTORM_HOME"] = str(home)  # also for the tracer subprocesses
+    env = Env(state_root=home)
+    name = f"tb{os.getpid() % 100000}"
+    workdir = home / "bench"
+    workdir.mkdir()
+    active: list[Tracer] = []
+    runs: list[dict[str, Any]] = []
+    lab_started = False
+    LOAD_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    lock_fd = os.open(LOAD_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for the load lock {LOAD_LOCK} (another load test is running)…")
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        lab_started = True
+        st = lab_cmd.up(env, lab_cmd.LabOptions(name=name, app=a.app, storage=a.storage,
+                                                workers=a.workers))
+        url = st.url + st.entry_path
+        spec = RunSpec(url, a.duration, timeout_s=10.0, concurrency=conc)
+        log(f"lab {name}: {a.app} on {a.storage}, {a.workers} workers, {url}; "
+            f"wrk -c {conc}, {a.duration:g} s x {a.rounds} rounds x {','.join(modes)}")
+        if a.warmup > 0:
+            w = run_wrk(env, RunSpec(url, a.warmup, timeout_s=10.0, concurrency=conc), workdir)
+            log(f"warm-up: {w['rps']:.1f} req/s, {w['errors']} errors")
+        for i in range(a.rounds):
+            order = modes[i % len(modes):] + modes[:i % len(modes)]
+            for m in order:
+                r = measure(env, m, a, name, spec, workdir, f"r{i}", active)
+                r["round"] = i
+                runs.append(r)
+                extra = ""
+                if "tracer" in r:
+                    t = r["tracer"]
+                    extra = (f"; traced {t['requests']} requests, {t['per_request_total']:.1f} "
+                             f"syscalls/req, dropped {t['dropped']}, attach {t['attach_s']} s")
+                if r["noise"]:
+                    extra += f"; NOISY (also running: {' '.join(r['noise'])})"
+                log(f"round {i + 1} {m:6}: {r['wrk']['rps']:8.1f} req/s "
+                    f"({r['wrk']['errors']} errors){extra}")
+        by_mode = summarize(runs, modes)
+        ebpf_cost = (1 - by_mode["ebpf"]["ratio"]) * 100 if "ebpf" in by_mode else None
+        result = {"app": a.app, "storage": a.storage, "workers": a.workers,
+                  "concurrency": conc, "duration_s": a.duration, "rounds": a.rounds,
+                  "cpus": os.cpu_count(), "modes": by_mode, "runs": runs,
+                  "ebpf_cost_pct": round(ebpf_cost, 2) if ebpf_cost is not None else None,
+                  "goal_pct": GOAL_PCT}
+        print_table(sys.stderr if a.json else sys.stdout, a, by_mode, runs)
+        verdict = ""
+        if ebpf_cost is not None:
+            verdict = (f"eBPF tracing: {ebpf_cost:.1f} % throughput cost "
+                       f"(goal ≤ {GOAL_PCT:g} %)")
+        if "strace" in by_mode and by_mode["strace"]["ratio"]:
+            verdict += (f"; strace: {(1 - by_mode['strace']['ratio']) * 100:.1f} % "
+                        f"({1 / by_mode['strace']['ratio']:.1f}x slower)")
+        if a.json:
+            log(verdict)
+            print(json.dumps(result, indent=2))
+        else:
+            print(verdict)
+    finally:
+        for tr in list(active):
+            tr.kill()
+        if lab_started:
+            lab_cmd.down(env, name, quiet=True)
+        os.close(lock_fd)
+        if a.keep_traces:
+            log(f"traces kept in {workdir}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
