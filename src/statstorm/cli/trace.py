@@ -15,7 +15,7 @@ from statstorm.commands import trace as trace_cmd
 from statstorm.context import Env
 from statstorm.errors import UsageError
 from statstorm.model.tracestats import summarize
-from statstorm.results.trace import CALLS, SUMMARY_KEYS, TraceWriter, read_trace
+from statstorm.results.trace import CALLS, SUMMARY_KEYS, read_trace, write_trace
 
 
 def _console(env: Env) -> Console:
@@ -24,6 +24,18 @@ def _console(env: Env) -> Console:
 
 def _fmt(v: float) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+
+
+def _list_table(out: Console, title: str, headers: list[str], rows: list[list[str]]) -> None:
+    """A table whose first column is text and the others numbers; nothing if no rows."""
+    if not rows:
+        return
+    t = Table(title=title)
+    for i, h in enumerate(headers):
+        t.add_column(h, justify="left" if i == 0 else "right")
+    for row in rows:
+        t.add_row(*row)
+    out.print(t)
 
 
 def render(env: Env, s: dict[str, Any], title: str) -> None:
@@ -67,30 +79,13 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
                        *[str(lat.get(k, "-")) for k in ("p50", "p95", "p99")])
         out.print(mt)
     entries = s.get("failed_by_include_path_entry") or []
-    if entries:
-        et = Table(title="failed include lookups by include_path entry")
-        et.add_column("entry")
-        et.add_column("failed", justify="right")
-        et.add_column("per request", justify="right")
-        for e in entries:
-            et.add_row(e["entry"], f"{e['failed']:,}", _fmt(e["per_request"]))
-        out.print(et)
-    failed = s.get("top_failed_paths") or []
-    if failed:
-        ft = Table(title="top failed paths")
-        ft.add_column("path")
-        ft.add_column("calls", justify="right")
-        for f in failed[:10]:
-            ft.add_row(f["path"], f"{f['calls']:,}")
-        out.print(ft)
-    dirs = s.get("top_dirs") or []
-    if dirs:
-        dt_ = Table(title="top directories")
-        dt_.add_column("directory")
-        dt_.add_column("calls", justify="right")
-        for d in dirs[:10]:
-            dt_.add_row(d["dir"], f"{d['calls']:,}")
-        out.print(dt_)
+    _list_table(out, "failed include lookups by include_path entry",
+                ["entry", "failed", "per request"],
+                [[e["entry"], f"{e['failed']:,}", _fmt(e["per_request"])] for e in entries])
+    _list_table(out, "top failed paths", ["path", "calls"],
+                [[f["path"], f"{f['calls']:,}"] for f in (s.get("top_failed_paths") or [])[:10]])
+    _list_table(out, "top directories", ["directory", "calls"],
+                [[d["dir"], f"{d['calls']:,}"] for d in (s.get("top_dirs") or [])[:10]])
     for note in s.get("notes", []):
         out.print(f"note: {note}")
 
@@ -240,16 +235,8 @@ def import_(env: Env, source: Path, output: Path | None, requests: int | None, t
         raise UsageError("--requests must be at least 1")
     tr = strace_log.import_file(source, requests=requests, table=table)
     out = output or source.with_name(source.name + ".sst.gz")
-    with TraceWriter(out, tr.header) as w:
-        for s in tr.syscalls:
-            w.syscall(s)
-        for r in tr.requests.values():
-            w.request(r)
-        for o in tr.operations.values():
-            w.operation(o)
-        for c in tr.counts:
-            w.count(c)
-    summary = summarize(read_trace(out))
+    write_trace(out, tr)
+    summary = summarize(tr)
     if as_json:
         click.echo(json.dumps({**summary, "file": str(out)}, indent=2))
     else:

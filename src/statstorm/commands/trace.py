@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import bpftrace, procs
+from statstorm.adapters import bpftrace, mounts, procs
 from statstorm.context import Env
 from statstorm.errors import DependencyError, Interrupted, UsageError
 from statstorm.model.attribute import Attributor, Reorder, feed
@@ -64,7 +64,7 @@ class Target:
     pool: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     argv: list[str] = field(default_factory=list)
-    allow: Callable[[int], bool] | None = None
+    allow: Callable[[str], bool] | None = None  # given a process title: trace it?
 
 
 @dataclass
@@ -217,7 +217,10 @@ def _php_binaries(extra: list[str]) -> list[str]:
     return own or [b for b in PHP_BINARIES if os.path.exists(b)]
 
 
-def _pool_target(env: Env, pool: str, mode: str, description: str) -> Target:
+def _pool_target(env: Env, pool: str, mode: str, description: str,
+                 settings_argv: list[str] | None = None) -> Target:
+    """The pool's workers and master; its settings are read with `settings_argv` (the
+    master's binary and options) when given, else from the master's title."""
     workers = pool_workers(pool)
     if not workers:
         raise UsageError(f"no php-fpm pool {pool!r} is running (no process titled "
@@ -226,18 +229,18 @@ def _pool_target(env: Env, pool: str, mode: str, description: str) -> Target:
     masters = sorted({_ppid(w) for w in workers} - {0})
     binary = _exe(workers[0])
 
-    def allow(pid: int) -> bool:
-        title = " ".join(procs.cmdline(pid))
+    def allow(title: str) -> bool:
         # A worker forked a moment ago may still carry the master's title.
         return title == f"php-fpm: pool {pool}" or title.startswith("php-fpm: master") or not title
 
     t = Target(mode=mode, description=description, pids=workers, parents=masters,
                binaries=_php_binaries([binary]), pool=pool, allow=allow)
-    master_argv = procs.cmdline(masters[0]) if masters else []
-    conf = re.search(r"\((\S+)\)", " ".join(master_argv))
-    argv = [binary] + (["-y", conf.group(1)] if conf else [])
-    # The master's title hides its -d options; a lab re-reads them from its state (resolve).
-    t.settings = fpm_settings(env, binary, argv, pool)
+    if settings_argv is None:
+        # The master's title hides its -d options; a lab passes them from its state.
+        master_argv = procs.cmdline(masters[0]) if masters else []
+        conf = re.search(r"\((\S+)\)", " ".join(master_argv))
+        settings_argv = [binary] + (["-y", conf.group(1)] if conf else [])
+    t.settings = fpm_settings(env, settings_argv[0], settings_argv, pool)
     return t
 
 
@@ -248,13 +251,12 @@ def resolve(env: Env, opts: TraceOptions) -> Target:
         if state.phase != "up" or not state.pool:
             raise UsageError(f"lab {opts.lab!r} is not up; start it with `statstorm lab up "
                              f"--name {opts.lab}`")
-        t = _pool_target(env, state.pool, "lab", f"lab {opts.lab} (pool {state.pool})")
         # The lab's master gets its ini overrides as -d options: read them back the same way.
         conf = Path(state.state_dir) / "conf/php-fpm.conf"
         args = [state.fpm_binary, "-y", str(conf)]
         for k, v in state.php_ini.items():
             args += ["-d", f"{k}={v}"]
-        t.settings = fpm_settings(env, state.fpm_binary, args, state.pool)
+        t = _pool_target(env, state.pool, "lab", f"lab {opts.lab} (pool {state.pool})", args)
         t.settings["lab"] = opts.lab
         return t
     if opts.pool:
@@ -308,17 +310,11 @@ class _Tee:
 
 
 def read_mounts() -> list[tuple[str, str]]:
-    out = []
     try:
-        with open("/proc/self/mountinfo") as fh:
-            for line in fh:
-                left, _, right = line.partition(" - ")
-                f = left.split()
-                mp = f[4].encode().decode("unicode_escape") if "\\" in f[4] else f[4]
-                out.append((mp, right.split()[0]))
+        with open("/proc/self/mounts") as fh:
+            return [(m.mount_point, m.fstype) for m in mounts.parse_mounts(fh.read())]
     except OSError:
-        pass
-    return out
+        return []
 
 
 def _cwd_of(pid: int) -> str:
@@ -556,9 +552,9 @@ def _take_line(line: bytes, prev: list[bytes] | None, reorder: Reorder,
             pid = int(fields[1])
             ok = allowed.get(pid)
             if ok is None:
-                ok = target.allow(pid)
                 title = " ".join(procs.cmdline(pid))
-                if title:  # settle once the title is known
+                ok = target.allow(title)
+                if title.startswith("php-fpm: pool"):  # settled: the worker has its title
                     allowed[pid] = ok
             if not ok:
                 return prev

@@ -284,14 +284,13 @@ class Attributor:
                 path = p.fds.get(dfd, "")
             if path:
                 p.cwd = path
-        kind = self._kind(p, call)
         op = next((f.op for f in reversed(p.stack) if f.op is not None), None)
+        kind = self._kind(p, call, op)
         self.sink.syscall(Syscall(rel, pid, call, name, path, ret, lat, self._req_id(p),
                                   op.id if op else -1, self.mount_of(path) if path else -1,
                                   kind))
 
-    def _kind(self, p: _Proc, call: str) -> str:
-        op = next((f.op for f in reversed(p.stack) if f.op is not None), None)
+    def _kind(self, p: _Proc, call: str, op: Operation | None) -> str:
         if call == "stat" and p.executing and (op is None or op.kind == "include"):
             return "opcache_revalidate"
         if op is not None:

@@ -250,6 +250,19 @@ class TraceWriter:
             self.abort()
 
 
+def write_trace(path: Path, trace: Trace) -> None:
+    """Write a whole in-memory trace (an import) as a trace file."""
+    with TraceWriter(path, trace.header) as w:
+        for s in trace.syscalls:
+            w.syscall(s)
+        for r in trace.requests.values():
+            w.request(r)
+        for o in trace.operations.values():
+            w.operation(o)
+        for c in trace.counts:
+            w.count(c)
+
+
 def _open_text(path: Path) -> IO[str]:
     try:
         raw = open(path, "rb")
