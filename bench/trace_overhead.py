@@ -3,9 +3,11 @@
 
 Starts a lab (synthetic app on local disk by default), finds nothing clever about saturation:
 it drives the pool with `-c` = 2 x workers (or --concurrency) with wrk, warms up, then runs
-interleaved rounds of three modes, the order rotating every round:
+interleaved rounds of four modes, the order rotating every round:
   none    wrk alone
-  ebpf    wrk while `statstorm trace --lab NAME --backend bpftrace -d D+margin --json` runs
+  counts  wrk while `statstorm trace --lab NAME --backend bpftrace --counts -d D+margin --json`
+          runs (counted in the kernel, one line per request)
+  ebpf    the same without --counts (every call and PHP operation recorded)
   strace  the same with `--backend strace`
 The tracer runs as its own process, exactly as a user starts it; wrk starts once the tracer
 has attached (its bpftrace child holds its perf events, or every worker is ptraced), and the
@@ -41,9 +43,9 @@ from statstorm.adapters.wrk import Wrk
 from statstorm.commands import lab as lab_cmd
 from statstorm.context import Env
 
-MODES = ("none", "ebpf", "strace")
-BACKEND = {"ebpf": "bpftrace", "strace": "strace"}
-HELPER = {"ebpf": "bpftrace", "strace": "strace"}
+MODES = ("none", "counts", "ebpf", "strace")
+BACKEND = {"counts": "bpftrace", "ebpf": "bpftrace", "strace": "strace"}
+HELPER = BACKEND
 TICK = os.sysconf("SC_CLK_TCK")
 GOAL_PCT = 5.0
 
@@ -177,7 +179,7 @@ class Tracer:
         self.stderr_path = workdir / f"{out.name}.stderr"
         self.argv = [sys.executable, "-m", "statstorm", "trace", "--lab", lab,
                      "--backend", BACKEND[mode], "-d", f"{duration_s:g}", "-o", str(out),
-                     "--json"]
+                     "--json"] + (["--counts"] if mode == "counts" else [])
         self.proc: subprocess.Popen[bytes] | None = None
         self.helper = 0  # the bpftrace / strace child
         self.rusage: Any = None
@@ -203,7 +205,7 @@ class Tracer:
         return 0
 
     def _attached(self, workers: list[int]) -> bool:
-        if self.mode == "ebpf":
+        if BACKEND[self.mode] == "bpftrace":
             # bpftrace opens one perf event per probe right before it runs BEGIN (READY).
             try:
                 fds = os.listdir(f"/proc/{self.helper}/fd")
@@ -449,7 +451,7 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=0.5,
                     help="seconds between the tracer attaching and wrk starting")
     ap.add_argument("--modes", default=",".join(MODES),
-                    help="comma-separated subset of none,ebpf,strace")
+                    help="comma-separated subset of " + ",".join(MODES))
     ap.add_argument("--quiet-wait", type=float, default=60.0,
                     help="before each run, wait this long for other tracers/load generators "
                          "to go (runs measured while they ran are flagged)")
@@ -511,20 +513,19 @@ def main() -> None:
                 log(f"round {i + 1} {m:6}: {r['wrk']['rps']:8.1f} req/s "
                     f"({r['wrk']['errors']} errors){extra}")
         by_mode = summarize(runs, modes)
-        ebpf_cost = (1 - by_mode["ebpf"]["ratio"]) * 100 if "ebpf" in by_mode else None
+        cost = {m: round((1 - d["ratio"]) * 100, 2) for m, d in by_mode.items()
+                if m != "none" and d["ratio"] is not None}
         result = {"app": a.app, "storage": a.storage, "workers": a.workers,
                   "concurrency": conc, "duration_s": a.duration, "rounds": a.rounds,
                   "cpus": os.cpu_count(), "modes": by_mode, "runs": runs,
-                  "ebpf_cost_pct": round(ebpf_cost, 2) if ebpf_cost is not None else None,
-                  "goal_pct": GOAL_PCT}
+                  "cost_pct": cost, "goal_pct": GOAL_PCT}
         print_table(sys.stderr if a.json else sys.stdout, a, by_mode, runs)
-        verdict = ""
-        if ebpf_cost is not None:
-            verdict = (f"eBPF tracing: {ebpf_cost:.1f} % throughput cost "
-                       f"(goal ≤ {GOAL_PCT:g} %)")
-        if "strace" in by_mode and by_mode["strace"]["ratio"]:
-            verdict += (f"; strace: {(1 - by_mode['strace']['ratio']) * 100:.1f} % "
-                        f"({1 / by_mode['strace']['ratio']:.1f}x slower)")
+        label = {"counts": "eBPF --counts", "ebpf": "eBPF full events", "strace": "strace"}
+        verdict = "; ".join(
+            f"{label[m]}: {c:.1f} % throughput cost"
+            + (f" (goal ≤ {GOAL_PCT:g} %: {'met' if c <= GOAL_PCT else 'not met'})"
+               if m == "counts" else "")
+            for m, c in cost.items())
         if a.json:
             log(verdict)
             print(json.dumps(result, indent=2))

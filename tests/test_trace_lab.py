@@ -112,6 +112,36 @@ def test_synthetic_lab_stable_counts_and_respawned_worker(lab, state_home: Path,
     assert len(totals) >= 20 and totals[0] > 0 and totals[0] == totals[-1], totals
 
 
+def test_counts_mode_sees_what_full_tracing_sees(lab, state_home: Path, tmp_path: Path) -> None:
+    """Two tracers at once on the same requests: `--counts` and full events agree exactly."""
+    st = lab("--app", "synthetic", "--storage", "local", "--workers", "2")
+    url = str(st["url"]) + str(st.get("entry_path") or "/")
+    time.sleep(2.5)
+    for _ in range(6):
+        assert get(url) == 200
+    full = start_trace(state_home, ["--lab", str(st["name"]), "-d", "120", "-o",
+                                    str(tmp_path / "full.sst.gz"), "--json"])
+    counts = start_trace(state_home, ["--lab", str(st["name"]), "--counts", "-d", "120", "-o",
+                                      str(tmp_path / "counts.sst.gz"), "--json"])
+    wait_attached(full)
+    wait_attached(counts)
+    time.sleep(2)
+    send(url, 20).join()
+    time.sleep(1)
+    for p in (full, counts):
+        p.send_signal(signal.SIGINT)
+    a, b = finish(full), finish(counts)
+    assert b["detail"] == "counts" and a["detail"] == "events"
+    assert a["requests"] == b["requests"] == 20
+    assert a["trace"]["dropped"] == 0
+    assert {k: a["totals"][k] for k in ("lstat", "stat", "fstat", "access", "open", "readlink",
+                                         "getcwd", "total", "failed")} == b["totals"]
+    assert a["per_request_dist"]["total"] == b["per_request_dist"]["total"]
+    tr = read_trace(tmp_path / "counts.sst.gz")
+    assert len(tr.request_counts) == 20 and not tr.syscalls
+    assert all(r.script.endswith("index.php") for r in tr.requests.values())
+
+
 def test_ctrl_c_writes_a_valid_trace(lab, state_home: Path, tmp_path: Path) -> None:
     st = lab("--app", "synthetic", "--storage", "local", "--workers", "1")
     url = str(st["url"]) + str(st.get("entry_path") or "/")

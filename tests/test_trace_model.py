@@ -11,10 +11,12 @@ import pytest
 
 from conftest import run_cli
 from statstorm.errors import UsageError
-from statstorm.model.attribute import Attributor, Reorder, feed
+from statstorm.adapters import bpftrace
+from statstorm.commands.trace import feed_counts
+from statstorm.model.attribute import Attributor, CountAttributor, Reorder, feed
 from statstorm.model.tracestats import SummaryBuilder, include_entry, summarize
-from statstorm.results.trace import (Operation, Request, Syscall, TraceWriter, new_header,
-                                     read_trace)
+from statstorm.results.trace import (Operation, Request, RequestCounts, Syscall, TraceWriter,
+                                     new_header, read_trace)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -237,6 +239,7 @@ def test_import_show_and_diff_through_the_cli(tmp_path: Path) -> None:
     (["trace", "--cmd", "php a.php", "-d", "0"], "--duration"),
     (["trace", "--cmd", "php a.php", "-o", "/nonexistent-dir/x.sst"], "does not exist"),
     (["trace", "show", "/nonexistent.sst"], "no such trace file"),
+    (["trace", "--cmd", "php a.php", "--counts", "--backend", "strace"], "--counts"),
     (["trace", "import", "/nonexistent.log"], "/nonexistent.log"),
 ])
 def test_bad_usage_is_a_one_line_error(tmp_path: Path, args: list[str], expect: str) -> None:
@@ -263,3 +266,99 @@ def test_missing_pool_and_missing_privileges(tmp_path: Path) -> None:
     proc = run_cli(["trace", "--cmd", "php -v", "-o", "/tmp/x.sst"], tmp_path, user="www-data")
     assert proc.returncode == 3, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "root" in proc.stderr
+
+
+# -- counts mode (`trace --counts`) -----------------------------------------------------------
+def k_line(pid: int, start: int, end: int, **calls: tuple[int, int, int]) -> str:
+    """A K line as the counting program prints it: calls=(ok, failed, latency_ns)."""
+    vals = [0] * (2 * len(bpftrace.COUNT_CALLS))
+    for call, (ok, bad, lat) in calls.items():
+        i = bpftrace.COUNT_CALLS.index(call)
+        vals[2 * i] = (ok << bpftrace.COUNT_SHIFT) | lat
+        vals[2 * i + 1] = bad << bpftrace.COUNT_SHIFT
+    return "\t".join(["K", str(pid), str(start), str(end), *map(str, vals)])
+
+
+class CountCollect:
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+        self.counts: list[RequestCounts] = []
+
+    def request(self, r: Request) -> None:
+        self.requests.append(r)
+
+    def request_counts(self, rc: RequestCounts) -> None:
+        self.counts.append(rc)
+
+
+def run_count_lines(lines: list[str], *, single: bool = False) -> CountCollect:
+    sink = CountCollect()
+    attr = CountAttributor(sink, single_request=single)
+    attr.t0 = 0
+    ro = Reorder(window_ns=10)
+    for line in lines:
+        ro.push(line.encode().split(b"\t"))
+    for fields in ro.pop_ready(flush=True):
+        feed_counts(attr, fields)
+    attr.finish()
+    return sink
+
+
+def test_count_program_counts_every_call_in_the_kernel() -> None:
+    prog = bpftrace.count_program(bpftrace.Targets((7,), (1,)), ["/usr/sbin/php-fpm8.2"],
+                                  syscalls={"newfstatat", "openat", "accept4", "access"})
+    assert "@tgt[7] = 1;" in prog and "@tgt[1] = 2;" in prog
+    for name in ("newfstatat", "openat", "access"):
+        assert f"sys_enter_{name} /@tgt[pid] == 1/" in prog and f"sys_exit_{name} /@k[tid]/" in prog
+    assert "sys_enter_accept4" in prog and "@st[pid] = nsecs" in prog
+    assert "printf(\"S\\t" not in prog and "uprobe:" not in prog  # no per-event lines
+    assert prog.count("printf(\"K") == 2  # at the next accept() and at exit
+    assert "usdt:/usr/sbin/php-fpm8.2:php:request__startup" in prog
+
+
+def test_unpack_counts() -> None:
+    vals = [int(v) for v in k_line(1, 0, 0, lstat=(3, 2, 500), open=(1, 0, 70)).split("\t")[4:]]
+    assert bpftrace.unpack_counts(vals) == {"lstat": (5, 2, 500), "open": (1, 0, 70)}
+
+
+def test_counts_become_requests_named_by_their_script() -> None:
+    sink = run_count_lines([
+        k_line(10, 0, 50, stat=(4, 0, 100)),  # mid-request when the trace began: outside
+        "U\t10\t120\t/srv/www/index.php", "V\t10\t/index.php",
+        k_line(10, 100, 200, lstat=(5, 1, 600), stat=(2, 0, 100)),
+        k_line(11, 150, 260, access=(0, 3, 30)),  # no startup probe seen: no script
+        k_line(11, 0, 270),  # an idle worker's accept(): nothing
+    ])
+    assert [(r.id, r.pid, r.start_ns, r.end_ns, r.script, r.uri) for r in sink.requests] == [
+        (0, 10, 100, 200, "/srv/www/index.php", "/index.php"), (1, 11, 150, 260, "", "")]
+    assert [(c.req, c.calls) for c in sink.counts] == [
+        (-1, {"stat": (4, 0, 100)}), (0, {"lstat": (6, 1, 600), "stat": (2, 0, 100)}),
+        (1, {"access": (3, 3, 30)})]
+    b = SummaryBuilder(new_header("bpftrace", created="", host="", targets={}, settings={},
+                                  mounts=[], detail="counts"))
+    for r in sink.requests:
+        b.request(r)
+    for c in sink.counts:
+        b.request_counts(c)
+    s = b.finish()
+    assert s["requests"] == 2 and s["detail"] == "counts"
+    assert s["per_request"]["total"] == (8 + 3) / 2 and s["per_request"]["failed"] == 2
+    assert s["totals"]["stat"] == 6 and s["outside_requests"] == 4
+    assert s["syscall_time_us"]["by_call"] == {"lstat": 0.3, "stat": 0.1, "access": 0.0}
+
+
+def test_counts_of_a_command_are_one_request(tmp_path: Path) -> None:
+    sink = run_count_lines([k_line(20, 0, 90, open=(2, 1, 10)),
+                            k_line(21, 0, 100, open=(1, 0, 5), getcwd=(1, 0, 1))], single=True)
+    assert len(sink.requests) == 1 and sink.requests[0].end_ns == 100
+    assert sink.counts[0].calls == {"open": (4, 1, 15), "getcwd": (1, 0, 1)}
+    # A counts trace round-trips through the file and summarises the same.
+    path = tmp_path / "k.sst.gz"
+    with TraceWriter(path, new_header("bpftrace", created="", host="", targets={},
+                                      settings={}, mounts=[], detail="counts")) as w:
+        w.request(sink.requests[0])
+        w.request_counts(sink.counts[0])
+    tr = read_trace(path)
+    assert tr.request_counts == sink.counts and tr.trailer["events"] == 5
+    s = summarize(tr)
+    assert s["per_request"]["open"] == 4 and s["per_request"]["total"] == 5

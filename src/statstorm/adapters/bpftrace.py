@@ -18,6 +18,14 @@ the next line; `parse_line` callers join such lines):
   F parent child                              fork of a traced process
   E pid                                       exit of a traced process
   SYNC cpu                                    the tracer's own marker (see program())
+
+`count_program()` is the low-overhead variant (`statstorm trace --counts`): the kernel keeps
+per-process counters and prints one line per request instead of one per event:
+  K pid start end c0 ... c15                  a request (start = 0: calls outside a request)
+                                              ended; c[2*call + failed] packs the number of
+                                              calls (high 24 bits) and their summed latency
+                                              in ns (low 40 bits); call indexes COUNT_CALLS
+plus U, V, F, E and SYNC as above.
 """
 
 from __future__ import annotations
@@ -60,6 +68,31 @@ UPROBES: tuple[tuple[str, str, str, str, str], ...] = (
     ("uini", "php_parse_user_ini_file", "0", "str(arg0)", "str(arg1)"),
     ("realpath", "tsrm_realpath", "0", "str(arg0)", '""'),
 )
+
+
+# Call types counted in the kernel by count_program(), in slot order.
+COUNT_CALLS = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd", "chdir")
+COUNT_SHIFT = 40  # a packed counter: calls << COUNT_SHIFT | summed latency (ns)
+_FSTAT_FLAGS = "(args->{f} & 0x1000 ? 2 : (args->{f} & 0x100 ? 0 : 1))"  # AT_EMPTY_PATH, NOFOLLOW
+# syscall → the expression of its COUNT_CALLS index
+COUNT_KIND = {
+    "newfstatat": _FSTAT_FLAGS.format(f="flag"), "statx": _FSTAT_FLAGS.format(f="flags"),
+    "lstat": "0", "stat": "1", "fstat": "2", "access": "3", "faccessat": "3", "faccessat2": "3",
+    "open": "4", "openat": "4", "readlink": "5", "readlinkat": "5", "getcwd": "6",
+    "chdir": "7", "fchdir": "7",
+}
+
+
+def unpack_counts(values: list[int]) -> dict[str, tuple[int, int, int]]:
+    """K-line counters → {call: (calls, failed, latency_ns)} for the calls that happened."""
+    out: dict[str, tuple[int, int, int]] = {}
+    mask = (1 << COUNT_SHIFT) - 1
+    for i, call in enumerate(COUNT_CALLS):
+        ok, bad = values[2 * i], values[2 * i + 1]
+        calls = (ok >> COUNT_SHIFT) + (bad >> COUNT_SHIFT)
+        if calls:
+            out[call] = (calls, bad >> COUNT_SHIFT, (ok & mask) + (bad & mask))
+    return out
 
 
 @dataclass(frozen=True)
@@ -127,16 +160,7 @@ def program(targets: Targets, php_binaries: list[str], *, syscalls: set[str] | N
             usdt: bool = True) -> str:
     """The bpftrace program for these targets and PHP binaries."""
     have = available_syscalls() if syscalls is None else syscalls
-    seeds = "".join(f" @tgt[{p}] = 1;" for p in targets.pids)
-    seeds += "".join(f" @tgt[{p}] = 2;" for p in targets.parents)
-    parts = [
-        f"BEGIN {{{seeds} printf(\"READY\\n\"); }}\n",
-        "tracepoint:sched:sched_process_fork /@tgt[args->parent_pid]/ {\n"
-        "  @tgt[args->child_pid] = 1;"
-        " printf(\"F\\t%d\\t%d\\n\", args->parent_pid, args->child_pid);\n}\n",
-        "tracepoint:sched:sched_process_exit /@tgt[pid] && pid == tid/ {\n"
-        "  delete(@tgt[pid]); printf(\"E\\t%d\\n\", pid);\n}\n",
-    ]
+    parts = _prologue(targets, "")
     for name, path_arg, flags_arg, dfd_arg in SYSCALLS:
         if name in have:
             parts.append(_syscall_probes(name, path_arg, flags_arg, dfd_arg))
@@ -147,9 +171,7 @@ def program(targets: Targets, php_binaries: list[str], *, syscalls: set[str] | N
     for binary in php_binaries:
         sel = "/@tgt[pid] == 1/"
         if usdt:
-            parts.append(f"usdt:{binary}:php:request__startup {sel} {{\n"
-                         f"  printf(\"U\\t%d\\t%llu\\t%s\\n\", pid, nsecs, str(arg0));\n"
-                         f"  printf(\"V\\t%d\\t%s\\n\", pid, str(arg1));\n}}\n")
+            parts.append(_usdt_startup(binary))
         parts.append(f"uprobe:{binary}:php_execute_script {sel}"
                      f" {{ printf(\"X\\t%d\\t%llu\\n\", pid, nsecs); }}\n")
         parts.append(f"uretprobe:{binary}:php_request_shutdown {sel}"
@@ -161,10 +183,68 @@ def program(targets: Targets, php_binaries: list[str], *, syscalls: set[str] | N
                          f" (int64){num}, {s1});\n{second}}}\n")
             parts.append(f"uretprobe:{binary}:{func} {sel}"
                          f" {{ printf(\"R\\t%d\\t%llu\\t{kind}\\n\", pid, nsecs); }}\n")
+    parts.append(_sync())
+    return "".join(parts)
+
+
+def _prologue(targets: Targets, exit_action: str) -> list[str]:
+    seeds = "".join(f" @tgt[{p}] = 1;" for p in targets.pids)
+    seeds += "".join(f" @tgt[{p}] = 2;" for p in targets.parents)
+    return [
+        f"BEGIN {{{seeds} printf(\"READY\\n\"); }}\n",
+        "tracepoint:sched:sched_process_fork /@tgt[args->parent_pid]/ {\n"
+        "  @tgt[args->child_pid] = 1;"
+        " printf(\"F\\t%d\\t%d\\n\", args->parent_pid, args->child_pid);\n}\n",
+        "tracepoint:sched:sched_process_exit /@tgt[pid] && pid == tid/ {\n"
+        f"{exit_action}  delete(@tgt[pid]); printf(\"E\\t%d\\n\", pid);\n}}\n",
+    ]
+
+
+def _usdt_startup(binary: str) -> str:
+    return (f"usdt:{binary}:php:request__startup /@tgt[pid] == 1/ {{\n"
+            f"  printf(\"U\\t%d\\t%llu\\t%s\\n\", pid, nsecs, str(arg0));\n"
+            f"  printf(\"V\\t%d\\t%s\\n\", pid, str(arg1));\n}}\n")
+
+
+def _sync() -> str:
     # The tracer calls getppid() once on every CPU when it stops: the SYNC line from a CPU
     # comes after every event that CPU emitted before, so once all are read, nothing is lost.
-    parts.append(f"tracepoint:syscalls:sys_enter_getppid /pid == {os.getpid()}/"
-                 " { printf(\"SYNC\\t%d\\n\", cpu); }\n")
+    return (f"tracepoint:syscalls:sys_enter_getppid /pid == {os.getpid()}/"
+            " { printf(\"SYNC\\t%d\\n\", cpu); }\n")
+
+
+def count_program(targets: Targets, php_binaries: list[str], *,
+                  syscalls: set[str] | None = None, usdt: bool = True) -> str:
+    """The counting program: per-request counters kept in the kernel, one line per request.
+
+    A syscall's entry stores its call type and start time in one map slot (`@k`); its exit
+    adds one packed counter (`@c[pid, slot]`). A request runs from accept() returning to
+    the worker's next accept() (or its exit), where the counters are printed and cleared.
+    No uprobes except PHP's request-startup USDT probe (once per request, for the script)."""
+    have = available_syscalls() if syscalls is None else syscalls
+    slots = range(2 * len(COUNT_CALLS))
+    flush = ("  printf(\"K\\t%d\\t%llu\\t%llu" + "\\t%llu" * len(slots) + "\\n\", pid,"
+             " @st[pid], nsecs, " + ", ".join(f"@c[pid, {i}]" for i in slots) + ");\n"
+             "  delete(@st[pid]);" + "".join(f" delete(@c[pid, {i}]);" for i in slots) + "\n")
+    parts = _prologue(targets, flush)
+    for name, *_ in SYSCALLS:
+        if name not in have:
+            continue
+        parts.append(
+            f"tracepoint:syscalls:sys_enter_{name} /@tgt[pid] == 1/ {{\n"
+            f"  @k[tid] = ({COUNT_KIND[name]} << 56) | nsecs;\n}}\n"
+            f"tracepoint:syscalls:sys_exit_{name} /@k[tid]/ {{\n"
+            f"  $v = @k[tid]; delete(@k[tid]);\n"
+            f"  @c[pid, (($v >> 56) << 1) | (args->ret < 0 ? 1 : 0)] +="
+            f" (1 << {COUNT_SHIFT}) + nsecs - ($v & 0xffffffffffffff);\n}}\n")
+    for name in ("accept", "accept4"):
+        if name in have:
+            parts.append(f"tracepoint:syscalls:sys_enter_{name} /@tgt[pid] == 1/ {{\n{flush}}}\n")
+            parts.append(f"tracepoint:syscalls:sys_exit_{name} /@tgt[pid] == 1 && args->ret >= 0/"
+                         " { @st[pid] = nsecs; }\n")
+    if usdt:
+        parts += [_usdt_startup(b) for b in php_binaries]
+    parts.append(_sync())
     return "".join(parts)
 
 

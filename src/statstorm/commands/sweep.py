@@ -7,9 +7,9 @@ writable, one GET that must answer as expected) → per level: warm-up (discarde
 analysis → plot. Ctrl-C/SIGTERM ends the load generator by PID and still writes the levels
 that finished.
 
-With --trace every measured run (not the warm-up) is traced: `statstorm trace` runs on the
-pool in a background thread, the load starts once bpftrace has attached, and the trace stops
-when the load ends.
+With --trace every measured run (not the warm-up) is traced: `statstorm trace --counts` runs
+on the pool in a background thread (counted in the kernel, so nothing is lost at full load),
+the load starts once bpftrace has attached, and the trace stops when the load ends.
 """
 
 from __future__ import annotations
@@ -442,7 +442,7 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
                         if p.trace:
                             tracer = TraceThread(env, trace_cmd.TraceOptions(
                                 lab=p.trace_lab, pool=p.trace_pool, backend="bpftrace",
-                                duration_s=p.duration_s + p.timeout_s + 30,
+                                counts=True, duration_s=p.duration_s + p.timeout_s + 30,
                                 output=p.trace_path(level, i + 1)))
                             tracer.start()
                         sampler = make_sampler(p.fpm_status_url)

@@ -9,6 +9,7 @@ the strace backend records a log and imports it.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import os
 import re
 import select
@@ -27,11 +28,15 @@ from typing import Any, Callable
 from statstorm.adapters import bpftrace, mounts, procs
 from statstorm.context import Env
 from statstorm.errors import DependencyError, Interrupted, UsageError
-from statstorm.model.attribute import Attributor, Reorder, feed
+from statstorm.model.attribute import Attributor, CountAttributor, Reorder, feed
 from statstorm.model.tracestats import SummaryBuilder
-from statstorm.results.trace import Operation, Request, Syscall, TraceWriter, new_header
+from statstorm.results.trace import (Operation, Request, RequestCounts, Syscall, TraceWriter,
+                                     decode_path, new_header)
 
 DEFAULT_EVENT_CAP = 2_000_000
+F_SETPIPE_SZ = 1031  # fcntl: resize a pipe (Linux)
+PIPE_BYTES = 1 << 20
+COUNTS_BATCH_S = 0.05
 DEFAULT_DURATION_S = 10.0
 SETTING_PREFIXES = ("realpath_cache", "open_basedir", "include_path", "opcache.", "user_ini.",
                     "cgi.fix_pathinfo", "auto_prepend_file", "session.save_handler",
@@ -52,6 +57,7 @@ class TraceOptions:
     max_events: int = DEFAULT_EVENT_CAP
     output: Path | None = None
     backend: str = "auto"  # auto | bpftrace | strace
+    counts: bool = False  # count per request in the kernel: no paths, mounts or operations
 
 
 @dataclass
@@ -92,6 +98,9 @@ def validate(opts: TraceOptions) -> None:
         raise UsageError("--max-events must be at least 1")
     if opts.backend not in ("auto", "bpftrace", "strace"):
         raise UsageError("--backend: use auto, bpftrace or strace")
+    if opts.counts and opts.backend == "strace":
+        raise UsageError("--counts counts in the kernel with eBPF; drop --backend strace "
+                         "(strace records every call)")
     out = opts.output or default_output()
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
@@ -308,6 +317,26 @@ class _Tee:
         self.writer.operation(o)
         self.summary.operation(o)
 
+    def request_counts(self, rc: RequestCounts) -> None:
+        self.writer.request_counts(rc)
+        self.summary.request_counts(rc)
+
+
+def feed_counts(attr: CountAttributor, fields: list[bytes]) -> None:
+    """Dispatch one line of the counting program (K, U, V, F, E) to its attributor."""
+    tag = fields[0]
+    if tag == b"K":
+        attr.on_counts(int(fields[1]), int(fields[2]), int(fields[3]),
+                       bpftrace.unpack_counts([int(v) for v in fields[4:]]))
+    elif tag == b"U":
+        attr.on_startup(int(fields[1]), int(fields[2]), decode_path(fields[3]))
+    elif tag == b"V":
+        attr.on_uri(int(fields[1]), decode_path(fields[2]))
+    elif tag == b"F":
+        attr.on_fork(int(fields[1]), int(fields[2]))
+    elif tag == b"E":
+        attr.on_exit(int(fields[1]))
+
 
 def read_mounts() -> list[tuple[str, str]]:
     try:
@@ -384,7 +413,8 @@ def _header(source: str, target: Target, opts: TraceOptions) -> dict[str, Any]:
         targets["cmd"] = target.argv
     return new_header(source, created=dt.datetime.now(dt.timezone.utc).isoformat(
         timespec="seconds"), host=socket.gethostname(), targets=targets,
-        settings=target.settings, mounts=read_mounts())
+        settings=target.settings, mounts=read_mounts(),
+        detail="counts" if opts.counts and source == "bpftrace" else "events")
 
 
 def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
@@ -400,8 +430,9 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
     header = _header("bpftrace", target, opts)
     tmpdir = tempfile.mkdtemp(prefix="statstorm-trace-")
     prog = Path(tmpdir, "trace.bt")
-    prog.write_text(bpftrace.program(bpftrace.Targets(tuple(target.pids),
-                                                      tuple(target.parents)), target.binaries))
+    make = bpftrace.count_program if opts.counts else bpftrace.program
+    prog.write_text(make(bpftrace.Targets(tuple(target.pids), tuple(target.parents)),
+                         target.binaries))
     errlog = Path(tmpdir, "bpftrace.err")
     summary = SummaryBuilder(header)
     writer = TraceWriter(out, header)
@@ -410,8 +441,20 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
     dropped = 0
     lines = 0
     t_start = time.monotonic()
-    attr = Attributor(_Tee(writer, summary), header["mounts"], cwd_of=_cwd_of,
-                      single_request=target.mode == "cmd")
+    attr: Attributor | CountAttributor
+    if opts.counts:
+        cattr = CountAttributor(_Tee(writer, summary), single_request=target.mode == "cmd")
+        attr = cattr
+
+        def dispatch(fields: list[bytes]) -> None:
+            feed_counts(cattr, fields)
+    else:
+        eattr = Attributor(_Tee(writer, summary), header["mounts"], cwd_of=_cwd_of,
+                           single_request=target.mode == "cmd")
+        attr = eattr
+
+        def dispatch(fields: list[bytes]) -> None:
+            feed(eattr, fields)
     try:
         with open(errlog, "wb") as err:
             bt = subprocess.Popen(bpftrace.argv(binary, str(prog)), stdout=subprocess.PIPE,
@@ -420,6 +463,10 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
         assert bt.stdout is not None
         fd = bt.stdout.fileno()
         os.set_blocking(fd, False)
+        try:  # room for bursts: bpftrace blocks (and then drops events) when the pipe is full
+            fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:
+            pass
         buf = b""
         ready = False
         reorder = Reorder()
@@ -455,7 +502,10 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                 break
             r, _, _ = select.select([fd], [], [], 0.2)
             if r:
-                chunk = os.read(fd, 1 << 20)
+                if ready and opts.counts:
+                    # A few lines per request: read them in batches, not one wake-up each.
+                    time.sleep(COUNTS_BATCH_S)
+                chunk = os.read(fd, PIPE_BYTES)
                 if not chunk:
                     eof = True
                 buf += chunk
@@ -484,7 +534,7 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                     m = re.match(rb"Lost (\d+)", line)
                     dropped += int(m.group(1)) if m else 0
             for fields in reorder.pop_ready():
-                feed(attr, fields)
+                dispatch(fields)
             if progress and ready and now - last_progress >= 1.0:
                 last_progress = now
                 progress(f"{now - t_start:5.1f} s  {writer.events:,} syscalls  "
@@ -514,7 +564,7 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
             if line:
                 prev = _take_line(line, prev, reorder, allowed, target)
         for fields in reorder.pop_ready(flush=True):
-            feed(attr, fields)
+            dispatch(fields)
         attr.finish()
         trailer = {
             "stopped": stopped, "duration_ns": attr.last_ns,
@@ -540,7 +590,7 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
     return TraceRun(out, result, "bpftrace", warnings)
 
 
-_TAGS = frozenset(b"SAUVXQORPFE")
+_TAGS = frozenset(b"SAUVXQORPFEK")
 
 
 def _take_line(line: bytes, prev: list[bytes] | None, reorder: Reorder,

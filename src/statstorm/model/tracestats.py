@@ -11,7 +11,8 @@ from array import array
 from collections import Counter, defaultdict
 from typing import Any
 
-from statstorm.results.trace import CALLS, SUMMARY_KEYS, CountRow, Operation, Request, Syscall
+from statstorm.results.trace import (CALLS, SUMMARY_KEYS, CountRow, Operation, Request,
+                                     RequestCounts, Syscall)
 from statstorm.results.trace import call_type as _call_type
 
 TOP = 15
@@ -70,6 +71,8 @@ class SummaryBuilder:
         self.failed_by_entry: Counter[str] = Counter()
         self.counts: list[CountRow] = []
         self.unattributed = 0
+        self.req_time: Counter[int] = Counter()  # request → summed syscall latency (ns)
+        self.call_time: Counter[str] = Counter()  # call type → summed latency (ns)
 
     def syscall(self, s: Syscall) -> None:
         if s.call not in CALLS:
@@ -105,11 +108,29 @@ class SummaryBuilder:
         if failed:
             m["failed"] += 1
         if s.lat_ns:
+            self.req_time[s.req] += s.lat_ns
+            self.call_time[s.call] += s.lat_ns
             self.mount_lat[s.mount].append(s.lat_ns)
             self.mount_hist[s.mount][_bucket(s.lat_ns)] += 1
 
     def request(self, r: Request) -> None:
         self.requests[r.id] = r
+
+    def request_counts(self, rc: RequestCounts) -> None:
+        """A request's calls counted in the kernel (no paths, mounts or operations)."""
+        c = self.per_req[rc.req]
+        for call, (n, failed, lat_ns) in rc.calls.items():
+            if call not in CALLS:
+                self.extra[call] += n
+                continue
+            if rc.req < 0:
+                self.unattributed += n
+            for counter in (c, self.totals):
+                counter[call] += n
+                counter["total"] += n
+                counter["failed"] += failed
+            self.req_time[rc.req] += lat_ns
+            self.call_time[call] += lat_ns
 
     def operation(self, o: Operation) -> None:
         self.ops_by_kind[o.kind] += 1
@@ -149,11 +170,18 @@ class SummaryBuilder:
                          "max": float(vals[-1]) if vals else 0.0}
         totals = {k: self.totals[k] for k in SUMMARY_KEYS}
         div = n or 1
+        times = sorted(self.req_time[i] / 1000 for i in ids)
         return {
             "source": self.header.get("source", ""),
+            "detail": self.header.get("detail", "events"),
             "requests": n,
             "per_request": per_request,
             "per_request_dist": dist,
+            "syscall_time_us": {
+                "per_request": round(sum(times) / n, 1) if n else 0.0,
+                "p50": round(percentile(times, 0.5), 1), "p95": round(percentile(times, 0.95), 1),
+                "by_call": {k: round(self.call_time[k] / div / 1000, 1) for k in CALLS
+                            if self.call_time[k]}},
             "totals": totals,
             "in_requests": {k: req_totals[k] for k in SUMMARY_KEYS},
             "outside_requests": self.unattributed,
@@ -251,4 +279,6 @@ def summarize(trace: Any) -> dict[str, Any]:
         b.operation(o)
     for c in trace.counts:
         b.count(c)
+    for rc in trace.request_counts:
+        b.request_counts(rc)
     return b.finish(trace.trailer)

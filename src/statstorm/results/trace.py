@@ -13,6 +13,8 @@ compressed (detected by its magic bytes, chosen by a `.gz` suffix when writing).
     path-valued args (INTERNED_ARGS, and the list "candidates") hold path ids
   - ["s", ts_ns, pid, req, op, call, syscall, path_id, ret, lat_ns, mount, kind]  one syscall;
     `kind` is the PHP operation it belongs to (one of OP_KINDS)
+  - ["k", req, pid, {call: [calls, failed, latency_ns]}]  a request's counts, counted in the
+    kernel (`statstorm trace --counts`: no "s" records then); req -1: calls outside requests
   - ["c", syscall, calls, errors, seconds]  aggregated counts (an imported `strace -c` table)
   - ["e", trailer]                      the end: events, dropped, stop reason, duration_ns
 - Times are nanoseconds since the trace started. `ret` is the syscall's return value;
@@ -122,6 +124,15 @@ class Operation:
 
 
 @dataclass
+class RequestCounts:
+    """One request's calls as counted in the kernel: {call: (calls, failed, latency_ns)}."""
+
+    req: int
+    pid: int
+    calls: dict[str, tuple[int, int, int]]
+
+
+@dataclass
 class CountRow:
     syscall: str
     calls: int
@@ -138,6 +149,7 @@ class Trace:
     requests: dict[int, Request] = field(default_factory=dict)
     operations: dict[int, Operation] = field(default_factory=dict)
     counts: list[CountRow] = field(default_factory=list)
+    request_counts: list[RequestCounts] = field(default_factory=list)
     trailer: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -146,9 +158,11 @@ class Trace:
 
 
 def new_header(source: str, *, created: str, host: str, targets: dict[str, Any],
-               settings: dict[str, Any], mounts: list[tuple[str, str]]) -> dict[str, Any]:
+               settings: dict[str, Any], mounts: list[tuple[str, str]],
+               detail: str = "events") -> dict[str, Any]:
+    """`detail`: "events" (every syscall recorded) or "counts" (per-request counts only)."""
     return {"format": FORMAT, "version": VERSION, "source": source, "created": created,
-            "host": host, "targets": targets, "settings": settings,
+            "host": host, "detail": detail, "targets": targets, "settings": settings,
             "mounts": [list(m) for m in mounts]}
 
 
@@ -212,6 +226,10 @@ class TraceWriter:
     def count(self, c: CountRow) -> None:
         self._line(["c", c.syscall, c.calls, c.errors, c.seconds])
 
+    def request_counts(self, rc: RequestCounts) -> None:
+        self._line(["k", rc.req, rc.pid, {k: list(v) for k, v in rc.calls.items()}])
+        self.events += sum(v[0] for v in rc.calls.values())
+
     def close(self, trailer: dict[str, Any]) -> None:
         if self._closed:
             return
@@ -261,6 +279,8 @@ def write_trace(path: Path, trace: Trace) -> None:
             w.operation(o)
         for c in trace.counts:
             w.count(c)
+        for rc in trace.request_counts:
+            w.request_counts(rc)
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -335,6 +355,9 @@ def read_trace(path: Path) -> Trace:
                 if isinstance(args.get("candidates"), list):
                     args["candidates"] = [paths.get(c, "") for c in args["candidates"]]
                 t.operations[oid] = Operation(oid, req, pid, start, end, kind, parent, args)
+            elif tag == "k":
+                t.request_counts.append(RequestCounts(int(rec[1]), int(rec[2]), {
+                    str(k): (int(v[0]), int(v[1]), int(v[2])) for k, v in rec[3].items()}))
             elif tag == "c":
                 t.counts.append(CountRow(rec[1], int(rec[2]), int(rec[3]), float(rec[4])))
             elif tag == "e":
