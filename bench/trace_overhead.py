@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark: the throughput cost of `statstorm trace` (eBPF and strace backends) at saturation.
 
-Starts a lab (synthetic app on local disk by default), finds nothing clever about saturation:
-it drives the pool with `-c` = 2 x workers (or --concurrency) with wrk, warms up, then runs
+Starts a lab (MediaWiki on local disk by default, like `statstorm lab up`), drives its pool
+at saturation with wrk (`-c` = 2 x workers, or --concurrency), warms up, then runs
 interleaved rounds of four modes, the order rotating every round:
   none    wrk alone
   counts  wrk while `statstorm trace --lab NAME --backend bpftrace --counts -d D+margin --json`
@@ -438,7 +438,8 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--app", choices=("synthetic", "mediawiki"), default="synthetic")
+    ap.add_argument("--app", choices=("synthetic", "mediawiki"), default="mediawiki",
+                    help="the lab app (default: the lab's own default, MediaWiki)")
     ap.add_argument("--storage", choices=("local", "glusterfs"), default="local")
     ap.add_argument("--workers", type=int, default=4, help="php-fpm workers (pm=static)")
     ap.add_argument("-c", "--concurrency", type=int, default=0,

@@ -19,6 +19,7 @@ from statstorm.cli import main
 from statstorm.commands import lab as lab_cmd
 from statstorm.commands import sweep as sweep_cmd
 from statstorm.context import Env
+from statstorm.results.trace import read_trace
 
 pytestmark = pytest.mark.root
 
@@ -120,4 +121,10 @@ def test_traced_sweep_records_file_syscalls(lab: str, tmp_path: Path,
         assert trace_file.exists() and trace_file.parent == tmp_path
         assert trace_file.name == f"t-c{lv['concurrency']}-r1.sst.gz"
         assert lv["repeats"][0]["server"]["trace_file"] == srv["trace_file"]
+        # Counted in the kernel: nothing lost, the load's requests seen (the FPM status
+        # requests are traced too; a request still finishing when the trace stops is not).
+        assert srv["trace_dropped"] == 0
+        assert srv["traced_requests"] >= 0.95 * lv["repeats"][0]["run"]["requests"], lv
+
+        assert read_trace(trace_file).header["detail"] == "counts"
     assert "file syscalls/request" in data["knee"]["sentence"]

@@ -54,7 +54,7 @@ MAX_REPEATS = 20
 MAX_TOTAL_S = 4 * 3600.0
 MAX_CONCURRENCY = 10_000
 MAX_RATE = 100_000.0
-# --trace: bpftrace attaches in about 2 s before each run and detaches in about 4 s after it.
+# --trace: bpftrace attaches in about 2 s before each run and is stopped after it (an upper bound).
 TRACE_OVERHEAD_S = 6.0
 
 
