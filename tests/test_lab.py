@@ -167,6 +167,40 @@ def test_busy_port_is_a_one_line_error(state_home: Path) -> None:
     assert len(lines) == 1 and f"port {port}" in lines[0] and "--port" in lines[0]
 
 
+def test_port_taken_during_up_moves_to_a_free_one(state_home: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process: the port chosen at the start is taken (here: by us) before nginx starts;
+    `up` picks another free port instead of failing."""
+    import socket
+
+    from statstorm.adapters import procs
+    from statstorm.commands import lab as lab_cmd
+    from statstorm.context import Env
+
+    real_free_port = procs.free_port
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        taken = sock.getsockname()[1]
+        calls: list[int] = []
+
+        def first_taken(*args: int) -> int:
+            calls.append(1)
+            return taken if len(calls) == 1 else real_free_port(*args)
+
+        monkeypatch.setattr(procs, "free_port", first_taken)
+        env = Env(state_root=state_home)
+        name = unique_name()
+        try:
+            st = lab_cmd.up(env, lab_cmd.LabOptions(name=name, app="synthetic", workers=1))
+            assert st.port != taken and len(calls) == 2
+            with urllib.request.urlopen(st.url + st.entry_path, timeout=30) as resp:
+                assert resp.status == 200
+        finally:
+            lab_cmd.down(env, name, quiet=True)
+    assert leftovers(str(state_home / "labs" / name)) == []
+
+
 def test_existing_name_and_bad_flags(lab, state_home: Path) -> None:
     state = lab("--app", "synthetic", "--workers", "1")
     again = run_cli(["lab", "up", "--app", "synthetic", "--name", str(state["name"])], state_home)

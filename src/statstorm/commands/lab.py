@@ -212,6 +212,11 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     for sub in ("client_body", "fastcgi", "proxy", "uwsgi", "scgi"):
         (root / "tmp" / sub).mkdir(exist_ok=True)
     nginx_conf = root / "conf/nginx.conf"
+    if opts.port is None and procs.port_in_use(state.port):
+        # Chosen at the start; another server took it while the app was being installed
+        # (MediaWiki's $wgServer follows SERVER_PORT, so only nginx needs the new one).
+        state.port = procs.free_port()
+        _save(env, state)
     nginx_conf.write_text(nginx.render_conf(port=state.port, docroot=str(docroot),
                                             socket=state.fpm_socket, prefix=root,
                                             front_controller=front))
