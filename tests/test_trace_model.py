@@ -229,6 +229,11 @@ def test_import_show_and_diff_through_the_cli(tmp_path: Path) -> None:
     d = cli_json(["trace", "diff", str(tmp_path / "c.sst.gz"), str(tmp_path / "l.sst.gz"),
                   "--json"], tmp_path)
     assert d["per_request"]["stat"]["a"] == pytest.approx(383.248)
+    assert "syscall_time_us" not in d  # an strace -c table has no per-request time
+    assert b["syscall_time_us"]["per_request"] > 0  # from strace -T
+    same = cli_json(["trace", "diff", str(tmp_path / "l.sst.gz"), str(tmp_path / "l.sst.gz"),
+                     "--json"], tmp_path)
+    assert same["syscall_time_us"]["ratio"] == 1.0
     text = run_cli(["trace", "show", str(tmp_path / "l.sst.gz")], tmp_path, check=True).stdout
     assert "per request" in text and "failed" in text
 

@@ -58,6 +58,12 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
     out.print(t)
     tot = s["totals"]["total"]
     out.print(f"failed: {s['totals']['failed']:,} of {tot:,} ({s.get('failed_share', 0):.1%})")
+    st = s.get("syscall_time_us") or {}
+    if st.get("per_request"):
+        out.print(f"time in these syscalls: {st['per_request']:,.1f} µs per request "
+                  f"(p50 {st['p50']:,.1f}, p95 {st['p95']:,.1f})")
+    if s.get("detail") == "counts":
+        out.print("counted in the kernel (--counts): no paths, mounts or PHP operations")
     ops = s.get("by_operation") or {}
     if ops:
         ot = Table(title="by PHP operation (per request)")
@@ -182,9 +188,15 @@ def diff_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         va, vb = a["per_request"][key], b["per_request"][key]
         change[key] = {"a": va, "b": vb, "delta": round(vb - va, 3),
                        "ratio": round(vb / va, 3) if va else None}
-    return {"a": {"requests": a["requests"], "per_request": a["per_request"]},
-            "b": {"requests": b["requests"], "per_request": b["per_request"]},
-            "per_request": change}
+    out = {"a": {"requests": a["requests"], "per_request": a["per_request"]},
+           "b": {"requests": b["requests"], "per_request": b["per_request"]},
+           "per_request": change}
+    ta = (a.get("syscall_time_us") or {}).get("per_request")
+    tb = (b.get("syscall_time_us") or {}).get("per_request")
+    if ta and tb:  # both traces timed their calls (an `strace -c` import does not per request)
+        out["syscall_time_us"] = {"a": ta, "b": tb, "delta": round(tb - ta, 1),
+                                  "ratio": round(tb / ta, 3)}
+    return out
 
 
 @trace.command("diff")
@@ -208,7 +220,10 @@ def diff(env: Env, a: Path, b: Path, as_json: bool) -> None:
                     f"({d['b']['requests']} req)")
     for h in ("call", "before", "after", "change", "ratio"):
         t.add_column(h, justify="left" if h == "call" else "right")
-    for key, c in d["per_request"].items():
+    rows = list(d["per_request"].items())
+    if "syscall_time_us" in d:
+        rows.append(("µs in these calls", d["syscall_time_us"]))
+    for key, c in rows:
         t.add_row(key, _fmt(c["a"]), _fmt(c["b"]), f"{c['delta']:+,.1f}",
                   "-" if c["ratio"] is None else f"{c['ratio']:.2f}x")
     _console(env).print(t)
