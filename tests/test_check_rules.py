@@ -208,6 +208,9 @@ def test_user_ini_lookups() -> None:
     assert "user-ini-lookups" not in ids(facts({"user_ini.filename": ".user.ini"},
                                                user_ini_files=1))
     assert "user-ini-lookups" not in ids(facts())  # already disabled
+    quiet = dataclasses.replace(TRACE, user_ini_per_request=0.0)
+    f = ids(facts({"user_ini.filename": ".user.ini"}, trace=quiet))["user-ini-lookups"]
+    assert f.predicted_gain is None and "cache_ttl" in f.gain_note
 
 
 # -- storage, deploys -------------------------------------------------------------------------------
@@ -291,6 +294,9 @@ def test_cli_differs() -> None:
     f = ids(facts(cli_settings={**GOOD, "realpath_cache_ttl": "120"}))
     assert "realpath_cache_ttl: pool '600', CLI '120'" in f["cli-differs"].evidence
     assert "cli-differs" not in ids(facts(cli_settings=dict(GOOD)))
+    # a worker reports booleans as 1/0, php -i as On/Off: the same values
+    pool = {**GOOD, "opcache.enable": "1", "opcache.validate_timestamps": "1"}
+    assert "cli-differs" not in ids(facts(pool, cli_settings=dict(GOOD)))
 
 
 def test_every_rule_has_a_test_here() -> None:

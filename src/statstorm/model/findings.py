@@ -415,8 +415,12 @@ def user_ini_lookups(facts: Facts) -> list[Finding]:
     if t is not None and t.detail == "events":
         ev.append(f"measured: {t.user_ini_per_request:g} {name} lookups per request "
                   f"({t.user_ini_dirs} directories)")
-        gain = _gain(facts, f"{name} stat", t.user_ini_per_request, "negative")
-        note = "estimate: all of them go"
+        if t.user_ini_per_request > 0:
+            gain = _gain(facts, f"{name} stat", t.user_ini_per_request, "negative")
+            note = "estimate: all of them go"
+        else:
+            note = (f"none in this trace: each worker repeats them once per "
+                    f"user_ini.cache_ttl and after every respawn")
     return [_f("info", f"{name} lookups although none exists", ev, ["user_ini.filename ="],
                f"a {name} added later is ignored until the setting is restored", gain, note)]
 
@@ -620,6 +624,15 @@ COMPARED = ("realpath_cache_size", "realpath_cache_ttl", "open_basedir", "includ
             "opcache.memory_consumption", "opcache.max_accelerated_files", "user_ini.filename")
 
 
+def _norm(value: str) -> str:
+    v = value.strip().lower()
+    if v in ("on", "yes", "true", "1"):
+        return "1"
+    if v in ("off", "no", "false", "0", ""):
+        return "0"
+    return value.strip()
+
+
 @rule("cli-differs")
 def cli_differs(facts: Facts) -> list[Finding]:
     if not facts.cli_settings:
@@ -627,7 +640,7 @@ def cli_differs(facts: Facts) -> list[Finding]:
     diff = [f"{k}: pool {facts.settings.get(k)!r}, CLI {facts.cli_settings.get(k)!r}"
             for k in COMPARED
             if k in facts.settings and k in facts.cli_settings
-            and facts.settings[k] != facts.cli_settings[k]]
+            and _norm(facts.settings[k]) != _norm(facts.cli_settings[k])]
     if not diff:
         return []
     return [_f("info", "the pool runs with other settings than `php -i` shows", diff,
