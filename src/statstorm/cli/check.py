@@ -35,9 +35,9 @@ def render(env: Env, result: check_cmd.CheckResult) -> None:
             continue
         t = Table(title=f"{sev}: {len(group)} finding(s)", show_lines=True, expand=False)
         t.add_column("id", style=STYLE[sev], no_wrap=True)
-        t.add_column("finding and evidence")
-        t.add_column("change")
-        t.add_column("gain / trade-off")
+        t.add_column("finding and evidence", overflow="fold")
+        t.add_column("change", overflow="fold")
+        t.add_column("gain / trade-off", overflow="fold")
         for f in group:
             gain = f.predicted_gain
             g = (f"{gain.get('syscalls_per_request', 0):+g} {gain.get('metric', '')}"

@@ -331,6 +331,7 @@ def _mounts(env: Env, docroot: str, include: list[str]) -> tuple[MountFact, ...]
     except OSError:
         return ()
     out = []
+    described: dict[str, mounts.MountInfo] = {}
     for role, path in [("docroot", docroot)] + [("include_path", p) for p in include]:
         if not path:
             continue
@@ -342,7 +343,9 @@ def _mounts(env: Env, docroot: str, include: list[str]) -> tuple[MountFact, ...]
         vol: dict[str, str] = {}
         volume = ""
         if kind != "local":
-            info = mounts.detect(path, volume_reader=lambda v: gluster.volume_options(env, v))
+            info = described.get(entry.mount_point) or mounts.detect(
+                path, volume_reader=lambda v: gluster.volume_options(env, v))
+            described[entry.mount_point] = info
             cache, vol = dict(info.cache_options), dict(info.volume_options)
             volume = cache.pop("volume", "")
         out.append(MountFact(role=role, path=path, mount_point=entry.mount_point,
@@ -388,8 +391,9 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
             used = int(data["realpath_used"]) if data.get("realpath_used") is not None else None
             source = f"a worker of the pool over FastCGI ({listen})"
         except ComponentError as exc:
-            notes.append(f"could not ask the pool over FastCGI ({exc}); settings come from "
-                         "php-fpm -i/-tt, without OPcache status")
+            notes.append(f"could not ask the pool over FastCGI ({exc}; open_basedir or "
+                         "security.limit_extensions can keep the query script out); settings "
+                         "come from php-fpm -i/-tt, without OPcache status")
     settings = {k: ("" if v == "no value" else str(v)) for k, v in settings.items()}
     cli = trace_cmd.cli_settings(env, [phpfpm.php_cli_for(pool.binary)]
                                  if Path(pool.binary).name.startswith("php-fpm") else ["php"])
