@@ -142,3 +142,19 @@ def test_good_lab(lab, state_home: Path, tmp_path: Path) -> None:
     # the text report groups by severity and ends with the counts
     p = run_cli(["check", "--lab", str(st["name"]), "--trace", str(out)], state_home, check=True)
     assert "warning:" in p.stdout and "finding(s)" in p.stdout and "autoloader-storm" in p.stdout
+
+
+def test_pool_mode_finds_docroot_and_real_settings(lab, state_home: Path) -> None:
+    """--pool NAME: the master's title hides its -d options, so only the worker's own answer
+    over FastCGI gives the real values; nginx -T of the running nginx gives the docroot."""
+    st = lab("--app", "synthetic", "--workers", "1", "--php-ini", "realpath_cache_ttl=7")
+    pool = f"statstorm-{st['name']}"
+    code, r = check(state_home, "--pool", pool)
+    p = r["pools"][0]
+    assert p["pool"] == pool and "FastCGI" in p["settings_source"]
+    assert p["docroot"] == st["docroot"]
+    assert p["settings"]["realpath_cache_ttl"] == "7"
+    assert by_id(r)["realpath-cache-ttl"]["severity"] == "warning"
+    # without the query, php-fpm -i of the master's config alone does not see the override
+    code, r = check(state_home, "--pool", pool, "--no-query")
+    assert r["pools"][0]["settings"]["realpath_cache_ttl"] == "120"

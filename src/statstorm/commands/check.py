@@ -383,6 +383,9 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
     source = "php-fpm -i and -tt (the master's ini, the pool's php_value/php_admin_value)"
     status: dict[str, Any] | None = None
     used: int | None = None
+    if opts.query_pool and not listen:
+        notes.append("the pool's listen address is unknown (php-fpm -tt did not show it): "
+                     "not asked over FastCGI")
     if opts.query_pool and listen and not directives.get("chroot"):
         try:
             data = _query_pool(env, listen)
