@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from statstorm.adapters import elf, fastcgi, memory
-from statstorm.commands.check import _app_root, nginx_servers, pool_directives
+from statstorm.commands.check import _app_root, nginx_servers, pool_directives, writable_paths
 from statstorm.model.checkfacts import fsbench_p50, trace_facts
 from statstorm.model.tracestats import summarize
 from statstorm.results.trace import Request, Syscall, Trace, new_header
@@ -112,6 +112,17 @@ def test_app_root(tmp_path: Path) -> None:
     assert _app_root(str(tmp_path / "public")) == str(tmp_path / "public")
     (tmp_path / "vendor").mkdir()
     assert _app_root(str(tmp_path / "public")) == str(tmp_path)
+
+
+def test_writable_paths(tmp_path: Path) -> None:
+    (tmp_path / "var").mkdir()
+    (tmp_path / "src").mkdir()
+    got = writable_paths({"session.save_path": "2;/srv/sessions", "opcache.file_cache": "",
+                          "upload_tmp_dir": "/srv/up"}, str(tmp_path))
+    assert got == [("session files", "/srv/sessions"), ("upload temp dir", "/srv/up"),
+                   ("app directory", str(tmp_path / "var"))]
+    assert writable_paths({"session.save_handler": "redis",
+                           "session.save_path": "tcp://x:6379"}, "") == []
 
 
 def test_trace_facts_from_a_trace() -> None:

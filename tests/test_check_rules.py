@@ -244,6 +244,23 @@ def test_glusterfs_mount_caching() -> None:
     assert "glusterfs-mount-caching" not in ids(facts(mounts=(tuned,)))
 
 
+def test_writable_data_on_network() -> None:
+    nfs = dict(mount_point="/srv", fstype="nfs4", kind="nfs",
+               cache_options={"noac": "yes", "acregmax": "0", "lookupcache": "none"})
+    sess = MountFact(role="writable:session files", path="/srv/sessions", **nfs)  # type: ignore[arg-type]
+    cache = MountFact(role="writable:app directory", path="/srv/app/var", **nfs)  # type: ignore[arg-type]
+    f = ids(facts(mounts=(LOCAL, sess, cache)))
+    w = f["writable-data-on-network"]
+    assert w.severity == "warning" and "session.save_path = /var/lib/php/sessions" in w.change
+    assert "app directory /srv/app/var on nfs (/srv)" in w.evidence
+    # writable data on NFS is not code on NFS: the code-mount rules stay silent
+    assert "nfs-mount-caching" not in f and "opcache-revalidate" not in f
+    only_cache = ids(facts(mounts=(LOCAL, cache)))["writable-data-on-network"]
+    assert only_cache.severity == "info"
+    local = dataclasses.replace(sess, kind="local", fstype="ext4", mount_point="/")
+    assert "writable-data-on-network" not in ids(facts(mounts=(LOCAL, local)))
+
+
 def test_symlink_deploy_stale() -> None:
     link = (("/srv/app/current", "/srv/app/releases/42"),)
     f = ids(facts({"opcache.validate_timestamps": "Off"}, symlinks=link,

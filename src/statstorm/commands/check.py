@@ -38,7 +38,8 @@ MAX_FILES = 200_000
 QUERY_PHP = r"""<?php
 header('Content-Type: application/json');
 $keys = ['realpath_cache_size', 'realpath_cache_ttl', 'open_basedir', 'include_path',
-  'user_ini.filename', 'user_ini.cache_ttl', 'cgi.fix_pathinfo'];
+  'user_ini.filename', 'user_ini.cache_ttl', 'cgi.fix_pathinfo', 'session.save_handler',
+  'session.save_path', 'upload_tmp_dir', 'sys_temp_dir'];
 $ini = [];
 foreach ($keys as $k) { $v = ini_get($k); if ($v !== false) { $ini[$k] = $v; } }
 foreach ((ini_get_all('zend opcache', false) ?: []) as $k => $v) { $ini[$k] = (string)$v; }
@@ -325,14 +326,38 @@ def _symlinks(paths: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out.items())
 
 
-def _mounts(env: Env, docroot: str, include: list[str]) -> tuple[MountFact, ...]:
+CACHE_DIRS = ("cache", "tmp", "temp", "var", "storage", "sessions", "uploads")
+
+
+def writable_paths(settings: dict[str, str], app_root: str) -> list[tuple[str, str]]:
+    """(what, path) of the places PHP writes to: sessions, OPcache's file cache, upload and
+    temp dirs, and the app's own cache-like directories (`cache/`, `var/`, `storage/` …)."""
+    out: list[tuple[str, str]] = []
+    if settings.get("session.save_handler", "files") == "files":
+        path = settings.get("session.save_path", "").rsplit(";", 1)[-1]
+        if path.startswith("/"):
+            out.append(("session files", path))
+    for key, what in (("opcache.file_cache", "OPcache file cache"),
+                      ("upload_tmp_dir", "upload temp dir"), ("sys_temp_dir", "temp dir")):
+        if settings.get(key, "").startswith("/"):
+            out.append((what, settings[key]))
+    if app_root:
+        for name in CACHE_DIRS:
+            if Path(app_root, name).is_dir():
+                out.append(("app directory", str(Path(app_root, name))))
+    return out
+
+
+def _mounts(env: Env, docroot: str, include: list[str],
+            writable: list[tuple[str, str]] | None = None) -> tuple[MountFact, ...]:
     try:
         entries = mounts.parse_mounts(Path("/proc/self/mounts").read_text())
     except OSError:
         return ()
     out = []
     described: dict[str, mounts.MountInfo] = {}
-    for role, path in [("docroot", docroot)] + [("include_path", p) for p in include]:
+    for role, path in ([("docroot", docroot)] + [("include_path", p) for p in include]
+                       + [(f"writable:{w}", p) for w, p in writable or []]):
         if not path:
             continue
         entry = mounts.find_mount(entries, os.path.realpath(path))
@@ -423,7 +448,8 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
         pool=pool.name, settings=settings, cli_settings=cli, pm=pm, settings_source=source,
         docroot=docroot, php_files=php_files if docroot else None, tree_entries=tree_entries,
         tree_bytes=tree_bytes, user_ini_files=user_ini_files, recent_php_files=recent,
-        mounts=_mounts(env, docroot, include) if docroot else (),
+        mounts=_mounts(env, docroot, include,
+                       writable_paths(settings, _app_root(docroot) if docroot else "")),
         symlinks=_symlinks([docroot, *include]) if docroot else (),
         nginx_script_filename=(server or {}).get("script_filename"),
         hugepages=memory.hugepages(info), php_binary=pool.binary,

@@ -96,8 +96,12 @@ def _opcache_on(facts: Facts) -> bool:
     return ini_bool(_s(facts, "opcache.enable"), False)
 
 
+CODE_ROLES = ("docroot", "include_path")
+
+
 def _on_network(facts: Facts) -> list[MountFact]:
-    return [m for m in facts.mounts if m.kind in NETWORK_KINDS]
+    """The network mounts holding code (not writable data)."""
+    return [m for m in facts.mounts if m.kind in NETWORK_KINDS and m.role in CODE_ROLES]
 
 
 # -- realpath cache ------------------------------------------------------------------------------
@@ -427,7 +431,8 @@ def user_ini_lookups(facts: Facts) -> list[Finding]:
 
 # -- storage -------------------------------------------------------------------------------------
 def _roles(facts: Facts, mp: str) -> str:
-    return ", ".join(sorted({f"{m.role} {m.path}" for m in facts.mounts if m.mount_point == mp}))
+    return ", ".join(sorted({f"{m.role} {m.path}" for m in facts.mounts
+                             if m.mount_point == mp and m.role in CODE_ROLES}))
 
 
 @rule("nfs-mount-caching")
@@ -435,7 +440,7 @@ def nfs_mount_caching(facts: Facts) -> list[Finding]:
     out = []
     seen: set[str] = set()
     for m in facts.mounts:
-        if m.kind != "nfs" or m.mount_point in seen:
+        if m.kind != "nfs" or m.mount_point in seen or m.role not in CODE_ROLES:
             continue
         seen.add(m.mount_point)
         o = m.cache_options
@@ -466,7 +471,7 @@ def glusterfs_mount_caching(facts: Facts) -> list[Finding]:
     out = []
     seen: set[str] = set()
     for m in facts.mounts:
-        if m.kind != "glusterfs-fuse" or m.mount_point in seen:
+        if m.kind != "glusterfs-fuse" or m.mount_point in seen or m.role not in CODE_ROLES:
             continue
         seen.add(m.mount_point)
         o, vol = m.cache_options, m.volume_options
@@ -507,6 +512,31 @@ def glusterfs_mount_caching(facts: Facts) -> list[Finding]:
                       "the gain depends on the kernel cache hit rate; fsbench measures the "
                       "per-call cost, whatif the per-request effect"))
     return out
+
+
+LOCAL_HOMES = {"session files": "session.save_path = /var/lib/php/sessions",
+               "OPcache file cache": "opcache.file_cache = /var/cache/php/opcache",
+               "upload temp dir": "upload_tmp_dir = /tmp",
+               "temp dir": "sys_temp_dir = /tmp"}
+
+
+@rule("writable-data-on-network")
+def writable_data_on_network(facts: Facts) -> list[Finding]:
+    hits = [m for m in facts.mounts if m.role.startswith("writable:") and m.kind in NETWORK_KINDS]
+    if not hits:
+        return []
+    ev = [f"{m.role.split(':', 1)[1]} {m.path} on {m.kind} ({m.mount_point})" for m in hits]
+    change = [LOCAL_HOMES.get(m.role.split(":", 1)[1],
+                              f"# move {m.path} to local disk (symlink it from the release "
+                              "or point the app's cache setting there)") for m in hits]
+    sessions = any(m.role == "writable:session files" for m in hits)
+    return [_f("warning" if sessions else "info",
+               "writable data and caches live on network storage", ev, list(dict.fromkeys(change)),
+               "data on local disk is per machine: sessions then need a shared store (Redis, "
+               "memcached, a database) or sticky load balancing when there are several web "
+               "servers", None,
+               "each session lock, cache write and rename is a network round trip (and a "
+               "rename wipes the worker's realpath cache); not in a trace summary")]
 
 
 @rule("symlink-deploy-stale")
