@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from statstorm.adapters import elf, fastcgi, memory
-from statstorm.commands.check import _app_root, nginx_servers, pool_directives, writable_paths
+from statstorm.commands.check import (_app_root, _scan_tree, nginx_servers, pool_directives,
+                                      writable_paths)
 from statstorm.model.checkfacts import fsbench_p50, trace_facts
 from statstorm.model.tracestats import summarize
 from statstorm.results.trace import Request, Syscall, Trace, new_header
@@ -112,6 +115,31 @@ def test_app_root(tmp_path: Path) -> None:
     assert _app_root(str(tmp_path / "public")) == str(tmp_path / "public")
     (tmp_path / "vendor").mkdir()
     assert _app_root(str(tmp_path / "public")) == str(tmp_path)
+
+
+def test_scan_tree(tmp_path: Path) -> None:
+    (tmp_path / "pub" / "sub").mkdir(parents=True)
+    old = tmp_path / "pub" / "a.php"
+    old.write_text("<?php")
+    os.utime(old, (1e9, 1e9))
+    ahead = tmp_path / "pub" / "sub" / "b.php"
+    ahead.write_text("<?php")
+    os.utime(ahead, (time.time() + 3600,) * 2)
+    (tmp_path / "pub" / "new.php").write_text("<?php")  # just written
+    (tmp_path / "pub" / "sub" / ".user.ini").write_text("")
+    (tmp_path / "loop").symlink_to(tmp_path / "pub")  # followed once, not twice
+    t = _scan_tree([str(tmp_path)], ".user.ini", 2)
+    assert t.php_files == 3 and t.user_ini_files == 1
+    assert len(t.future) == 1 and t.future[0].endswith("/sub/b.php")
+    assert len(t.recent) == 1 and t.recent[0].endswith("/new.php")
+    base = Path(t.future[0]).parent.parent  # pub/ or loop/, whichever the walk met first
+    entries = {str(base / n) for n in ("a.php", "new.php", "sub", "sub/b.php")}
+    p = base
+    while str(p) != "/":
+        entries.add(str(p))
+        p = p.parent
+    assert t.entries == len(entries)
+    assert t.bytes == sum(48 + len(e) + 1 for e in entries)
 
 
 def test_writable_paths(tmp_path: Path) -> None:

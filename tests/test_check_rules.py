@@ -174,10 +174,14 @@ def test_opcache_file_override() -> None:
 
 
 def test_opcache_file_update_protection() -> None:
-    f = ids(facts(recent_php_files=("/srv/app/public/index.php",)))
-    assert "index.php" in " ".join(f["opcache-file-update-protection"].evidence)
+    f = ids(facts(future_php_files=("/srv/app/public/index.php",)))
+    w = f["opcache-file-update-protection"]
+    assert w.severity == "warning" and "index.php" in " ".join(w.evidence)
+    assert "opcache.file_update_protection = 0" in w.change
+    r = ids(facts(recent_php_files=("/srv/app/x.php",)))["opcache-file-update-protection"]
+    assert r.severity == "info"  # a deploy in progress: it passes by itself
     assert "opcache-file-update-protection" not in ids(
-        facts({"opcache.file_update_protection": "0"}, recent_php_files=("/x.php",)))
+        facts({"opcache.file_update_protection": "0"}, future_php_files=("/x.php",)))
 
 
 # -- include_path, autoloader, .user.ini -------------------------------------------------------------

@@ -268,12 +268,23 @@ def _query_pool(env: Env, listen: str) -> dict[str, Any]:
     return data
 
 
-def _scan_tree(roots: list[str], user_ini: str, protection: int
-               ) -> tuple[int, int, int, int, tuple[str, ...]]:
-    """(php files, realpath entries, bytes, user_ini files, recent PHP files) under `roots`."""
+@dataclass
+class _Tree:
+    php_files: int = 0
+    entries: int = 0
+    bytes: int = 0
+    user_ini_files: int = 0
+    recent: tuple[str, ...] = ()
+    future: tuple[str, ...] = ()
+
+
+def _scan_tree(roots: list[str], user_ini: str, protection: int) -> _Tree:
+    """PHP files (with realpath entries and bytes), user_ini files, and PHP files changed in
+    the last `protection` seconds or dated in the future, under `roots`."""
     php: list[str] = []
     ini = 0
     recent: list[str] = []
+    future: list[str] = []
     now = time.time()
     seen: set[tuple[int, int]] = set()
     for root in roots:
@@ -295,12 +306,15 @@ def _scan_tree(roots: list[str], user_ini: str, protection: int
                     php.append(p)
                     if protection > 0:
                         try:
-                            if os.stat(p).st_mtime > now - protection:
-                                recent.append(p)
+                            mtime = os.stat(p).st_mtime
                         except OSError:
-                            pass
+                            continue
+                        if mtime > now + 1:
+                            future.append(p)
+                        elif mtime > now - protection:
+                            recent.append(p)
     entries, size = realpath_bytes(with_parents(php))
-    return len(php), entries, size, ini, tuple(recent[:20])
+    return _Tree(len(php), entries, size, ini, tuple(recent[:20]), tuple(future[:20]))
 
 
 def _app_root(docroot: str) -> str:
@@ -433,21 +447,19 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
                      "mounts and symlinks are not checked; give --docroot")
     include = [e for e in str(settings.get("include_path", "")).split(":")
                if e.startswith("/") and Path(e).is_dir()]
-    php_files = tree_entries = tree_bytes = 0
-    user_ini_files: int | None = None
-    recent: tuple[str, ...] = ()
+    tree = _Tree()
     if docroot:
         roots = [_app_root(docroot)] + [e for e in include if not e.startswith("/usr/share/php")]
-        php_files, tree_entries, tree_bytes, ini_count, recent = _scan_tree(
-            roots, str(settings.get("user_ini.filename", "")),
-            ini_int(settings.get("opcache.file_update_protection"), 2))
-        user_ini_files = ini_count
+        tree = _scan_tree(roots, str(settings.get("user_ini.filename", "")),
+                          ini_int(settings.get("opcache.file_update_protection"), 2))
     info = memory.meminfo()
     pss = [p for p in (memory.pss_kb(w) for w in pool.workers) if p]
     return PoolCheck(pool.name, source, Facts(
         pool=pool.name, settings=settings, cli_settings=cli, pm=pm, settings_source=source,
-        docroot=docroot, php_files=php_files if docroot else None, tree_entries=tree_entries,
-        tree_bytes=tree_bytes, user_ini_files=user_ini_files, recent_php_files=recent,
+        docroot=docroot, php_files=tree.php_files if docroot else None,
+        tree_entries=tree.entries, tree_bytes=tree.bytes,
+        user_ini_files=tree.user_ini_files if docroot else None,
+        recent_php_files=tree.recent, future_php_files=tree.future,
         mounts=_mounts(env, docroot, include,
                        writable_paths(settings, _app_root(docroot) if docroot else "")),
         symlinks=_symlinks([docroot, *include]) if docroot else (),

@@ -80,7 +80,8 @@ class Facts:
     tree_entries: int = 0  # realpath cache entries for those files and their directories
     tree_bytes: int = 0
     user_ini_files: int | None = None  # files named user_ini.filename under the docroot
-    recent_php_files: tuple[str, ...] = ()  # mtime within file_update_protection, or future
+    recent_php_files: tuple[str, ...] = ()  # mtime within file_update_protection
+    future_php_files: tuple[str, ...] = ()  # mtime ahead of this machine's clock
     mounts: tuple[MountFact, ...] = ()
     symlinks: tuple[tuple[str, str], ...] = ()  # (symlinked component, its target)
     nginx_script_filename: str | None = None  # fastcgi_param SCRIPT_FILENAME value

@@ -337,20 +337,27 @@ def opcache_file_override(facts: Facts) -> list[Finding]:
 
 @rule("opcache-file-update-protection")
 def opcache_file_update_protection(facts: Facts) -> list[Finding]:
-    if not _opcache_on(facts) or not facts.recent_php_files:
-        return []
     prot = ini_int(_s(facts, "opcache.file_update_protection"), 2)
-    if prot <= 0:
+    files = facts.future_php_files or facts.recent_php_files
+    if not _opcache_on(facts) or prot <= 0 or not files:
         return []
-    n = len(facts.recent_php_files)
-    ev = [f"opcache.file_update_protection = {prot}: files modified less than {prot} s before "
-          "a request (or with a modification time in the future) are compiled but never cached",
-          f"{n} PHP file(s) are that new or dated in the future, e.g. {facts.recent_php_files[0]}"]
-    return [_f("warning", "PHP files too new (or dated in the future) are not cached", ev,
-               ["; fix the clock of the machine that writes the code (NTP), or:",
-                "opcache.file_update_protection = 0"],
-               "0 lets OPcache cache a file while a deploy is still writing it in place; deploy "
-               "to a new directory and switch instead", None,
+    ev = [f"opcache.file_update_protection = {prot}: a file whose modification time is less "
+          f"than {prot} s before the request (or later) is compiled on every request and "
+          "never cached"]
+    if facts.future_php_files:
+        ev.append(f"{len(facts.future_php_files)} PHP file(s) are dated in the future (the "
+                  f"writer's clock is ahead), e.g. {facts.future_php_files[0]}: they stay "
+                  "uncached until this machine's clock passes them")
+        change = ["# fix the clock of the machine that writes the code (NTP), or:",
+                  "opcache.file_update_protection = 0"]
+        sev = "warning"
+    else:
+        ev.append(f"{len(facts.recent_php_files)} PHP file(s) changed in the last {prot} s "
+                  f"(a deploy writing in place?), e.g. {facts.recent_php_files[0]}")
+        change = ["# deploy to a new directory and switch, instead of writing files in place"]
+        sev = "info"
+    return [_f(sev, "PHP files too new (or dated in the future) are not cached", ev, change,
+               "0 lets OPcache cache a file while a deploy is still writing it in place", None,
                "recompiles per request are not in a trace summary")]
 
 
