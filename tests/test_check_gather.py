@@ -32,6 +32,10 @@ http {
             fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
             fastcgi_pass unix:/run/php/www.sock;
         }
+        location = /status {
+            fastcgi_param SCRIPT_FILENAME $uri;
+            fastcgi_pass unix:/x;
+        }
     }
 }
 """

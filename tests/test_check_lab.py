@@ -76,6 +76,10 @@ def test_bad_local_lab(lab, state_home: Path, tmp_path: Path) -> None:
     pool = r["pools"][0]
     assert "FastCGI" in pool["settings_source"]  # a worker answered the query
     assert pool["php_files"] > 200  # public/, vendor/ and lib/ of the app
+    assert len(pool["worker_pss_kb"]) == 2 and min(pool["worker_pss_kb"]) > 1000
+    assert pool["text_bytes"] > 1 << 20 and pool["hugepages"]["page_kb"] > 0
+    assert pool["nginx_script_filename"] == "$document_root$fastcgi_script_name"
+    assert pool["opcache_memory"]["used_memory"] > 0  # the pool's own OPcache status
 
     rp = f["realpath-cache-small"]
     ev = " ".join(rp["evidence"])

@@ -88,6 +88,15 @@ class CheckResult:
                        "docroot": p.facts.docroot, "php_files": p.facts.php_files,
                        "settings": p.facts.settings, "pm": p.facts.pm,
                        "mounts": [m.__dict__ for m in p.facts.mounts],
+                       "symlinks": [list(x) for x in p.facts.symlinks],
+                       "nginx_script_filename": p.facts.nginx_script_filename,
+                       "worker_pss_kb": list(p.facts.worker_pss_kb),
+                       "mem_available_kb": p.facts.mem_available_kb,
+                       "hugepages": (p.facts.hugepages.__dict__ if p.facts.hugepages
+                                     else None),
+                       "php_binary": p.facts.php_binary, "text_bytes": p.facts.text_bytes,
+                       "realpath_used": p.facts.realpath_used,
+                       "opcache_memory": (p.facts.opcache_status or {}).get("memory_usage"),
                        "notes": p.notes} for p in self.pools],
         }
 
@@ -217,7 +226,11 @@ def nginx_servers(text: str) -> list[dict[str, str]]:
             cur.setdefault(m.group(1), m.group(2).strip())
         m = re.match(r"fastcgi_param\s+SCRIPT_FILENAME\s+([^;]+);", line)
         if m and server_depth >= 0:
-            cur["script_filename"] = m.group(1).strip()
+            # the PHP location's (built from $fastcgi_script_name) beats a status page's
+            value = m.group(1).strip()
+            if "script_filename" not in cur or ("fastcgi_script_name" in value
+                                                and "fastcgi_script_name" not in cur["script_filename"]):
+                cur["script_filename"] = value
         depth += line.count("{") - line.count("}")
         if server_depth >= 0 and depth <= server_depth:
             servers.append(cur)
