@@ -98,31 +98,37 @@ def test_bad_local_lab(lab, state_home: Path, tmp_path: Path) -> None:
 
 
 def test_bad_glusterfs_lab(lab, state_home: Path, tmp_path: Path) -> None:
+    """The issue's bad lab: 16K realpath cache, revalidate_freq=0, a long include_path with
+    empty entries, open_basedir, a GlusterFS mount with default options."""
     name = unique_name("chk")
     mnt = state_home / "labs" / name / "mnt"
     st = lab("--app", "synthetic", "--storage", "glusterfs", "--workers", "2",
-             "--include-path-entries", "4", "--php-ini", f"open_basedir={mnt}:/tmp",
-             "--php-ini", "opcache.enable=0", name=name)
+             "--include-path-entries", "6", "--php-ini", f"open_basedir={mnt}:/tmp",
+             "--php-ini", "realpath_cache_size=16K", "--php-ini", "opcache.revalidate_freq=0",
+             name=name)
     out = tmp_path / "bad2.sst.gz"
     s = traced(state_home, st, out, 8)
-    code, r = check(state_home, "--lab", name, "--trace", str(out))
-    assert code == 0  # no --fail-on
+    code, r = check(state_home, "--lab", name, "--trace", str(out), "--fail-on", "critical")
+    assert code == 1
     f = by_id(r)
     ob = f["open-basedir"]
     assert ob["severity"] == "critical"  # on network storage
     assert ob["change"][0] == "open_basedir ="
     assert f"measured: {s['per_request']['lstat']:g} lstat per request" in ob["evidence"]
-    assert "realpath-cache-small" not in f  # the cache is off, not small
-    assert f["opcache-disabled"]["severity"] == "critical"
-    assert f["opcache-disabled"]["predicted_gain"]["syscalls_per_request"] < 0
+    assert ob["predicted_gain"]["syscalls_per_request"] < -100
+    small = f["realpath-cache-small"]  # off now, too small once open_basedir goes
+    assert small["change"] == ["realpath_cache_size = 4M"]
+    assert "once open_basedir is removed" in " ".join(small["evidence"])
+    rv = f["opcache-revalidate"]
+    assert "glusterfs-fuse" in " ".join(rv["evidence"])
+    assert rv["predicted_gain"]["syscalls_per_request"] < 0
     g = f["glusterfs-mount-caching"]
     assert "negative-timeout = 0 s" in " ".join(g["evidence"])
     assert any("negative-timeout=600" in c for c in g["change"])
     ip = f["include-path-misses"]
-    ev = " ".join(ip["evidence"])
-    assert ip["severity"] == "warning" and all(f"lib/inc{i}" in ev for i in (1, 2, 3))
     app = f"{mnt}/app/lib"
-    assert ip["change"][0] == f'include_path = "{app}:{app}/inc1:{app}/inc2:{app}/inc3"'
+    assert all(f"{app}/inc{i}" in " ".join(ip["evidence"]) for i in range(1, 6))
+    assert ip["change"][0] == f'include_path = "{app}"'
     # open_basedir keeps the query script out: check says where its settings came from
     assert "php-fpm -i" in r["pools"][0]["settings_source"]
     assert any("FastCGI" in n for n in r["pools"][0]["notes"])
@@ -151,7 +157,8 @@ def test_good_lab(lab, state_home: Path, tmp_path: Path) -> None:
 def test_pool_mode_finds_docroot_and_real_settings(lab, state_home: Path) -> None:
     """--pool NAME: the master's title hides its -d options, so only the worker's own answer
     over FastCGI gives the real values; nginx -T of the running nginx gives the docroot."""
-    st = lab("--app", "synthetic", "--workers", "1", "--php-ini", "realpath_cache_ttl=7")
+    st = lab("--app", "synthetic", "--workers", "1", "--php-ini", "realpath_cache_ttl=7",
+             "--php-ini", "opcache.enable=0")
     pool = f"statstorm-{st['name']}"
     code, r = check(state_home, "--pool", pool)
     p = r["pools"][0]
@@ -159,6 +166,9 @@ def test_pool_mode_finds_docroot_and_real_settings(lab, state_home: Path) -> Non
     assert p["docroot"] == st["docroot"]
     assert p["settings"]["realpath_cache_ttl"] == "7"
     assert by_id(r)["realpath-cache-ttl"]["severity"] == "warning"
+    off = by_id(r)["opcache-disabled"]
+    assert off["severity"] == "critical" and off["change"] == ["opcache.enable = 1"]
+    assert p["settings"]["opcache.enable"] in ("0", "")  # as the worker reports it
     # without the query, php-fpm -i of the master's config alone does not see the override
     code, r = check(state_home, "--pool", pool, "--no-query")
     assert r["pools"][0]["settings"]["realpath_cache_ttl"] == "120"

@@ -104,7 +104,12 @@ def test_open_basedir_disables_cache_and_silences_realpath_rules() -> None:
     f = ids(facts({"open_basedir": "/srv/app:/tmp", "realpath_cache_size": "16K",
                    "realpath_cache_ttl": "5"}, trace=TRACE))
     assert "open-basedir" in f
-    assert "realpath-cache-small" not in f and "realpath-cache-ttl" not in f
+    # the cache is off: no measured evidence is used, but the size still matters once
+    # open_basedir goes (the tree, 60,000 bytes, is more than twice 16K)
+    small = f["realpath-cache-small"]
+    assert small.predicted_gain is None and "open_basedir" in small.evidence[1]
+    assert "lstat per request" not in " ".join(small.evidence)
+    assert "realpath-cache-ttl" not in f
     assert f["open-basedir"].severity == "warning"
     assert "2 entries" in " ".join(f["open-basedir"].evidence)
     nfs = MountFact(role="docroot", path="/srv/app/public", mount_point="/srv", fstype="nfs4",
@@ -194,6 +199,21 @@ def test_include_path_misses() -> None:
     assert f.predicted_gain["syscalls_per_request"] == -40.0  # type: ignore[index]
     assert "include-path-misses" not in ids(facts({"include_path": inc}, trace=TRACE))
     assert "include-path-misses" not in ids(facts({"include_path": inc}))
+
+
+def test_include_path_entries_without_php_files() -> None:
+    inc = "/app/a:/app/lib:/usr/share/php:/app/gone"
+    php = (("/app/a", 0), ("/app/lib", 20), ("/usr/share/php", 0), ("/app/gone", -1))
+    f = ids(facts({"include_path": inc}, include_path_php=php))["include-path-misses"]
+    assert f.severity == "info"  # OPcache on: misses only on compiles and revalidations
+    assert "before the entry that holds the code: /app/a" in f.evidence[1]
+    assert f.change[0] == 'include_path = "/app/lib:/usr/share/php:/app/gone"'
+    off = ids(facts({"include_path": inc, "opcache.enable": "Off"}, include_path_php=php))
+    assert off["include-path-misses"].severity == "warning"
+    # empty entries after the code's entry cost nothing for includes found there
+    ok = (("/app/lib", 20), ("/usr/share/php", 0))
+    assert "include-path-misses" not in ids(facts({"include_path": "/app/lib:/usr/share/php"},
+                                                  include_path_php=ok))
 
 
 def test_autoloader_storm() -> None:

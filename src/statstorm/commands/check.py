@@ -339,6 +339,18 @@ def _app_root(docroot: str) -> str:
     return docroot
 
 
+def _count_php(entry: str, limit: int = 1000) -> int:
+    """PHP files under an include_path entry (up to `limit`); -1 if it does not exist."""
+    if not Path(entry).is_dir():
+        return -1
+    n = 0
+    for _, _, files in os.walk(entry):
+        n += sum(1 for f in files if f.endswith(".php"))
+        if n >= limit:
+            break
+    return n
+
+
 def _symlinks(paths: list[str]) -> tuple[tuple[str, str], ...]:
     out: dict[str, str] = {}
     for path in paths:
@@ -465,6 +477,8 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
         roots = [_app_root(docroot)] + [e for e in include if not e.startswith("/usr/share/php")]
         tree = _scan_tree(roots, str(settings.get("user_ini.filename", "")),
                           ini_int(settings.get("opcache.file_update_protection"), 2))
+    inc_php = tuple((e, _count_php(e)) for e in str(settings.get("include_path", "")).split(":")
+                    if e.startswith("/")) if docroot else ()
     info = memory.meminfo()
     pss = [p for p in (memory.pss_kb(w) for w in pool.workers) if p]
     return PoolCheck(pool.name, source, Facts(
@@ -472,7 +486,7 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
         docroot=docroot, php_files=tree.php_files if docroot else None,
         tree_entries=tree.entries, tree_bytes=tree.bytes,
         user_ini_files=tree.user_ini_files if docroot else None,
-        recent_php_files=tree.recent, future_php_files=tree.future,
+        recent_php_files=tree.recent, future_php_files=tree.future, include_path_php=inc_php,
         mounts=_mounts(env, docroot, include,
                        writable_paths(settings, _app_root(docroot) if docroot else "")),
         symlinks=_symlinks([docroot, *include]) if docroot else (),

@@ -82,6 +82,7 @@ class Facts:
     user_ini_files: int | None = None  # files named user_ini.filename under the docroot
     recent_php_files: tuple[str, ...] = ()  # mtime within file_update_protection
     future_php_files: tuple[str, ...] = ()  # mtime ahead of this machine's clock
+    include_path_php: tuple[tuple[str, int], ...] = ()  # entry, PHP files under it (-1: absent)
     mounts: tuple[MountFact, ...] = ()
     symlinks: tuple[tuple[str, str], ...] = ()  # (symlinked component, its target)
     nginx_script_filename: str | None = None  # fastcgi_param SCRIPT_FILENAME value

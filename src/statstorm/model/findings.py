@@ -108,13 +108,18 @@ def _on_network(facts: Facts) -> list[MountFact]:
 @rule("realpath-cache-small")
 def realpath_cache_small(facts: Facts) -> list[Finding]:
     limit = ini_bytes(_s(facts, "realpath_cache_size"))
-    if limit is None or _s(facts, "open_basedir"):
-        return []  # unknown, or disabled by open_basedir (its own finding)
-    t = facts.trace
+    if limit is None:
+        return []
+    basedir = bool(_s(facts, "open_basedir"))
+    # With open_basedir the cache is off: nothing to measure, but the size bites once it goes.
+    t = None if basedir else facts.trace
     ev = [f"realpath_cache_size = {_s(facts, 'realpath_cache_size')} ({limit:,} bytes)"]
+    if basedir:
+        ev.append("the cache is off while open_basedir is set (see open-basedir); this size "
+                  "applies once open_basedir is removed")
     measured = False
     need = 0
-    if facts.realpath_used is not None:
+    if facts.realpath_used is not None and not basedir:
         ev.append(f"a worker's realpath_cache_size() = {facts.realpath_used:,} bytes "
                   f"({facts.realpath_used / max(limit, 1):.0%} of the limit; PHP never evicts)")
         measured |= facts.realpath_used >= 0.9 * limit
@@ -138,8 +143,9 @@ def realpath_cache_small(facts: Facts) -> list[Finding]:
         return []
     want = max(2 * max(need, facts.tree_bytes, facts.realpath_used or 0), REALPATH_DEFAULT)
     gain = None
-    note = NO_TRACE
-    if t is not None and t.detail == "events":
+    note = ("open_basedir disables the cache: see open-basedir for the gain" if basedir
+            else NO_TRACE)
+    if t is not None and events:
         gain = _gain(facts, "successful lstat", t.ok_lstat_per_request, "walk")
         note = ("estimate: once warm, every path fits, so the successful lstat calls the trace "
                 "saw per request go (failed lookups stay)")
@@ -362,33 +368,51 @@ def opcache_file_update_protection(facts: Facts) -> list[Finding]:
 
 
 # -- include_path, autoloader, .user.ini ---------------------------------------------------------
+def _dead_entries(facts: Facts) -> list[str]:
+    """include_path entries without any PHP file (or missing) that come before an entry with
+    PHP files: every relative include resolved through include_path misses there first."""
+    counts = list(facts.include_path_php)
+    last_live = max((i for i, (_, n) in enumerate(counts) if n > 0), default=-1)
+    return [e for i, (e, n) in enumerate(counts) if n <= 0 and i < last_live]
+
+
 @rule("include-path-misses")
 def include_path_misses(facts: Facts) -> list[Finding]:
     t = facts.trace
     inc = _s(facts, "include_path") or ""
     entries = [e for e in inc.split(":") if e]
-    if t is None or not t.failed_by_entry:
-        return []
-    failed = [(e, c, r) for e, c, r in t.failed_by_entry if e != "(not from include_path)"]
+    failed = [(e, c, r) for e, c, r in (t.failed_by_entry if t else ())
+              if e != "(not from include_path)"]
     total = sum(r for _, _, r in failed)
-    if total < 1:
+    dead = _dead_entries(facts)
+    if total < 1 and not dead:
         return []
     ev = [f"include_path = {inc}"] + [f"{r:g} failed lookups per request in {e!r} ({c:,} in "
                                       "the trace)" for e, c, r in failed]
-    bad = {e for e, _, _ in failed}
+    if dead:
+        ev.append("entries without a single PHP file, before the entry that holds the code: "
+                  + ", ".join(dead))
+    bad = {e for e, _, _ in failed} | set(dead)
     good = [e for e in entries if e not in bad]
-    new = good + [e for e in entries if e in bad]
+    new = good + [e for e in entries if e in bad and e not in dead]
     change = ["; include files by absolute path: require __DIR__ . '/lib/file.php';"]
     if good and new != entries:
         change.insert(0, f"include_path = \"{':'.join(new)}\"")
-    elif good:
-        change.insert(0, f"include_path = \"{':'.join(good)}\"")
-    sev = "warning" if total >= 5 else "info"
+    if total >= 1:
+        sev = "warning" if total >= 5 else "info"
+        gain = _gain(facts, "failed lstat", total, "negative")
+        note = ("estimate: each failed candidate is one lstat that goes once the holding entry "
+                "comes first")
+    else:
+        # Not measured: with OPcache, resolved relative includes are cached by key, so the
+        # misses come back on compiles and revalidations; without it, on every include.
+        sev = "info" if _opcache_on(facts) else "warning"
+        gain = None
+        note = NO_TRACE if t is None else ("the trace saw no failed lookups in include_path "
+                                           "(OPcache answered the includes by key)")
     return [_f(sev, "relative includes miss in include_path entries first", ev, change,
                "moving entries changes which file wins if two entries hold the same name; "
-               "check that none does", _gain(facts, "failed lstat", total, "negative"),
-               "estimate: each failed candidate is one lstat that goes once the holding entry "
-               "comes first")]
+               "check that none does", gain, note)]
 
 
 @rule("autoloader-storm")
