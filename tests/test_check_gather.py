@@ -10,8 +10,11 @@ import time
 from pathlib import Path
 
 from statstorm.adapters import elf, fastcgi, memory
-from statstorm.commands.check import (_app_root, _scan_tree, nginx_servers, pool_directives,
-                                      writable_paths)
+from statstorm.adapters.codetree import app_root as _app_root
+from statstorm.adapters.codetree import scan as _scan_tree
+from statstorm.adapters.codetree import writable_paths
+from statstorm.adapters.nginx import nginx_servers
+from statstorm.adapters.phpfpm import pool_directives
 from statstorm.model.checkfacts import fsbench_p50, trace_facts
 from statstorm.model.tracestats import summarize
 from statstorm.results.trace import Request, Syscall, Trace, new_header

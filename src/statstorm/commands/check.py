@@ -14,26 +14,24 @@ import json
 import os
 import re
 import shutil
-import stat
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters import elf, fastcgi, gluster, memory, mounts, phpfpm, procs
+from statstorm.adapters import (codetree, elf, fastcgi, gluster, memory, mounts, nginx, phpfpm,
+                                procs)
 from statstorm.commands import trace as trace_cmd
 from statstorm.context import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.model.checkfacts import (Facts, MountFact, TraceFacts, fsbench_p50, ini_int,
-                                        realpath_bytes, trace_facts, with_parents)
+                                        trace_facts)
 from statstorm.model.findings import SEVERITIES, Finding, evaluate, rank
 from statstorm.model.tracestats import summarize
 from statstorm.results.common import read_json
 from statstorm.results.trace import read_trace
 
 SCHEMA = "statstorm.check/1"
-MAX_FILES = 200_000
 # The script a worker runs for `check` (no output but JSON; nothing is changed).
 QUERY_PHP = r"""<?php
 header('Content-Type: application/json');
@@ -189,69 +187,11 @@ def _targets(env: Env, opts: CheckOptions) -> list[_Pool]:
 
 
 # -- gathering -----------------------------------------------------------------------------------
-def pool_directives(text: str, pool: str) -> dict[str, str]:
-    """All `key = value` lines of one pool's section in `php-fpm -tt` output."""
-    out: dict[str, str] = {}
-    current = ""
-    for line in text.splitlines():
-        m = re.search(r"NOTICE:\s+(.*)$", line)
-        if not m:
-            continue
-        body = m.group(1).strip()
-        sec = re.fullmatch(r"\[(.+)\]", body)
-        if sec:
-            current = sec.group(1)
-        elif current == pool and " = " in body:
-            key, _, value = body.partition(" = ")
-            value = value.strip().strip("'")
-            out[key.strip()] = "" if value == "undefined" else value
-    return out
-
-
-def nginx_servers(text: str) -> list[dict[str, str]]:
-    """The `root`, `fastcgi_pass` and SCRIPT_FILENAME of each server block in `nginx -T`."""
-    servers: list[dict[str, str]] = []
-    depth = 0
-    server_depth = -1
-    cur: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if re.match(r"server\s*\{", line):
-            server_depth = depth
-            cur = {}
-        m = re.match(r"(root|fastcgi_pass)\s+([^;]+);", line)
-        if m and server_depth >= 0:
-            cur.setdefault(m.group(1), m.group(2).strip())
-        m = re.match(r"fastcgi_param\s+SCRIPT_FILENAME\s+([^;]+);", line)
-        if m and server_depth >= 0:
-            # the PHP location's (built from $fastcgi_script_name) beats a status page's
-            value = m.group(1).strip()
-            if "script_filename" not in cur or ("fastcgi_script_name" in value
-                                                and "fastcgi_script_name" not in cur["script_filename"]):
-                cur["script_filename"] = value
-        depth += line.count("{") - line.count("}")
-        if server_depth >= 0 and depth <= server_depth:
-            servers.append(cur)
-            server_depth = -1
-    return servers
-
-
-def _nginx_argvs() -> list[list[str]]:
-    out = []
-    for pid in procs.find_pids(["nginx: master process"]):
-        title = " ".join(procs.cmdline(pid)).split("nginx: master process", 1)[1].split()
-        binary = title[0] if title and title[0].startswith("/") else "/usr/sbin/nginx"
-        out.append([binary, *title[1:]])
-    return out
-
-
 def _nginx_for(env: Env, pool: _Pool, listen: str) -> dict[str, str] | None:
-    argvs = [pool.nginx_conf] if pool.nginx_conf else _nginx_argvs()
+    argvs = [pool.nginx_conf] if pool.nginx_conf else nginx.running_masters()
     for argv in argvs:
         res = env.run([*argv, "-T"], check=False, what="nginx -T")
-        for server in nginx_servers(res.stdout):
+        for server in nginx.nginx_servers(res.stdout):
             fp = server.get("fastcgi_pass", "").removeprefix("unix:")
             if fp and listen and (fp == listen or fp.endswith(":" + listen)):
                 return server
@@ -279,112 +219,6 @@ def _query_pool(env: Env, listen: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ComponentError("the pool answered something other than the query's JSON")
     return data
-
-
-@dataclass
-class _Tree:
-    php_files: int = 0
-    entries: int = 0
-    bytes: int = 0
-    user_ini_files: int = 0
-    recent: tuple[str, ...] = ()
-    future: tuple[str, ...] = ()
-
-
-def _scan_tree(roots: list[str], user_ini: str, protection: int) -> _Tree:
-    """PHP files (with realpath entries and bytes), user_ini files, and PHP files changed in
-    the last `protection` seconds or dated in the future, under `roots`."""
-    php: list[str] = []
-    ini = 0
-    recent: list[str] = []
-    future: list[str] = []
-    now = time.time()
-    seen: set[tuple[int, int]] = set()
-    for root in roots:
-        for d, dirs, files in os.walk(root, followlinks=True):
-            try:
-                st = os.stat(d)
-            except OSError:
-                dirs[:] = []
-                continue
-            if (st.st_dev, st.st_ino) in seen:
-                dirs[:] = []
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            for f in files:
-                if user_ini and f == user_ini:
-                    ini += 1
-                if f.endswith(".php") and len(php) < MAX_FILES:
-                    p = os.path.join(d, f)
-                    php.append(p)
-                    if protection > 0:
-                        try:
-                            mtime = os.stat(p).st_mtime
-                        except OSError:
-                            continue
-                        if mtime > now + 1:
-                            future.append(p)
-                        elif mtime > now - protection:
-                            recent.append(p)
-    entries, size = realpath_bytes(with_parents(php))
-    return _Tree(len(php), entries, size, ini, tuple(recent[:20]), tuple(future[:20]))
-
-
-def _app_root(docroot: str) -> str:
-    """The docroot, or its parent when that is a Composer project (`public/` beside `vendor/`):
-    the code a request runs lives there too."""
-    parent = Path(docroot).parent
-    if (parent / "vendor").is_dir() or (parent / "composer.json").is_file():
-        return str(parent)
-    return docroot
-
-
-def _count_php(entry: str, limit: int = 1000) -> int:
-    """PHP files under an include_path entry (up to `limit`); -1 if it does not exist."""
-    if not Path(entry).is_dir():
-        return -1
-    n = 0
-    for _, _, files in os.walk(entry):
-        n += sum(1 for f in files if f.endswith(".php"))
-        if n >= limit:
-            break
-    return n
-
-
-def _symlinks(paths: list[str]) -> tuple[tuple[str, str], ...]:
-    out: dict[str, str] = {}
-    for path in paths:
-        parts = Path(path).parts
-        for i in range(2, len(parts) + 1):
-            p = str(Path(*parts[:i]))
-            try:
-                if stat.S_ISLNK(os.lstat(p).st_mode):
-                    out.setdefault(p, os.readlink(p))
-            except OSError:
-                break
-    return tuple(out.items())
-
-
-CACHE_DIRS = ("cache", "tmp", "temp", "var", "storage", "sessions", "uploads")
-
-
-def writable_paths(settings: dict[str, str], app_root: str) -> list[tuple[str, str]]:
-    """(what, path) of the places PHP writes to: sessions, OPcache's file cache, upload and
-    temp dirs, and the app's own cache-like directories (`cache/`, `var/`, `storage/` …)."""
-    out: list[tuple[str, str]] = []
-    if settings.get("session.save_handler", "files") == "files":
-        path = settings.get("session.save_path", "").rsplit(";", 1)[-1]
-        if path.startswith("/"):
-            out.append(("session files", path))
-    for key, what in (("opcache.file_cache", "OPcache file cache"),
-                      ("upload_tmp_dir", "upload temp dir"), ("sys_temp_dir", "temp dir")):
-        if settings.get(key, "").startswith("/"):
-            out.append((what, settings[key]))
-    if app_root:
-        for name in CACHE_DIRS:
-            if Path(app_root, name).is_dir():
-                out.append(("app directory", str(Path(app_root, name))))
-    return out
 
 
 def _mounts(env: Env, docroot: str, include: list[str],
@@ -438,7 +272,7 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
     settings.pop("sapi", None)
     res = env.run([pool.binary, "-tt", *trace_cmd._ini_args(pool.argv)], check=False,
                   what="php-fpm -tt")
-    directives = pool_directives(res.stderr + res.stdout, pool.name)
+    directives = phpfpm.pool_directives(res.stderr + res.stdout, pool.name)
     pm = {k: v for k, v in directives.items() if k.startswith("pm")}
     for k in list(settings):
         if k.startswith("pm"):
@@ -472,12 +306,12 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
                      "mounts and symlinks are not checked; give --docroot")
     include = [e for e in str(settings.get("include_path", "")).split(":")
                if e.startswith("/") and Path(e).is_dir()]
-    tree = _Tree()
+    tree = codetree.CodeTree()
     if docroot:
-        roots = [_app_root(docroot)] + [e for e in include if not e.startswith("/usr/share/php")]
-        tree = _scan_tree(roots, str(settings.get("user_ini.filename", "")),
+        roots = [codetree.app_root(docroot)] + [e for e in include if not e.startswith("/usr/share/php")]
+        tree = codetree.scan(roots, str(settings.get("user_ini.filename", "")),
                           ini_int(settings.get("opcache.file_update_protection"), 2))
-    inc_php = tuple((e, _count_php(e)) for e in str(settings.get("include_path", "")).split(":")
+    inc_php = tuple((e, codetree.count_php(e)) for e in str(settings.get("include_path", "")).split(":")
                     if e.startswith("/")) if docroot else ()
     info = memory.meminfo()
     pss = [p for p in (memory.pss_kb(w) for w in pool.workers) if p]
@@ -488,8 +322,8 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
         user_ini_files=tree.user_ini_files if docroot else None,
         recent_php_files=tree.recent, future_php_files=tree.future, include_path_php=inc_php,
         mounts=_mounts(env, docroot, include,
-                       writable_paths(settings, _app_root(docroot) if docroot else "")),
-        symlinks=_symlinks([docroot, *include]) if docroot else (),
+                       codetree.writable_paths(settings, codetree.app_root(docroot) if docroot else "")),
+        symlinks=codetree.symlinks_on([docroot, *include]) if docroot else (),
         nginx_script_filename=(server or {}).get("script_filename"),
         hugepages=memory.hugepages(info), php_binary=pool.binary,
         text_bytes=elf.read_text_segment(pool.binary), worker_pss_kb=tuple(pss),

@@ -2,8 +2,9 @@
 
 Each rule is a function `Facts -> list[Finding]` registered in RULES under its stable id (the
 rules live in model.rules_php and model.rules_stack, imported at the end); the id is the anchor
-of its section in docs/check.md (a test fails if a rule has none). A finding carries the evidence (settings and measured figures), the exact lines to change, the trade-off,
-and a predicted gain where statstorm can estimate one from the trace (syscalls per request it
+of its section in docs/check.md (a test fails if a rule has none). A finding carries the
+evidence (settings and measured figures), the exact lines to change, the trade-off, and a
+predicted gain where statstorm can estimate one from the trace (syscalls per request it
 removes, and with an fsbench result their time); otherwise `predicted_gain` is None and
 `gain_note` says why.
 """
