@@ -17,7 +17,7 @@ from statstorm.adapters.nginx import nginx_servers
 from statstorm.adapters.phpfpm import pool_directives
 from statstorm.model.checkfacts import fsbench_p50, trace_facts
 from statstorm.model.tracestats import summarize
-from statstorm.results.trace import Request, Syscall, Trace, new_header
+from statstorm.results.trace import Request, RequestCounts, Syscall, Trace, new_header
 
 NGINX_T = """\
 # configuration file /etc/nginx/nginx.conf:
@@ -185,6 +185,21 @@ def test_trace_facts_from_a_trace() -> None:
     # /srv, /srv/app, /srv/app/x.php, /srv/app/y.php
     assert f.working_set_entries == 4
     assert f.working_set_bytes == 4 * 49 + len("/srv/srv/app/srv/app/x.php/srv/app/y.php")
+
+
+def test_trace_facts_from_a_counts_trace() -> None:
+    """A `trace --counts` trace has no paths: per-request totals only, nothing invented."""
+    h = new_header("bpftrace", created="", host="", targets={}, settings={}, mounts=[],
+                   detail="counts")
+    tr = Trace(header=h)
+    for req in range(3):
+        tr.requests[req] = Request(req, 10, req * 100, req * 100 + 50)
+        tr.request_counts.append(RequestCounts(req, 10, {"lstat": (40, 2, 0), "stat": (5, 0, 0)}))
+    f = trace_facts(tr, summarize(tr))
+    assert f.detail == "counts" and f.requests == 3
+    assert f.per_request["lstat"] == 40 and f.per_request["total"] == 45
+    assert f.working_set_bytes == 0 and f.ok_lstat_per_request == 0
+    assert f.vendor_failed_per_request == 0 and f.cold_extra_calls is None
 
 
 def test_fsbench_p50() -> None:
