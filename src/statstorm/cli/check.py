@@ -83,7 +83,7 @@ def check(env: Env, pools: tuple[str, ...], lab: str | None, trace_file: Path | 
     finding id is documented in docs/check.md.
 
     Exit status: 0, or 1 when --fail-on is given and a finding is at least that severe;
-    2 bad usage, 3 needs root (to read other users' pools).
+    2 bad usage or input. Run it as root to see other users' workers (memory, binary).
 
     \b
     Examples:

@@ -164,7 +164,7 @@ def _targets(env: Env, opts: CheckOptions) -> list[_Pool]:
         for k, v in state.php_ini.items():
             argv += ["-d", f"{k}={v}"]
         return [_Pool(state.pool, state.fpm_binary, argv, state.worker_pids, state.docroot,
-                      ["/usr/sbin/nginx", "-p", str(root), "-e",
+                      [nginx.BINARY, "-p", str(root), "-e",
                        str(root / "log/nginx-error.log"), "-c", str(root / "conf/nginx.conf")],
                       lab=opts.lab)]
     names = list(opts.pools) or running_pools()
@@ -179,6 +179,8 @@ def _targets(env: Env, opts: CheckOptions) -> list[_Pool]:
                              f"'php-fpm: pool {name}'); list them with `ps -eo args | grep "
                              "'php-fpm: pool'`")
         binary = _exe(workers[0])
+        if not os.path.basename(binary).startswith("php-fpm"):
+            binary = phpfpm.find_binary()  # /proc/PID/exe of another user's worker: unreadable
         master = _ppid(workers[0])
         conf = re.search(r"\((\S+)\)", " ".join(procs.cmdline(master)))
         argv = [binary] + (["-y", conf.group(1)] if conf else [])
