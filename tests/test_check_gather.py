@@ -214,6 +214,26 @@ def test_fsbench_p50() -> None:
     assert fsbench_p50(result) == {"/mnt": {"negative": 180.5}, "/": {"walk": 1.2}}
 
 
+def test_fsbench_file_as_fsbench_writes_it(tmp_path: Path) -> None:
+    """--fsbench reads the file `statstorm fsbench -o` writes (same dataclasses, same writer)."""
+    from statstorm.commands.check import _load_fsbench
+    from statstorm.model.latency import summarize as lat
+    from statstorm.results.fsbench import Cell, FsbenchResult, write
+
+    cells = tuple(Cell(op=op, state="warm", path_index=i, path=p, clients=1, passes=1,
+                       calls_per_pass=3, ok=3, enoent=0, other_errors=0,
+                       stats=lat([us * 1000] * 3, wall_s=0.1))
+                  for i, (p, op, us) in enumerate((("/code", "walk", 2),
+                                                   ("/mnt/code", "negative", 150))))
+    res = FsbenchResult(paths=("/code", "/mnt/code"), ops=("walk", "negative"), states=("warm",),
+                        clients=1, iterations=1, duration_s=None, max_files=None, started_at="",
+                        mounts=({"mount_point": "/"}, {"mount_point": "/mnt"}), workload=(),
+                        overhead_p50_us=0.1, cold=(), cells=cells, caveats=(), complete=True)
+    out = tmp_path / "fs.json"
+    write(out, res)
+    assert _load_fsbench(out) == {"/": {"walk": 2.0}, "/mnt": {"negative": 150.0}}
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "statstorm", "check", *args],
                           capture_output=True, text=True, timeout=60)
@@ -228,5 +248,9 @@ def test_usage_errors_are_one_line(tmp_path: Path) -> None:
     bad.write_text("hello\n")
     p = _cli("--lab", "nope-" + tmp_path.name, "--trace", str(bad))
     assert p.returncode == 2 and "not a statstorm" in p.stderr
+    other = tmp_path / "other.json"
+    other.write_text('{"schema": "statstorm.sweep/1"}')
+    p = _cli("--lab", "nope-" + tmp_path.name, "--fsbench", str(other))
+    assert p.returncode == 2 and "not a `statstorm fsbench" in p.stderr
     p = _cli("--pool", "statstorm-no-such-pool")
     assert p.returncode == 2 and "no php-fpm pool" in p.stderr

@@ -289,7 +289,8 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
     if opts.query_pool and listen and not directives.get("chroot"):
         try:
             data = _query_pool(env, listen)
-            settings.update({k: str(v) for k, v in (data.get("ini") or {}).items()})
+            settings.update({k: "" if v is None else str(v)
+                             for k, v in (data.get("ini") or {}).items()})
             status = data.get("opcache") or None
             used = int(data["realpath_used"]) if data.get("realpath_used") is not None else None
             source = f"a worker of the pool over FastCGI ({listen})"
