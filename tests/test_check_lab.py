@@ -74,7 +74,7 @@ def test_bad_local_lab(lab, state_home: Path, tmp_path: Path) -> None:
     assert code == 1  # warnings present
     f = by_id(r)
     pool = r["pools"][0]
-    assert "FastCGI" in pool["settings_source"]  # a worker answered the query
+    assert "2 worker(s) of the pool over FastCGI" in pool["settings_source"]
     assert pool["php_files"] > 200  # public/, vendor/ and lib/ of the app
     assert len(pool["worker_pss_kb"]) == 2 and min(pool["worker_pss_kb"]) > 1000
     assert pool["text_bytes"] > 1 << 20 and pool["hugepages"]["page_kb"] > 0
@@ -84,7 +84,8 @@ def test_bad_local_lab(lab, state_home: Path, tmp_path: Path) -> None:
     rp = f["realpath-cache-small"]
     ev = " ".join(rp["evidence"])
     assert rp["severity"] == "warning" and rp["change"] == ["realpath_cache_size = 4M"]
-    assert "realpath_cache_size() =" in ev  # the worker's own figure
+    assert "realpath_cache_size() in 2 worker(s)" in ev  # each worker's own figure
+    assert len(pool["realpath_used_by_worker"]) == 2
     assert rp["predicted_gain"]["syscalls_per_request"] <= -5
     assert s["per_request"]["lstat"] >= -rp["predicted_gain"]["syscalls_per_request"]
 

@@ -86,8 +86,10 @@ def test_realpath_cache_small_from_tree_and_trace() -> None:
 
 
 def test_realpath_cache_small_when_a_worker_reports_it_full() -> None:
-    f = ids(facts({"realpath_cache_size": "64K"}, tree_bytes=10_000, realpath_used=63_000))
-    assert "realpath-cache-small" in f
+    f = ids(facts({"realpath_cache_size": "64K"}, tree_bytes=10_000, realpath_used=63_000,
+                  realpath_used_by_worker=(63_000, 12_000)))
+    assert "in 2 worker(s): 63,000, 12,000 bytes (up to 96% of the limit" in " ".join(
+        f["realpath-cache-small"].evidence)
     assert f["realpath-cache-small"].change == ("realpath_cache_size = 4M",)
     big = facts({"realpath_cache_size": "16M"}, tree_bytes=12 << 20, realpath_used=15 << 20)
     assert ids(big)["realpath-cache-small"].change == ("realpath_cache_size = 30M",)

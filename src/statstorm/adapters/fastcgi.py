@@ -78,12 +78,13 @@ def connect(listen: str, timeout: float) -> socket.socket:
     return sock
 
 
-def run_script(listen: str, script: str, timeout: float = 10.0) -> tuple[str, bytes]:
+def run_script(listen: str, script: str, timeout: float = 10.0,
+               query: str = "") -> tuple[str, bytes]:
     """Run the PHP file `script` in the pool at `listen`; return (headers, body)."""
     params = {"GATEWAY_INTERFACE": "FastCGI/1.0", "REQUEST_METHOD": "GET",
               "SCRIPT_FILENAME": script, "SCRIPT_NAME": "/" + script.rsplit("/", 1)[-1],
               "DOCUMENT_ROOT": script.rsplit("/", 1)[0], "REQUEST_URI": "/statstorm-check",
-              "QUERY_STRING": "", "SERVER_SOFTWARE": "statstorm", "SERVER_PROTOCOL": "HTTP/1.1",
+              "QUERY_STRING": query, "SERVER_SOFTWARE": "statstorm", "SERVER_PROTOCOL": "HTTP/1.1",
               "REMOTE_ADDR": "127.0.0.1", "CONTENT_LENGTH": "0"}
     sock = connect(listen, timeout)
     data = b""

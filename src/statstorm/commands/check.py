@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ $keys = ['realpath_cache_size', 'realpath_cache_ttl', 'open_basedir', 'include_p
 $ini = [];
 foreach ($keys as $k) { $v = ini_get($k); if ($v !== false) { $ini[$k] = $v; } }
 foreach ((ini_get_all('zend opcache', false) ?: []) as $k => $v) { $ini[$k] = (string)$v; }
+if (isset($_GET['hold'])) { usleep(min(200000, (int)$_GET['hold'])); }
 echo json_encode(['ini' => $ini, 'realpath_used' => realpath_cache_size(),
   'opcache' => function_exists('opcache_get_status') ? opcache_get_status(false) : null,
   'sapi' => PHP_SAPI, 'pid' => getmypid()]);
@@ -94,6 +96,7 @@ class CheckResult:
                                      else None),
                        "php_binary": p.facts.php_binary, "text_bytes": p.facts.text_bytes,
                        "realpath_used": p.facts.realpath_used,
+                       "realpath_used_by_worker": list(p.facts.realpath_used_by_worker),
                        "opcache_memory": (p.facts.opcache_status or {}).get("memory_usage"),
                        "notes": p.notes} for p in self.pools],
         }
@@ -200,18 +203,7 @@ def _nginx_for(env: Env, pool: _Pool, listen: str) -> dict[str, str] | None:
     return None
 
 
-def _query_pool(env: Env, listen: str) -> dict[str, Any]:
-    base = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
-    tmp = tempfile.mkdtemp(prefix="statstorm-check-", dir=base)
-    try:
-        os.chmod(tmp, 0o755)
-        script = Path(tmp, "query.php")
-        script.write_text(QUERY_PHP)
-        script.chmod(0o644)
-        env.debug(f"FastCGI {listen}: {script}")
-        head, body = fastcgi.run_script(listen, str(script))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def _decode(head: str, body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except ValueError:
@@ -221,6 +213,31 @@ def _query_pool(env: Env, listen: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ComponentError("the pool answered something other than the query's JSON")
     return data
+
+
+def _query_pool(env: Env, listen: str, workers: int) -> list[dict[str, Any]]:
+    """Ask the pool `workers` times at once (each answer held 50 ms, so that busy workers make
+    the next request go to another): one answer per worker that replied."""
+    base = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
+    tmp = tempfile.mkdtemp(prefix="statstorm-check-", dir=base)
+    try:
+        os.chmod(tmp, 0o755)
+        script = Path(tmp, "query.php")
+        script.write_text(QUERY_PHP)
+        script.chmod(0o644)
+        env.debug(f"FastCGI {listen}: {script} x{workers}")
+        n = max(1, min(workers, 16))
+        query = "hold=50000" if n > 1 else ""
+        with ThreadPoolExecutor(max_workers=n) as ex:
+            replies = list(ex.map(lambda _: fastcgi.run_script(listen, str(script), query=query),
+                                  range(n)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    by_pid: dict[int, dict[str, Any]] = {}
+    for head, body in replies:
+        data = _decode(head, body)
+        by_pid.setdefault(int(data.get("pid") or 0), data)
+    return list(by_pid.values())
 
 
 def _mounts(env: Env, docroot: str, include: list[str],
@@ -283,17 +300,21 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
     source = "php-fpm -i and -tt (the master's ini, the pool's php_value/php_admin_value)"
     status: dict[str, Any] | None = None
     used: int | None = None
+    used_by: tuple[int, ...] = ()
     if opts.query_pool and not listen:
         notes.append("the pool's listen address is unknown (php-fpm -tt did not show it): "
                      "not asked over FastCGI")
     if opts.query_pool and listen and not directives.get("chroot"):
         try:
-            data = _query_pool(env, listen)
+            answers = _query_pool(env, listen, len(pool.workers))
+            data = answers[0]
             settings.update({k: "" if v is None else str(v)
                              for k, v in (data.get("ini") or {}).items()})
             status = data.get("opcache") or None
-            used = int(data["realpath_used"]) if data.get("realpath_used") is not None else None
-            source = f"a worker of the pool over FastCGI ({listen})"
+            used_by = tuple(int(a["realpath_used"]) for a in answers
+                            if a.get("realpath_used") is not None)
+            used = max(used_by) if used_by else None
+            source = f"{len(answers)} worker(s) of the pool over FastCGI ({listen})"
         except ComponentError as exc:
             notes.append(f"could not ask the pool over FastCGI ({exc}; open_basedir or "
                          "security.limit_extensions can keep the query script out); settings "
@@ -331,7 +352,8 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
         hugepages=memory.hugepages(info), php_binary=pool.binary,
         text_bytes=elf.read_text_segment(pool.binary), worker_pss_kb=tuple(pss),
         mem_available_kb=info.get("MemAvailable"), mem_total_kb=info.get("MemTotal"),
-        opcache_status=status, realpath_used=used, trace=trace, fsbench_p50_us=fsb),
+        opcache_status=status, realpath_used=used, realpath_used_by_worker=used_by,
+        trace=trace, fsbench_p50_us=fsb),
         [], notes)
 
 

@@ -93,7 +93,8 @@ class Facts:
     mem_available_kb: int | None = None
     mem_total_kb: int | None = None
     opcache_status: dict[str, Any] | None = None  # opcache_get_status(false) of the pool
-    realpath_used: int | None = None  # realpath_cache_size() in one worker
+    realpath_used: int | None = None  # the largest realpath_cache_size() of the workers asked
+    realpath_used_by_worker: tuple[int, ...] = ()
     trace: TraceFacts | None = None
     fsbench_p50_us: dict[str, dict[str, float]] = field(default_factory=dict)  # mount → op → µs
 

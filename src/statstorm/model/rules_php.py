@@ -26,8 +26,10 @@ def realpath_cache_small(facts: Facts) -> list[Finding]:
     measured = False
     need = 0
     if facts.realpath_used is not None and not basedir:
-        ev.append(f"a worker's realpath_cache_size() = {facts.realpath_used:,} bytes "
-                  f"({facts.realpath_used / max(limit, 1):.0%} of the limit; PHP never evicts)")
+        each = facts.realpath_used_by_worker or (facts.realpath_used,)
+        ev.append(f"realpath_cache_size() in {len(each)} worker(s): "
+                  f"{', '.join(f'{u:,}' for u in each)} bytes (up to "
+                  f"{facts.realpath_used / max(limit, 1):.0%} of the limit; PHP never evicts)")
         measured |= facts.realpath_used >= 0.9 * limit
     if t is not None and t.working_set_bytes:
         need = t.working_set_bytes
@@ -95,7 +97,7 @@ def open_basedir(facts: Facts) -> list[Finding]:
           f"(components of the matching basedir) lstat, tried against {len(entries)} entr"
           f"{'y' if len(entries) == 1 else 'ies'} in order"]
     if facts.realpath_used is not None:
-        ev.append(f"a worker's realpath_cache_size() = {facts.realpath_used:,}")
+        ev.append(f"realpath_cache_size() of the workers asked: {facts.realpath_used:,} bytes")
     gain = None
     note = NO_TRACE
     t = facts.trace
