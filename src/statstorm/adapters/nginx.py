@@ -1,7 +1,9 @@
-"""nginx: the lab's own master, in front of the lab's php-fpm pool on 127.0.0.1."""
+"""nginx: the lab's own master, in front of the lab's php-fpm pool on 127.0.0.1; and what
+running nginx servers pass to a php-fpm pool (read from `nginx -T`)."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Callable
@@ -91,3 +93,43 @@ def start(env: Env, conf: Path, prefix: Path, port: int, record: Callable[[int],
         time.sleep(0.05)
     procs.terminate(pid)
     raise ComponentError(f"nginx did not listen on 127.0.0.1:{port} within {timeout:.0f} s")
+
+
+def nginx_servers(text: str) -> list[dict[str, str]]:
+    """The `root`, `fastcgi_pass` and SCRIPT_FILENAME of each server block in `nginx -T`."""
+    servers: list[dict[str, str]] = []
+    depth = 0
+    server_depth = -1
+    cur: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if re.match(r"server\s*\{", line):
+            server_depth = depth
+            cur = {}
+        m = re.match(r"(root|fastcgi_pass)\s+([^;]+);", line)
+        if m and server_depth >= 0:
+            cur.setdefault(m.group(1), m.group(2).strip())
+        m = re.match(r"fastcgi_param\s+SCRIPT_FILENAME\s+([^;]+);", line)
+        if m and server_depth >= 0:
+            # the PHP location's (built from $fastcgi_script_name) beats a status page's
+            value = m.group(1).strip()
+            if "script_filename" not in cur or ("fastcgi_script_name" in value
+                                                and "fastcgi_script_name" not in cur["script_filename"]):
+                cur["script_filename"] = value
+        depth += line.count("{") - line.count("}")
+        if server_depth >= 0 and depth <= server_depth:
+            servers.append(cur)
+            server_depth = -1
+    return servers
+
+
+def running_masters() -> list[list[str]]:
+    """The binary and options of every running nginx master (from its process title)."""
+    out = []
+    for pid in procs.find_pids(["nginx: master process"]):
+        title = " ".join(procs.cmdline(pid)).split("nginx: master process", 1)[1].split()
+        binary = title[0] if title and title[0].startswith("/") else "/usr/sbin/nginx"
+        out.append([binary, *title[1:]])
+    return out

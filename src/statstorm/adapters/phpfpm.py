@@ -124,3 +124,22 @@ def effective_ini(env: Env, binary: str, conf: Path, overrides: Mapping[str, str
         if len(parts) >= 2 and parts[0] in keys:
             values[parts[0]] = parts[1]
     return values
+
+
+def pool_directives(text: str, pool: str) -> dict[str, str]:
+    """All `key = value` lines of one pool's section in `php-fpm -tt` output."""
+    out: dict[str, str] = {}
+    current = ""
+    for line in text.splitlines():
+        m = re.search(r"NOTICE:\s+(.*)$", line)
+        if not m:
+            continue
+        body = m.group(1).strip()
+        sec = re.fullmatch(r"\[(.+)\]", body)
+        if sec:
+            current = sec.group(1)
+        elif current == pool and " = " in body:
+            key, _, value = body.partition(" = ")
+            value = value.strip().strip("'")
+            out[key.strip()] = "" if value == "undefined" else value
+    return out

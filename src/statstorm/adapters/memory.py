@@ -1,0 +1,52 @@
+"""Memory and huge pages as the kernel reports them: /proc/meminfo, THP mode, worker PSS."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from statstorm.model.checkfacts import HugePageFacts
+
+THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """`/proc/meminfo` → {field: value} (kB, or a count for HugePages_*)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        m = re.match(r"(\S+):\s+(\d+)", line)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def thp_mode(text: str) -> str:
+    """`always [madvise] never` → madvise."""
+    m = re.search(r"\[(\w+)\]", text)
+    return m.group(1) if m else ""
+
+
+def meminfo() -> dict[str, int]:
+    try:
+        return parse_meminfo(Path("/proc/meminfo").read_text())
+    except OSError:
+        return {}
+
+
+def hugepages(info: dict[str, int]) -> HugePageFacts:
+    try:
+        mode = thp_mode(Path(THP).read_text())
+    except OSError:
+        mode = ""
+    return HugePageFacts(thp_enabled=mode, nr_hugepages=info.get("HugePages_Total", 0),
+                         free_hugepages=info.get("HugePages_Free", 0),
+                         page_kb=info.get("Hugepagesize", 2048))
+
+
+def pss_kb(pid: int) -> int | None:
+    """Proportional set size of a process (its fair share of shared pages), kB."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    return parse_meminfo(text).get("Pss")

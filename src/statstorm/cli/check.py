@@ -1,0 +1,104 @@
+"""`statstorm check`: flags → CheckOptions → commands.check → findings table or JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from statstorm.cli import cli
+from statstorm.commands import check as check_cmd
+from statstorm.context import Env
+from statstorm.errors import EXIT_FAILURE
+from statstorm.model.findings import SEVERITIES
+
+STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def render(env: Env, result: check_cmd.CheckResult) -> None:
+    out = Console(file=env.stdout, highlight=False,
+                  width=None if env.stdout.isatty() else 120)
+    for pc in result.pools:
+        out.print(f"[bold]pool {pc.pool}[/bold]: settings from {pc.settings_source}")
+        if pc.facts.docroot:
+            out.print(f"  docroot {pc.facts.docroot} ({pc.facts.php_files or 0:,} PHP files)")
+        for note in pc.notes:
+            out.print(f"  note: {note}")
+    found = result.findings
+    for sev in reversed(SEVERITIES):
+        group = [f for f in found if f.severity == sev]
+        if not group:
+            continue
+        t = Table(title=f"{sev}: {len(group)} finding(s)", show_lines=True, expand=False)
+        t.add_column("id", style=STYLE[sev], no_wrap=True)
+        t.add_column("finding and evidence", overflow="fold")
+        t.add_column("change", overflow="fold")
+        t.add_column("gain / trade-off", overflow="fold")
+        for f in group:
+            gain = f.predicted_gain
+            g = (f"{gain.get('syscalls_per_request', 0):+g} {gain.get('metric', '')}"
+                 + (f", {gain['us_per_request']:+g} µs" if "us_per_request" in gain else "")
+                 if gain else f"- ({f.gain_note})")
+            pool = f" [dim](pool {f.pool})[/dim]" if len(result.pools) > 1 else ""
+            t.add_row(f.id, f"[bold]{f.title}[/bold]{pool}\n" + "\n".join(f"• {e}" for e in f.evidence)
+                      + f"\n[dim]{f.docs}[/dim]",
+                      "\n".join(f.change), f"{g}\n[dim]trade-off: {f.tradeoff}[/dim]")
+        out.print(t)
+    counts = {s: sum(1 for f in found if f.severity == s) for s in SEVERITIES}
+    out.print(("no findings" if not found else
+               ", ".join(f"{counts[s]} {s}" for s in reversed(SEVERITIES) if counts[s])))
+
+
+@cli.command("check")
+@click.option("--pool", "pools", multiple=True, metavar="NAME",
+              help="Check this php-fpm pool (repeatable)  [default: every running pool]")
+@click.option("--lab", "lab", is_flag=False, flag_value="lab", default=None, metavar="[NAME]",
+              help="Check a lab's pool (default name: lab).")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="A trace of the pool (`statstorm trace -o FILE`): measured "
+              "evidence and predicted gains.")
+@click.option("--fsbench", "fsbench_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="An fsbench result (`statstorm fsbench -o FILE`): the "
+              "storage's per-call latency, to turn saved calls into time.")
+@click.option("--docroot", default=None, metavar="DIR", help="The pool's document root, when "
+              "no nginx server in front of it says so.")
+@click.option("--no-query", is_flag=True, help="Do not ask the pool over FastCGI (a worker "
+              "runs a read-only status script); read php-fpm -i/-tt only.")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"findings\": [...]} as JSON.")
+@click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
+              help="Exit with status 1 if a finding is at least this severe.")
+@click.pass_obj
+def check(env: Env, pools: tuple[str, ...], lab: str | None, trace_file: Path | None,
+          fsbench_file: Path | None, docroot: str | None, no_query: bool, as_json: bool,
+          fail_on: str | None) -> None:
+    """Graded findings on the live PHP configuration, with evidence and the lines to change.
+
+    Reads each php-fpm pool's settings as its workers see them (asking a worker over
+    FastCGI where it can), the CLI's for comparison, nginx's parameters for the pool, the
+    mounts holding the code, memory and huge pages. Read-only: nothing is changed. Every
+    finding id is documented in docs/check.md.
+
+    Exit status: 0, or 1 when --fail-on is given and a finding is at least that severe;
+    2 bad usage or input. Run it as root to see other users' workers (memory, binary).
+
+    \b
+    Examples:
+      statstorm check
+      statstorm check --lab --trace lab.sst.gz --json
+      statstorm check --pool www --fail-on warning
+    """
+    opts = check_cmd.CheckOptions(pools=pools, lab=lab, trace=trace_file, fsbench=fsbench_file,
+                                  docroot=docroot, query_pool=not no_query)
+    result = check_cmd.run(env, opts)
+    if as_json:
+        json.dump(result.to_json(), env.stdout, indent=2)
+        env.stdout.write("\n")
+    else:
+        render(env, result)
+    if check_cmd.failed(result, fail_on):
+        env.stdout.flush()
+        sys.exit(EXIT_FAILURE)

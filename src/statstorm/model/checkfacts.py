@@ -1,0 +1,260 @@
+"""The facts `statstorm check` judges: one pool's live settings, its files, mounts, memory,
+huge pages, and what a trace or an fsbench run measured.
+
+Plain frozen dataclasses filled by commands.check (which does the I/O) or by a test. The
+helpers here are pure: PHP's realpath-cache byte accounting, ini value parsing, OPcache's
+prime rounding, and the figures `check` takes from a loaded trace.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+# PHP >= 7.2 on 64-bit: sizeof(realpath_cache_bucket) (see docs/check.md, realpath cache).
+REALPATH_BUCKET_BYTES = 48
+# opcache.max_accelerated_files is rounded up to the first of these primes (PHP 8).
+OPCACHE_PRIMES = (223, 463, 983, 1979, 3907, 7963, 16229, 32531, 65407, 130987, 262237,
+                  524521, 1048793)
+OPCACHE_MAX_FILES = 1_000_000
+
+
+@dataclass(frozen=True)
+class MountFact:
+    """The mount holding one path PHP reads code from (the docroot or an include_path entry)."""
+
+    role: str  # "docroot" or "include_path"
+    path: str
+    mount_point: str
+    fstype: str
+    kind: str  # local | nfs | glusterfs-fuse | sshfs | fuse | other
+    cache_options: dict[str, str] = field(default_factory=dict)
+    volume_options: dict[str, str] = field(default_factory=dict)
+    volume: str = ""
+
+
+@dataclass(frozen=True)
+class HugePageFacts:
+    thp_enabled: str  # always | madvise | never | "" (unknown)
+    nr_hugepages: int
+    free_hugepages: int
+    page_kb: int
+
+
+@dataclass(frozen=True)
+class TraceFacts:
+    """What `check` uses from a trace (events or counts), per finished request."""
+
+    requests: int
+    detail: str  # events | counts
+    per_request: dict[str, float]
+    ok_lstat_per_request: float = 0.0  # successful lstat (realpath resolution) per request
+    failed_by_entry: tuple[tuple[str, int, float], ...] = ()  # include_path entry, failed, /req
+    vendor_failed_per_request: float = 0.0  # failed access/stat under vendor/ per request
+    vendor_failed_examples: tuple[str, ...] = ()
+    ok_probe_per_request: float = 0.0  # successful file_exists/is_file/is_readable probes
+    user_ini_per_request: float = 0.0
+    user_ini_dirs: int = 0
+    revalidate_per_request: float = 0.0  # OPcache timestamp stats per request
+    php_opens_per_request: float = 0.0  # opens of .php files (OPcache misses) per request
+    working_set_entries: int = 0  # realpath cache entries for the paths the trace touched
+    working_set_bytes: int = 0
+    cold_extra_calls: float | None = None  # first request of a worker minus the median
+    mounts: tuple[tuple[str, str, float], ...] = ()  # mount point, fstype, calls per request
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything the rules read for one php-fpm pool (or the CLI when there is no pool)."""
+
+    pool: str
+    settings: dict[str, str]  # effective for the pool's workers
+    cli_settings: dict[str, str] = field(default_factory=dict)
+    pm: dict[str, str] = field(default_factory=dict)  # pm, pm.max_children, pm.max_requests …
+    settings_source: str = ""
+    docroot: str = ""
+    php_files: int | None = None  # PHP files under the docroot and include_path entries
+    tree_entries: int = 0  # realpath cache entries for those files and their directories
+    tree_bytes: int = 0
+    user_ini_files: int | None = None  # files named user_ini.filename under the docroot
+    recent_php_files: tuple[str, ...] = ()  # mtime within file_update_protection
+    future_php_files: tuple[str, ...] = ()  # mtime ahead of this machine's clock
+    include_path_php: tuple[tuple[str, int], ...] = ()  # entry, PHP files under it (-1: absent)
+    mounts: tuple[MountFact, ...] = ()
+    symlinks: tuple[tuple[str, str], ...] = ()  # (symlinked component, its target)
+    nginx_script_filename: str | None = None  # fastcgi_param SCRIPT_FILENAME value
+    hugepages: HugePageFacts | None = None
+    php_binary: str = ""
+    text_bytes: int | None = None  # the PHP binary's executable segment (ELF)
+    worker_pss_kb: tuple[int, ...] = ()
+    mem_available_kb: int | None = None
+    mem_total_kb: int | None = None
+    opcache_status: dict[str, Any] | None = None  # opcache_get_status(false) of the pool
+    realpath_used: int | None = None  # the largest realpath_cache_size() of the workers asked
+    realpath_used_by_worker: tuple[int, ...] = ()
+    trace: TraceFacts | None = None
+    fsbench_p50_us: dict[str, dict[str, float]] = field(default_factory=dict)  # mount → op → µs
+
+
+# -- value parsing -----------------------------------------------------------------------------
+def ini_bytes(value: str | None) -> int | None:
+    """`4096K`, `16M`, `1G`, `512` → bytes; None if absent or not a size."""
+    if value is None:
+        return None
+    v = value.strip()
+    if not v:
+        return 0
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(v[-1].lower(), 1)
+    num = v[:-1] if mult > 1 else v
+    try:
+        return int(float(num) * mult)
+    except ValueError:
+        return None
+
+
+def ini_int(value: str | None, default: int = 0) -> int:
+    try:
+        return int(str(value).strip()) if value is not None else default
+    except ValueError:
+        return default
+
+
+def ini_bool(value: str | None, default: bool = False) -> bool:
+    if value is None:
+        return default
+    return value.strip().lower() in ("1", "on", "yes", "true")
+
+
+def human_bytes(n: float) -> str:
+    for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}".replace(".0", "")
+    return f"{int(n)}"
+
+
+def ini_size(n: int) -> str:
+    """Bytes as an ini size, rounded up to whole KiB or MiB."""
+    if n >= 1 << 20:
+        return f"{-(-n // (1 << 20))}M"
+    return f"{-(-n // 1024)}K"
+
+
+def opcache_rounded(n: int) -> int:
+    """opcache.max_accelerated_files as PHP really sizes its hash (the next prime)."""
+    for p in OPCACHE_PRIMES:
+        if p >= n:
+            return p
+    return OPCACHE_PRIMES[-1]
+
+
+# -- realpath cache accounting -----------------------------------------------------------------
+def with_parents(paths: Iterable[str]) -> set[str]:
+    """Every absolute path and each of its parent directories (each is a realpath entry)."""
+    out: set[str] = set()
+    for p in paths:
+        if not p.startswith("/"):
+            continue
+        p = p.rstrip("/") or "/"
+        while p not in out and p != "/":
+            out.add(p)
+            p = posixpath.dirname(p)
+    return out
+
+
+def realpath_bytes(entries: Iterable[str]) -> tuple[int, int]:
+    """(entries, bytes) the realpath cache needs to hold these keys: 48 + len + 1 each
+    (symlinked keys need their target's length + 1 more; not counted)."""
+    n = total = 0
+    for e in entries:
+        n += 1
+        total += REALPATH_BUCKET_BYTES + len(e.encode("utf-8", "surrogateescape")) + 1
+    return n, total
+
+
+# -- from a trace --------------------------------------------------------------------------------
+def trace_facts(trace: Any, summary: dict[str, Any]) -> TraceFacts:
+    """The figures `check` uses from a loaded trace (results.trace.Trace) and its summary."""
+    n = int(summary.get("requests") or 0)
+    per_request = {k: float(v) for k, v in (summary.get("per_request") or {}).items()}
+    entries = tuple((str(e["entry"]), int(e["failed"]), float(e["per_request"]))
+                    for e in summary.get("failed_by_include_path_entry") or [])
+    mounts = tuple((str(m["mount"]), str(m["fstype"]), float(m["per_request"]))
+                   for m in summary.get("by_mount") or [])
+    detail = str(summary.get("detail") or "events")
+    if not trace.syscalls or n == 0:
+        return TraceFacts(requests=n, detail=detail, per_request=per_request,
+                          failed_by_entry=entries, mounts=mounts)
+    done = {i for i, r in trace.requests.items() if r.end_ns >= 0}
+    div = max(len(done), 1)
+    ok_lstat: Counter[int] = Counter()
+    totals: Counter[int] = Counter()
+    vendor_failed = 0
+    vendor_examples: Counter[str] = Counter()
+    ok_probe = user_ini = revalidate = php_opens = 0
+    ini_dirs: set[str] = set()
+    seen: set[str] = set()
+    for s in trace.syscalls:
+        if s.req not in done:
+            continue
+        if s.call != "chdir":
+            totals[s.req] += 1
+        if s.path and s.ret >= 0 and s.call in ("lstat", "stat", "open", "readlink"):
+            seen.add(s.path)
+        if s.call == "lstat" and s.ret >= 0:
+            ok_lstat[s.req] += 1
+        if s.ret < 0 and s.call in ("access", "stat", "lstat") and "/vendor/" in s.path \
+                and s.kind in ("file_probe", "other"):
+            vendor_failed += 1
+            vendor_examples[s.path] += 1
+        if s.kind == "file_probe" and s.ret >= 0 and s.call in ("access", "stat"):
+            ok_probe += 1
+        if s.kind == "user_ini":
+            user_ini += 1
+            ini_dirs.add(posixpath.dirname(s.path))
+        if s.kind == "opcache_revalidate" and s.call == "stat":
+            revalidate += 1
+        if s.call == "open" and s.path.endswith(".php") and s.ret >= 0:
+            php_opens += 1
+    ws_entries, ws_bytes = realpath_bytes(with_parents(seen))
+    return TraceFacts(
+        requests=n, detail=detail, per_request=per_request,
+        ok_lstat_per_request=round(statistics.median(ok_lstat[i] for i in done), 1),
+        failed_by_entry=entries,
+        vendor_failed_per_request=round(vendor_failed / div, 2),
+        vendor_failed_examples=tuple(p for p, _ in vendor_examples.most_common(3)),
+        ok_probe_per_request=round(ok_probe / div, 2),
+        user_ini_per_request=round(user_ini / div, 2), user_ini_dirs=len(ini_dirs),
+        revalidate_per_request=round(revalidate / div, 2),
+        php_opens_per_request=round(php_opens / div, 2),
+        working_set_entries=ws_entries, working_set_bytes=ws_bytes,
+        cold_extra_calls=_cold_extra(trace, done, totals), mounts=mounts)
+
+
+def _cold_extra(trace: Any, done: set[int], totals: Counter[int]) -> float | None:
+    """Calls of a worker's first traced request above the median of the others."""
+    by_pid: dict[int, list[int]] = defaultdict(list)
+    for i in sorted(done, key=lambda i: trace.requests[i].start_ns):
+        by_pid[trace.requests[i].pid].append(i)
+    firsts = [ids[0] for ids in by_pid.values() if len(ids) > 1]
+    rest = [totals[i] for ids in by_pid.values() for i in ids[1:]]
+    if not firsts or not rest:
+        return None
+    return round(statistics.median(totals[i] for i in firsts) - statistics.median(rest), 1)
+
+
+def fsbench_p50(result: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """mount point → op → warm p50 µs, from an fsbench JSON result (schema statstorm.fsbench/1)."""
+    out: dict[str, dict[str, float]] = {}
+    mounts = result.get("mounts") or []
+    for cell in result.get("results") or []:
+        if cell.get("state") != "warm":
+            continue
+        idx = int(cell.get("path_index", 0))
+        mp = str(mounts[idx].get("mount_point")) if idx < len(mounts) else str(cell.get("path"))
+        p50 = (cell.get("stats") or {}).get("p50_us")
+        if p50 is not None:
+            out.setdefault(mp, {})[str(cell.get("op"))] = float(p50)
+    return out

@@ -1,0 +1,258 @@
+"""`statstorm check` rules about the stack around PHP: network mounts, writable data, symlink
+deploys, the php-fpm process manager, huge pages, and the CLI's settings. Pure code; see
+model.findings for the engine."""
+
+from __future__ import annotations
+
+from statstorm.model.checkfacts import Facts, ini_bool, ini_int
+from statstorm.model.findings import (CODE_ROLES, NETWORK_KINDS, Finding, finding, opcache_on,
+                                      rule, setting)
+
+# -- storage -------------------------------------------------------------------------------------
+def _roles(facts: Facts, mp: str) -> str:
+    return ", ".join(sorted({f"{m.role} {m.path}" for m in facts.mounts
+                             if m.mount_point == mp and m.role in CODE_ROLES}))
+
+
+@rule("nfs-mount-caching")
+def nfs_mount_caching(facts: Facts) -> list[Finding]:
+    out = []
+    seen: set[str] = set()
+    for m in facts.mounts:
+        if m.kind != "nfs" or m.mount_point in seen or m.role not in CODE_ROLES:
+            continue
+        seen.add(m.mount_point)
+        o = m.cache_options
+        acreg = ini_int(o.get("acregmax"), 60)
+        bad = []
+        if o.get("noac") == "yes":
+            bad.append("noac: no attribute cache, every stat is a GETATTR")
+        elif acreg < 30:
+            bad.append(f"acregmax = {acreg} s: attributes of code files expire quickly")
+        if o.get("lookupcache", "all") not in ("all",):
+            bad.append(f"lookupcache = {o.get('lookupcache')}: every include_path/autoloader "
+                       "miss is a LOOKUP on the server")
+        if not bad:
+            continue
+        ev = [f"{m.mount_point} ({m.fstype}) holds {_roles(facts, m.mount_point)}", *bad]
+        out.append(finding("warning", f"NFS mount {m.mount_point} caches little metadata", ev,
+                      [f"# /etc/fstab options for {m.mount_point}:",
+                       "actimeo=60,lookupcache=all,nocto",
+                       "# or keep the code on local disk and sync it on deploy"],
+                      "a deploy is seen up to 60 s late (old mtimes, new files reported "
+                      "missing); deploy to a new directory and reload php-fpm to be safe",
+                      None, "fsbench on this mount measures the per-call cost"))
+    return out
+
+
+@rule("glusterfs-mount-caching")
+def glusterfs_mount_caching(facts: Facts) -> list[Finding]:
+    out = []
+    seen: set[str] = set()
+    for m in facts.mounts:
+        if m.kind != "glusterfs-fuse" or m.mount_point in seen or m.role not in CODE_ROLES:
+            continue
+        seen.add(m.mount_point)
+        o, vol = m.cache_options, m.volume_options
+        attr = float(o.get("attribute-timeout", "1") or 1)
+        entry = float(o.get("entry-timeout", "1") or 1)
+        neg = float(o.get("negative-timeout", "0") or 0)
+        mdc = float(vol.get("performance.md-cache-timeout", "1") or 1)
+        nl = vol.get("performance.nl-cache", "off")
+        bad = []
+        if attr < 60:
+            bad.append(f"attribute-timeout = {attr:g} s")
+        if entry < 60:
+            bad.append(f"entry-timeout = {entry:g} s")
+        if neg < 60:
+            bad.append(f"negative-timeout = {neg:g} s: every failed lookup goes to the bricks")
+        if vol and mdc < 60:
+            bad.append(f"performance.md-cache-timeout = {mdc:g} s")
+        if vol and nl != "on":
+            bad.append(f"performance.nl-cache = {nl}")
+        if not bad:
+            continue
+        ev = [f"{m.mount_point} (GlusterFS FUSE, volume {m.volume or '?'}) holds "
+              f"{_roles(facts, m.mount_point)}", *bad]
+        lat = facts.fsbench_p50_us.get(m.mount_point)
+        if lat:
+            ev.append("fsbench warm p50: " + ", ".join(f"{k} {v:g} µs" for k, v in sorted(lat.items())))
+        v = m.volume or "VOLUME"
+        out.append(finding("warning", f"GlusterFS mount {m.mount_point} uses short metadata caches",
+                      ev,
+                      [f"# mount options for {m.mount_point}:",
+                       "attribute-timeout=600,entry-timeout=600,negative-timeout=600",
+                       f"gluster volume set {v} features.cache-invalidation on",
+                       f"gluster volume set {v} performance.md-cache-timeout 600",
+                       f"gluster volume set {v} performance.nl-cache on"],
+                      "a deploy through another client is seen up to 600 s late (old attributes, "
+                      "new files missing) unless cache-invalidation reaches this client; deploy "
+                      "to a new directory and reload php-fpm", None,
+                      "the gain depends on the kernel cache hit rate; fsbench measures the "
+                      "per-call cost, whatif the per-request effect"))
+    return out
+
+
+LOCAL_HOMES = {"session files": "session.save_path = /var/lib/php/sessions",
+               "OPcache file cache": "opcache.file_cache = /var/cache/php/opcache",
+               "upload temp dir": "upload_tmp_dir = /tmp",
+               "temp dir": "sys_temp_dir = /tmp"}
+
+
+@rule("writable-data-on-network")
+def writable_data_on_network(facts: Facts) -> list[Finding]:
+    hits = [m for m in facts.mounts if m.role.startswith("writable:") and m.kind in NETWORK_KINDS]
+    if not hits:
+        return []
+    ev = [f"{m.role.split(':', 1)[1]} {m.path} on {m.kind} ({m.mount_point})" for m in hits]
+    change = [LOCAL_HOMES.get(m.role.split(":", 1)[1],
+                              f"# move {m.path} to local disk (symlink it from the release "
+                              "or point the app's cache setting there)") for m in hits]
+    sessions = any(m.role == "writable:session files" for m in hits)
+    return [finding("warning" if sessions else "info",
+               "writable data and caches live on network storage", ev, list(dict.fromkeys(change)),
+               "data on local disk is per machine: sessions then need a shared store (Redis, "
+               "memcached, a database) or sticky load balancing when there are several web "
+               "servers", None,
+               "each session lock, cache write and rename is a network round trip (and a "
+               "rename wipes the worker's realpath cache); not in a trace summary")]
+
+
+@rule("symlink-deploy-stale")
+def symlink_deploy_stale(facts: Facts) -> list[Finding]:
+    if not facts.symlinks:
+        return []
+    ttl = ini_int(setting(facts, "realpath_cache_ttl"), 120)
+    vt = ini_bool(setting(facts, "opcache.validate_timestamps"), True)
+    risky = []
+    if ttl == 0 or ttl >= 600:
+        risky.append(f"realpath_cache_ttl = {ttl}" + (" (never expires)" if ttl == 0 else ""))
+    if opcache_on(facts) and not vt:
+        risky.append("opcache.validate_timestamps = 0")
+    sf = facts.nginx_script_filename
+    if not risky and (sf is None or "$realpath_root" in sf):
+        return []
+    link, target = facts.symlinks[0]
+    ev = [f"the code path goes through the symlink {link} -> {target}"] + risky
+    if sf is not None:
+        ev.append(f"nginx: fastcgi_param SCRIPT_FILENAME {sf}")
+    sev = "warning" if risky else "info"
+    return [finding(sev, "a symlink-swap deploy can keep serving the old release", ev,
+               ["# nginx, in the PHP location:",
+                "fastcgi_param SCRIPT_FILENAME $realpath_root$fastcgi_script_name;",
+                "fastcgi_param DOCUMENT_ROOT $realpath_root;",
+                "# and after switching the symlink: reload php-fpm (clears OPcache and the "
+                "realpath caches)"],
+               "none at run time; each deploy costs a reload (a cold OPcache for the next "
+               "requests)", None, "this is about correctness, not speed")]
+
+
+# -- php-fpm process manager ---------------------------------------------------------------------
+@rule("pm-max-requests")
+def pm_max_requests(facts: Facts) -> list[Finding]:
+    mr = ini_int(facts.pm.get("pm.max_requests"), 0)
+    if mr <= 0 or mr >= 1000:
+        return []
+    ev = [f"pm.max_requests = {mr}: each worker exits after {mr} requests; its successor "
+          "starts with empty realpath, stat and .user.ini caches"]
+    t = facts.trace
+    gain = None
+    note = "no trace with a worker's first request: its cold cost is not measured"
+    if t is not None and t.cold_extra_calls is not None:
+        ev.append(f"measured: a worker's first request made {t.cold_extra_calls:g} more "
+                  "syscalls than the median")
+        gain = {"metric": "syscalls per request", "syscalls_per_request":
+                -round(max(t.cold_extra_calls, 0) / mr - max(t.cold_extra_calls, 0) / 5000, 2)}
+        note = "estimate: the cold first request's extra calls spread over max_requests"
+    return [finding("warning" if mr < 100 else "info", "workers recycle often and restart cold", ev,
+               ["pm.max_requests = 5000"],
+               "a worker that leaks memory lives longer before it is replaced", gain, note)]
+
+
+@rule("pm-max-children-memory")
+def pm_max_children_memory(facts: Facts) -> list[Finding]:
+    children = ini_int(facts.pm.get("pm.max_children"), 0)
+    pss = sorted(facts.worker_pss_kb)
+    if children <= 0 or not pss or facts.mem_available_kb is None:
+        return []
+    per = pss[min(len(pss) - 1, int(len(pss) * 0.95))]
+    need = children * per
+    have = facts.mem_available_kb + sum(pss)
+    if need <= have:
+        return []
+    fit = max(1, have // per)
+    ev = [f"pm.max_children = {children}; worker PSS p95 {per / 1024:.1f} MiB over "
+          f"{len(pss)} workers",
+          f"all children need about {need / 1024:.0f} MiB; available for them: "
+          f"{have / 1024:.0f} MiB (MemAvailable + what the workers use now)"]
+    return [finding("critical" if need > 1.5 * have else "warning",
+               "pm.max_children does not fit in memory", ev,
+               [f"pm.max_children = {fit}"],
+               "fewer concurrent requests; under a burst requests wait in the listen queue "
+               "instead of the machine swapping", None, "a memory bound, not a speed-up")]
+
+
+# -- huge pages -----------------------------------------------------------------------------------
+@rule("huge-code-pages")
+def huge_code_pages(facts: Facts) -> list[Finding]:
+    hp = facts.hugepages
+    if not opcache_on(facts) or hp is None or not facts.text_bytes:
+        return []
+    page = max(hp.page_kb, 1) * 1024
+    pages = -(-facts.text_bytes // page)
+    on = ini_bool(setting(facts, "opcache.huge_code_pages"))
+    explicit = hp.free_hugepages >= pages
+    thp = hp.thp_enabled in ("always", "madvise")
+    ev = [f"opcache.huge_code_pages = {int(on)}",
+          f"{facts.php_binary or 'the PHP binary'}: executable segment "
+          f"{facts.text_bytes / (1 << 20):.1f} MiB = {pages} huge page(s) of {hp.page_kb} kB",
+          f"explicit huge pages free: {hp.free_hugepages} of {hp.nr_hugepages}; "
+          f"transparent huge pages: {hp.thp_enabled or 'unknown'}"]
+    if on and not explicit and not thp:
+        return [finding("warning", "opcache.huge_code_pages is on but no huge pages are available", ev,
+                   [f"vm.nr_hugepages = {hp.nr_hugepages + pages}",
+                    "# or: echo madvise > /sys/kernel/mm/transparent_hugepage/enabled"],
+                   f"reserves {pages * hp.page_kb // 1024} MiB of RAM for huge pages", None,
+                   "the gain is iTLB misses, not file-system calls (about 2-3 % QPS reported)")]
+    if on:
+        return []
+    change = ["opcache.huge_code_pages = 1"]
+    if not explicit and not thp:
+        change.append(f"vm.nr_hugepages = {hp.nr_hugepages + pages}")
+    return [finding("info", "PHP's code could run from huge pages", ev, change,
+               "needs a php-fpm restart; "
+               + ("uses transparent huge pages (no reservation)" if thp and not explicit else
+                  f"reserves {pages * hp.page_kb // 1024} MiB of RAM"), None,
+               "the gain is iTLB misses, not file-system calls (about 2-3 % QPS reported); "
+               "measure it with a sweep")]
+
+
+# -- comparison ------------------------------------------------------------------------------------
+COMPARED = ("realpath_cache_size", "realpath_cache_ttl", "open_basedir", "include_path",
+            "opcache.enable", "opcache.validate_timestamps", "opcache.revalidate_freq",
+            "opcache.memory_consumption", "opcache.max_accelerated_files", "user_ini.filename")
+
+
+def _norm(value: str) -> str:
+    v = value.strip().lower()
+    if v in ("on", "yes", "true", "1"):
+        return "1"
+    if v in ("off", "no", "false", "0", ""):
+        return "0"
+    return value.strip()
+
+
+@rule("cli-differs")
+def cli_differs(facts: Facts) -> list[Finding]:
+    if not facts.cli_settings:
+        return []
+    diff = [f"{k}: pool {facts.settings.get(k)!r}, CLI {facts.cli_settings.get(k)!r}"
+            for k in COMPARED
+            if k in facts.settings and k in facts.cli_settings
+            and _norm(facts.settings[k]) != _norm(facts.cli_settings[k])]
+    if not diff:
+        return []
+    return [finding("info", "the pool runs with other settings than `php -i` shows", diff,
+               ["# nothing to change: judge the pool by its own settings (as check does), not "
+                "by php -i"],
+               "none", None, "informational")]

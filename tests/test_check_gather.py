@@ -1,0 +1,256 @@
+"""The parsers `statstorm check` gathers facts with, on fixed inputs; its usage errors. No root."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from statstorm.adapters import elf, fastcgi, memory
+from statstorm.adapters.codetree import app_root as _app_root
+from statstorm.adapters.codetree import scan as _scan_tree
+from statstorm.adapters.codetree import writable_paths
+from statstorm.adapters.nginx import nginx_servers
+from statstorm.adapters.phpfpm import pool_directives
+from statstorm.model.checkfacts import fsbench_p50, trace_facts
+from statstorm.model.tracestats import summarize
+from statstorm.results.trace import Request, RequestCounts, Syscall, Trace, new_header
+
+NGINX_T = """\
+# configuration file /etc/nginx/nginx.conf:
+http {
+    server {
+        listen 80;
+        root /srv/other;
+        location ~ \\.php$ { fastcgi_pass unix:/run/php/other.sock; }
+    }
+    server {
+        listen 8080;
+        root /srv/app/current/public;   # the release symlink
+        location ~ [^/]\\.php(/|$) {
+            include fastcgi_params;
+            fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
+            fastcgi_pass unix:/run/php/www.sock;
+        }
+        location = /status {
+            fastcgi_param SCRIPT_FILENAME $uri;
+            fastcgi_pass unix:/x;
+        }
+    }
+}
+"""
+
+FPM_TT = """\
+[21-Nov-2026 10:00:00] NOTICE: [global]
+[21-Nov-2026 10:00:00] NOTICE: \tpid = /run/php/php-fpm.pid
+[21-Nov-2026 10:00:00] NOTICE: [www]
+[21-Nov-2026 10:00:00] NOTICE: \tlisten = /run/php/www.sock
+[21-Nov-2026 10:00:00] NOTICE: \tchroot = undefined
+[21-Nov-2026 10:00:00] NOTICE: \tpm = dynamic
+[21-Nov-2026 10:00:00] NOTICE: \tpm.max_children = 5
+[21-Nov-2026 10:00:00] NOTICE: \tphp_admin_value[open_basedir] = /srv/app
+[21-Nov-2026 10:00:00] NOTICE: [other]
+[21-Nov-2026 10:00:00] NOTICE: \tlisten = /run/php/other.sock
+"""
+
+
+def test_nginx_servers() -> None:
+    servers = nginx_servers(NGINX_T)
+    assert servers[1] == {"root": "/srv/app/current/public",
+                          "script_filename": "$document_root$fastcgi_script_name",
+                          "fastcgi_pass": "unix:/run/php/www.sock"}
+    assert servers[0]["root"] == "/srv/other"
+
+
+def test_pool_directives() -> None:
+    d = pool_directives(FPM_TT, "www")
+    assert d["listen"] == "/run/php/www.sock" and d["chroot"] == ""
+    assert d["pm.max_children"] == "5" and d["php_admin_value[open_basedir]"] == "/srv/app"
+    assert pool_directives(FPM_TT, "other") == {"listen": "/run/php/other.sock"}
+
+
+def test_fastcgi_records_round_trip() -> None:
+    req = fastcgi.build_request({"SCRIPT_FILENAME": "/x.php", "LONG": "v" * 300})
+    assert req[:8] == struct.pack("!BBHHBx", 1, fastcgi.BEGIN_REQUEST, 1, 8, 0)
+    assert b"\x0f\x06SCRIPT_FILENAME/x.php" in req
+    assert b"\x04\x80\x00\x01\x2cLONG" in req  # a length >= 128 takes 4 bytes
+    reply = (fastcgi._record(fastcgi.STDOUT, b"Content-type: text/html\r\n\r\n{}")
+             + fastcgi._record(fastcgi.STDERR, b"warn")
+             + fastcgi._record(fastcgi.END_REQUEST, b"\0" * 8))
+    assert fastcgi.parse_response(reply) == (b"Content-type: text/html\r\n\r\n{}", b"warn", True)
+    assert fastcgi.parse_response(reply[:20])[2] is False
+
+
+def _elf64(segments: list[tuple[int, int, int]]) -> bytes:
+    """A minimal little-endian ELF64 header + program headers (type, flags, memsz)."""
+    head = bytearray(64)
+    head[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", head, 0x20, 64)
+    struct.pack_into("<HH", head, 0x36, 56, len(segments))
+    body = b""
+    for ptype, flags, memsz in segments:
+        ph = bytearray(56)
+        struct.pack_into("<II", ph, 0, ptype, flags)
+        struct.pack_into("<Q", ph, 0x28, memsz)
+        body += bytes(ph)
+    return bytes(head) + body
+
+
+def test_elf_text_segment(tmp_path: Path) -> None:
+    data = _elf64([(1, 4, 0x1000), (1, 5, 0x315E5D), (1, 6, 0x2000), (2, 5, 0x99)])
+    assert elf.text_segment_bytes(data) == 0x315E5D
+    p = tmp_path / "bin"
+    p.write_bytes(data)
+    assert elf.read_text_segment(str(p)) == 0x315E5D
+    assert elf.text_segment_bytes(b"#!/bin/sh\n" * 10) is None
+    assert elf.read_text_segment(str(tmp_path / "missing")) is None
+
+
+def test_meminfo_and_thp() -> None:
+    info = memory.parse_meminfo("MemTotal:  8000000 kB\nMemAvailable: 4000000 kB\n"
+                                "HugePages_Total:      4\nHugepagesize:       2048 kB\n")
+    assert info == {"MemTotal": 8000000, "MemAvailable": 4000000, "HugePages_Total": 4,
+                    "Hugepagesize": 2048}
+    assert memory.thp_mode("always [madvise] never\n") == "madvise"
+
+
+def test_app_root(tmp_path: Path) -> None:
+    (tmp_path / "public").mkdir()
+    assert _app_root(str(tmp_path / "public")) == str(tmp_path / "public")
+    (tmp_path / "vendor").mkdir()
+    assert _app_root(str(tmp_path / "public")) == str(tmp_path)
+
+
+def test_scan_tree(tmp_path: Path) -> None:
+    (tmp_path / "pub" / "sub").mkdir(parents=True)
+    old = tmp_path / "pub" / "a.php"
+    old.write_text("<?php")
+    os.utime(old, (1e9, 1e9))
+    ahead = tmp_path / "pub" / "sub" / "b.php"
+    ahead.write_text("<?php")
+    os.utime(ahead, (time.time() + 3600,) * 2)
+    (tmp_path / "pub" / "new.php").write_text("<?php")  # just written
+    (tmp_path / "pub" / "sub" / ".user.ini").write_text("")
+    (tmp_path / "loop").symlink_to(tmp_path / "pub")  # followed once, not twice
+    t = _scan_tree([str(tmp_path)], ".user.ini", 2)
+    assert t.php_files == 3 and t.user_ini_files == 1
+    assert len(t.future) == 1 and t.future[0].endswith("/sub/b.php")
+    assert len(t.recent) == 1 and t.recent[0].endswith("/new.php")
+    base = Path(t.future[0]).parent.parent  # pub/ or loop/, whichever the walk met first
+    entries = {str(base / n) for n in ("a.php", "new.php", "sub", "sub/b.php")}
+    p = base
+    while str(p) != "/":
+        entries.add(str(p))
+        p = p.parent
+    assert t.entries == len(entries)
+    assert t.bytes == sum(48 + len(e) + 1 for e in entries)
+
+
+def test_writable_paths(tmp_path: Path) -> None:
+    (tmp_path / "var").mkdir()
+    (tmp_path / "src").mkdir()
+    got = writable_paths({"session.save_path": "2;/srv/sessions", "opcache.file_cache": "",
+                          "upload_tmp_dir": "/srv/up"}, str(tmp_path))
+    assert got == [("session files", "/srv/sessions"), ("upload temp dir", "/srv/up"),
+                   ("app directory", str(tmp_path / "var"))]
+    assert writable_paths({"session.save_handler": "redis",
+                           "session.save_path": "tcp://x:6379"}, "") == []
+
+
+def test_trace_facts_from_a_trace() -> None:
+    h = new_header("bpftrace", created="", host="", targets={"pool": "www"},
+                   settings={"include_path": "/a:/b"}, mounts=[("/", "ext4")])
+    tr = Trace(header=h)
+    for req in range(4):
+        pid = 10 + req % 2
+        tr.requests[req] = Request(req, pid, req * 100, req * 100 + 50, "/srv/index.php", "/")
+        calls = [Syscall(0, pid, "lstat", "newfstatat", "/srv/app/x.php", 0, req=req),
+                 Syscall(0, pid, "access", "access", "/srv/vendor/acme/Foo.php", -2, req=req,
+                         kind="file_probe"),
+                 Syscall(0, pid, "stat", "newfstatat", "/srv/app/y.php", 0, req=req,
+                         kind="opcache_revalidate")]
+        if req < 2:  # each worker's first request is cold
+            calls += [Syscall(0, pid, "lstat", "newfstatat", "/srv", 0, req=req)] * 5
+        tr.syscalls += calls
+    f = trace_facts(tr, summarize(tr))
+    assert f.requests == 4 and f.detail == "events"
+    assert f.vendor_failed_per_request == 1.0 and f.vendor_failed_examples == (
+        "/srv/vendor/acme/Foo.php",)
+    assert f.revalidate_per_request == 1.0
+    assert f.ok_lstat_per_request == 3.5
+    assert f.cold_extra_calls == 5.0
+    # /srv, /srv/app, /srv/app/x.php, /srv/app/y.php
+    assert f.working_set_entries == 4
+    assert f.working_set_bytes == 4 * 49 + len("/srv/srv/app/srv/app/x.php/srv/app/y.php")
+
+
+def test_trace_facts_from_a_counts_trace() -> None:
+    """A `trace --counts` trace has no paths: per-request totals only, nothing invented."""
+    h = new_header("bpftrace", created="", host="", targets={}, settings={}, mounts=[],
+                   detail="counts")
+    tr = Trace(header=h)
+    for req in range(3):
+        tr.requests[req] = Request(req, 10, req * 100, req * 100 + 50)
+        tr.request_counts.append(RequestCounts(req, 10, {"lstat": (40, 2, 0), "stat": (5, 0, 0)}))
+    f = trace_facts(tr, summarize(tr))
+    assert f.detail == "counts" and f.requests == 3
+    assert f.per_request["lstat"] == 40 and f.per_request["total"] == 45
+    assert f.working_set_bytes == 0 and f.ok_lstat_per_request == 0
+    assert f.vendor_failed_per_request == 0 and f.cold_extra_calls is None
+
+
+def test_fsbench_p50() -> None:
+    result = {"schema": "statstorm.fsbench/1",
+              "mounts": [{"mount_point": "/"}, {"mount_point": "/mnt"}],
+              "results": [{"op": "negative", "state": "warm", "path_index": 1,
+                           "stats": {"p50_us": 180.5}},
+                          {"op": "negative", "state": "cold", "path_index": 1,
+                           "stats": {"p50_us": 900.0}},
+                          {"op": "walk", "state": "warm", "path_index": 0,
+                           "stats": {"p50_us": 1.2}}]}
+    assert fsbench_p50(result) == {"/mnt": {"negative": 180.5}, "/": {"walk": 1.2}}
+
+
+def test_fsbench_file_as_fsbench_writes_it(tmp_path: Path) -> None:
+    """--fsbench reads the file `statstorm fsbench -o` writes (same dataclasses, same writer)."""
+    from statstorm.commands.check import _load_fsbench
+    from statstorm.model.latency import summarize as lat
+    from statstorm.results.fsbench import Cell, FsbenchResult, write
+
+    cells = tuple(Cell(op=op, state="warm", path_index=i, path=p, clients=1, passes=1,
+                       calls_per_pass=3, ok=3, enoent=0, other_errors=0,
+                       stats=lat([us * 1000] * 3, wall_s=0.1))
+                  for i, (p, op, us) in enumerate((("/code", "walk", 2),
+                                                   ("/mnt/code", "negative", 150))))
+    res = FsbenchResult(paths=("/code", "/mnt/code"), ops=("walk", "negative"), states=("warm",),
+                        clients=1, iterations=1, duration_s=None, max_files=None, started_at="",
+                        mounts=({"mount_point": "/"}, {"mount_point": "/mnt"}), workload=(),
+                        overhead_p50_us=0.1, cold=(), cells=cells, caveats=(), complete=True)
+    out = tmp_path / "fs.json"
+    write(out, res)
+    assert _load_fsbench(out) == {"/": {"walk": 2.0}, "/mnt": {"negative": 150.0}}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "statstorm", "check", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_usage_errors_are_one_line(tmp_path: Path) -> None:
+    p = _cli("--pool", "www", "--lab", "x")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "not both" in p.stderr
+    p = _cli("--trace", str(tmp_path / "none.sst.gz"))
+    assert p.returncode == 2 and "no such file" in p.stderr and "Traceback" not in p.stderr
+    bad = tmp_path / "bad.sst"
+    bad.write_text("hello\n")
+    p = _cli("--lab", "nope-" + tmp_path.name, "--trace", str(bad))
+    assert p.returncode == 2 and "not a statstorm" in p.stderr
+    other = tmp_path / "other.json"
+    other.write_text('{"schema": "statstorm.sweep/1"}')
+    p = _cli("--lab", "nope-" + tmp_path.name, "--fsbench", str(other))
+    assert p.returncode == 2 and "not a `statstorm fsbench" in p.stderr
+    p = _cli("--pool", "statstorm-no-such-pool")
+    assert p.returncode == 2 and "no php-fpm pool" in p.stderr
