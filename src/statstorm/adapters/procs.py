@@ -48,6 +48,23 @@ def cmdline(pid: int) -> list[str]:
     return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
 
 
+def exe(pid: int) -> str:
+    """The executable a process runs ('' once it is gone)."""
+    try:
+        return os.path.realpath(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def ppid(pid: int) -> int:
+    """A process's parent PID (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def find_pids(needles: Sequence[str]) -> list[int]:
     """Live PIDs whose command line contains every string of `needles`.
 

@@ -141,20 +141,6 @@ def running_pools() -> list[str]:
     return sorted(names)
 
 
-def _exe(pid: int) -> str:
-    try:
-        return os.path.realpath(f"/proc/{pid}/exe")
-    except OSError:
-        return ""
-
-
-def _ppid(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def _targets(env: Env, opts: CheckOptions) -> list[_Pool]:
     if opts.lab:
         from statstorm.commands import lab as lab_cmd
@@ -181,10 +167,10 @@ def _targets(env: Env, opts: CheckOptions) -> list[_Pool]:
             raise UsageError(f"no php-fpm pool {name!r} is running (no process titled "
                              f"'php-fpm: pool {name}'); list them with `ps -eo args | grep "
                              "'php-fpm: pool'`")
-        binary = _exe(workers[0])
+        binary = procs.exe(workers[0])
         if not os.path.basename(binary).startswith("php-fpm"):
             binary = phpfpm.find_binary()  # /proc/PID/exe of another user's worker: unreadable
-        master = _ppid(workers[0])
+        master = procs.ppid(workers[0])
         conf = re.search(r"\((\S+)\)", " ".join(procs.cmdline(master)))
         argv = [binary] + (["-y", conf.group(1)] if conf else [])
         out.append(_Pool(name, binary, argv, workers))

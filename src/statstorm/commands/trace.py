@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import bpftrace, mounts, procs
+from statstorm.adapters import bpftrace, mounts, phpfpm, procs
 from statstorm.context import Env
 from statstorm.errors import DependencyError, Interrupted, UsageError
 from statstorm.model.attribute import Attributor, CountAttributor, Reorder, feed
@@ -130,20 +130,7 @@ def parse_php_i(text: str) -> dict[str, str]:
 def parse_fpm_tt(text: str, pool: str) -> dict[str, str]:
     """The pool's pm.* settings and php_value/php_admin_value lines from `php-fpm -tt`."""
     out: dict[str, str] = {}
-    current = ""
-    for line in text.splitlines():
-        m = re.search(r"NOTICE:\s+(.*)$", line)
-        if not m:
-            continue
-        body = m.group(1).strip()
-        sec = re.fullmatch(r"\[(.+)\]", body)
-        if sec:
-            current = sec.group(1)
-            continue
-        if current != pool or " = " not in body:
-            continue
-        key, _, value = body.partition(" = ")
-        value = value.strip().strip("'")
+    for key, value in phpfpm.pool_directives(text, pool).items():
         if key.startswith("pm"):
             out[key] = value
         vm = re.fullmatch(r"php_(?:admin_)?value\[(.+)\]", key)
@@ -199,21 +186,6 @@ def cli_settings(env: Env, argv: list[str]) -> dict[str, Any]:
 
 
 # -- targets ---------------------------------------------------------------------------------
-def _exe(pid: int) -> str:
-    try:
-        return os.path.realpath(f"/proc/{pid}/exe")
-    except OSError:
-        return ""
-
-
-def _ppid(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def pool_workers(pool: str) -> list[int]:
     return [p for p in procs.find_pids([f"php-fpm: pool {pool}"])
             if " ".join(procs.cmdline(p)).strip() == f"php-fpm: pool {pool}"]
@@ -235,8 +207,8 @@ def _pool_target(env: Env, pool: str, mode: str, description: str,
         raise UsageError(f"no php-fpm pool {pool!r} is running (no process titled "
                          f"'php-fpm: pool {pool}'); check the name with `ps -eo args | "
                          "grep 'php-fpm: pool'`")
-    masters = sorted({_ppid(w) for w in workers} - {0})
-    binary = _exe(workers[0])
+    masters = sorted({procs.ppid(w) for w in workers} - {0})
+    binary = procs.exe(workers[0])
 
     def allow(title: str) -> bool:
         # A worker forked a moment ago may still carry the master's title.
@@ -274,13 +246,13 @@ def resolve(env: Env, opts: TraceOptions) -> Target:
         for p in opts.pids:
             if not procs.alive(p):
                 raise UsageError(f"PID {p} is not running")
-        binaries = [_exe(p) for p in opts.pids]
+        binaries = [procs.exe(p) for p in opts.pids]
         t = Target(mode="pids", description="PIDs " + ",".join(map(str, opts.pids)),
                    pids=list(opts.pids), binaries=_php_binaries(binaries))
         title = " ".join(procs.cmdline(opts.pids[0]))
         m = re.match(r"php-fpm: pool (\S+)", title)
         if m:
-            master = _ppid(opts.pids[0])
+            master = procs.ppid(opts.pids[0])
             cm = re.search(r"\((\S+)\)", " ".join(procs.cmdline(master)))
             t.settings = fpm_settings(env, binaries[0],
                                       [binaries[0]] + (["-y", cm.group(1)] if cm else []),
