@@ -26,7 +26,11 @@ def render() -> str:
              "Exit codes: 0 success, 1 failure, 2 bad usage or input, 3 needs root, "
              "4 missing dependency, 5 busy (port or name taken), 130 interrupted.\n"]
     for path, cmd in _walk(cli, ["statstorm"]):
-        ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100)
+        # The options every real invocation has (the group's context_settings reach its
+        # subcommands); click also caches a command's help option once it is built, so the
+        # output must not depend on whether the CLI ran before in this process.
+        ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100,
+                            max_content_width=100, help_option_names=["-h", "--help"])
         parts.append(f"## {' '.join(path)}\n\n```\n{cmd.get_help(ctx)}\n```\n")
     return "\n".join(parts)
 
