@@ -1,0 +1,331 @@
+"""Replay a trace's PHP operations through the what-if engine (`model.phpmodel`).
+
+A trace holds syscalls and the PHP operations they belong to. The operations the model knows
+(includes and their resolution, `file_exists`-style probes, path resolutions, stat-cache
+clears, `.user.ini` scans) become logical events; their recorded syscalls are dropped and
+the engine makes them again under the chosen settings. Every other recorded syscall (module
+start-up, session files, fopen, the primary script's open…) is kept as it was.
+
+The file system the engine sees (`FsView`) is built from the trace itself: every path that
+a call found or did not find, every symlink read, with each symlink's target taken from the
+next `lstat` of the same resolution.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import posixpath
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from statstorm.errors import UsageError
+from statstorm.model.phpmodel import (CALL_INDEX, E_CLEAR, E_INCLUDE, E_PASS, E_PROBE,
+                                      E_REALPATH, E_REQ, E_USER_INI, NCALLS, Engine, Event)
+from statstorm.model.phpsettings import PhpSettings
+from statstorm.model.realpath_cache import DIR, EXPAND, FILE, FILEPATH, LINK, MISSING, REALPATH, FsView
+from statstorm.results.trace import CALLS, SUMMARY_KEYS, Operation, Trace
+
+MODES = {"expand": EXPAND, "filepath": FILEPATH, "realpath": REALPATH}
+ENOENT, ENOTDIR = -2, -20
+MODELED_KINDS = ("include", "include_resolve", "file_probe", "stat_cache_clear", "user_ini")
+
+
+@dataclass
+class Prepared:
+    """A trace turned into model input (built once, replayed under several settings)."""
+
+    fs: FsView
+    streams: dict[int, tuple[list[Event], list[int]]]  # pid → (events, wall-clock seconds)
+    counted: list[int]  # request ids that count (finished)
+    first_request: dict[int, int]  # pid → start of its first request (ns), for ordering
+    mounts: list[tuple[str, str]]
+    events: int = 0
+    modeled_ops: int = 0
+    kept_syscalls: int = 0
+
+
+@dataclass
+class ReplayResult:
+    settings: PhpSettings
+    requests: int
+    per_request: dict[str, float]
+    workers: int
+    cache_bytes_peak: int  # the largest realpath cache of any worker
+    cache_bytes_mean: float  # mean over workers of each one's peak
+    by_mount: dict[tuple[int, int, bool], int] = field(default_factory=dict)
+
+
+def _epoch(header: dict[str, Any]) -> int:
+    try:
+        return int(dt.datetime.fromisoformat(str(header.get("created"))).timestamp())
+    except ValueError:
+        return 0
+
+
+def build_fs(trace: Trace) -> FsView:
+    fs = FsView()
+    by_op: dict[tuple[int, int], list[Any]] = defaultdict(list)
+    for s in trace.syscalls:
+        path = s.path
+        if not path.startswith("/"):
+            continue
+        if s.call == "readlink":
+            by_op[(s.pid, s.op)].append(s)
+            continue
+        if s.call in ("lstat", "stat", "access", "open"):
+            if s.ret >= 0:
+                fs.observe(path, FILE)
+            elif s.ret in (ENOENT, ENOTDIR):
+                fs.observe(path, MISSING)
+        elif s.call == "getcwd" and s.ret > 0:
+            fs.observe(path, DIR)
+        if s.call == "lstat":
+            by_op[(s.pid, s.op)].append(s)
+    # symlinks: readlink(P) ok, then the next lstat of the same resolution is the target
+    for calls in by_op.values():
+        for i, s in enumerate(calls):
+            if s.call != "readlink" or s.ret < 0:
+                continue
+            nxt = next((c for c in calls[i + 1:] if c.call == "lstat"), None)
+            if nxt is None:
+                continue
+            parent = posixpath.dirname(s.path)
+            target = nxt.path
+            if target.startswith(parent.rstrip("/") + "/"):
+                target = target[len(parent.rstrip("/")) + 1:]
+            fs.observe_link(s.path, target)
+    fs.finish()
+    return fs
+
+
+def _descendants(ops: dict[int, Operation], roots: set[int]) -> set[int]:
+    children: dict[int, list[int]] = defaultdict(list)
+    for o in ops.values():
+        if o.parent >= 0:
+            children[o.parent].append(o.id)
+    out = set()
+    stack = list(roots)
+    while stack:
+        i = stack.pop()
+        if i in out:
+            continue
+        out.add(i)
+        stack.extend(children.get(i, ()))
+    return out
+
+
+def prepare(trace: Trace) -> Prepared:
+    if trace.header.get("detail") == "counts" or (not trace.syscalls and trace.request_counts):
+        raise UsageError("this trace has counts only (recorded with --counts); record one "
+                         "with `statstorm trace` without --counts to replay it")
+    if not trace.operations:
+        raise UsageError("this trace has no PHP operations (an strace import or an old "
+                         "trace); record it with `statstorm trace` (eBPF) to replay it")
+    fs = build_fs(trace)
+    epoch = _epoch(trace.header)
+    settings = trace.header.get("settings", {})
+    single = trace.header.get("targets", {}).get("mode") == "cmd"
+    ops = trace.operations
+    children: dict[int, list[Operation]] = defaultdict(list)
+    for o in ops.values():
+        if o.parent >= 0:
+            children[o.parent].append(o)
+
+    # which operations become logical events
+    roots: set[int] = set()
+    for o in ops.values():
+        if o.parent >= 0 and o.parent in ops:
+            continue
+        if o.kind in MODELED_KINDS or (o.kind in ("realpath", "main_script") and "path" in o.args):
+            roots.add(o.id)
+    dropped = _descendants(ops, roots)
+
+    timeline: dict[int, list[tuple[int, int, Event]]] = defaultdict(list)
+    seq = 0
+    requests = trace.requests
+    script_of = {r.id: r.script for r in requests.values()}
+
+    # per-pid state while walking operations in time order
+    cwd: dict[int, str] = {}
+    inc_path: dict[int, str] = defaultdict(lambda: str(settings.get("include_path", "")))
+    for s in trace.syscalls:
+        if s.call == "getcwd" and s.ret > 0 and s.pid not in cwd:
+            cwd[s.pid] = s.path
+    pending_once: dict[int, bool] = {}
+    user_ini: dict[tuple[int, int], list[str]] = defaultdict(list)
+    user_ini_start: dict[tuple[int, int], int] = {}
+    modeled = 0
+    for o in sorted((ops[i] for i in roots), key=lambda o: (o.start_ns, o.id)):
+        a = o.args
+        pid = o.pid
+        ev: Event | None = None
+        if o.kind == "include_resolve" or o.kind == "include":
+            kid = next((c for c in children.get(o.id, ()) if c.kind == "include_resolve"), None)
+            info = a if o.kind == "include_resolve" else (kid.args if kid else {})
+            if info.get("cwd"):
+                cwd[pid] = str(info["cwd"])
+            if "include_path" in info:
+                inc_path[pid] = str(info.get("include_path") or "")
+            name = str(a.get("name", ""))
+            c = cwd.get(pid, "")
+            ip = inc_path[pid]
+            fallback = _fallback(info, name, ip, script_of.get(o.req, ""))
+            if o.kind == "include_resolve":
+                ev = (E_INCLUDE, o.req, name, True, c, ip, fallback)
+                pending_once[pid] = True
+            elif a.get("type") == "once":
+                if pending_once.pop(pid, False):
+                    continue
+                ev = (E_INCLUDE, o.req, name, True, c, ip, fallback)
+            elif a.get("type") == "main":
+                continue
+            else:
+                ev = (E_INCLUDE, o.req, name, False, c, ip, fallback)
+        else:
+            pending_once.pop(pid, None)
+            if o.kind == "file_probe":
+                name = str(a.get("name", ""))
+                c = cwd.get(pid, "")
+                absp = name if name.startswith("/") else (posixpath.join(c, name) if c else name)
+                ev = (E_PROBE, o.req, name, str(a.get("func", "stat")), absp, c)
+            elif o.kind == "stat_cache_clear":
+                ev = (E_CLEAR, o.req, bool(a.get("realpath")), str(a.get("name") or ""))
+            elif o.kind == "user_ini":
+                key = (pid, o.req)
+                user_ini[key].append(str(a.get("name", "")))
+                user_ini_start.setdefault(key, o.start_ns)
+                modeled += 1
+                continue
+            else:
+                ev = (E_REALPATH, o.req, str(a.get("path", "")), cwd.get(pid, ""),
+                      MODES.get(str(a.get("mode", "realpath")), REALPATH))
+        modeled += 1
+        timeline[pid].append((o.start_ns, seq, ev))
+        seq += 1
+    for (pid, req), dirs in user_ini.items():
+        script_dir = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
+        timeline[pid].append((user_ini_start[(pid, req)], seq,
+                              (E_USER_INI, req, script_dir, tuple(dirs))))
+        seq += 1
+
+    kept = 0
+    for s in trace.syscalls:
+        if s.op in dropped or s.call not in CALL_INDEX:
+            continue
+        if s.kind == "opcache_revalidate" and s.op < 0:
+            pass  # a revalidation outside an include (the primary script): kept as recorded
+        timeline[s.pid].append((s.ts_ns, seq, (E_PASS, s.req, s.call, s.path, s.ret < 0)))
+        seq += 1
+        kept += 1
+
+    first_request: dict[int, int] = {}
+    if single:
+        for pid, tl in timeline.items():
+            t0 = min(t for t, _, _ in tl) if tl else 0
+            tl.append((t0 - 1, -1, (E_REQ, 0, "")))
+            first_request[pid] = t0
+    else:
+        for r in requests.values():
+            if r.pid in timeline or r.id in script_of:
+                timeline[r.pid].append((r.start_ns, -1, (E_REQ, r.id, r.script)))
+                first_request[r.pid] = min(first_request.get(r.pid, r.start_ns), r.start_ns)
+
+    streams: dict[int, tuple[list[Event], list[int]]] = {}
+    total = 0
+    for pid, tl in timeline.items():
+        tl.sort(key=lambda x: (x[0], x[1]))
+        evs = [e for _, _, e in tl]
+        times = [epoch + max(t, 0) // 1_000_000_000 for t, _, _ in tl]
+        streams[pid] = (evs, times)
+        total += len(evs)
+    counted = [r.id for r in requests.values() if r.end_ns >= 0]
+    if not counted and single:
+        counted = [0]
+    return Prepared(fs, streams, counted, first_request, trace.mounts, total, modeled, kept)
+
+
+def _fallback(info: dict[str, Any], name: str, include_path: str, script: str) -> str:
+    """The including script's directory, php_resolve_path's last try."""
+    cands = info.get("candidates") or []
+    entries = [e for e in include_path.split(":") if "://" not in e]
+    if cands and len(cands) == len(entries) + 1 and str(cands[-1]).endswith("/" + name):
+        return str(cands[-1])[: -len(name) - 1]
+    return posixpath.dirname(script) if script else ""
+
+
+def mount_lookup(mounts: list[tuple[str, str]]) -> Any:
+    order = sorted(((m, i) for i, (m, _) in enumerate(mounts)), key=lambda x: -len(x[0]))
+
+    def of(path: str) -> int:
+        for mp, idx in order:
+            if path == mp or path.startswith(mp.rstrip("/") + "/"):
+                return idx
+        return -1
+    return of
+
+
+def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
+    eng = Engine(settings, prep.fs, mount_lookup(prep.mounts))
+    pids = sorted(prep.streams, key=lambda p: (prep.first_request.get(p, 0), p))
+    if settings.workers and not _single(prep):
+        # requests dealt over `workers` model workers in the order they started
+        blocks = _request_blocks(prep)
+        for i, (evs, times) in enumerate(blocks):
+            eng.run(i % settings.workers, evs, times)
+    else:
+        for pid in pids:
+            evs, times = prep.streams[pid]
+            eng.run(pid, evs, times)
+    n = len(prep.counted)
+    per_request: dict[str, float] = {}
+    sums = [0] * (2 * NCALLS)
+    for rid in prep.counted:
+        c = eng.tally.per_req.get(rid)
+        if c is None:
+            continue
+        for i in range(2 * NCALLS):
+            sums[i] += c[i]
+    total = failed = 0
+    for i, call in enumerate(CALLS):
+        v = sums[2 * i] + sums[2 * i + 1]
+        per_request[call] = round(v / n, 3) if n else 0.0
+        total += v
+        failed += sums[2 * i + 1]
+    per_request["total"] = round(total / n, 3) if n else 0.0
+    per_request["failed"] = round(failed / n, 3) if n else 0.0
+    workers = eng.all_workers()
+    peaks = [w.peak_bytes for w in workers]
+    by_mount: dict[tuple[int, int, bool], int] = {}
+    counted = set(prep.counted)
+    del counted  # by_mount covers every call the engine made, counted requests or not
+    by_mount = dict(eng.tally.by_mount)
+    return ReplayResult(settings, n, {k: per_request[k] for k in SUMMARY_KEYS}, len(workers),
+                        max(peaks, default=0), sum(peaks) / len(peaks) if peaks else 0.0,
+                        by_mount)
+
+
+def _single(prep: Prepared) -> bool:
+    return len(prep.counted) <= 1
+
+
+def _request_blocks(prep: Prepared) -> list[tuple[list[Event], list[int]]]:
+    """Each worker's stream cut at its request starts, all blocks in start order."""
+    blocks: list[tuple[int, list[Event], list[int]]] = []
+    for evs, times in prep.streams.values():
+        cur: list[Event] = []
+        cur_t: list[int] = []
+        start = times[0] if times else 0
+        for ev, t in zip(evs, times):
+            if ev[0] == E_REQ and cur:
+                blocks.append((start, cur, cur_t))
+                cur, cur_t, start = [], [], t
+            cur.append(ev)
+            cur_t.append(t)
+        if cur:
+            blocks.append((start, cur, cur_t))
+    blocks.sort(key=lambda b: b[0])
+    return [(b[1], b[2]) for b in blocks]
+
+
+__all__ = ["Prepared", "ReplayResult", "prepare", "replay", "build_fs", "LINK"]
