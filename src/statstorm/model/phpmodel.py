@@ -59,7 +59,10 @@ class Tally:
 
 class Engine:
     def __init__(self, settings: PhpSettings, fs: FsView,
-                 mount_of: Callable[[str], int] | None = None) -> None:
+                 mount_of: Callable[[str], int] | None = None,
+                 counted: set[int] | None = None) -> None:
+        self.counted = counted
+        self._counting = True
         self.s = settings
         self.fs = fs
         self.mount_of = mount_of or (lambda p: -1)
@@ -79,6 +82,8 @@ class Engine:
     def emit(self, call: str, path: str, failed: bool) -> None:
         idx = CALL_INDEX[call]
         self._counts[2 * idx + (1 if failed else 0)] += 1
+        if not self._counting:
+            return
         m = self._mount_memo.get(path)
         if m is None:
             m = self.mount_of(path)
@@ -91,6 +96,7 @@ class Engine:
         if req == self._req:
             return
         self._req = req
+        self._counting = self.counted is None or req in self.counted
         c = self.tally.per_req.get(req)
         if c is None:
             c = [0] * (2 * NCALLS)

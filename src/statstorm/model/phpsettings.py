@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, cast
 
 from statstorm.errors import UsageError
 
@@ -87,14 +87,14 @@ def _apply(s: PhpSettings, key: str, value: str, loaded: dict[str, str]) -> PhpS
     if name == "realpath_cache_size":
         return replace(s, realpath_cache_size=ini_size(value, key))
     if name in ("open_basedir", "include_path", "user_ini_filename"):
-        return replace(s, **{name: value})
+        return replace(s, **cast(dict[str, Any], {name: value}))
     if name in ("opcache_validate_timestamps", "opcache_revalidate_path",
                 "opcache_enable_file_override", "cgi_fix_pathinfo"):
-        return replace(s, **{name: ini_bool(value)})
+        return replace(s, **cast(dict[str, Any], {name: ini_bool(value)}))
     n = ini_int(value, key)
     if n < 0:
         raise UsageError(f"{key}={value!r}: must not be negative")
-    return replace(s, **{name: n})
+    return replace(s, **cast(dict[str, Any], {name: n}))
 
 
 def from_recorded(recorded: dict[str, Any]) -> PhpSettings:

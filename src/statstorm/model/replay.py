@@ -266,7 +266,7 @@ def mount_lookup(mounts: list[tuple[str, str]]) -> Any:
 
 
 def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
-    eng = Engine(settings, prep.fs, mount_lookup(prep.mounts))
+    eng = Engine(settings, prep.fs, mount_lookup(prep.mounts), set(prep.counted))
     pids = sorted(prep.streams, key=lambda p: (prep.first_request.get(p, 0), p))
     if settings.workers and not _single(prep):
         # requests dealt over `workers` model workers in the order they started
@@ -296,10 +296,7 @@ def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
     per_request["failed"] = round(failed / n, 3) if n else 0.0
     workers = eng.all_workers()
     peaks = [w.peak_bytes for w in workers]
-    by_mount: dict[tuple[int, int, bool], int] = {}
-    counted = set(prep.counted)
-    del counted  # by_mount covers every call the engine made, counted requests or not
-    by_mount = dict(eng.tally.by_mount)
+    by_mount = dict(eng.tally.by_mount)  # calls of counted requests
     return ReplayResult(settings, n, {k: per_request[k] for k in SUMMARY_KEYS}, len(workers),
                         max(peaks, default=0), sum(peaks) / len(peaks) if peaks else 0.0,
                         by_mount)
