@@ -28,11 +28,12 @@ OVERRIDE_FUNCS = frozenset(("file_exists", "is_file", "is_readable"))
 # Logical events: tuples whose first item is one of these, second the request id (-1: none).
 E_REQ = 0  # (E_REQ, req, script)
 E_PASS = 1  # (E_PASS, req, call, path, failed)
-E_REALPATH = 2  # (E_REALPATH, req, path, cwd, mode, basedir_check)
+E_REALPATH = 2  # (E_REALPATH, req, path, cwd, mode, before_ini)
 E_INCLUDE = 3  # (E_INCLUDE, req, name, once, cwd, include_path, fallback_dir)
 E_PROBE = 4  # (E_PROBE, req, name, func, abspath, cwd)
 E_CLEAR = 5  # (E_CLEAR, req, realpath, filename)
 E_USER_INI = 6  # (E_USER_INI, req, script_dir, dirs)
+E_RESOLVE = 7  # (E_RESOLVE, req, name, cwd, include_path, fallback_dir): the primary script
 
 Event = tuple[Any, ...]
 
@@ -45,6 +46,7 @@ class Worker:
     stat_file: str | None = None
     lstat_file: str | None = None
     included: set[str] = field(default_factory=set)
+    opc_cwd: bool = False  # OPcache fetched the cwd for this request's relative keys
     user_ini: dict[str, int] = field(default_factory=dict)  # script dir → expires
     peak_bytes: int = 0
 
@@ -77,6 +79,7 @@ class Engine:
         self._now = 0
         self._request_time = 0
         self.basedirs = [b for b in settings.open_basedir.split(":") if b]
+        self.recorded_include_path: str | None = None
 
     # -- syscalls ------------------------------------------------------------------------
     def emit(self, call: str, path: str, failed: bool) -> None:
@@ -116,12 +119,18 @@ class Engine:
             self.workers[wid] = w
         return w
 
-    def run(self, wid: int, events: list[Event], times: list[int]) -> None:
-        """Feed one worker's events, in order; `times[i]` is event i's wall clock (s)."""
+    def run(self, wid: int, events: list[Event], times: list[int],
+            ns: list[int] | None = None) -> None:
+        """Feed one worker's events, in order; `times[i]` is event i's wall clock (s),
+        `ns[i]` its time in the trace (for paths created or removed while traced)."""
         w = self.worker(wid)
         last = None
-        for ev, now in zip(events, times):
+        fs = self.fs
+        for i, ev in enumerate(events):
             kind = ev[0]
+            now = times[i]
+            if ns is not None:
+                fs.now_ns = ns[i]
             if now != last:
                 last = self._now = w.resolver.now = now
             self._switch(ev[1])
@@ -137,7 +146,12 @@ class Engine:
             elif kind == E_PROBE:
                 self._probe(w, ev[2], ev[3], ev[4], ev[5])
             elif kind == E_REALPATH:
-                r.resolve(ev[2], ev[3], ev[4])
+                if ev[5]:  # before PHP's ini is read: the cache is still off (limit 0)
+                    limit, w.cache.limit = w.cache.limit, 0
+                    r.resolve(ev[2], ev[3], ev[4])
+                    w.cache.limit = limit
+                else:
+                    r.resolve(ev[2], ev[3], ev[4])
             elif kind == E_CLEAR:
                 w.stat_file = w.lstat_file = None
                 if ev[2]:
@@ -147,6 +161,8 @@ class Engine:
                         w.cache.clear()
             elif kind == E_USER_INI:
                 self._user_ini(w, ev[2], ev[3])
+            elif kind == E_RESOLVE:
+                self._primary(w, ev[2], ev[3], ev[4], ev[5])
             if w.cache.used > w.peak_bytes:
                 w.peak_bytes = w.cache.used
 
@@ -158,6 +174,7 @@ class Engine:
         w.requests += 1
         w.stat_file = w.lstat_file = None
         w.included = set()
+        w.opc_cwd = False
         self._request_time = now
         w.resolver.now = now
         return w
@@ -187,11 +204,31 @@ class Engine:
             return r.resolve(fallback + "/" + name, cwd, REALPATH)
         return None
 
+    def _ip(self, include_path: str) -> str:
+        """The include_path in force: the proposed one where the trace ran with the
+        recorded one (a value set by the script itself is kept)."""
+        if self.recorded_include_path is None or include_path == self.recorded_include_path:
+            return self.s.include_path
+        return include_path
+
+    def _primary(self, w: Worker, name: str, cwd: str, include_path: str,
+                 fallback: str) -> None:
+        include_path = self._ip(include_path)
+        if self.s.opcache and not self.s.opcache_revalidate_path and name in self.opc_keys:
+            return
+        resolved = self.resolve_include(w, name, cwd, include_path, fallback)
+        if self.s.opcache and resolved is not None:
+            self.opc_keys[name] = resolved
+
     def _include(self, w: Worker, name: str, once: bool, cwd: str, include_path: str,
                  fallback: str) -> None:
         s = self.s
+        include_path = self._ip(include_path)
         key = None
         if s.opcache:
+            if not name.startswith("/") and not w.opc_cwd:
+                self.emit("getcwd", cwd, False)  # ZCG(cwd), once per request
+                w.opc_cwd = True
             key = self._opc_key(name, cwd, include_path, fallback)
             script = None if s.opcache_revalidate_path else self.opc_keys.get(key)
             if script is not None:
@@ -326,8 +363,9 @@ class Engine:
             path = d.rstrip("/") + "/" + s.user_ini_filename
             exists = self.fs.exists(path)
             self.emit("stat", path, not exists)
-            if exists:
+            if exists:  # fopen + the parser's reads
                 self.emit("open", path, False)
+                self.emit("fstat", path, False)
                 self.emit("fstat", path, False)
         w.user_ini[script_dir] = self._request_time + s.user_ini_cache_ttl
 

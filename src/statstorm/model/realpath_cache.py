@@ -55,11 +55,17 @@ class FsView:
         self._canon_types: dict[str, int] = {}
         self._dirs: set[str] = set()
         self._memo: dict[str, int] = {}
+        # paths seen both present and missing (created, renamed or removed while traced):
+        # path → [(ns, exists)], in time order; `now_ns` picks the observation to use
+        self.changing: dict[str, list[tuple[int, bool]]] = {}
+        self._seen: dict[str, list[tuple[int, bool]]] = {}
+        self.now_ns = 0
 
-    def observe(self, path: str, kind: int) -> None:
+    def observe(self, path: str, kind: int, ts_ns: int = 0) -> None:
         """Record that `path` (absolute, as written) is MISSING, FILE, DIR or LINK."""
         if not path.startswith("/"):
             return
+        self._seen.setdefault(path, []).append((ts_ns, kind != MISSING))
         old = self.types.get(path)
         if old is not None and (old == LINK or (old == DIR and kind == FILE)):
             return
@@ -76,6 +82,9 @@ class FsView:
         self._canon_types.clear()
         self._dirs.clear()
         self._memo.clear()
+        self.changing = {p: sorted(h) for p, h in self._seen.items()
+                         if len({e for _, e in h}) > 1}
+        self._seen.clear()
         for p, k in self.types.items():
             if k == LINK:
                 continue
@@ -115,8 +124,19 @@ class FsView:
             out = cand
         return out
 
+    def _at_now(self, hist: list[tuple[int, bool]]) -> bool:
+        """Whether a changing path exists at `now_ns`: what the next look at it saw (the
+        operation's own call, or a later one), else the last look before."""
+        for ts, exists in hist:
+            if ts >= self.now_ns:
+                return exists
+        return hist[-1][1]
+
     def kind(self, path: str) -> int:
         """What an lstat of `path` finds."""
+        hist = self.changing.get(path)
+        if hist is not None:
+            return FILE if self._at_now(hist) else MISSING
         k = self.types.get(path)
         if k is not None and k != FILE:
             return k
@@ -146,6 +166,9 @@ class FsView:
 
     def exists(self, path: str) -> bool:
         """Does stat()/access()/open() of `path` (following links) succeed?"""
+        hist = self.changing.get(path)
+        if hist is not None:
+            return self._at_now(hist)
         k = self.kind(path)
         if k == LINK:
             c = self.canon(path)

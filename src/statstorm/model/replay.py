@@ -21,7 +21,8 @@ from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.model.phpmodel import (CALL_INDEX, E_CLEAR, E_INCLUDE, E_PASS, E_PROBE,
-                                      E_REALPATH, E_REQ, E_USER_INI, NCALLS, Engine, Event)
+                                      E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, NCALLS, Engine,
+                                      Event)
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.realpath_cache import DIR, EXPAND, FILE, FILEPATH, LINK, MISSING, REALPATH, FsView
 from statstorm.results.trace import CALLS, SUMMARY_KEYS, Operation, Trace
@@ -36,13 +37,15 @@ class Prepared:
     """A trace turned into model input (built once, replayed under several settings)."""
 
     fs: FsView
-    streams: dict[int, tuple[list[Event], list[int]]]  # pid → (events, wall-clock seconds)
+    # pid → (events, wall-clock seconds, trace ns)
+    streams: dict[int, tuple[list[Event], list[int], list[int]]]
     counted: list[int]  # request ids that count (finished)
     first_request: dict[int, int]  # pid → start of its first request (ns), for ordering
     mounts: list[tuple[str, str]]
     events: int = 0
     modeled_ops: int = 0
     kept_syscalls: int = 0
+    include_path: str = ""  # as recorded in the header
 
 
 @dataclass
@@ -75,9 +78,9 @@ def build_fs(trace: Trace) -> FsView:
             continue
         if s.call in ("lstat", "stat", "access", "open"):
             if s.ret >= 0:
-                fs.observe(path, FILE)
+                fs.observe(path, FILE, s.ts_ns)
             elif s.ret in (ENOENT, ENOTDIR):
-                fs.observe(path, MISSING)
+                fs.observe(path, MISSING, s.ts_ns)
         elif s.call == "getcwd" and s.ret > 0:
             fs.observe(path, DIR)
         if s.call == "lstat":
@@ -153,6 +156,12 @@ def prepare(trace: Trace) -> Prepared:
         if s.call == "getcwd" and s.ret > 0 and s.pid not in cwd:
             cwd[s.pid] = s.path
     pending_once: dict[int, bool] = {}
+    primary_seen: set[int] = set()  # requests whose primary script was resolved
+    # A command's search for its own binary (PHP_BINARY) runs in module start-up before
+    # the ini settings are registered: realpath_cache_size is still 0 then.
+    argv = trace.header.get("targets", {}).get("cmd") or [""]
+    binary = posixpath.basename(str(argv[0])) if single else ""
+    in_binary_search = bool(binary)
     user_ini: dict[tuple[int, int], list[str]] = defaultdict(list)
     user_ini_start: dict[tuple[int, int], int] = {}
     modeled = 0
@@ -161,6 +170,7 @@ def prepare(trace: Trace) -> Prepared:
         pid = o.pid
         ev: Event | None = None
         if o.kind == "include_resolve" or o.kind == "include":
+            in_binary_search = False
             kid = next((c for c in children.get(o.id, ()) if c.kind == "include_resolve"), None)
             info = a if o.kind == "include_resolve" else (kid.args if kid else {})
             if info.get("cwd"):
@@ -171,7 +181,12 @@ def prepare(trace: Trace) -> Prepared:
             c = cwd.get(pid, "")
             ip = inc_path[pid]
             fallback = _fallback(info, name, ip, script_of.get(o.req, ""))
-            if o.kind == "include_resolve":
+            if o.kind == "include_resolve" and o.req not in primary_seen and (
+                    name == script_of.get(o.req)):
+                # CGI/FPM: the primary script's resolution (its open is kept as traced)
+                primary_seen.add(o.req)
+                ev = (E_RESOLVE, o.req, name, c, ip, fallback)
+            elif o.kind == "include_resolve":
                 ev = (E_INCLUDE, o.req, name, True, c, ip, fallback)
                 pending_once[pid] = True
             elif a.get("type") == "once":
@@ -184,6 +199,8 @@ def prepare(trace: Trace) -> Prepared:
                 ev = (E_INCLUDE, o.req, name, False, c, ip, fallback)
         else:
             pending_once.pop(pid, None)
+            if o.kind != "realpath" and o.kind != "main_script":
+                in_binary_search = False
             if o.kind == "file_probe":
                 name = str(a.get("name", ""))
                 c = cwd.get(pid, "")
@@ -198,8 +215,11 @@ def prepare(trace: Trace) -> Prepared:
                 modeled += 1
                 continue
             else:
-                ev = (E_REALPATH, o.req, str(a.get("path", "")), cwd.get(pid, ""),
-                      MODES.get(str(a.get("mode", "realpath")), REALPATH))
+                path = str(a.get("path", ""))
+                if in_binary_search and posixpath.basename(path) != binary:
+                    in_binary_search = False
+                ev = (E_REALPATH, o.req, path, cwd.get(pid, ""),
+                      MODES.get(str(a.get("mode", "realpath")), REALPATH), in_binary_search)
         modeled += 1
         timeline[pid].append((o.start_ns, seq, ev))
         seq += 1
@@ -215,7 +235,10 @@ def prepare(trace: Trace) -> Prepared:
             continue
         if s.kind == "opcache_revalidate" and s.op < 0:
             pass  # a revalidation outside an include (the primary script): kept as recorded
-        timeline[s.pid].append((s.ts_ns, seq, (E_PASS, s.req, s.call, s.path, s.ret < 0)))
+        ev = (E_PASS, s.req, s.call, s.path, s.ret < 0)
+        if s.call == "getcwd" and s.op < 0 and s.kind == "other":
+            ev = ev + (True,)  # maybe OPcache's cwd for a relative key (see below)
+        timeline[s.pid].append((s.ts_ns, seq, ev))
         seq += 1
         kept += 1
 
@@ -231,18 +254,25 @@ def prepare(trace: Trace) -> Prepared:
                 timeline[r.pid].append((r.start_ns, -1, (E_REQ, r.id, r.script)))
                 first_request[r.pid] = min(first_request.get(r.pid, r.start_ns), r.start_ns)
 
-    streams: dict[int, tuple[list[Event], list[int]]] = {}
+    streams: dict[int, tuple[list[Event], list[int], list[int]]] = {}
     total = 0
     for pid, tl in timeline.items():
         tl.sort(key=lambda x: (x[0], x[1]))
+        # OPcache fetches the cwd once per request for its first relative key, just before
+        # the include: the engine makes that call itself, so the recorded one goes
+        tl = [x for i, x in enumerate(tl) if not (
+            len(x[2]) == 6 and i + 1 < len(tl) and tl[i + 1][2][0] == E_INCLUDE
+            and not str(tl[i + 1][2][2]).startswith("/"))]
         evs = [e for _, _, e in tl]
-        times = [epoch + max(t, 0) // 1_000_000_000 for t, _, _ in tl]
-        streams[pid] = (evs, times)
+        ns = [t for t, _, _ in tl]
+        times = [epoch + max(t, 0) // 1_000_000_000 for t in ns]
+        streams[pid] = (evs, times, ns)
         total += len(evs)
     counted = [r.id for r in requests.values() if r.end_ns >= 0]
     if not counted and single:
         counted = [0]
-    return Prepared(fs, streams, counted, first_request, trace.mounts, total, modeled, kept)
+    return Prepared(fs, streams, counted, first_request, trace.mounts, total, modeled, kept,
+                    str(settings.get("include_path", "")))
 
 
 def _fallback(info: dict[str, Any], name: str, include_path: str, script: str) -> str:
@@ -267,16 +297,17 @@ def mount_lookup(mounts: list[tuple[str, str]]) -> Any:
 
 def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
     eng = Engine(settings, prep.fs, mount_lookup(prep.mounts), set(prep.counted))
+    eng.recorded_include_path = prep.include_path
     pids = sorted(prep.streams, key=lambda p: (prep.first_request.get(p, 0), p))
     if settings.workers and not _single(prep):
         # requests dealt over `workers` model workers in the order they started
         blocks = _request_blocks(prep)
-        for i, (evs, times) in enumerate(blocks):
-            eng.run(i % settings.workers, evs, times)
+        for i, (evs, times, ns) in enumerate(blocks):
+            eng.run(i % settings.workers, evs, times, ns)
     else:
         for pid in pids:
-            evs, times = prep.streams[pid]
-            eng.run(pid, evs, times)
+            evs, times, ns = prep.streams[pid]
+            eng.run(pid, evs, times, ns)
     n = len(prep.counted)
     per_request: dict[str, float] = {}
     sums = [0] * (2 * NCALLS)
@@ -306,23 +337,25 @@ def _single(prep: Prepared) -> bool:
     return len(prep.counted) <= 1
 
 
-def _request_blocks(prep: Prepared) -> list[tuple[list[Event], list[int]]]:
+def _request_blocks(prep: Prepared) -> list[tuple[list[Event], list[int], list[int]]]:
     """Each worker's stream cut at its request starts, all blocks in start order."""
-    blocks: list[tuple[int, list[Event], list[int]]] = []
-    for evs, times in prep.streams.values():
+    blocks: list[tuple[int, list[Event], list[int], list[int]]] = []
+    for evs, times, ns in prep.streams.values():
         cur: list[Event] = []
         cur_t: list[int] = []
-        start = times[0] if times else 0
-        for ev, t in zip(evs, times):
+        cur_ns: list[int] = []
+        start = ns[0] if ns else 0
+        for ev, t, n in zip(evs, times, ns):
             if ev[0] == E_REQ and cur:
-                blocks.append((start, cur, cur_t))
-                cur, cur_t, start = [], [], t
+                blocks.append((start, cur, cur_t, cur_ns))
+                cur, cur_t, cur_ns, start = [], [], [], n
             cur.append(ev)
             cur_t.append(t)
+            cur_ns.append(n)
         if cur:
-            blocks.append((start, cur, cur_t))
+            blocks.append((start, cur, cur_t, cur_ns))
     blocks.sort(key=lambda b: b[0])
-    return [(b[1], b[2]) for b in blocks]
+    return [(b[1], b[2], b[3]) for b in blocks]
 
 
 __all__ = ["Prepared", "ReplayResult", "prepare", "replay", "build_fs", "LINK"]
