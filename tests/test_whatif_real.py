@@ -314,7 +314,9 @@ def test_opcache_off_to_on(tree: Path, state_home: Path, tmp_path: Path) -> None
     real_on = sum(ops_on.get(k, {}).get("total", 0) for k in inc)
     real_off = sum(ops_off.get(k, {}).get("total", 0) for k in inc)
     kept = measured(off)["total"] - real_off
-    assert predict(off, "opcache.enable_cli=1")["total"] - kept == real_on
+    # + 1: OPcache's own getcwd (for its first relative key) is attributed to no operation
+    # ("other") in the real trace; the model makes it as part of the include
+    assert predict(off, "opcache.enable_cli=1")["total"] - kept == real_on + 1
 
 
 # -- .user.ini (CGI) --------------------------------------------------------------------------
