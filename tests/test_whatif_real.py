@@ -53,13 +53,28 @@ def age(root: Path) -> None:
 
 def trace(home: Path, cmd: str, out: Path, cwd: Path | None = None,
           env: dict[str, str] | None = None) -> Path:
-    """Run `cmd` under `statstorm trace --cmd` and return the trace file."""
+    """Run `cmd` under `statstorm trace --cmd` and return the trace file (the command's
+    output goes to `out` + ".out")."""
     full = dict(os.environ, STATSTORM_HOME=str(home), **(env or {}))
     proc = subprocess.run([sys.executable, "-m", "statstorm", "trace", "--cmd", cmd, "-o",
                            str(out), "--json"], capture_output=True, text=True, env=full,
                           cwd=cwd, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    Path(str(out) + ".out").write_text(proc.stderr)
     return out
+
+
+def php_said(out: Path, tag: str) -> int:
+    """A number the traced script printed as `tag=N`."""
+    text = Path(str(out) + ".out").read_text()
+    return int(text.split(f"{tag}=")[1].split()[0])
+
+
+def cache_bytes(path: Path, *sets: str) -> int:
+    t = read_trace(path)
+    recorded = t.header["settings"]
+    s = with_changes(from_recorded(recorded), recorded, parse_set(list(sets)))
+    return replay(prepare(t), s).cache_bytes_final
 
 
 def measured(path: Path) -> dict[str, float]:
@@ -95,7 +110,8 @@ def test_cold_then_warm_and_cache_off(tree: Path, state_home: Path, tmp_path: Pa
     Predicted for realpath_cache_size=0 from the 4096K trace: every include walks again."""
     files = deep_files(tree, 30)
     script = write(tree / "cold.php", "<?php\nfor ($p = 0; $p < 2; $p++) {\n" + "".join(
-        f"  include '{f}';\n" for f in files) + "}\n")
+        f"  include '{f}';\n" for f in files) + "}\n"
+        "fwrite(STDERR, 'bytes=' . realpath_cache_size() . \"\\n\");\n")
     age(tree)
     a = trace(state_home, f"php -n {script}", tmp_path / "a.sst.gz")
     assert_same(predict(a), measured(a), "replay under its own settings")
@@ -103,6 +119,9 @@ def test_cold_then_warm_and_cache_off(tree: Path, state_home: Path, tmp_path: Pa
     assert_same(predict(a, "realpath_cache_size=0"), measured(b), "4096K → 0")
     assert_same(predict(b, "realpath_cache_size=4096K"), measured(a), "0 → 4096K")
     assert measured(b)["lstat"] > measured(a)["lstat"] + 30
+    # byte accounting: realpath_cache_size() as PHP reports it at the end
+    assert cache_bytes(a) == php_said(a, "bytes") > 0
+    assert cache_bytes(b) == php_said(b, "bytes") == 0
 
 
 def test_cache_too_small_and_find_min(tree: Path, state_home: Path, tmp_path: Path) -> None:
@@ -112,12 +131,15 @@ def test_cache_too_small_and_find_min(tree: Path, state_home: Path, tmp_path: Pa
     files = deep_files(tree, 200)
     script = write(tree / "small.php", "<?php\nfor ($p = 0; $p < 2; $p++) {\n"
                    f"  for ($i = 0; $i < 200; $i++) {{ include sprintf('{files[0].parent}/"
-                   "Class%03dWithALongerName.php', $i); }\n}\n")
+                   "Class%03dWithALongerName.php', $i); }\n}\n"
+                   "fwrite(STDERR, 'bytes=' . realpath_cache_size() . \"\\n\");\n")
     age(tree)
     a = trace(state_home, f"php -n {script}", tmp_path / "a.sst.gz")
     b = trace(state_home, f"php -n -d realpath_cache_size=16K {script}", tmp_path / "b.sst.gz")
     assert_same(predict(b), measured(b), "replay of the 16K trace")
     assert_same(predict(a, "realpath_cache_size=16K"), measured(b), "4096K → 16K")
+    assert cache_bytes(b) == php_said(b, "bytes") <= 16 * 1024
+    assert cache_bytes(a, "realpath_cache_size=16K") == php_said(b, "bytes")
     assert measured(b)["lstat"] > measured(a)["lstat"] + 50
     proc = run_cli(["whatif", str(a), "--find-min", "realpath_cache_size", "--json"],
                    state_home, check=True)

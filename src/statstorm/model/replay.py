@@ -56,6 +56,7 @@ class ReplayResult:
     workers: int
     cache_bytes_peak: int  # the largest realpath cache of any worker
     cache_bytes_mean: float  # mean over workers of each one's peak
+    cache_bytes_final: int = 0  # the largest realpath_cache_size() at the end of the replay
     by_mount: dict[tuple[int, int, bool], int] = field(default_factory=dict)
 
 
@@ -330,7 +331,7 @@ def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
     by_mount = dict(eng.tally.by_mount)  # calls of counted requests
     return ReplayResult(settings, n, {k: per_request[k] for k in SUMMARY_KEYS}, len(workers),
                         max(peaks, default=0), sum(peaks) / len(peaks) if peaks else 0.0,
-                        by_mount)
+                        max((w.cache.used for w in workers), default=0), by_mount)
 
 
 def _single(prep: Prepared) -> bool:
