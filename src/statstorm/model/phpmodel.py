@@ -207,7 +207,7 @@ class Engine:
     def _ip(self, include_path: str) -> str:
         """The include_path in force: the proposed one where the trace ran with the
         recorded one (a value set by the script itself is kept)."""
-        if self.recorded_include_path is None or include_path == self.recorded_include_path:
+        if self.recorded_include_path is not None and include_path == self.recorded_include_path:
             return self.s.include_path
         return include_path
 
