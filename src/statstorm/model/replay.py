@@ -103,11 +103,7 @@ def build_fs(trace: Trace) -> FsView:
     return fs
 
 
-def _descendants(ops: dict[int, Operation], roots: set[int]) -> set[int]:
-    children: dict[int, list[int]] = defaultdict(list)
-    for o in ops.values():
-        if o.parent >= 0:
-            children[o.parent].append(o.id)
+def _descendants(children: dict[int, list[Operation]], roots: set[int]) -> set[int]:
     out = set()
     stack = list(roots)
     while stack:
@@ -115,7 +111,7 @@ def _descendants(ops: dict[int, Operation], roots: set[int]) -> set[int]:
         if i in out:
             continue
         out.add(i)
-        stack.extend(children.get(i, ()))
+        stack.extend(c.id for c in children.get(i, ()))
     return out
 
 
@@ -143,7 +139,7 @@ def prepare(trace: Trace) -> Prepared:
             continue
         if o.kind in MODELED_KINDS or (o.kind in ("realpath", "main_script") and "path" in o.args):
             roots.add(o.id)
-    dropped = _descendants(ops, roots)
+    dropped = _descendants(children, roots)
 
     timeline: dict[int, list[tuple[int, int, Event]]] = defaultdict(list)
     seq = 0
@@ -276,13 +272,24 @@ def prepare(trace: Trace) -> Prepared:
                     str(settings.get("include_path", "")))
 
 
+_ENTRIES: dict[str, int] = {}
+_DIRS: dict[str, str] = {}
+
+
 def _fallback(info: dict[str, Any], name: str, include_path: str, script: str) -> str:
     """The including script's directory, php_resolve_path's last try."""
-    cands = info.get("candidates") or []
-    entries = [e for e in include_path.split(":") if "://" not in e]
-    if cands and len(cands) == len(entries) + 1 and str(cands[-1]).endswith("/" + name):
-        return str(cands[-1])[: -len(name) - 1]
-    return posixpath.dirname(script) if script else ""
+    cands = info.get("candidates")
+    if cands:
+        n = _ENTRIES.get(include_path)
+        if n is None:
+            n = _ENTRIES[include_path] = len([e for e in include_path.split(":")
+                                              if "://" not in e])
+        if len(cands) == n + 1 and str(cands[-1]).endswith("/" + name):
+            return str(cands[-1])[: -len(name) - 1]
+    d = _DIRS.get(script)
+    if d is None:
+        d = _DIRS[script] = posixpath.dirname(script) if script else ""
+    return d
 
 
 def mount_lookup(mounts: list[tuple[str, str]]) -> Any:
