@@ -89,12 +89,26 @@ def predict(path: Path, *sets: str) -> dict[str, float]:
     return dict(replay(prepare(t), s).per_request)
 
 
+def record(pred: dict[str, float], real: dict[str, float], what: str) -> None:
+    """With STATSTORM_WHATIF_REPORT=FILE, every comparison is appended to FILE (JSON lines),
+    so docs/whatif.md can quote the figures of a run."""
+    dest = os.environ.get("STATSTORM_WHATIF_REPORT")
+    if dest:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+        with open(dest, "a") as fh:
+            fh.write(json.dumps({"test": test, "what": what,
+                                 "model": {k: pred[k] for k in SUMMARY_KEYS},
+                                 "real": {k: real[k] for k in SUMMARY_KEYS}}) + "\n")
+
+
 def assert_same(pred: dict[str, float], real: dict[str, float], what: str) -> None:
+    record(pred, real, what)
     assert {k: pred[k] for k in SUMMARY_KEYS} == {k: real[k] for k in SUMMARY_KEYS}, what
 
 
 def assert_within(pred: dict[str, float], real: dict[str, float], share: float,
                   what: str) -> None:
+    record(pred, real, what)
     for k in SUMMARY_KEYS:
         assert abs(pred[k] - real[k]) <= share * max(real[k], 1), (what, k, pred, real)
 
@@ -204,13 +218,15 @@ def test_symlinked_release_directory(tree: Path, state_home: Path, tmp_path: Pat
 
 
 def test_dot_and_dotdot_includes(tree: Path, state_home: Path, tmp_path: Path) -> None:
-    """`./x` and `../x` resolve against the cwd and are cached under their own spellings."""
+    """`./x` and `../x` resolve against the cwd and are cached under their own spellings;
+    a failed include_once resolves twice (zend_include_or_eval, then the stream open)."""
     write(tree / "app/lib/a.php", "<?php $a = 1;\n")
     write(tree / "shared/b.php", "<?php $b = 1;\n")
     write(tree / "app/lib/sub/c.php", "<?php $c = 1;\n")
     script = write(tree / "app/dot.php", "<?php\nchdir(__DIR__);\nfor ($p = 0; $p < 3; $p++) {\n"
                    "  include './lib/a.php';\n  include '../shared/b.php';\n"
-                   "  include './lib/sub/../a.php';\n  include 'lib/sub/c.php';\n}\n")
+                   "  include './lib/sub/../a.php';\n  include 'lib/sub/c.php';\n"
+                   "  @include_once 'lib/nope.php';\n  @include '../shared/nope.php';\n}\n")
     age(tree)
     a = trace(state_home, f"php -n {script}", tmp_path / "a.sst.gz", cwd=tree / "app")
     assert_same(predict(a), measured(a), "replay")

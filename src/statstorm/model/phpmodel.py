@@ -247,6 +247,8 @@ class Engine:
             self._validate(w, name, resolved, cwd, include_path, fallback, have_path=True)
             return
         if resolved is None:
+            if once:  # zend_stream_open of the name as written: its own resolution first
+                self.resolve_include(w, name, cwd, include_path, fallback)
             target = name
             if self.basedirs and not self.basedir_ok(w, target, cwd):
                 return
