@@ -12,8 +12,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
+import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -373,3 +377,130 @@ def test_user_ini_lookups_under_cgi(tree: Path, state_home: Path, tmp_path: Path
     b = trace(state_home, f"php-cgi8.2 -n -d user_ini.filename= {script}", tmp_path / "b.sst.gz",
               env=env)
     assert_same(predict(a, "user_ini.filename="), measured(b), ".user.ini → none")
+
+
+# -- php-fpm: a pool, recycling ---------------------------------------------------------------
+def fcgi_get(sock: Path, params: dict[str, str]) -> bytes:
+    """One FastCGI request (responder role) over a unix socket; returns its stdout."""
+    def record(kind: int, body: bytes) -> bytes:
+        return struct.pack("!BBHHBx", 1, kind, 1, len(body), 0) + body
+
+    def pair(k: str, v: str) -> bytes:
+        out = b""
+        for x in (k.encode(), v.encode()):
+            out += bytes([len(x)]) if len(x) < 128 else struct.pack("!I", len(x) | 1 << 31)
+        return out + k.encode() + v.encode()
+    body = b"".join(pair(k, v) for k, v in params.items())
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30)
+        s.connect(str(sock))
+        s.sendall(record(1, struct.pack("!HB5x", 1, 0)) + record(4, body) + record(4, b"")
+                  + record(5, b""))
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    out, i = b"", 0
+    while i + 8 <= len(data):
+        _, kind, _, n, pad = struct.unpack("!BBHHB", data[i:i + 7])
+        if kind == 6:
+            out += data[i + 8:i + 8 + n]
+        i += 8 + n + pad
+    return out
+
+
+class Fpm:
+    """A php-fpm master of our own (pool `name`, one static worker), ended by its PID."""
+
+    def __init__(self, root: Path, name: str, max_requests: int) -> None:
+        self.root = root
+        self.sock = root / f"{name}.sock"
+        conf = write(root / f"{name}.conf", f"""[global]
+error_log = {root}/{name}.log
+pid = {root}/{name}.pid
+daemonize = no
+[{name}]
+user = www-data
+group = www-data
+listen = {self.sock}
+pm = static
+pm.max_children = 1
+pm.max_requests = {max_requests}
+php_admin_value[opcache.enable] = 0
+php_admin_value[realpath_cache_size] = 4096K
+""")
+        self.proc = subprocess.Popen(["php-fpm8.2", "-F", "-y", str(conf)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while not self.sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert self.sock.exists(), (root / f"{name}.log").read_text()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def trace_pool(home: Path, fpm: Fpm, pool: str, script: Path, docroot: Path, n: int,
+               out: Path) -> Path:
+    """Trace `n` requests of `script` served by the pool (bpftrace attached first)."""
+    env = dict(os.environ, STATSTORM_HOME=str(home))
+    proc = subprocess.Popen([sys.executable, "-m", "statstorm", "-v", "trace", "--pool", pool,
+                             "-d", "120", "-o", str(out), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    attached = False
+    for line in proc.stderr:  # -v: "bpftrace attached in … s"
+        if "attached" in line:
+            attached = True
+            break
+    assert attached, proc.communicate()
+    params = {"SCRIPT_FILENAME": str(script), "SCRIPT_NAME": "/" + script.name,
+              "DOCUMENT_ROOT": str(docroot), "REQUEST_METHOD": "GET",
+              "REQUEST_URI": "/" + script.name, "QUERY_STRING": "",
+              "SERVER_PROTOCOL": "HTTP/1.1", "GATEWAY_INTERFACE": "CGI/1.1"}
+    # one more than traced: a request is complete once its worker accepts the next one;
+    # then Ctrl-C (the trace is still written)
+    for _ in range(n + 1):
+        assert b"ok" in fcgi_get(fpm.sock, params)
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    return out
+
+
+def test_fpm_pool_recycling(tree: Path, state_home: Path, tmp_path: Path) -> None:
+    """php-fpm, one static worker, 6 requests of a script with 15 includes under a docroot
+    with a .user.ini: with pm.max_requests=0 only the first request is cold; predicted for
+    pm.max_requests=2 (a fresh worker every other request: its realpath cache, .user.ini
+    cache and fix_pathinfo resolution start empty), then run for real, and back."""
+    files = deep_files(tree / "www", 15)
+    script = write(tree / "www/sub/index.php", "<?php\n" + "".join(
+        f"include '{f}';\n" for f in files) + "echo 'ok';\n")
+    write(tree / "www/.user.ini", "precision=14\n")
+    age(tree)
+    os.chmod(tree, 0o755)
+    runs = {}
+    for mr in (0, 2):
+        pool = f"wi{os.getpid()}m{mr}"
+        fpm = Fpm(tree, pool, mr)
+        try:
+            runs[mr] = trace_pool(state_home, fpm, pool, script, tree / "www", 6,
+                                  tmp_path / f"mr{mr}.sst.gz")
+        finally:
+            fpm.stop()
+    a, b = runs[0], runs[2]
+    assert read_trace(a).header["settings"].get("pm.max_requests") == "0"
+    assert_same(predict(a), measured(a), "fpm replay, max_requests=0")
+    assert_same(predict(b), measured(b), "fpm replay, max_requests=2")
+    assert_same(predict(a, "pm.max_requests=2"), measured(b), "fpm max_requests 0 → 2")
+    assert_same(predict(b, "pm.max_requests=0"), measured(a), "fpm max_requests 2 → 0")
+    assert measured(b)["lstat"] > measured(a)["lstat"]

@@ -23,7 +23,7 @@ from statstorm.errors import UsageError
 from statstorm.model.phpmodel import (CALL_INDEX, E_CLEAR, E_INCLUDE, E_PASS, E_PROBE,
                                       E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, NCALLS, Engine,
                                       Event)
-from statstorm.model.phpsettings import PhpSettings
+from statstorm.model.phpsettings import PhpSettings, from_recorded
 from statstorm.model.realpath_cache import DIR, EXPAND, FILE, FILEPATH, LINK, MISSING, REALPATH, FsView
 from statstorm.results.trace import CALLS, SUMMARY_KEYS, Operation, Trace
 
@@ -46,6 +46,8 @@ class Prepared:
     modeled_ops: int = 0
     kept_syscalls: int = 0
     include_path: str = ""  # as recorded in the header
+    max_requests: int = 0  # pm.max_requests as recorded
+    workers: int = 0  # pm.max_children as recorded
 
 
 @dataclass
@@ -220,11 +222,26 @@ def prepare(trace: Trace) -> Prepared:
         modeled += 1
         timeline[pid].append((o.start_ns, seq, ev))
         seq += 1
+    # .user.ini: every request of a CGI/FPM worker checks its per-directory cache; a scan
+    # is recorded only when it happened, so each request gets the check, with the
+    # directories of a scan recorded for the same script directory
+    scans: dict[str, tuple[str, ...]] = {}
     for (pid, req), dirs in user_ini.items():
         script_dir = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
-        timeline[pid].append((user_ini_start[(pid, req)], seq,
-                              (E_USER_INI, req, script_dir, tuple(dirs))))
-        seq += 1
+        scans.setdefault(script_dir, tuple(dirs))
+    if not single:
+        for r in requests.values():
+            d = posixpath.dirname(r.script)
+            if d in scans:
+                at = user_ini_start.get((r.pid, r.id), r.start_ns + 1)
+                timeline[r.pid].append((at, seq, (E_USER_INI, r.id, d, scans[d])))
+                seq += 1
+    else:
+        for (pid, req), dirs in user_ini.items():
+            script_dir = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
+            timeline[pid].append((user_ini_start[(pid, req)], seq,
+                                  (E_USER_INI, req, script_dir, tuple(dirs))))
+            seq += 1
 
     kept = 0
     for s in trace.syscalls:
@@ -268,8 +285,9 @@ def prepare(trace: Trace) -> Prepared:
     counted = [r.id for r in requests.values() if r.end_ns >= 0]
     if not counted and single:
         counted = [0]
+    rec = from_recorded(settings)
     return Prepared(fs, streams, counted, first_request, trace.mounts, total, modeled, kept,
-                    str(settings.get("include_path", "")))
+                    str(settings.get("include_path", "")), rec.max_requests, rec.workers)
 
 
 _ENTRIES: dict[str, int] = {}
@@ -307,8 +325,12 @@ def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
     eng = Engine(settings, prep.fs, mount_lookup(prep.mounts), set(prep.counted))
     eng.recorded_include_path = prep.include_path
     pids = sorted(prep.streams, key=lambda p: (prep.first_request.get(p, 0), p))
-    if settings.workers and not _single(prep):
-        # requests dealt over `workers` model workers in the order they started
+    regroup = settings.workers and (settings.workers != prep.workers or (
+        prep.max_requests and settings.max_requests != prep.max_requests))
+    if regroup and not _single(prep):
+        # Requests dealt over `workers` model workers in the order they started: for another
+        # pool size, or when the traced workers were recycled (a recycled worker's
+        # successor is another PID) and the proposed recycling differs.
         blocks = _request_blocks(prep)
         for i, (evs, times, ns) in enumerate(blocks):
             eng.run(i % settings.workers, evs, times, ns)
