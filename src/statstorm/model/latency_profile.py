@@ -1,8 +1,9 @@
 """Latency profiles for `statstorm whatif`: µs per call type and outcome, per mount point.
 
 Format `statstorm.latency-profile/1` (written by `statstorm fsbench --profile-out`):
-{"schema", "source", "mounts": {mount_point: {call: {"hit": µs, "enoent": µs}}}}. A profile
-with the mount point "*" applies to every path.
+{"schema", "source", "mounts": {mount_point: {call: {"hit": µs, "enoent": µs}}}}. A call is
+priced with the figures of the mount it landed on (as the trace recorded it); a mount the
+profile does not name takes the profile's "*" entry, or else local disk's figures.
 
 Built-in profiles are the p50 latencies measured by `bench/fsbench_gluster.py` on the lab
 machine (docs/fsbench.md, warm state): local disk (ext4), the lab's GlusterFS FUSE mount with
@@ -87,19 +88,14 @@ def cost_us(profile: dict[str, Any], mounts: list[tuple[str, str]],
     """Total µs of `by_mount` counts ({(mount index, call index, failed): calls})."""
     table = profile["mounts"]
     fallback = table.get("*") or BUILTIN["local"]["mounts"]["*"]
-    named = [mp for mp in table if mp != "*"]
     per_mount: dict[int, dict[str, Any]] = {}
     total = 0.0
     for (m, ci, failed), n in by_mount.items():
         prof = per_mount.get(m)
         if prof is None:
             mp = mounts[m][0] if 0 <= m < len(mounts) else ""
-            if mp in table:
-                prof = table[mp]
-            elif len(named) == 1 and "*" not in table:
-                prof = table[named[0]]  # one measured mount: it stands for every path
-            else:
-                prof = fallback
+            # the mount's own figures; else the profile's "*"; else local disk
+            prof = table[mp] if mp in table else fallback
             per_mount[m] = prof
         vals = prof.get(CALLS[ci]) or fallback.get(CALLS[ci]) or {}
         lat = vals.get("enoent" if failed else "hit")
