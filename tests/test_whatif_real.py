@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -66,6 +67,15 @@ def trace(home: Path, cmd: str, out: Path, cwd: Path | None = None,
     assert proc.returncode == 0, proc.stderr
     Path(str(out) + ".out").write_text(proc.stderr)
     return out
+
+
+def traces(home: Path, *runs: tuple[str, Path], cwd: Path | None = None,
+           env: dict[str, str] | None = None) -> list[Path]:
+    """Several independent `trace()` runs at once (each bpftrace follows only its own
+    command), which halves the suite's wall time on two cores."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(trace, home, cmd, out, cwd, env) for cmd, out in runs]
+        return [f.result() for f in futures]
 
 
 def php_said(out: Path, tag: str) -> int:
@@ -131,9 +141,9 @@ def test_cold_then_warm_and_cache_off(tree: Path, state_home: Path, tmp_path: Pa
         f"  include '{f}';\n" for f in files) + "}\n"
         "fwrite(STDERR, 'bytes=' . realpath_cache_size() . \"\\n\");\n")
     age(tree)
-    a = trace(state_home, f"php -n {script}", tmp_path / "a.sst.gz")
+    a, b = traces(state_home, (f"php -n {script}", tmp_path / "a.sst.gz"),
+                  (f"php -n -d realpath_cache_size=0 {script}", tmp_path / "b.sst.gz"))
     assert_same(predict(a), measured(a), "replay under its own settings")
-    b = trace(state_home, f"php -n -d realpath_cache_size=0 {script}", tmp_path / "b.sst.gz")
     assert_same(predict(a, "realpath_cache_size=0"), measured(b), "4096K → 0")
     assert_same(predict(b, "realpath_cache_size=4096K"), measured(a), "0 → 4096K")
     assert measured(b)["lstat"] > measured(a)["lstat"] + 30
@@ -152,8 +162,8 @@ def test_cache_too_small_and_find_min(tree: Path, state_home: Path, tmp_path: Pa
                    "Class%03dWithALongerName.php', $i); }\n}\n"
                    "fwrite(STDERR, 'bytes=' . realpath_cache_size() . \"\\n\");\n")
     age(tree)
-    a = trace(state_home, f"php -n {script}", tmp_path / "a.sst.gz")
-    b = trace(state_home, f"php -n -d realpath_cache_size=16K {script}", tmp_path / "b.sst.gz")
+    a, b = traces(state_home, (f"php -n {script}", tmp_path / "a.sst.gz"),
+                  (f"php -n -d realpath_cache_size=16K {script}", tmp_path / "b.sst.gz"))
     assert_same(predict(b), measured(b), "replay of the 16K trace")
     assert_same(predict(a, "realpath_cache_size=16K"), measured(b), "4096K → 16K")
     assert cache_bytes(b) == php_said(b, "bytes") <= 16 * 1024
@@ -163,10 +173,10 @@ def test_cache_too_small_and_find_min(tree: Path, state_home: Path, tmp_path: Pa
                    state_home, check=True)
     need = json.loads(proc.stdout)["find_min"]["bytes"]
     assert 16 * 1024 < need < 64 * 1024
-    at = trace(state_home, f"php -n -d realpath_cache_size={need} {script}",
-               tmp_path / "at.sst.gz")
-    below = trace(state_home, f"php -n -d realpath_cache_size={need - 1} {script}",
-                  tmp_path / "below.sst.gz")
+    at, below = traces(state_home,
+                       (f"php -n -d realpath_cache_size={need} {script}", tmp_path / "at.sst.gz"),
+                       (f"php -n -d realpath_cache_size={need - 1} {script}",
+                        tmp_path / "below.sst.gz"))
     assert_same(measured(at), measured(a), "real PHP at the found minimum")
     assert measured(below)["lstat"] > measured(a)["lstat"]
     assert_same(predict(a, f"realpath_cache_size={need - 1}"), measured(below),
@@ -180,9 +190,9 @@ def test_ttl_expiry_with_real_waiting(tree: Path, state_home: Path, tmp_path: Pa
     body = "".join(f"  include '{f}';\n" for f in files)
     script = write(tree / "ttl.php", f"<?php\n{body}usleep(2200000);\n{body}")
     age(tree)
-    a = trace(state_home, f"php -n -d realpath_cache_ttl=1 {script}", tmp_path / "a.sst.gz")
+    a, b = traces(state_home, (f"php -n -d realpath_cache_ttl=1 {script}", tmp_path / "a.sst.gz"),
+                  (f"php -n -d realpath_cache_ttl=120 {script}", tmp_path / "b.sst.gz"))
     assert_same(predict(a), measured(a), "replay of the ttl=1 trace")
-    b = trace(state_home, f"php -n -d realpath_cache_ttl=120 {script}", tmp_path / "b.sst.gz")
     assert_same(predict(a, "realpath_cache_ttl=120"), measured(b), "ttl 1 → 120")
     assert_same(predict(b, "realpath_cache_ttl=1"), measured(a), "ttl 120 → 1")
     assert measured(a)["lstat"] >= measured(b)["lstat"] + 20
@@ -197,8 +207,8 @@ def test_open_basedir(tree: Path, state_home: Path, tmp_path: Path) -> None:
         f"  is_file('{files[0]}');\n}}\n")
     age(tree)
     basedir = f"/nonexistent-first:{tree}:/usr/share/php"
-    a = trace(state_home, f"php -n {script}", tmp_path / "a.sst.gz")
-    b = trace(state_home, f"php -n -d open_basedir={basedir} {script}", tmp_path / "b.sst.gz")
+    a, b = traces(state_home, (f"php -n {script}", tmp_path / "a.sst.gz"),
+                  (f"php -n -d open_basedir={basedir} {script}", tmp_path / "b.sst.gz"))
     assert_same(predict(b), measured(b), "replay of the open_basedir trace")
     assert_same(predict(a, f"open_basedir={basedir}"), measured(b), "none → open_basedir")
     assert_same(predict(b, "open_basedir="), measured(a), "open_basedir → none")
@@ -214,9 +224,9 @@ def test_symlinked_release_directory(tree: Path, state_home: Path, tmp_path: Pat
                    f"  for ($i = 0; $i < 10; $i++) {{ include sprintf('{tree}/current/lib/Acme/"
                    "Class%03dWithALongerName.php', $i); }\n}\n")
     age(tree)
-    a = trace(state_home, f"php -n {script}", tmp_path / "a.sst.gz")
+    a, b = traces(state_home, (f"php -n {script}", tmp_path / "a.sst.gz"),
+                  (f"php -n -d realpath_cache_size=0 {script}", tmp_path / "b.sst.gz"))
     assert_same(predict(a), measured(a), "replay")
-    b = trace(state_home, f"php -n -d realpath_cache_size=0 {script}", tmp_path / "b.sst.gz")
     assert_same(predict(a, "realpath_cache_size=0"), measured(b), "4096K → 0")
     assert measured(b)["readlink"] >= 30
 
@@ -232,10 +242,10 @@ def test_dot_and_dotdot_includes(tree: Path, state_home: Path, tmp_path: Path) -
                    "  include './lib/sub/../a.php';\n  include 'lib/sub/c.php';\n"
                    "  @include_once 'lib/nope.php';\n  @include '../shared/nope.php';\n}\n")
     age(tree)
-    a = trace(state_home, f"php -n {script}", tmp_path / "a.sst.gz", cwd=tree / "app")
+    a, b = traces(state_home, (f"php -n {script}", tmp_path / "a.sst.gz"),
+                  (f"php -n -d realpath_cache_size=0 {script}", tmp_path / "b.sst.gz"),
+                  cwd=tree / "app")
     assert_same(predict(a), measured(a), "replay")
-    b = trace(state_home, f"php -n -d realpath_cache_size=0 {script}", tmp_path / "b.sst.gz",
-              cwd=tree / "app")
     assert_same(predict(a, "realpath_cache_size=0"), measured(b), "4096K → 0")
 
 
@@ -252,10 +262,10 @@ def test_include_path_misses(tree: Path, state_home: Path, tmp_path: Path) -> No
     age(tree)
     ip = f"{tree}/a:{tree}/b:{tree}/c:{tree}/lib"
     good = f"{tree}/lib:{tree}/a:{tree}/b:{tree}/c"
-    a = trace(state_home, f"php -n -d include_path={ip} {script}", tmp_path / "a.sst.gz")
+    a, b = traces(state_home, (f"php -n -d include_path={ip} {script}", tmp_path / "a.sst.gz"),
+                  (f"php -n -d include_path={good} {script}", tmp_path / "b.sst.gz"))
     assert_same(predict(a), measured(a), "replay")
     assert measured(a)["failed"] >= 3 * 30 * 2
-    b = trace(state_home, f"php -n -d include_path={good} {script}", tmp_path / "b.sst.gz")
     assert_same(predict(a, f"include_path={good}"), measured(b), "reordered include_path")
 
 
@@ -272,9 +282,9 @@ def test_file_exists_storm_and_stat_cache(tree: Path, state_home: Path, tmp_path
                    "  if ($i % 10 == 0) { clearstatcache(); }\n"
                    f"  is_dir('{tree}/src'); is_dir('{tree}/src');\n}}\n")
     age(tree)
-    a = trace(state_home, f"php -n {script}", tmp_path / "a.sst.gz")
+    a, b = traces(state_home, (f"php -n {script}", tmp_path / "a.sst.gz"),
+                  (f"php -n -d open_basedir={tree} {script}", tmp_path / "b.sst.gz"))
     assert_same(predict(a), measured(a), "replay")
-    b = trace(state_home, f"php -n -d open_basedir={tree} {script}", tmp_path / "b.sst.gz")
     assert_same(predict(a, f"open_basedir={tree}"), measured(b), "none → open_basedir")
 
 
@@ -289,9 +299,9 @@ def test_rename_wipes_the_cache(tree: Path, state_home: Path, tmp_path: Path) ->
                    f"@unlink('{tree}/no-such-file');\n{body}"
                    f"unlink('{tree}/tmp2.txt');\n{body}")
     age(tree)
-    a = trace(state_home, f"php -n {script}", tmp_path / "a.sst.gz")
+    a, b = traces(state_home, (f"php -n {script}", tmp_path / "a.sst.gz"),
+                  (f"php -n -d realpath_cache_ttl=0 {script}", tmp_path / "b.sst.gz"))
     assert_same(predict(a), measured(a), "replay")
-    b = trace(state_home, f"php -n -d realpath_cache_ttl=0 {script}", tmp_path / "b.sst.gz")
     assert_same(predict(a, "realpath_cache_ttl=0"), measured(b), "ttl 120 → 0 (never)")
     no_wipe = measured(a)["lstat"]
     assert no_wipe >= 3 * 10  # each wipe re-resolves the 10 includes
@@ -313,15 +323,15 @@ def test_opcache_revalidation_windows(tree: Path, state_home: Path, tmp_path: Pa
     script = opcache_script(tree)
     age(tree)
     ip = f"-d include_path=.:{tree}/inc"
-    a = trace(state_home, f"php -n {OPCACHE} -d opcache.revalidate_freq=0 {ip} {script}",
-              tmp_path / "a.sst.gz")
+    a, b, c = traces(
+        state_home,
+        (f"php -n {OPCACHE} -d opcache.revalidate_freq=0 {ip} {script}", tmp_path / "a.sst.gz"),
+        (f"php -n {OPCACHE} -d opcache.validate_timestamps=0 {ip} {script}",
+         tmp_path / "b.sst.gz"),
+        (f"php -n {OPCACHE} -d opcache.revalidate_freq=2 {ip} {script}", tmp_path / "c.sst.gz"))
     assert_same(predict(a), measured(a), "replay, revalidate_freq=0")
-    b = trace(state_home, f"php -n {OPCACHE} -d opcache.validate_timestamps=0 {ip} {script}",
-              tmp_path / "b.sst.gz")
     assert_same(predict(a, "opcache.validate_timestamps=0"), measured(b),
                 "validate_timestamps 1 → 0")
-    c = trace(state_home, f"php -n {OPCACHE} -d opcache.revalidate_freq=2 {ip} {script}",
-              tmp_path / "c.sst.gz")
     assert_same(predict(a, "opcache.revalidate_freq=2"), measured(c), "revalidate_freq 0 → 2")
     assert_same(predict(c, "opcache.revalidate_freq=0"), measured(a), "revalidate_freq 2 → 0")
     assert measured(a)["stat"] >= measured(c)["stat"] + 2 * 25
@@ -334,10 +344,10 @@ def test_opcache_off_to_on(tree: Path, state_home: Path, tmp_path: Path) -> None
     script = opcache_script(tree)
     age(tree)
     ip = f"-d include_path=.:{tree}/inc"
-    off = trace(state_home, f"php -n -d zend_extension=opcache -d opcache.enable_cli=0 {ip} "
-                f"{script}", tmp_path / "off.sst.gz")
+    off, on = traces(state_home, (f"php -n -d zend_extension=opcache -d opcache.enable_cli=0 "
+                                  f"{ip} {script}", tmp_path / "off.sst.gz"),
+                     (f"php -n {OPCACHE} {ip} {script}", tmp_path / "on.sst.gz"))
     assert_same(predict(off), measured(off), "replay, OPcache off")
-    on = trace(state_home, f"php -n {OPCACHE} {ip} {script}", tmp_path / "on.sst.gz")
     assert_same(predict(on), measured(on), "replay, OPcache on")
     assert_within(predict(off, "opcache.enable_cli=1"), measured(on), 0.02, "off → on")
     # On → off cannot be exact: a require_once that OPcache answers from its key (passes
@@ -371,11 +381,11 @@ def test_user_ini_lookups_under_cgi(tree: Path, state_home: Path, tmp_path: Path
     write(tree / "www/sub/.user.ini", "precision=10\n")
     age(tree)
     env = {"DOCUMENT_ROOT": str(tree / "www"), "REDIRECT_STATUS": "200"}
-    a = trace(state_home, f"php-cgi8.2 -n {script}", tmp_path / "a.sst.gz", env=env)
+    a, b = traces(state_home, (f"php-cgi8.2 -n {script}", tmp_path / "a.sst.gz"),
+                  (f"php-cgi8.2 -n -d user_ini.filename= {script}", tmp_path / "b.sst.gz"),
+                  env=env)
     assert_same(predict(a), measured(a), "replay")
     assert measured(a)["stat"] >= 3
-    b = trace(state_home, f"php-cgi8.2 -n -d user_ini.filename= {script}", tmp_path / "b.sst.gz",
-              env=env)
     assert_same(predict(a, "user_ini.filename="), measured(b), ".user.ini → none")
 
 
