@@ -371,6 +371,21 @@ def test_opcache_off_to_on(tree: Path, state_home: Path, tmp_path: Path) -> None
     assert predict(off, "opcache.enable_cli=1")["total"] - kept == real_on + 1
 
 
+def test_opcache_relative_primary_script(tree: Path, state_home: Path, tmp_path: Path) -> None:
+    """`php oc.php` from its directory: OPcache's key for the relative primary script
+    already fetched the cwd, so the first relative include needs no getcwd of its own."""
+    opcache_script(tree)
+    age(tree)
+    ip = f"-d include_path=.:{tree}/inc"
+    off, on = traces(state_home, (f"php -n -d zend_extension=opcache -d opcache.enable_cli=0 "
+                                  f"{ip} oc.php", tmp_path / "off.sst.gz"),
+                     (f"php -n {OPCACHE} -d opcache.revalidate_freq=0 {ip} oc.php",
+                      tmp_path / "on.sst.gz"), cwd=tree)
+    assert_same(predict(on), measured(on), "replay, relative primary, OPcache on")
+    assert_within(predict(off, "opcache.enable_cli=1", "opcache.revalidate_freq=0"),
+                  measured(on), 0.02, "relative primary, off → on")
+
+
 # -- .user.ini (CGI) --------------------------------------------------------------------------
 def test_user_ini_lookups_under_cgi(tree: Path, state_home: Path, tmp_path: Path) -> None:
     """php-cgi stats `.user.ini` in every directory from DOCUMENT_ROOT down to the script's;

@@ -26,7 +26,7 @@ LSTAT_FUNCS = frozenset(("is_link", "lstat"))
 OVERRIDE_FUNCS = frozenset(("file_exists", "is_file", "is_readable"))
 
 # Logical events: tuples whose first item is one of these, second the request id (-1: none).
-E_REQ = 0  # (E_REQ, req, script)
+E_REQ = 0  # (E_REQ, req, "relative" if the CLI's primary script was given relative)
 E_PASS = 1  # (E_PASS, req, call, path, failed)
 E_REALPATH = 2  # (E_REALPATH, req, path, cwd, mode, before_ini)
 E_INCLUDE = 3  # (E_INCLUDE, req, name, once, cwd, include_path, fallback_dir)
@@ -139,6 +139,9 @@ class Engine:
                 continue
             if kind == E_REQ:
                 w = self._start_request(wid, w, now)
+                if ev[2] == "relative" and self.s.opcache:
+                    self.emit("getcwd", "", False)  # the primary script's key needs the cwd
+                    w.opc_cwd = True
                 continue
             r = w.resolver
             if kind == E_INCLUDE:

@@ -62,9 +62,15 @@ class ReplayResult:
     by_mount: dict[tuple[int, int, bool], int] = field(default_factory=dict)
 
 
-def _epoch(header: dict[str, Any]) -> int:
+def _epoch_ns(trace: Trace) -> int:
+    """Wall-clock ns of the trace's time 0: recorded by the tracer, else the header's
+    `created` (1 s resolution, taken a little before time 0)."""
+    t0 = trace.trailer.get("t0_wall_ns")
+    if isinstance(t0, int) and t0 > 0:
+        return t0
     try:
-        return int(dt.datetime.fromisoformat(str(header.get("created"))).timestamp())
+        return int(dt.datetime.fromisoformat(str(trace.header.get("created"))).timestamp()
+                   ) * 1_000_000_000
     except ValueError:
         return 0
 
@@ -125,7 +131,7 @@ def prepare(trace: Trace) -> Prepared:
         raise UsageError("this trace has no PHP operations (an strace import or an old "
                          "trace); record it with `statstorm trace` (eBPF) to replay it")
     fs = build_fs(trace)
-    epoch = _epoch(trace.header)
+    epoch_ns = _epoch_ns(trace)
     settings = trace.header.get("settings", {})
     single = trace.header.get("targets", {}).get("mode") == "cmd"
     ops = trace.operations
@@ -258,9 +264,26 @@ def prepare(trace: Trace) -> Prepared:
 
     first_request: dict[int, int] = {}
     if single:
+        # A relative primary script: OPcache fetches the cwd for its key (a getcwd right
+        # after the script's own path resolution, in no operation). The engine makes that
+        # call, so a recorded one goes.
+        primary = _script_arg([str(a) for a in argv])
+        rel = "relative" if primary and not primary.startswith("/") else ""
+        if rel and from_recorded(settings).opcache:
+            for pid, tl in timeline.items():
+                tl.sort(key=lambda x: (x[0], x[1]))
+                seen_expand = False
+                for i, (_, _, ev) in enumerate(tl):
+                    if ev[0] == E_REALPATH and ev[4] == FILEPATH:
+                        seen_expand = True
+                    elif seen_expand and ev[0] == E_PASS and ev[2] == "getcwd":
+                        del tl[i]
+                        break
+                    elif seen_expand and ev[0] != E_PASS:
+                        break
         for pid, tl in timeline.items():
             t0 = min(t for t, _, _ in tl) if tl else 0
-            tl.append((t0 - 1, -1, (E_REQ, 0, "")))
+            tl.append((t0 - 1, -1, (E_REQ, 0, rel)))
             first_request[pid] = t0
     else:
         for r in requests.values():
@@ -279,7 +302,7 @@ def prepare(trace: Trace) -> Prepared:
             and not str(tl[i + 1][2][2]).startswith("/"))]
         evs = [e for _, _, e in tl]
         ns = [t for t, _, _ in tl]
-        times = [epoch + max(t, 0) // 1_000_000_000 for t in ns]
+        times = [(epoch_ns + max(t, 0)) // 1_000_000_000 for t in ns]
         streams[pid] = (evs, times, ns)
         total += len(evs)
     counted = [r.id for r in requests.values() if r.end_ns >= 0]
@@ -288,6 +311,22 @@ def prepare(trace: Trace) -> Prepared:
     rec = from_recorded(settings)
     return Prepared(fs, streams, counted, first_request, trace.mounts, total, modeled, kept,
                     str(settings.get("include_path", "")), rec.max_requests, rec.workers)
+
+
+def _script_arg(argv: list[str]) -> str:
+    """The script of a `php [options] script.php` command line ('' if none)."""
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-d", "-c", "-z"):
+            i += 2
+            continue
+        if a == "--":
+            return argv[i + 1] if i + 1 < len(argv) else ""
+        if not a.startswith("-"):
+            return a
+        i += 1
+    return ""
 
 
 _ENTRIES: dict[str, int] = {}
