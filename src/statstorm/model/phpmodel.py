@@ -47,6 +47,7 @@ class Worker:
     lstat_file: str | None = None
     included: set[str] = field(default_factory=set)
     opc_cwd: bool = False  # OPcache fetched the cwd for this request's relative keys
+    request_time: int = 0  # the current request's start (s): PHP's request time
     user_ini: dict[str, int] = field(default_factory=dict)  # script dir → expires
     peak_bytes: int = 0
 
@@ -69,7 +70,7 @@ class Engine:
         self.fs = fs
         self.mount_of = mount_of or (lambda p: -1)
         self._mount_memo: dict[str, int] = {}
-        self.tally = Tally()
+        self.tally: Tally = Tally()
         self.workers: dict[int, Worker] = {}
         self.retired: list[Worker] = []
         self.opc_keys: dict[Any, str] = {}  # OPcache key → script (real path)
@@ -77,7 +78,6 @@ class Engine:
         self._req = -1
         self._counts: list[int] = [0] * (2 * NCALLS)
         self._now = 0
-        self._request_time = 0
         self.basedirs = [b for b in settings.open_basedir.split(":") if b]
         self.recorded_include_path: str | None = None
 
@@ -123,12 +123,23 @@ class Engine:
             ns: list[int] | None = None) -> None:
         """Feed one worker's events, in order; `times[i]` is event i's wall clock (s),
         `ns[i]` its time in the trace (for paths created or removed while traced)."""
+        self.run_many([wid] * len(events), events, times, ns)
+
+    def run_many(self, wids: list[int], events: list[Event], times: list[int],
+                 ns: list[int] | None = None) -> None:
+        """Feed events of several workers in time order (`wids[i]`: event i's worker), so
+        that OPcache's shared state sees them as the master did."""
+        wid = wids[0] if wids else 0
         w = self.worker(wid)
         last = None
         fs = self.fs
         for i, ev in enumerate(events):
             kind = ev[0]
             now = times[i]
+            if wids[i] != wid:
+                wid = wids[i]
+                w = self.worker(wid)
+                last = None
             if ns is not None:
                 fs.now_ns = ns[i]
             if now != last:
@@ -178,7 +189,7 @@ class Engine:
         w.stat_file = w.lstat_file = None
         w.included = set()
         w.opc_cwd = False
-        self._request_time = now
+        w.request_time = now
         w.resolver.now = now
         return w
 
@@ -266,7 +277,7 @@ class Engine:
         w.included.add(resolved)
         if s.opcache:
             if resolved not in self.opc_scripts:
-                self.opc_scripts[resolved] = self._request_time + s.opcache_revalidate_freq
+                self.opc_scripts[resolved] = w.request_time + s.opcache_revalidate_freq
             if not once:  # a *_once compiles under its real path only
                 self.opc_keys[key] = resolved
             self.opc_keys[resolved] = resolved
@@ -276,12 +287,12 @@ class Engine:
         s = self.s
         if not s.opcache_validate_timestamps:
             return
-        if s.opcache_revalidate_freq and self.opc_scripts.get(script, 0) >= self._request_time:
+        if s.opcache_revalidate_freq and self.opc_scripts.get(script, 0) >= w.request_time:
             return
         if not have_path:
             self.resolve_include(w, name, cwd, include_path, fallback)
         self.emit("stat", script, not self.fs.exists(script))
-        self.opc_scripts[script] = self._request_time + s.opcache_revalidate_freq
+        self.opc_scripts[script] = w.request_time + s.opcache_revalidate_freq
 
     @staticmethod
     def _abs(path: str, cwd: str) -> str:
@@ -362,7 +373,7 @@ class Engine:
         if not s.user_ini_filename:
             return
         expires = w.user_ini.get(script_dir)
-        if expires is not None and self._request_time <= expires:
+        if expires is not None and w.request_time <= expires:
             return
         for d in dirs:
             path = d.rstrip("/") + "/" + s.user_ini_filename
@@ -372,7 +383,7 @@ class Engine:
                 self.emit("open", path, False)
                 self.emit("fstat", path, False)
                 self.emit("fstat", path, False)
-        w.user_ini[script_dir] = self._request_time + s.user_ini_cache_ttl
+        w.user_ini[script_dir] = w.request_time + s.user_ini_cache_ttl
 
     # -- results -------------------------------------------------------------------------
     def all_workers(self) -> list[Worker]:

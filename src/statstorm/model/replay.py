@@ -14,15 +14,16 @@ next `lstat` of the same resolution.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import posixpath
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.model.phpmodel import (CALL_INDEX, E_CLEAR, E_INCLUDE, E_PASS, E_PROBE,
                                       E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, NCALLS, Engine,
-                                      Event)
+                                      Event, Tally)
 from statstorm.model.phpsettings import PhpSettings, from_recorded
 from statstorm.model.realpath_cache import DIR, EXPAND, FILE, FILEPATH, LINK, MISSING, REALPATH, FsView
 from statstorm.results.trace import CALLS, SUMMARY_KEYS, Operation, Trace
@@ -48,6 +49,12 @@ class Prepared:
     include_path: str = ""  # as recorded in the header
     max_requests: int = 0  # pm.max_requests as recorded
     workers: int = 0  # pm.max_children as recorded
+    # A running pool (not a command): its workers were warm when the trace began.
+    preexisting: set[int] = field(default_factory=set)  # PIDs running at the start
+    revalidated: dict[str, int] = field(default_factory=dict)  # script → first revalidation (s)
+    compiled: set[str] = field(default_factory=set)  # scripts opened by an include (compiled)
+    lstatted: dict[int, set[str]] = field(default_factory=dict)  # pid → paths it lstat()ed
+    start_s: int = 0
 
 
 @dataclass
@@ -249,12 +256,19 @@ def prepare(trace: Trace) -> Prepared:
                                   (E_USER_INI, req, script_dir, tuple(dirs))))
             seq += 1
 
+    # the PHP scripts the trace saw included (for revalidation stats outside operations)
+    scripts = {str(o.args.get("name", "")) for o in ops.values() if o.kind == "include"}
+    scripts.update(sc.path for sc in trace.syscalls
+                   if sc.kind in ("include", "include_resolve") and sc.ret >= 0)
     kept = 0
     for s in trace.syscalls:
         if s.op in dropped or s.call not in CALL_INDEX:
             continue
-        if s.kind == "opcache_revalidate" and s.op < 0:
-            pass  # a revalidation outside an include (the primary script): kept as recorded
+        if (s.kind == "opcache_revalidate" and s.op < 0 and s.path in scripts
+                and s.path != script_of.get(s.req)):
+            # a *_once's revalidation (OPcache compiles it outside compile_filename): the
+            # engine makes it; the primary script's own is kept as recorded
+            continue
         ev = (E_PASS, s.req, s.call, s.path, s.ret < 0)
         if s.call == "getcwd" and s.op < 0 and s.kind == "other":
             ev = ev + (True,)  # maybe OPcache's cwd for a relative key (see below)
@@ -309,8 +323,20 @@ def prepare(trace: Trace) -> Prepared:
     if not counted and single:
         counted = [0]
     rec = from_recorded(settings)
-    return Prepared(fs, streams, counted, first_request, trace.mounts, total, modeled, kept,
+    prep = Prepared(fs, streams, counted, first_request, trace.mounts, total, modeled, kept,
                     str(settings.get("include_path", "")), rec.max_requests, rec.workers)
+    prep.start_s = epoch_ns // 1_000_000_000
+    if not single:
+        prep.preexisting = {int(p) for p in trace.header.get("targets", {}).get("pids", [])}
+        for sc in trace.syscalls:
+            if sc.kind == "opcache_revalidate" and sc.path not in prep.revalidated:
+                prep.revalidated[sc.path] = (epoch_ns + max(sc.ts_ns, 0)) // 1_000_000_000
+            elif sc.kind == "include" and sc.call == "open" and sc.ret >= 0:
+                prep.compiled.add(sc.path)
+            elif sc.call == "lstat" and sc.ret >= 0 and sc.op in dropped:
+                # a resolution PHP made (not one of SQLite's own walks, say)
+                prep.lstatted.setdefault(sc.pid, set()).add(sc.path)
+    return prep
 
 
 def _script_arg(argv: list[str]) -> str:
@@ -374,9 +400,14 @@ def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
         for i, (evs, times, ns) in enumerate(blocks):
             eng.run(i % settings.workers, evs, times, ns)
     else:
-        for pid in pids:
-            evs, times, ns = prep.streams[pid]
-            eng.run(pid, evs, times, ns)
+        if prep.preexisting:
+            _warm_up(eng, prep, pids)
+        if len(pids) == 1:
+            evs, times, ns = prep.streams[pids[0]]
+            eng.run(pids[0], evs, times, ns)
+        else:
+            wids, evs, times, ns = _merged(prep, pids)
+            eng.run_many(wids, evs, times, ns)
     n = len(prep.counted)
     per_request: dict[str, float] = {}
     sums = [0] * (2 * NCALLS)
@@ -400,6 +431,70 @@ def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
     return ReplayResult(settings, n, {k: per_request[k] for k in SUMMARY_KEYS}, len(workers),
                         max(peaks, default=0), sum(peaks) / len(peaks) if peaks else 0.0,
                         max((w.cache.used for w in workers), default=0), by_mount)
+
+
+def _merged(prep: Prepared, pids: list[int]) -> tuple[list[int], list[Event], list[int],
+                                                     list[int]]:
+    """Every worker's events in one time-ordered stream."""
+    merged = heapq.merge(*[[(n, i, pid, e, t) for i, (e, t, n) in enumerate(zip(*prep.streams[pid]))]
+                           for pid in pids])
+    wids: list[int] = []
+    evs: list[Event] = []
+    times: list[int] = []
+    ns: list[int] = []
+    for n, _, pid, e, t in merged:
+        wids.append(pid)
+        evs.append(e)
+        times.append(t)
+        ns.append(n)
+    return wids, evs, times, ns
+
+
+def _warm_up(eng: Engine, prep: Prepared, pids: list[int]) -> None:
+    """The workers of a running pool were warm when the trace began: run each one's events
+    once, uncounted, so its realpath, stat and .user.ini caches hold its working set, and
+    OPcache holds every script the trace did not see compiled. Each script's revalidation
+    window is then set so that it first expires when the trace saw it expire (never, for
+    a script the trace never revalidated)."""
+    real = eng.tally
+    eng.tally = Tally()
+    eng._req = -2
+    warm = [pid for pid in pids if pid in prep.preexisting]
+    settings = eng.s
+    if settings.opcache:  # the pool's scripts are in OPcache's shared memory
+        for pid in warm:
+            evs, times, ns = prep.streams[pid]
+            eng.run(pid, evs, times, ns)
+    # each worker has resolved every path of its requests before (as without OPcache: its
+    # own first requests, revalidations)
+    eng.s = replace(settings, opcache=False)
+    for pid in warm:
+        evs, times, ns = prep.streams[pid]
+        eng.run(pid, evs, times, ns)
+        w = eng.workers[pid]
+        w.requests = 0
+        # ... except what the trace saw it lstat(): that was not cached yet
+        for path in prep.lstatted.get(pid, ()):
+            w.cache.delete(path)
+    eng.s = settings
+    eng.tally = real
+    eng._req = -2  # the next event picks its counter in the real tally
+    eng._req = -2  # force a fresh per-request counter on the next event
+    for script in list(eng.opc_scripts):
+        if script in prep.compiled:
+            del eng.opc_scripts[script]
+            continue
+        first = prep.revalidated.get(script)
+        if first is not None:
+            eng.opc_scripts[script] = first - 1
+        elif eng.s.opcache_validate_timestamps and not eng.s.opcache_revalidate_freq:
+            eng.opc_scripts[script] = prep.start_s - 1
+        else:
+            eng.opc_scripts[script] = 1 << 62 if prep.revalidated or prep.compiled else (
+                prep.start_s - 1)
+    eng.opc_keys = {k: v for k, v in eng.opc_keys.items() if v in eng.opc_scripts}
+    for w in eng.workers.values():
+        w.peak_bytes = w.cache.used
 
 
 def _single(prep: Prepared) -> bool:
