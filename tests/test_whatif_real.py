@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
@@ -472,13 +473,20 @@ php_admin_value[realpath_cache_size] = 4096K
             self.proc.wait()
 
 
+def default_sigint() -> None:
+    """The tracer is stopped with SIGINT (Ctrl-C): make sure it is not inherited ignored (as
+    in a shell's background job), or Python would not turn it into KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def trace_pool(home: Path, fpm: Fpm, pool: str, script: Path, docroot: Path, n: int,
                out: Path) -> Path:
     """Trace `n` requests of `script` served by the pool (bpftrace attached first)."""
     env = dict(os.environ, STATSTORM_HOME=str(home))
     proc = subprocess.Popen([sys.executable, "-m", "statstorm", "-v", "trace", "--pool", pool,
                              "-d", "120", "-o", str(out), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=default_sigint)
     assert proc.stderr is not None
     attached = False
     for line in proc.stderr:  # -v: "bpftrace attached in … s"
@@ -529,3 +537,56 @@ def test_fpm_pool_recycling(tree: Path, state_home: Path, tmp_path: Path) -> Non
     assert_same(predict(a, "pm.max_requests=2"), measured(b), "fpm max_requests 0 → 2")
     assert_same(predict(b, "pm.max_requests=0"), measured(a), "fpm max_requests 2 → 0")
     assert measured(b)["lstat"] > measured(a)["lstat"]
+
+
+# -- the lab: real apps behind nginx + php-fpm -------------------------------------------------
+def trace_lab(home: Path, name: str, url: str, n: int, out: Path) -> Path:
+    """Trace `n` requests to a lab (already warm), one at a time, 0.1 s apart: long enough
+    for OPcache's revalidation window (revalidate_freq=2) to expire during the trace."""
+    env = dict(os.environ, STATSTORM_HOME=str(home))
+    proc = subprocess.Popen([sys.executable, "-m", "statstorm", "-v", "trace", "--lab", name,
+                             "-d", "120", "-o", str(out), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=default_sigint)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "attached" in line:
+            break
+    for _ in range(n + 1):
+        with urllib.request.urlopen(url, timeout=60) as resp:
+            resp.read()
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    return out
+
+
+def warm(url: str) -> None:
+    time.sleep(2.5)  # OPcache does not cache files younger than file_update_protection
+    for _ in range(6):
+        with urllib.request.urlopen(url, timeout=60) as resp:
+            resp.read()
+
+
+def test_lab_pools_replay_and_predict(lab: Any, state_home: Path, tmp_path: Path) -> None:
+    """Running pools (2 warm workers, OPcache on with its default 2 s revalidation window):
+    the synthetic app and MediaWiki replay to their measured counts; the synthetic app's
+    prediction for opcache.validate_timestamps=0 matches a lab run with that setting."""
+    runs = {}
+    for key, flags in (("synthetic", ["--app", "synthetic"]), ("mediawiki", ["--app", "mediawiki"]),
+                       ("novalidate", ["--app", "synthetic", "--php-ini",
+                                       "opcache.validate_timestamps=0"])):
+        st = lab(*flags, "--storage", "local", "--workers", "2")
+        url = str(st["url"]) + str(st.get("entry_path") or "/")
+        warm(url)
+        runs[key] = trace_lab(state_home, str(st["name"]), url, 20, tmp_path / f"{key}.sst.gz")
+        run_cli(["lab", "down", "--name", str(st["name"])], state_home)
+    for key in ("synthetic", "mediawiki", "novalidate"):
+        t = runs[key]
+        assert summarize(read_trace(t))["trace"].get("dropped", 0) == 0
+        assert_within(predict(t), measured(t), 0.02, f"lab {key}: replay")
+    assert_within(predict(runs["synthetic"], "opcache.validate_timestamps=0"),
+                  measured(runs["novalidate"]), 0.02, "lab synthetic: validate_timestamps 1 → 0")
+    assert measured(runs["synthetic"])["stat"] > measured(runs["novalidate"])["stat"]

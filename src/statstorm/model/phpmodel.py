@@ -150,6 +150,8 @@ class Engine:
                 continue
             if kind == E_REQ:
                 w = self._start_request(wid, w, now)
+                if ev[2] and ev[2] != "relative" and self.s.opcache:
+                    self._primary_opcache(w, ev[2])
                 if ev[2] == "relative" and self.s.opcache:
                     self.emit("getcwd", "", False)  # the primary script's key needs the cwd
                     w.opc_cwd = True
@@ -233,6 +235,14 @@ class Engine:
         resolved = self.resolve_include(w, name, cwd, include_path, fallback)
         if self.s.opcache and resolved is not None:
             self.opc_keys[name] = resolved
+
+    def _primary_opcache(self, w: Worker, script: str) -> None:
+        """php-fpm's primary script through OPcache: compiled once, then revalidated like
+        any script (its open and resolution are kept as traced)."""
+        if script in self.opc_scripts:
+            self._validate(w, script, script, "", "", "", have_path=True)
+        else:
+            self.opc_scripts[script] = w.request_time + self.s.opcache_revalidate_freq
 
     def _include(self, w: Worker, name: str, once: bool, cwd: str, include_path: str,
                  fallback: str) -> None:

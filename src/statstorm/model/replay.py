@@ -54,6 +54,7 @@ class Prepared:
     revalidated: dict[str, int] = field(default_factory=dict)  # script → first revalidation (s)
     compiled: set[str] = field(default_factory=set)  # scripts opened by an include (compiled)
     lstatted: dict[int, set[str]] = field(default_factory=dict)  # pid → paths it lstat()ed
+    user_ini_scanned: dict[int, set[str]] = field(default_factory=dict)  # pid → script dirs
     start_s: int = 0
 
 
@@ -114,6 +115,14 @@ def build_fs(trace: Trace) -> FsView:
             if target.startswith(parent.rstrip("/") + "/"):
                 target = target[len(parent.rstrip("/")) + 1:]
             fs.observe_link(s.path, target)
+    # A script an include named (absolutely) exists unless a call found it missing: with
+    # OPcache answering from its key the trace has no call on it at all.
+    named = [str(o.args.get("name", "")) for o in trace.operations.values()
+             if o.kind in ("include", "include_resolve")]
+    named += [r.script for r in trace.requests.values()]  # the primary scripts, likewise
+    for name in named:
+        if name.startswith("/") and name not in fs.types:
+            fs.observe(name, FILE)
     fs.finish()
     return fs
 
@@ -260,14 +269,20 @@ def prepare(trace: Trace) -> Prepared:
     scripts = {str(o.args.get("name", "")) for o in ops.values() if o.kind == "include"}
     scripts.update(sc.path for sc in trace.syscalls
                    if sc.kind in ("include", "include_resolve") and sc.ret >= 0)
+    first_include: dict[int, int] = {}  # request → start of its first include
+    for o in ops.values():
+        if o.kind == "include" and o.start_ns < first_include.get(o.req, 1 << 62):
+            first_include[o.req] = o.start_ns
     kept = 0
     for s in trace.syscalls:
         if s.op in dropped or s.call not in CALL_INDEX:
             continue
-        if (s.kind == "opcache_revalidate" and s.op < 0 and s.path in scripts
-                and s.path != script_of.get(s.req)):
-            # a *_once's revalidation (OPcache compiles it outside compile_filename): the
-            # engine makes it; the primary script's own is kept as recorded
+        if s.kind == "opcache_revalidate" and s.op < 0 and (
+                s.path in scripts or (s.path == script_of.get(s.req) and not single
+                                      and s.ts_ns < first_include.get(s.req, 1 << 62))):
+            # a *_once's revalidation (OPcache compiles it outside compile_filename), or
+            # php-fpm's primary script's (before its first include; a later stat of it is
+            # the application's, e.g. getlastmod()): the engine makes them
             continue
         ev = (E_PASS, s.req, s.call, s.path, s.ret < 0)
         if s.call == "getcwd" and s.op < 0 and s.kind == "other":
@@ -326,6 +341,9 @@ def prepare(trace: Trace) -> Prepared:
     prep = Prepared(fs, streams, counted, first_request, trace.mounts, total, modeled, kept,
                     str(settings.get("include_path", "")), rec.max_requests, rec.workers)
     prep.start_s = epoch_ns // 1_000_000_000
+    for (pid, req), dirs in user_ini.items():
+        d = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
+        prep.user_ini_scanned.setdefault(pid, set()).add(d)
     if not single:
         prep.preexisting = {int(p) for p in trace.header.get("targets", {}).get("pids", [])}
         for sc in trace.syscalls:
@@ -473,9 +491,12 @@ def _warm_up(eng: Engine, prep: Prepared, pids: list[int]) -> None:
         eng.run(pid, evs, times, ns)
         w = eng.workers[pid]
         w.requests = 0
-        # ... except what the trace saw it lstat(): that was not cached yet
+        # ... except what the trace saw it lstat(): that was not cached yet; and the same
+        # for the .user.ini scans it saw
         for path in prep.lstatted.get(pid, ()):
             w.cache.delete(path)
+        for d in prep.user_ini_scanned.get(pid, ()):
+            w.user_ini.pop(d, None)
     eng.s = settings
     eng.tally = real
     eng._req = -2  # the next event picks its counter in the real tally
