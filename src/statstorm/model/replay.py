@@ -348,7 +348,10 @@ def prepare(trace: Trace) -> Prepared:
         prep.preexisting = {int(p) for p in trace.header.get("targets", {}).get("pids", [])}
         for sc in trace.syscalls:
             if sc.kind == "opcache_revalidate" and sc.path not in prep.revalidated:
-                prep.revalidated[sc.path] = (epoch_ns + max(sc.ts_ns, 0)) // 1_000_000_000
+                # the window is checked against the request's time, not the call's
+                req = requests.get(sc.req)
+                at = req.start_ns if req is not None else sc.ts_ns
+                prep.revalidated[sc.path] = (epoch_ns + max(at, 0)) // 1_000_000_000
             elif sc.kind == "include" and sc.call == "open" and sc.ret >= 0:
                 prep.compiled.add(sc.path)
             elif sc.call == "lstat" and sc.ret >= 0 and sc.op in dropped:
