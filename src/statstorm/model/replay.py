@@ -349,8 +349,8 @@ def prepare(trace: Trace) -> Prepared:
         for sc in trace.syscalls:
             if sc.kind == "opcache_revalidate" and sc.path not in prep.revalidated:
                 # the window is checked against the request's time, not the call's
-                req = requests.get(sc.req)
-                at = req.start_ns if req is not None else sc.ts_ns
+                rq = requests.get(sc.req)
+                at = rq.start_ns if rq is not None else sc.ts_ns
                 prep.revalidated[sc.path] = (epoch_ns + max(at, 0)) // 1_000_000_000
             elif sc.kind == "include" and sc.call == "open" and sc.ret >= 0:
                 prep.compiled.add(sc.path)
