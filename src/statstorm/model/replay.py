@@ -56,6 +56,7 @@ class Prepared:
     lstatted: dict[int, set[str]] = field(default_factory=dict)  # pid → paths it lstat()ed
     user_ini_scanned: dict[int, set[str]] = field(default_factory=dict)  # pid → script dirs
     start_s: int = 0
+    merged: Any = None  # every worker's events in time order (built on first use)
 
 
 @dataclass
@@ -427,7 +428,9 @@ def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
             evs, times, ns = prep.streams[pids[0]]
             eng.run(pids[0], evs, times, ns)
         else:
-            wids, evs, times, ns = _merged(prep, pids)
+            if prep.merged is None or prep.merged[0] != pids:
+                prep.merged = (pids, _merged(prep, pids))
+            wids, evs, times, ns = prep.merged[1]
             eng.run_many(wids, evs, times, ns)
     n = len(prep.counted)
     per_request: dict[str, float] = {}
