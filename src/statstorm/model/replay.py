@@ -14,6 +14,7 @@ next `lstat` of the same resolution.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import heapq
 import posixpath
 from collections import defaultdict
@@ -141,6 +142,17 @@ def _descendants(children: dict[int, list[Operation]], roots: set[int]) -> set[i
 
 
 def prepare(trace: Trace) -> Prepared:
+    """The model's input from a trace (see the module's docstring)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _prepare(trace)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _prepare(trace: Trace) -> Prepared:
     if trace.header.get("detail") == "counts" or (not trace.syscalls and trace.request_counts):
         raise UsageError("this trace has counts only (recorded with --counts); record one "
                          "with `statstorm trace` without --counts to replay it")
@@ -409,6 +421,17 @@ def mount_lookup(mounts: list[tuple[str, str]]) -> Any:
 
 
 def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
+    """The calls PHP would make for the trace under `settings`."""
+    enabled = gc.isenabled()
+    gc.disable()  # millions of small tuples, none of them cyclic: the collector only costs
+    try:
+        return _replay(prep, settings)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
     eng = Engine(settings, prep.fs, mount_lookup(prep.mounts), set(prep.counted))
     eng.recorded_include_path = prep.include_path
     pids = sorted(prep.streams, key=lambda p: (prep.first_request.get(p, 0), p))
