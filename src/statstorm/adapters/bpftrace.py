@@ -67,6 +67,8 @@ UPROBES: tuple[tuple[str, str, str, str, str], ...] = (
     ("stat", "php_stat", "arg1", "str(arg0 + 24)", '""'),
     ("uini", "php_parse_user_ini_file", "0", "str(arg0)", "str(arg1)"),
     ("realpath", "tsrm_realpath", "0", "str(arg0)", '""'),
+    ("clear", "php_clear_stat_cache", "arg0", "str(arg1)", '""'),
+    ("expand", "expand_filepath_with_mode", "arg4", "str(arg0)", '""'),
 )
 
 

@@ -545,6 +545,10 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
             "pids": sorted(attr.pids_seen), "forks": attr.forks, "exits": attr.exits,
             "backend": "bpftrace",
         }
+        if attr.t0 is not None:
+            # wall clock of time 0 (event times are CLOCK_MONOTONIC ns from attr.t0): lets
+            # `statstorm whatif` place events in PHP's seconds (TTLs, revalidation windows)
+            trailer["t0_wall_ns"] = time.time_ns() - time.monotonic_ns() + attr.t0
         if attr.truncated_paths:
             warnings.append(f"{attr.truncated_paths} paths were longer than "
                             f"{bpftrace.STRLEN - 1} bytes and were cut")

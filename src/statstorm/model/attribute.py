@@ -40,7 +40,10 @@ FILE_PROBE_FUNCS = {
 INCLUDE_TYPES = {1: "eval", 2: "include", 4: "include_once", 8: "require", 16: "require_once"}
 # uprobe tag → operation kind
 TAG_KIND = {"resolve": "include_resolve", "compile": "include", "sopen": "include",
-            "stat": "file_probe", "uini": "user_ini", "realpath": "realpath"}
+            "stat": "file_probe", "uini": "user_ini", "realpath": "realpath",
+            "clear": "stat_cache_clear"}
+# expand_filepath's realpath modes (zend_virtual_cwd.h)
+EXPAND_MODES = {0: "expand", 1: "filepath", 2: "realpath"}
 
 
 class Sink(Protocol):
@@ -213,6 +216,14 @@ class Attributor:
         elif tag == "sopen" and parent is not None and parent.kind in (
                 "include", "include_resolve"):
             op = None
+        elif tag == "expand":
+            # expand_filepath: a path resolution of its own only at the top level (the
+            # primary script's entry in the included-files table, fopen); inside another
+            # operation (open_basedir checks, an include's open) it is part of that one.
+            if parent is None:
+                kind = "realpath" if p.executing else "main_script"
+                op = Operation(-1, self._req_id(p), pid, rel, rel, kind, -1,
+                               {"path": s1, "mode": EXPAND_MODES.get(num, str(num))})
         else:
             kind = TAG_KIND[tag]
             args: dict[str, object] = {"name": s1}
@@ -226,6 +237,8 @@ class Attributor:
                     kind = "main_script"
             elif tag == "stat":
                 args["func"] = FILE_PROBE_FUNCS.get(num, str(num))
+            elif tag == "clear":
+                args["realpath"] = bool(num)
             op = Operation(-1, self._req_id(p), pid, rel, rel, kind,
                            parent.id if parent else -1, args)
         if op is not None:

@@ -1,0 +1,87 @@
+"""`statstorm whatif TRACE --set KEY=VALUE …`: predicted syscalls under other PHP settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from statstorm.cli import cli
+from statstorm.commands import whatif as whatif_cmd
+from statstorm.context import Env
+from statstorm.results.trace import SUMMARY_KEYS
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+
+
+@cli.command("whatif")
+@click.argument("trace_file", type=click.Path(path_type=Path))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="A proposed setting (repeat for more): realpath_cache_size, "
+                   "realpath_cache_ttl, open_basedir, include_path, opcache.enable(_cli), "
+                   "opcache.validate_timestamps, opcache.revalidate_freq, "
+                   "opcache.revalidate_path, opcache.enable_file_override, user_ini.filename, "
+                   "user_ini.cache_ttl, pm.max_requests, pm.max_children.")
+@click.option("--profile", default="local", show_default=True, metavar="NAME|FILE",
+              help="Latency per call: local, gluster, gluster-tuned (measured, see "
+                   "docs/fsbench.md), trace (the trace's own latencies) or a "
+                   "`statstorm fsbench --profile-out` file.")
+@click.option("--find-min", "find_min", default=None, metavar="realpath_cache_size",
+              help="Also print the smallest realpath_cache_size that holds the working set "
+                   "of every worker (under the proposed settings).")
+@click.option("--json", "as_json", is_flag=True, help="Print {current, proposed} as JSON.")
+@click.pass_obj
+def whatif(env: Env, trace_file: Path, sets: tuple[str, ...], profile: str,
+           find_min: str | None, as_json: bool) -> None:
+    """Replay a trace through a model of PHP's realpath cache, include resolution, OPcache
+    and stat calls, under its recorded settings and under proposed ones.
+
+    Prints per-request calls by type, failed calls, the realpath cache bytes each worker
+    uses and the metadata time per request, current vs proposed. The trace must hold PHP
+    operations (recorded by `statstorm trace` without --counts). No root needed.
+
+    \b
+    Examples:
+      statstorm whatif before.sst.gz --set realpath_cache_size=16K
+      statstorm whatif before.sst.gz --set open_basedir= --profile gluster
+      statstorm whatif cli.sst.gz --set opcache.enable_cli=1 --set opcache.revalidate_freq=0
+      statstorm whatif before.sst.gz --find-min realpath_cache_size --json
+    """
+    opts = whatif_cmd.WhatifOptions(trace=trace_file, sets=sets, profile=profile,
+                                    find_min=find_min)
+    res = whatif_cmd.run(opts)
+    if as_json:
+        click.echo(json.dumps(res.to_json(), indent=2))
+        return
+    out = Console(file=env.stdout, highlight=False,
+                  width=None if env.stdout.isatty() else 120)
+    changes = ", ".join(f"{k}={v}" for k, v in res.changes) or "(no changes)"
+    t = Table(title=f"{trace_file}: {res.current['requests']} request(s); proposed: {changes}")
+    for h in ("per request", "measured", "current", "proposed", "change"):
+        t.add_column(h, justify="left" if h == "per request" else "right")
+    cur, prop = res.current, res.proposed
+    for key in SUMMARY_KEYS:
+        a, b = cur["per_request"][key], prop["per_request"][key]
+        t.add_row(key, _fmt(res.measured.get(key, 0)), _fmt(a), _fmt(b), f"{b - a:+,.1f}")
+    ca, cb = cur["realpath_cache_bytes"], prop["realpath_cache_bytes"]
+    t.add_row("realpath cache bytes (peak, worker)", "", f"{ca['per_worker_peak_max']:,}",
+              f"{cb['per_worker_peak_max']:,}",
+              f"{cb['per_worker_peak_max'] - ca['per_worker_peak_max']:+,}")
+    t.add_row("metadata time µs", "", _fmt(cur["metadata_time_us_per_request"]),
+              _fmt(prop["metadata_time_us_per_request"]),
+              f"{prop['metadata_time_us_per_request'] - cur['metadata_time_us_per_request']:+,.1f}")
+    out.print(t)
+    out.print(f"latency profile: {res.profile_source}")
+    if res.find_min is not None:
+        fm = res.find_min
+        if fm.get("note"):
+            out.print(f"find-min: {fm['note']}")
+        else:
+            out.print(f"smallest realpath_cache_size holding every worker's working set: "
+                      f"{fm['bytes']:,} bytes → realpath_cache_size={fm['ini']} "
+                      f"({fm['workers']} worker(s), pm.max_requests={fm['max_requests']})")

@@ -1,0 +1,400 @@
+"""The what-if engine: PHP's include resolution, OPcache, stat family and workers, as pure code.
+
+Input is a stream of logical events per traced process (built from a trace by
+`model.replay`); output is the syscalls PHP would make under `PhpSettings`, counted per
+request and per mount. One `Engine` is one php-fpm master (or one CLI run): OPcache's shared
+memory and revalidation windows are shared by all its workers; each worker has its own
+realpath cache, stat cache and included-files table.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from statstorm.model.phpsettings import PhpSettings
+from statstorm.model.realpath_cache import (FILEPATH, REALPATH, FsView, RealpathCache,
+                                            Resolver)
+from statstorm.results.trace import CALLS
+
+CALL_INDEX = {c: i for i, c in enumerate(CALLS)}
+NCALLS = len(CALLS)
+
+ACCESS_FUNCS = frozenset(("file_exists", "is_readable", "is_writable", "is_executable"))
+LSTAT_FUNCS = frozenset(("is_link", "lstat"))
+OVERRIDE_FUNCS = frozenset(("file_exists", "is_file", "is_readable"))
+
+# Logical events: tuples whose first item is one of these, second the request id (-1: none).
+E_REQ = 0  # (E_REQ, req, "relative" if the CLI's primary script was given relative)
+E_PASS = 1  # (E_PASS, req, call, path, failed)
+E_REALPATH = 2  # (E_REALPATH, req, path, cwd, mode, before_ini)
+E_INCLUDE = 3  # (E_INCLUDE, req, name, once, cwd, include_path, fallback_dir)
+E_PROBE = 4  # (E_PROBE, req, name, func, abspath, cwd)
+E_CLEAR = 5  # (E_CLEAR, req, realpath, filename)
+E_USER_INI = 6  # (E_USER_INI, req, script_dir, dirs)
+E_RESOLVE = 7  # (E_RESOLVE, req, name, cwd, include_path, fallback_dir): the primary script
+
+Event = tuple[Any, ...]
+
+
+@dataclass
+class Worker:
+    cache: RealpathCache
+    resolver: Resolver
+    requests: int = 0
+    stat_file: str | None = None
+    lstat_file: str | None = None
+    included: set[str] = field(default_factory=set)
+    opc_cwd: bool = False  # OPcache fetched the cwd for this request's relative keys
+    request_time: int = 0  # the current request's start (s): PHP's request time
+    user_ini: dict[str, int] = field(default_factory=dict)  # script dir → expires
+    peak_bytes: int = 0
+
+
+@dataclass
+class Tally:
+    """Calls per request ({req: [n, failed] × call}) and per (mount, call, failed)."""
+
+    per_req: dict[int, list[int]] = field(default_factory=dict)
+    by_mount: dict[tuple[int, int, bool], int] = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(self, settings: PhpSettings, fs: FsView,
+                 mount_of: Callable[[str], int] | None = None,
+                 counted: set[int] | None = None) -> None:
+        self.counted = counted
+        self._counting = True
+        self.s = settings
+        self.fs = fs
+        self.mount_of = mount_of or (lambda p: -1)
+        self._mount_memo: dict[str, int] = {}
+        self.tally: Tally = Tally()
+        self.workers: dict[int, Worker] = {}
+        self.retired: list[Worker] = []
+        self.opc_keys: dict[Any, str] = {}  # OPcache key → script (real path)
+        self.opc_scripts: dict[str, int] = {}  # script → revalidate at (s)
+        self._req = -1
+        self._counts: list[int] = [0] * (2 * NCALLS)
+        self._now = 0
+        self.basedirs = [b for b in settings.open_basedir.split(":") if b]
+        self.recorded_include_path: str | None = None
+
+    # -- syscalls ------------------------------------------------------------------------
+    def emit(self, call: str, path: str, failed: bool) -> None:
+        idx = CALL_INDEX[call]
+        self._counts[2 * idx + (1 if failed else 0)] += 1
+        if not self._counting:
+            return
+        m = self._mount_memo.get(path)
+        if m is None:
+            m = self.mount_of(path)
+            self._mount_memo[path] = m
+        key = (m, idx, failed)
+        bm = self.tally.by_mount
+        bm[key] = bm.get(key, 0) + 1
+
+    def _switch(self, req: int) -> None:
+        if req == self._req:
+            return
+        self._req = req
+        self._counting = self.counted is None or req in self.counted
+        c = self.tally.per_req.get(req)
+        if c is None:
+            c = [0] * (2 * NCALLS)
+            self.tally.per_req[req] = c
+        self._counts = c
+
+    # -- workers -------------------------------------------------------------------------
+    def _new_worker(self) -> Worker:
+        limit = 0 if self.basedirs else self.s.realpath_cache_size
+        cache = RealpathCache(limit, self.s.realpath_cache_ttl)
+        return Worker(cache, Resolver(self.fs, cache, self.emit))
+
+    def worker(self, wid: int) -> Worker:
+        w = self.workers.get(wid)
+        if w is None:
+            w = self._new_worker()
+            self.workers[wid] = w
+        return w
+
+    def run(self, wid: int, events: list[Event], times: list[int],
+            ns: list[int] | None = None) -> None:
+        """Feed one worker's events, in order; `times[i]` is event i's wall clock (s),
+        `ns[i]` its time in the trace (for paths created or removed while traced)."""
+        self.run_many([wid] * len(events), events, times, ns)
+
+    def run_many(self, wids: list[int], events: list[Event], times: list[int],
+                 ns: list[int] | None = None) -> None:
+        """Feed events of several workers in time order (`wids[i]`: event i's worker), so
+        that OPcache's shared state sees them as the master did."""
+        wid = wids[0] if wids else 0
+        w = self.worker(wid)
+        last = None
+        fs = self.fs
+        for i, ev in enumerate(events):
+            kind = ev[0]
+            now = times[i]
+            if wids[i] != wid:
+                wid = wids[i]
+                w = self.worker(wid)
+                last = None
+            if ns is not None:
+                fs.now_ns = ns[i]
+            if now != last:
+                last = self._now = w.resolver.now = now
+            self._switch(ev[1])
+            if kind == E_PASS:
+                self.emit(ev[2], ev[3], ev[4])
+                continue
+            if kind == E_REQ:
+                w = self._start_request(wid, w, now)
+                if ev[2] and ev[2] != "relative" and self.s.opcache:
+                    self._primary_opcache(w, ev[2])
+                if ev[2] == "relative" and self.s.opcache:
+                    self.emit("getcwd", "", False)  # the primary script's key needs the cwd
+                    w.opc_cwd = True
+                continue
+            r = w.resolver
+            if kind == E_INCLUDE:
+                self._include(w, ev[2], ev[3], ev[4], ev[5], ev[6])
+            elif kind == E_PROBE:
+                self._probe(w, ev[2], ev[3], ev[4], ev[5])
+            elif kind == E_REALPATH:
+                if ev[5]:  # before PHP's ini is read: the cache is still off (limit 0)
+                    limit, w.cache.limit = w.cache.limit, 0
+                    r.resolve(ev[2], ev[3], ev[4])
+                    w.cache.limit = limit
+                else:
+                    r.resolve(ev[2], ev[3], ev[4])
+            elif kind == E_CLEAR:
+                w.stat_file = w.lstat_file = None
+                if ev[2]:
+                    if ev[3]:
+                        w.cache.delete(ev[3])
+                    else:
+                        w.cache.clear()
+            elif kind == E_USER_INI:
+                self._user_ini(w, ev[2], ev[3])
+            elif kind == E_RESOLVE:
+                self._primary(w, ev[2], ev[3], ev[4], ev[5])
+            if w.cache.used > w.peak_bytes:
+                w.peak_bytes = w.cache.used
+
+    def _start_request(self, wid: int, w: Worker, now: int) -> Worker:
+        if self.s.max_requests and w.requests >= self.s.max_requests:
+            self.retired.append(w)
+            w = self._new_worker()
+            self.workers[wid] = w
+        w.requests += 1
+        w.stat_file = w.lstat_file = None
+        w.included = set()
+        w.opc_cwd = False
+        w.request_time = now
+        w.resolver.now = now
+        return w
+
+    # -- include -------------------------------------------------------------------------
+    def _opc_key(self, name: str, cwd: str, include_path: str, fallback: str) -> Any:
+        if name.startswith("/"):
+            return name
+        if name.startswith(("./", "../")):
+            return (name, cwd, "", fallback)
+        return (name, cwd, include_path, fallback)
+
+    def resolve_include(self, w: Worker, name: str, cwd: str, include_path: str,
+                        fallback: str) -> str | None:
+        """php_resolve_path: direct for absolute and ./ ../ names, else each include_path
+        entry, then the including script's directory."""
+        r = w.resolver
+        if name.startswith(("/", "./", "../")) or not include_path:
+            return r.resolve(name, cwd, REALPATH)
+        for entry in include_path.split(":"):
+            if "://" in entry:
+                continue
+            res = r.resolve(entry + "/" + name, cwd, REALPATH)
+            if res is not None:
+                return res
+        if fallback:
+            return r.resolve(fallback + "/" + name, cwd, REALPATH)
+        return None
+
+    def _ip(self, include_path: str) -> str:
+        """The include_path in force: the proposed one where the trace ran with the
+        recorded one (a value set by the script itself is kept)."""
+        if self.recorded_include_path is not None and include_path == self.recorded_include_path:
+            return self.s.include_path
+        return include_path
+
+    def _primary(self, w: Worker, name: str, cwd: str, include_path: str,
+                 fallback: str) -> None:
+        include_path = self._ip(include_path)
+        if self.s.opcache and not self.s.opcache_revalidate_path and name in self.opc_keys:
+            return
+        resolved = self.resolve_include(w, name, cwd, include_path, fallback)
+        if self.s.opcache and resolved is not None:
+            self.opc_keys[name] = resolved
+
+    def _primary_opcache(self, w: Worker, script: str) -> None:
+        """php-fpm's primary script through OPcache: compiled once, then revalidated like
+        any script (its open and resolution are kept as traced)."""
+        if script in self.opc_scripts:
+            self._validate(w, script, script, "", "", "", have_path=True)
+        else:
+            self.opc_scripts[script] = w.request_time + self.s.opcache_revalidate_freq
+
+    def _include(self, w: Worker, name: str, once: bool, cwd: str, include_path: str,
+                 fallback: str) -> None:
+        s = self.s
+        include_path = self._ip(include_path)
+        key = None
+        if s.opcache:
+            if not name.startswith("/") and not w.opc_cwd:
+                self.emit("getcwd", cwd, False)  # ZCG(cwd), once per request
+                w.opc_cwd = True
+            key = self._opc_key(name, cwd, include_path, fallback)
+            script = None if s.opcache_revalidate_path else self.opc_keys.get(key)
+            if script is not None:
+                if once and script in w.included:
+                    return
+                w.included.add(script)
+                self._validate(w, name, script, cwd, include_path, fallback, have_path=once)
+                return
+        resolved = self.resolve_include(w, name, cwd, include_path, fallback)
+        if once and resolved is not None and resolved in w.included:
+            return
+        if s.opcache and once and resolved is not None and resolved in self.opc_scripts:
+            # found by its real path: the key is added, no open
+            self.opc_keys[key] = resolved
+            w.included.add(resolved)
+            self._validate(w, name, resolved, cwd, include_path, fallback, have_path=True)
+            return
+        if resolved is None:
+            if once:  # zend_stream_open of the name as written: its own resolution first
+                self.resolve_include(w, name, cwd, include_path, fallback)
+            target = name
+            if self.basedirs and not self.basedir_ok(w, target, cwd):
+                return
+            r = w.resolver
+            path = r.resolve(name, cwd, FILEPATH) or self._abs(name, cwd)
+            self.emit("open", path, True)
+            return
+        if self.basedirs and not self.basedir_ok(w, resolved, cwd):
+            return
+        self.emit("open", resolved, False)
+        self.emit("fstat", resolved, False)
+        w.included.add(resolved)
+        if s.opcache:
+            if resolved not in self.opc_scripts:
+                self.opc_scripts[resolved] = w.request_time + s.opcache_revalidate_freq
+            if not once:  # a *_once compiles under its real path only
+                self.opc_keys[key] = resolved
+            self.opc_keys[resolved] = resolved
+
+    def _validate(self, w: Worker, name: str, script: str, cwd: str, include_path: str,
+                  fallback: str, have_path: bool) -> None:
+        s = self.s
+        if not s.opcache_validate_timestamps:
+            return
+        if s.opcache_revalidate_freq and self.opc_scripts.get(script, 0) >= w.request_time:
+            return
+        if not have_path:
+            self.resolve_include(w, name, cwd, include_path, fallback)
+        self.emit("stat", script, not self.fs.exists(script))
+        self.opc_scripts[script] = w.request_time + s.opcache_revalidate_freq
+
+    @staticmethod
+    def _abs(path: str, cwd: str) -> str:
+        return path if path.startswith("/") else posixpath.join(cwd, path)
+
+    # -- open_basedir --------------------------------------------------------------------
+    def basedir_ok(self, w: Worker, path: str, cwd: str) -> bool:
+        """php_check_open_basedir: each entry until one holds the path."""
+        for basedir in self.basedirs:
+            if self._basedir_one(w, basedir, path, cwd):
+                return True
+        return False
+
+    def _basedir_one(self, w: Worker, basedir: str, path: str, cwd: str) -> bool:
+        r = w.resolver
+        local = basedir
+        if basedir == ".":
+            self.emit("getcwd", cwd, False)
+            local = cwd
+        name = r.resolve(path, cwd, FILEPATH)
+        if name is None:
+            return False
+        tmp = name
+        nesting = 0
+        while True:
+            resolved = r.resolve(tmp, cwd, REALPATH)
+            if resolved is not None:
+                break
+            if nesting == 0:
+                self.emit("readlink", tmp, True)
+            i = tmp.rfind("/")
+            if i < 0:
+                return False
+            tmp = tmp[:i] or "/"
+            nesting += 1
+        base = r.resolve(local, cwd, FILEPATH)
+        if base is None:
+            return False
+        base = base.rstrip("/") + "/"
+        return resolved.startswith(base) or resolved + "/" == base
+
+    # -- stat family ---------------------------------------------------------------------
+    def _probe(self, w: Worker, name: str, func: str, abspath: str, cwd: str) -> None:
+        s = self.s
+        if s.opcache and s.opcache_enable_file_override and func in OVERRIDE_FUNCS:
+            script = self.opc_keys.get(name) or (abspath if abspath in self.opc_scripts else None)
+            if script is not None:
+                return
+        exists = self.fs.exists(abspath)
+        if func in ACCESS_FUNCS:
+            if self.basedirs and not self.basedir_ok(w, name, cwd):
+                return
+            self.emit("access", abspath, not exists)
+            return
+        if func in LSTAT_FUNCS:
+            if w.lstat_file == name:
+                return
+            if self.basedirs and not self.basedir_ok(w, name, cwd):
+                return
+            ok = self.fs.kind(abspath) != 0
+            self.emit("lstat", abspath, not ok)
+            if ok:
+                w.lstat_file = name
+                if self.fs.kind(abspath) != 3:
+                    w.stat_file = name
+            return
+        if w.stat_file == name:
+            return
+        if self.basedirs and not self.basedir_ok(w, name, cwd):
+            return
+        self.emit("stat", abspath, not exists)
+        if exists:
+            w.stat_file = name
+
+    # -- .user.ini -----------------------------------------------------------------------
+    def _user_ini(self, w: Worker, script_dir: str, dirs: tuple[str, ...]) -> None:
+        s = self.s
+        if not s.user_ini_filename:
+            return
+        expires = w.user_ini.get(script_dir)
+        if expires is not None and w.request_time <= expires:
+            return
+        for d in dirs:
+            path = d.rstrip("/") + "/" + s.user_ini_filename
+            exists = self.fs.exists(path)
+            self.emit("stat", path, not exists)
+            if exists:  # fopen + the parser's reads
+                self.emit("open", path, False)
+                self.emit("fstat", path, False)
+                self.emit("fstat", path, False)
+        w.user_ini[script_dir] = w.request_time + s.user_ini_cache_ttl
+
+    # -- results -------------------------------------------------------------------------
+    def all_workers(self) -> list[Worker]:
+        return self.retired + list(self.workers.values())

@@ -1,0 +1,158 @@
+"""The PHP settings the what-if model depends on, parsed from ini-style strings."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields, replace
+from typing import Any, cast
+
+from statstorm.errors import UsageError
+
+TRUE = ("1", "on", "yes", "true")
+
+
+def ini_size(value: str, key: str) -> int:
+    """PHP's size syntax: 4096K, 16k, 1M, 1G or bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)\s*", value)
+    if not m:
+        raise UsageError(f"{key}={value!r}: expected a size such as 16K, 4096K or 4M")
+    n = int(m.group(1))
+    return n * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+
+
+def ini_int(value: str, key: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise UsageError(f"{key}={value!r}: expected a whole number") from None
+
+
+def ini_bool(value: str) -> bool:
+    return value.strip().lower() in TRUE
+
+
+@dataclass(frozen=True)
+class PhpSettings:
+    """What the model needs; names follow php.ini (dots become underscores)."""
+
+    sapi: str = "cli"
+    realpath_cache_size: int = 4096 << 10
+    realpath_cache_ttl: int = 120
+    open_basedir: str = ""
+    include_path: str = ".:/usr/share/php"
+    opcache: bool = False  # OPcache loaded and enabled for this SAPI
+    opcache_validate_timestamps: bool = True
+    opcache_revalidate_freq: int = 2
+    opcache_revalidate_path: bool = False
+    opcache_enable_file_override: bool = False
+    opcache_file_update_protection: int = 2
+    user_ini_filename: str = ".user.ini"
+    user_ini_cache_ttl: int = 300
+    cgi_fix_pathinfo: bool = True
+    max_requests: int = 0  # pm.max_requests (0: workers never recycle)
+    workers: int = 0  # pm.max_children for replay (0: as traced)
+
+    def describe(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# ini key → (field, parser)
+_KEYS = {
+    "realpath_cache_size": "realpath_cache_size",
+    "realpath_cache_ttl": "realpath_cache_ttl",
+    "open_basedir": "open_basedir",
+    "include_path": "include_path",
+    "opcache.validate_timestamps": "opcache_validate_timestamps",
+    "opcache.revalidate_freq": "opcache_revalidate_freq",
+    "opcache.revalidate_path": "opcache_revalidate_path",
+    "opcache.enable_file_override": "opcache_enable_file_override",
+    "opcache.file_update_protection": "opcache_file_update_protection",
+    "user_ini.filename": "user_ini_filename",
+    "user_ini.cache_ttl": "user_ini_cache_ttl",
+    "cgi.fix_pathinfo": "cgi_fix_pathinfo",
+    "pm.max_requests": "max_requests",
+    "pm.max_children": "workers",
+}
+SETTABLE = tuple(sorted(_KEYS)) + ("opcache.enable", "opcache.enable_cli")
+
+
+def _apply(s: PhpSettings, key: str, value: str, loaded: dict[str, str]) -> PhpSettings:
+    if key in ("opcache.enable", "opcache.enable_cli"):
+        loaded[key] = value
+        return s
+    name = _KEYS.get(key)
+    if name is None:
+        raise UsageError(f"--set {key}: not a setting the model knows; use one of "
+                         + ", ".join(SETTABLE))
+    if name == "realpath_cache_size":
+        return replace(s, realpath_cache_size=ini_size(value, key))
+    if name in ("open_basedir", "include_path", "user_ini_filename"):
+        return replace(s, **cast(dict[str, Any], {name: value}))
+    if name in ("opcache_validate_timestamps", "opcache_revalidate_path",
+                "opcache_enable_file_override", "cgi_fix_pathinfo"):
+        return replace(s, **cast(dict[str, Any], {name: ini_bool(value)}))
+    n = ini_int(value, key)
+    if n < 0:
+        raise UsageError(f"{key}={value!r}: must not be negative")
+    return replace(s, **cast(dict[str, Any], {name: n}))
+
+
+def from_recorded(recorded: dict[str, Any]) -> PhpSettings:
+    """The settings stored in a trace header (`php -i` / `php-fpm -i` values)."""
+    s = PhpSettings(sapi=str(recorded.get("sapi", "cli")))
+    opc: dict[str, str] = {}
+    for key, value in recorded.items():
+        if key in ("sapi",) or not isinstance(value, (str, int)):
+            continue
+        value = str(value)
+        if key.startswith("opcache."):
+            opc[key] = value
+        if key in _KEYS:
+            try:
+                s = _apply(s, key, value, opc)
+            except UsageError:
+                continue
+    return replace(s, opcache=_opcache_on(s.sapi, opc))
+
+
+def _opcache_on(sapi: str, opc: dict[str, str]) -> bool:
+    if not opc:
+        return False  # the extension is not loaded
+    on = ini_bool(opc.get("opcache.enable", "1"))
+    if sapi == "cli":
+        on = on and ini_bool(opc.get("opcache.enable_cli", "0"))
+    return on
+
+
+def with_changes(base: PhpSettings, recorded: dict[str, Any],
+                 changes: list[tuple[str, str]]) -> PhpSettings:
+    """`base` with `--set KEY=VALUE` changes applied."""
+    s = base
+    opc = {k: str(v) for k, v in recorded.items() if k.startswith("opcache.")}
+    if not opc:
+        opc = {}
+    touched_opcache = False
+    for key, value in changes:
+        if key in ("opcache.enable", "opcache.enable_cli"):
+            touched_opcache = True
+            if not opc:
+                opc = {"opcache.enable": "1", "opcache.enable_cli": "0"}
+        s = _apply(s, key, value, opc)
+    if touched_opcache:
+        s = replace(s, opcache=_opcache_on(s.sapi, opc))
+    return s
+
+
+def parse_set(items: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE, e.g. "
+                             "--set realpath_cache_size=16K")
+        if key not in SETTABLE:
+            raise UsageError(f"--set {key}: not a setting the model knows; use one of "
+                             + ", ".join(SETTABLE))
+        out.append((key, value.strip()))
+    return out
