@@ -238,7 +238,7 @@ def count_program(targets: Targets, php_binaries: list[str], *,
             f"tracepoint:syscalls:sys_exit_{name} /@k[tid]/ {{\n"
             f"  $v = @k[tid]; delete(@k[tid]);\n"
             f"  @c[pid, (($v >> 56) << 1) | (args->ret < 0 ? 1 : 0)] +="
-            f" (1 << {COUNT_SHIFT}) + nsecs - ($v & 0xffffffffffffff);\n}}\n")
+            f" (uint64)(1 << {COUNT_SHIFT}) + nsecs - ($v & 0xffffffffffffff);\n}}\n")
     for name in ("accept", "accept4"):
         if name in have:
             parts.append(f"tracepoint:syscalls:sys_enter_{name} /@tgt[pid] == 1/ {{\n{flush}}}\n")
