@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import functools
 import os
 import re
 import select
@@ -414,19 +415,14 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
     lines = 0
     t_start = time.monotonic()
     attr: Attributor | CountAttributor
+    dispatch: Callable[[list[bytes]], None]
     if opts.counts:
         cattr = CountAttributor(_Tee(writer, summary), single_request=target.mode == "cmd")
-        attr = cattr
-
-        def dispatch(fields: list[bytes]) -> None:
-            feed_counts(cattr, fields)
+        attr, dispatch = cattr, functools.partial(feed_counts, cattr)
     else:
         eattr = Attributor(_Tee(writer, summary), header["mounts"], cwd_of=_cwd_of,
                            single_request=target.mode == "cmd")
-        attr = eattr
-
-        def dispatch(fields: list[bytes]) -> None:
-            feed(eattr, fields)
+        attr, dispatch = eattr, functools.partial(feed, eattr)
     try:
         with open(errlog, "wb") as err:
             bt = subprocess.Popen(bpftrace.argv(binary, str(prog)), stdout=subprocess.PIPE,

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from statstorm.results.trace import (CALLS, SUMMARY_KEYS, CountRow, Operation, Request,
-                                     RequestCounts, Syscall)
+                                     RequestCounts, Syscall, Trace)
 from statstorm.results.trace import call_type as _call_type
 
 TOP = 15
@@ -268,17 +268,8 @@ class SummaryBuilder:
         }
 
 
-def summarize(trace: Any) -> dict[str, Any]:
+def summarize(trace: Trace) -> dict[str, Any]:
     """Summary of a loaded `Trace`."""
     b = SummaryBuilder(trace.header)
-    for s in trace.syscalls:
-        b.syscall(s)
-    for r in trace.requests.values():
-        b.request(r)
-    for o in trace.operations.values():
-        b.operation(o)
-    for c in trace.counts:
-        b.count(c)
-    for rc in trace.request_counts:
-        b.request_counts(rc)
+    trace.feed(b)
     return b.finish(trace.trailer)

@@ -33,7 +33,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, Protocol
 
 from statstorm.errors import UsageError
 
@@ -156,6 +156,27 @@ class Trace:
     def mounts(self) -> list[tuple[str, str]]:
         return [(m[0], m[1]) for m in self.header.get("mounts", [])]
 
+    def feed(self, sink: RecordSink) -> None:
+        """Hand every record to `sink` (a TraceWriter, a SummaryBuilder), in file order."""
+        for s in self.syscalls:
+            sink.syscall(s)
+        for r in self.requests.values():
+            sink.request(r)
+        for o in self.operations.values():
+            sink.operation(o)
+        for c in self.counts:
+            sink.count(c)
+        for rc in self.request_counts:
+            sink.request_counts(rc)
+
+
+class RecordSink(Protocol):
+    def syscall(self, s: Syscall) -> None: ...
+    def request(self, r: Request) -> None: ...
+    def operation(self, o: Operation) -> None: ...
+    def count(self, c: CountRow) -> None: ...
+    def request_counts(self, rc: RequestCounts) -> None: ...
+
 
 def new_header(source: str, *, created: str, host: str, targets: dict[str, Any],
                settings: dict[str, Any], mounts: list[tuple[str, str]],
@@ -271,16 +292,7 @@ class TraceWriter:
 def write_trace(path: Path, trace: Trace) -> None:
     """Write a whole in-memory trace (an import) as a trace file."""
     with TraceWriter(path, trace.header) as w:
-        for s in trace.syscalls:
-            w.syscall(s)
-        for r in trace.requests.values():
-            w.request(r)
-        for o in trace.operations.values():
-            w.operation(o)
-        for c in trace.counts:
-            w.count(c)
-        for rc in trace.request_counts:
-            w.request_counts(rc)
+        trace.feed(w)
 
 
 def _open_text(path: Path) -> IO[str]:
