@@ -56,6 +56,10 @@ def parse_response(data: bytes) -> tuple[bytes, bytes, bool]:
     return out, err, ended
 
 
+class AnsweredError(ComponentError):
+    """The pool answered, but with an error instead of the script's output: it is alive."""
+
+
 def connect(listen: str, timeout: float) -> socket.socket:
     """`listen` as in a pool's config: a socket path, `host:port` or a port."""
     if listen.startswith("/"):
@@ -104,6 +108,6 @@ def run_script(listen: str, script: str, timeout: float = 10.0,
     out, err, _ = parse_response(data)
     head, _, body = out.partition(b"\r\n\r\n")
     if err and not body:
-        raise ComponentError(f"the php-fpm pool at {listen} failed the query: "
+        raise AnsweredError(f"the php-fpm pool at {listen} failed the query: "
                              f"{err.decode(errors='replace').strip().splitlines()[0]}")
     return head.decode("latin-1"), body

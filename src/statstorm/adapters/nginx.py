@@ -3,7 +3,9 @@ running nginx servers pass to a php-fpm pool (read from `nginx -T`)."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from pathlib import Path
 from typing import Callable
@@ -133,3 +135,37 @@ def running_masters() -> list[list[str]]:
         binary = title[0] if title and title[0].startswith("/") else "/usr/sbin/nginx"
         out.append([binary, *title[1:]])
     return out
+
+
+def files_passing_to(dump: str, listen: str) -> list[str]:
+    """The configuration files (from `nginx -T`) whose `fastcgi_pass` names the pool's
+    `listen` address: the ones holding that pool's `fastcgi_param` lines."""
+    out: list[str] = []
+    current = ""
+    for raw in dump.splitlines():
+        m = re.match(r"# configuration file (.+):$", raw.strip())
+        if m:
+            current = m.group(1)
+            continue
+        line = raw.split("#", 1)[0].strip()
+        p = re.match(r"fastcgi_pass\s+([^;]+);", line)
+        if p and current and current not in out:
+            target = p.group(1).strip().removeprefix("unix:")
+            if listen and (target == listen or target.endswith(":" + listen)):
+                out.append(current)
+    return out
+
+
+def reload(master_pid: int, timeout: float = 15.0) -> None:
+    """Graceful reload (SIGHUP): new workers with the new configuration, old ones finish."""
+    old = set(procs.children(master_pid))
+    os.kill(master_pid, signal.SIGHUP)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not procs.alive(master_pid):
+            raise ComponentError(f"the nginx master {master_pid} exited while reloading")
+        kids = set(procs.children(master_pid))
+        if kids - old:
+            return
+        time.sleep(0.05)
+    raise ComponentError(f"nginx did not reload within {timeout:.0f} s (master {master_pid})")

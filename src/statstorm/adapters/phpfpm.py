@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import glob
+import os
 import re
+import signal
 import time
 from pathlib import Path
 from typing import Callable, Mapping
@@ -143,3 +145,59 @@ def pool_directives(text: str, pool: str) -> dict[str, str]:
             value = value.strip().strip("'")
             out[key.strip()] = "" if value == "undefined" else value
     return out
+
+
+def conf_files(conf: Path) -> list[Path]:
+    """The main php-fpm configuration and the files its `include =` lines name, in order."""
+    out = [conf]
+    try:
+        text = conf.read_text(errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        m = re.match(r"\s*include\s*=\s*(\S+)", line)
+        if m:
+            pattern = m.group(1).strip("\"'")
+            if not pattern.startswith("/"):
+                pattern = str(conf.parent / pattern)
+            out += [Path(p) for p in sorted(glob.glob(pattern))]
+    return out
+
+
+def pool_file(conf: Path, pool: str) -> Path | None:
+    """The file that holds the `[pool]` section, among `conf` and its includes."""
+    header = re.compile(rf"^\s*\[{re.escape(pool)}\]\s*$", re.M)
+    for path in conf_files(conf):
+        try:
+            if header.search(path.read_text(errors="replace")):
+                return path
+        except OSError:
+            continue
+    return None
+
+
+def ini_scan_dir(php_i: str) -> str:
+    """The directory of additional .ini files from `php-fpm -i` output ('' if none)."""
+    m = re.search(r"^Scan this dir for additional \.ini files => (.+)$", php_i, re.M)
+    value = m.group(1).strip() if m else ""
+    return "" if value in ("(none)", "") else value.split(":")[0]
+
+
+def reload(master_pid: int, old_workers: list[int], timeout: float = 40.0) -> list[int]:
+    """Graceful reload (SIGUSR2): the master lets running requests finish, re-reads its
+    configuration and forks new workers; the listening socket stays open, so requests wait
+    in its backlog meanwhile. Returns the new workers' PIDs."""
+    os.kill(master_pid, signal.SIGUSR2)
+    want = max(1, len(old_workers))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not procs.alive(master_pid):
+            raise ComponentError(f"the php-fpm master {master_pid} exited while reloading")
+        kids = procs.children(master_pid)
+        if kids and not set(kids) & set(old_workers) and len(kids) >= min(want, 1):
+            time.sleep(0.2)
+            settled = procs.children(master_pid)
+            if settled == kids:
+                return kids
+        time.sleep(0.1)
+    raise ComponentError(f"php-fpm did not reload within {timeout:.0f} s (master {master_pid})")

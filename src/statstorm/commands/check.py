@@ -42,6 +42,8 @@ $keys = ['realpath_cache_size', 'realpath_cache_ttl', 'open_basedir', 'include_p
 $ini = [];
 foreach ($keys as $k) { $v = ini_get($k); if ($v !== false) { $ini[$k] = $v; } }
 foreach ((ini_get_all('zend opcache', false) ?: []) as $k => $v) { $ini[$k] = (string)$v; }
+foreach (explode(',', (string)($_GET['keys'] ?? '')) as $k) {
+  $v = $k === '' ? false : ini_get($k); if ($v !== false) { $ini[$k] = $v; } }
 if (isset($_GET['hold'])) { usleep(min(200000, (int)$_GET['hold'])); }
 echo json_encode(['ini' => $ini, 'realpath_used' => realpath_cache_size(),
   'opcache' => function_exists('opcache_get_status') ? opcache_get_status(false) : null,
@@ -189,21 +191,27 @@ def _nginx_for(env: Env, pool: _Pool, listen: str) -> dict[str, str] | None:
     return None
 
 
+class PoolAnswerError(fastcgi.AnsweredError):
+    """The pool answered, but not with the query's JSON (it could not run the script)."""
+
+
 def _decode(head: str, body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except ValueError:
         status = re.search(r"Status:\s*(.*)", head)
-        raise ComponentError(f"the pool answered {status.group(1).strip() if status else 'no JSON'}"
+        raise PoolAnswerError(f"the pool answered {status.group(1).strip() if status else 'no JSON'}"
                              f": {body.decode(errors='replace').strip()[:120]!r}") from None
     if not isinstance(data, dict):
-        raise ComponentError("the pool answered something other than the query's JSON")
+        raise PoolAnswerError("the pool answered something other than the query's JSON")
     return data
 
 
-def _query_pool(env: Env, listen: str, workers: int) -> list[dict[str, Any]]:
+def query_pool(env: Env, listen: str, workers: int,
+               keys: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Ask the pool `workers` times at once (each answer held 50 ms, so that busy workers make
-    the next request go to another): one answer per worker that replied."""
+    the next request go to another): one answer per worker that replied. `keys`: more ini
+    settings to report besides the ones the query always reads."""
     base = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
     tmp = tempfile.mkdtemp(prefix="statstorm-check-", dir=base)
     try:
@@ -213,7 +221,8 @@ def _query_pool(env: Env, listen: str, workers: int) -> list[dict[str, Any]]:
         script.chmod(0o644)
         env.debug(f"FastCGI {listen}: {script} x{workers}")
         n = max(1, min(workers, 16))
-        query = "hold=50000" if n > 1 else ""
+        query = "&".join(q for q in ("hold=50000" if n > 1 else "",
+                                       "keys=" + ",".join(keys) if keys else "") if q)
         with ThreadPoolExecutor(max_workers=n) as ex:
             replies = list(ex.map(lambda _: fastcgi.run_script(listen, str(script), query=query),
                                   range(n)))
@@ -292,7 +301,7 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
                      "not asked over FastCGI")
     if opts.query_pool and listen and not directives.get("chroot"):
         try:
-            answers = _query_pool(env, listen, len(pool.workers))
+            answers = query_pool(env, listen, len(pool.workers))
             data = answers[0]
             settings.update({k: "" if v is None else str(v)
                              for k, v in (data.get("ini") or {}).items()})

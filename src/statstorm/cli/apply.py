@@ -1,0 +1,127 @@
+"""`statstorm apply`: flags → ApplyOptions → commands.apply → diffs, results or JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from statstorm.cli import cli
+from statstorm.commands import apply as apply_cmd
+from statstorm.context import Env
+from statstorm.model.applyplan import MANUAL
+
+WHERE = {"pool-ini": "pool (php_admin_value)", "master-ini": "master ini (conf.d)",
+         "pool": "pool directive", "nginx": "nginx (fastcgi_param)"}
+
+
+def _diff(out: Console, text: str) -> None:
+    for line in text.splitlines():
+        style = ("green" if line.startswith("+") and not line.startswith("+++") else
+                 "red" if line.startswith("-") and not line.startswith("---") else
+                 "cyan" if line.startswith("@@") else "bold" if line.startswith(("---", "+++"))
+                 else "")
+        out.print(f"[{style}]{escape(line)}[/{style}]" if style else escape(line))
+
+
+def render(env: Env, r: apply_cmd.ApplyResult) -> None:
+    out = Console(file=env.stdout, highlight=False, width=None if env.stdout.isatty() else 120)
+    for missing in r.not_found:
+        out.print(f"{missing}: not reported by check now: nothing to change for it")
+    changes = [c for c in r.changes if c.kind != MANUAL]
+    if changes:
+        t = Table(title="changes", show_lines=False)
+        for col in ("finding", "setting", "current", "recommended", "where", "why"):
+            t.add_column(col, overflow="fold")
+        for c in changes:
+            t.add_row(c.finding, c.key, "-" if c.current is None else repr(c.current),
+                      repr(c.value), WHERE.get(c.kind, c.kind), c.why)
+        out.print(t)
+    for e in r.edits:
+        _diff(out, e.diff())
+    if r.manual:
+        out.print("[bold]not applied by statstorm (do these by hand):[/bold]")
+        for c in r.manual:
+            out.print(f"  {c.finding}: {escape(c.line)}"
+                      + (f"  [dim]({escape(c.why)})[/dim]" if c.key else ""))
+    for note in r.notes:
+        out.print(f"note: {note}")
+    if r.verify:
+        v = r.verify
+        t = Table(title="--verify: before and after, same method")
+        for col in ("", "before", "after", "change"):
+            t.add_column(col, justify="right")
+        for key, label in (("rps", "requests/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"),
+                           ("syscalls_per_request", "metadata calls/request")):
+            ch = v["change"].get(key)
+            t.add_row(label, str(v["before"].get(key)), str(v["after"].get(key)),
+                      "-" if ch is None else f"{ch:+.1%}")
+        out.print(t)
+    if r.mode == "dry-run":
+        out.print(f"dry run: {len(r.edits)} file(s) would change; apply with --yes")
+    elif r.mode == "nothing":
+        out.print("nothing to change in the files statstorm manages")
+    elif r.mode == "applied":
+        out.print(f"applied: {len(r.edits)} file(s) changed and reloaded; backup in {r.backup}; "
+                  "undo with `statstorm apply --rollback`")
+    else:
+        out.print(f"rolled back ({r.reason}); the files of {r.backup} are back in place")
+
+
+@cli.command("apply")
+@click.argument("finding_ids", nargs=-1, metavar="[FINDING-ID ...]")
+@click.option("--all", "all_", is_flag=True, help="Apply every finding check reports.")
+@click.option("--pool", default=None, metavar="NAME", help="The php-fpm pool to change "
+              "[default: the only one running].")
+@click.option("--lab", "lab", is_flag=False, flag_value="lab", default=None, metavar="[NAME]",
+              help="Change a lab's own files (default name: lab).")
+@click.option("--yes", is_flag=True, help="Make the changes (default: a dry run that shows the "
+              "diffs).")
+@click.option("--verify", is_flag=True, help="Measure before and after (a short traced run); "
+              "roll back if the change made things worse.")
+@click.option("--rollback", is_flag=True, help="Restore the last applied backup set and reload.")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="A trace of the pool, for check's measured evidence.")
+@click.option("--url", default="", metavar="URL", help="A page of the app (loopback): checked "
+              "after the reload, and loaded by --verify.")
+@click.option("--verify-duration", type=float, default=5.0, show_default=True, metavar="S",
+              help="Seconds of load per --verify measurement.")
+@click.option("--verify-concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+              metavar="N", help="Connections for --verify.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_obj
+def apply(env: Env, finding_ids: tuple[str, ...], all_: bool, pool: str | None, lab: str | None,
+          yes: bool, verify: bool, rollback: bool, trace_file: Path | None, url: str,
+          verify_duration: float, verify_concurrency: int, as_json: bool) -> None:
+    """Apply what `statstorm check` recommends: dry run first, then safely, then proven.
+
+    Without --yes nothing is written: each change is shown with the current and recommended
+    value and a unified diff of the file it goes to. With --yes every file is backed up,
+    written atomically, checked with `php-fpm -t` / `nginx -t`, and php-fpm (and nginx)
+    reload gracefully; a failed check, a failed reload or a pool that stops answering is
+    rolled back at once. Changes statstorm does not make itself (mount options, composer,
+    sysctl) are listed as manual steps.
+
+    Exit status: 0; 1 when a change was rolled back because it failed; 2 bad usage;
+    3 --yes without root.
+
+    \b
+    Examples:
+      statstorm apply --lab --all
+      statstorm apply --lab realpath-cache-small open-basedir --yes --verify
+      statstorm apply --pool www opcache-revalidate --yes
+      statstorm apply --pool www --rollback
+    """
+    result = apply_cmd.run(env, apply_cmd.ApplyOptions(
+        findings=finding_ids, all=all_, pool=pool, lab=lab, yes=yes, verify=verify,
+        rollback=rollback, trace=trace_file, url=url, verify_duration_s=verify_duration,
+        verify_concurrency=verify_concurrency))
+    if as_json:
+        json.dump(result.to_json(), env.stdout, indent=2)
+        env.stdout.write("\n")
+    else:
+        render(env, result)

@@ -1,0 +1,211 @@
+"""What `statstorm apply` would change: a finding's lines, sorted by where they go, and the
+edits of the configuration texts that carry them. Pure code: texts in, texts out.
+
+A finding's `change` lines are meant for people (see model.findings); apply acts on the ones
+it can place exactly and lists the rest as manual steps:
+- `key = value` of a PHP setting that a pool can set → `php_admin_value[key] = value` in the
+  pool's section (it beats php.ini, conf.d and the master's -d options, and touches only
+  this pool);
+- PHP settings the master fixes at start-up for all its workers (OPcache's shared memory,
+  its file overrides, extensions) → the master's ini (on a real system a file of statstorm's
+  own in the FPM SAPI's conf.d);
+- `pm.*` → the pool's directive;
+- `fastcgi_param NAME VALUE;` → the web server's lines that pass PHP requests to the pool;
+- comments, shell commands, mount options, sysctls → manual.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from statstorm.model.findings import Finding
+
+POOL_INI, MASTER_INI, POOL, NGINX, MANUAL = "pool-ini", "master-ini", "pool", "nginx", "manual"
+# Read once by the master (OPcache's shared memory is made before the workers fork, and the
+# file-function overrides are installed at start-up): a pool's php_admin_value cannot change them.
+MASTER_ONLY = frozenset({
+    "zend_extension", "extension", "opcache.enable", "opcache.memory_consumption",
+    "opcache.interned_strings_buffer", "opcache.max_accelerated_files",
+    "opcache.huge_code_pages", "opcache.enable_file_override", "opcache.file_cache",
+    "opcache.preload", "opcache.preload_user", "opcache.jit_buffer_size",
+    "opcache.max_wasted_percentage", "opcache.lockfile_path",
+})
+_INI_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*) =(?: (.*))?$")
+_PARAM_LINE = re.compile(r"^fastcgi_param\s+([A-Z_]+)\s+([^;\s]+);$")
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_./:,+@-]*")
+MARK = "; statstorm apply"
+
+
+@dataclass(frozen=True)
+class Change:
+    finding: str  # the rule id
+    kind: str  # POOL_INI | MASTER_INI | POOL | NGINX | MANUAL
+    key: str  # the ini key, pool directive or fastcgi_param name ("" when manual)
+    value: str
+    line: str  # as the finding wrote it
+    why: str = ""
+    current: str | None = None  # the pool's value now, where known
+
+    def to_json(self) -> dict[str, object]:
+        return {"finding": self.finding, "kind": self.kind, "key": self.key, "value": self.value,
+                "current": self.current, "line": self.line, "why": self.why}
+
+
+def unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    return value
+
+
+def classify(f: Finding, settings: dict[str, str] | None = None) -> list[Change]:
+    """The finding's change lines as Changes. When a finding has lines apply can place, its
+    comment lines only explain them or offer alternatives (`; or: …`), and are dropped."""
+    settings = settings or {}
+    out: list[Change] = []
+    for raw in f.change:
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith((";", "#")):
+            out.append(Change(f.id, MANUAL, "", "", line, f.title))
+            continue
+        m = _INI_LINE.match(line)
+        p = _PARAM_LINE.match(line)
+        if m and not m.group(1).startswith("vm."):
+            key, value = m.group(1), unquote(m.group(2) or "")
+            kind = POOL if key.startswith("pm.") else MASTER_INI if key in MASTER_ONLY else POOL_INI
+            out.append(Change(f.id, kind, key, value, line, f.title, settings.get(key)))
+        elif p:
+            out.append(Change(f.id, NGINX, p.group(1), p.group(2), line, f.title))
+        else:
+            out.append(Change(f.id, MANUAL, "", "", line, f.title))
+    if any(c.kind != MANUAL for c in out):  # the comments explain or offer alternatives
+        out = [c for c in out if not c.line.startswith((";", "#"))]
+    return _with_restated_cache(out, settings)
+
+
+def _with_restated_cache(changes: list[Change], settings: dict[str, str]) -> list[Change]:
+    """Clearing open_basedir in a pool is not enough when the master started with it: PHP's
+    module start-up then set the realpath cache limit to 0, and the workers inherit that limit.
+    Setting realpath_cache_size in the pool writes the limit again in each worker."""
+    clears = [c for c in changes if c.kind == POOL_INI and c.key == "open_basedir" and not c.value]
+    if not clears or any(c.key == "realpath_cache_size" for c in changes):
+        return changes
+    size = settings.get("realpath_cache_size") or "4096K"
+    return changes + [Change(clears[0].finding, POOL_INI, "realpath_cache_size", size,
+                             f"realpath_cache_size = {size}",
+                             "restates the size: a master started with open_basedir passes a "
+                             "zero realpath cache limit to its workers", size)]
+
+
+def merge(changes: list[Change]) -> list[Change]:
+    """One change per (kind, key): the first finding's wins (findings come most severe first)."""
+    seen: set[tuple[str, str]] = set()
+    out: list[Change] = []
+    for c in changes:
+        if c.kind != MANUAL:
+            if (c.kind, c.key) in seen:
+                continue
+            seen.add((c.kind, c.key))
+        out.append(c)
+    return out
+
+
+def ini_value(value: str) -> str:
+    """A value as an ini file (php.ini or a php-fpm pool) reads it back unchanged."""
+    if '"' in value or "\n" in value:
+        raise ValueError(f"cannot write {value!r} to an ini file")
+    return value if _PLAIN_VALUE.fullmatch(value) else f'"{value}"'
+
+
+def _section_bounds(lines: list[str], section: str) -> tuple[int, int]:
+    """[start, end) of the lines after `[section]` up to the next section; (-1, -1) if absent."""
+    start = -1
+    for i, line in enumerate(lines):
+        m = re.fullmatch(r"\s*\[(.+?)\]\s*", line)
+        if m and start >= 0:
+            return start, i
+        if m and m.group(1) == section:
+            start = i + 1
+    return (start, len(lines)) if start >= 0 else (-1, -1)
+
+
+def _set_lines(lines: list[str], lo: int, hi: int, pattern: re.Pattern[str], new: str,
+               header: str) -> list[str]:
+    """Replace the first line in [lo, hi) matching `pattern` with `new` and drop the others;
+    append `header` + `new` at the end of the range (before trailing blank lines) if none."""
+    hits = [i for i in range(lo, hi) if pattern.match(lines[i])]
+    if hits:
+        out = list(lines)
+        out[hits[0]] = new
+        for i in reversed(hits[1:]):
+            del out[i]
+        return out
+    end = hi
+    while end > lo and not lines[end - 1].strip():
+        end -= 1
+    block = [new] if header in lines[lo:end] else [header, new]
+    return lines[:end] + block + lines[end:]
+
+
+def edit_pool(text: str, pool: str, changes: list[Change]) -> str:
+    """The php-fpm configuration `text` with the pool's changes (POOL_INI and POOL) made."""
+    lines = text.splitlines()
+    if _section_bounds(lines, pool)[0] < 0:
+        raise ValueError(f"no [{pool}] section")
+    for c in changes:
+        lo, hi = _section_bounds(lines, pool)
+        if c.kind == POOL_INI:
+            pat = re.compile(rf"\s*php(?:_admin)?_(?:value|flag)\[{re.escape(c.key)}\]\s*=")
+            new = f"php_admin_value[{c.key}] = {ini_value(c.value)}".rstrip()
+        elif c.kind == POOL:
+            pat = re.compile(rf"\s*{re.escape(c.key)}\s*=")
+            new = f"{c.key} = {ini_value(c.value)}"
+        else:
+            continue
+        lines = _set_lines(lines, lo, hi, pat, new, MARK)
+    return "\n".join(lines) + "\n"
+
+
+def edit_ini(text: str, changes: list[Change]) -> str:
+    """An ini file (statstorm's own in the master's conf.d) with the MASTER_INI changes."""
+    lines = text.splitlines() or ["; written by statstorm apply: settings the php-fpm master "
+                                  "reads at start-up"]
+    for c in changes:
+        if c.kind != MASTER_INI:
+            continue
+        pat = re.compile(rf"\s*{re.escape(c.key)}\s*=")
+        new = f"{c.key} = {ini_value(c.value)}".rstrip()
+        lines = _set_lines(lines, 0, len(lines), pat, new, lines[0] if lines else MARK)
+    return "\n".join(lines) + "\n"
+
+
+def edit_nginx(text: str, changes: list[Change]) -> str:
+    """nginx configuration with the NGINX changes, made where PHP is passed on: each
+    `fastcgi_param NAME …;` that builds on $document_root gets the new value; a parameter the
+    file does not set is added after the file's SCRIPT_FILENAME lines that were changed."""
+    lines = text.splitlines()
+    params = [c for c in changes if c.kind == NGINX]
+    for c in params:
+        pat = re.compile(rf"^(\s*)fastcgi_param\s+{c.key}\s+([^;]*);")
+        found = False
+        for i, line in enumerate(lines):
+            m = pat.match(line)
+            if m and "$document_root" in m.group(2):
+                lines[i] = f"{m.group(1)}fastcgi_param {c.key} {c.value};"
+                found = True
+            elif m:
+                found = found or m.group(2).strip() == c.value
+        if found:
+            continue
+        anchor = re.compile(r"^(\s*)fastcgi_param\s+SCRIPT_FILENAME\s+[^;]*\$realpath_root")
+        for i in reversed(range(len(lines))):
+            m = anchor.match(lines[i])
+            if m:
+                lines.insert(i + 1, f"{m.group(1)}fastcgi_param {c.key} {c.value};")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["Change", "classify", "edit_ini", "edit_nginx", "edit_pool", "merge", "ini_value"]

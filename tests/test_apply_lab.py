@@ -1,0 +1,140 @@
+"""`statstorm apply` on real labs: the issue's bad lab is fixed and the measured metadata calls
+per request fall; a change php-fpm -t rejects is rolled back while the pool keeps serving;
+a graceful apply under light load fails no request; --rollback restores the files."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_cli, unique_name
+
+from statstorm.commands import apply as apply_cmd
+from statstorm.context import Env
+from statstorm.errors import ComponentError
+from statstorm.model.applyplan import POOL, Change
+
+pytestmark = pytest.mark.root
+
+
+def apply(home: Path, *args: str, code: int = 0) -> dict[str, Any]:
+    p = run_cli(["apply", *args, "--json"], home)
+    assert p.returncode == code, p.stderr
+    return dict(json.loads(p.stdout)) if code == 0 else {"stderr": p.stderr}
+
+
+def check_ids(home: Path, name: str) -> set[str]:
+    p = run_cli(["check", "--lab", name, "--json"], home)
+    assert p.returncode in (0, 1), p.stderr
+    return {f["id"] for f in json.loads(p.stdout)["findings"]}
+
+
+class Load:
+    """Light load: one client, a request every 20 ms; counts failures."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.ok, self.failed = url, 0, []  # type: ignore[var-annotated]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._go, daemon=True)
+
+    def _go(self) -> None:
+        while not self.stop.is_set():
+            try:
+                with urllib.request.urlopen(self.url, timeout=30) as resp:
+                    resp.read()
+                    self.ok += 1
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                self.failed.append(str(exc))
+            time.sleep(0.02)
+
+    def __enter__(self) -> "Load":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def test_bad_glusterfs_lab_is_fixed_and_verified(lab, state_home: Path) -> None:
+    """The issue's bad lab: 16K realpath cache, revalidate_freq=0, a long include_path with
+    misses, open_basedir, default GlusterFS mount options."""
+    name = unique_name("apl")
+    mnt = state_home / "labs" / name / "mnt"
+    st = lab("--app", "synthetic", "--storage", "glusterfs", "--workers", "2",
+             "--include-path-entries", "6", "--php-ini", f"open_basedir={mnt}:/tmp",
+             "--php-ini", "realpath_cache_size=16K", "--php-ini", "opcache.revalidate_freq=0",
+             name=name)
+    before_ids = check_ids(state_home, name)
+    fixed = {"open-basedir", "opcache-revalidate", "include-path-misses", "user-ini-lookups"}
+    assert fixed <= before_ids
+    conf = Path(str(st["state_dir"])) / "conf/php-fpm.conf"
+    original = conf.read_text()
+
+    dry = apply(state_home, "--lab", name, "--all")
+    assert dry["mode"] == "dry-run" and conf.read_text() == original  # nothing written
+    keys = {c["key"]: c for c in dry["changes"]}
+    assert keys["open_basedir"]["value"] == "" and keys["open_basedir"]["current"] == f"{mnt}:/tmp"
+    assert keys["opcache.revalidate_freq"]["value"] == "60"
+    assert keys["include_path"]["value"] == f"{mnt}/app/lib"
+    assert "+php_admin_value[open_basedir] =" in dry["files"][0]["diff"]
+    assert any("negative-timeout=600" in m["line"] for m in dry["manual"])
+
+    r = apply(state_home, "--lab", name, "--all", "--yes", "--verify", "--verify-duration", "4")
+    assert r["mode"] == "applied", r
+    v = r["verify"]
+    assert v["before"]["requests"] > 0 and v["after"]["requests"] > 0
+    assert v["after"]["errors"] == 0 and not v["worse"]
+    # open_basedir off: the realpath cache works again, and the lstat walks go
+    assert v["after"]["syscalls_per_request"] < 0.5 * v["before"]["syscalls_per_request"]
+    assert "php_admin_value[opcache.revalidate_freq] = 60" in conf.read_text()
+    backup = Path(r["backup"])
+    assert json.loads((backup / "manifest.json").read_text())["status"] == "verified"
+    after_ids = check_ids(state_home, name)
+    assert not (fixed & after_ids), after_ids
+
+    rb = apply(state_home, "--lab", name, "--rollback")
+    assert rb["mode"] == "rolled-back" and conf.read_text() == original
+    assert "open-basedir" in check_ids(state_home, name)
+    apply(state_home, "--lab", name, "--rollback", code=2)  # nothing left to roll back
+
+
+def test_rejected_change_rolls_back_and_graceful_apply_fails_no_request(
+        lab, state_home: Path) -> None:
+    st = lab("--app", "synthetic", "--workers", "2", "--php-ini", "realpath_cache_ttl=2")
+    name = str(st["name"])
+    url = str(st["url"]) + str(st["entry_path"])
+    conf = Path(str(st["state_dir"])) / "conf/php-fpm.conf"
+    original = conf.read_text()
+    env = Env(state_root=state_home)
+    opts = apply_cmd.ApplyOptions(lab=name, yes=True)
+
+    # a change php-fpm -t refuses (no pool may have 0 children)
+    target = apply_cmd.resolve(env, opts)
+    changes, edits = apply_cmd.plan_edits(target, [Change("t", POOL, "pm.max_children", "0",
+                                                          "pm.max_children = 0")])
+    result = apply_cmd.ApplyResult("dry-run", target, changes, edits)
+    with Load(url) as load:
+        with pytest.raises(ComponentError, match="php-fpm -t rejected.*rolled back"):
+            apply_cmd.execute(env, result, opts)
+        time.sleep(0.5)
+    assert conf.read_text() == original
+    assert load.ok > 0 and not load.failed
+    sets = apply_cmd.backup_sets(env)
+    assert json.loads((sets[-1] / "manifest.json").read_text())["status"] == "rolled-back"
+
+    # a real change under light load: the graceful reload fails no request
+    with Load(url) as load:
+        time.sleep(0.3)
+        r = apply(state_home, "--lab", name, "realpath-cache-ttl", "--yes")
+        time.sleep(0.5)
+    assert r["mode"] == "applied" and "php_admin_value[realpath_cache_ttl] = 600" in conf.read_text()
+    assert load.ok >= 5 and not load.failed, load.failed
+    assert "realpath-cache-ttl" not in check_ids(state_home, name)

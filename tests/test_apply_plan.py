@@ -1,0 +1,189 @@
+"""`statstorm apply`'s plan: every rule's change lines go to the right place, and the edits of
+php-fpm, ini and nginx texts are exact. Pure, no root."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_check_rules import facts
+
+from statstorm.model import applyplan
+from statstorm.model.applyplan import MANUAL, MASTER_INI, NGINX, POOL, POOL_INI, Change
+from statstorm.model.checkfacts import HugePageFacts, MountFact
+from statstorm.model.findings import RULES, Finding, evaluate
+
+POOL_CONF = """\
+[global]
+pid = /run/php/php-fpm.pid
+
+[www]
+user = www-data
+listen = /run/php/php8.2-fpm.sock
+pm = dynamic
+pm.max_children = 5
+php_value[realpath_cache_size] = 16K
+php_admin_value[realpath_cache_size] = 32K
+
+[other]
+user = other
+php_admin_value[include_path] = /x
+"""
+
+
+def finding(rule: str, *change: str, title: str = "t") -> Finding:
+    return Finding(rule, "warning", title, ("e",), change, "none")
+
+
+def kinds(f: Finding, settings: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
+    return [(c.kind, c.key, c.value) for c in applyplan.classify(f, settings)]
+
+
+def bad_findings() -> dict[str, Finding]:
+    """Findings of most rules, from check's own rule fixtures: apply plans from real rule output."""
+    gl = MountFact(role="docroot", path="/srv/app/public", mount_point="/srv", fstype="fuse.glusterfs",
+                   kind="glusterfs-fuse", cache_options={}, volume="vol")
+    hp = HugePageFacts(thp_enabled="always", nr_hugepages=0, free_hugepages=0, page_kb=2048)
+    bad = {"realpath_cache_ttl": "2", "opcache.revalidate_freq": "0",
+           "opcache.revalidate_path": "On", "opcache.enable_file_override": "Off",
+           "user_ini.filename": ".user.ini", "opcache.max_accelerated_files": "200"}
+    kw = dict(pm={"pm": "static", "pm.max_children": "4", "pm.max_requests": "10"},
+              mounts=(gl,), hugepages=hp, text_bytes=8 << 20, php_files=5000)
+    out = {x.id: x for x in evaluate(facts({**bad, "open_basedir": "/srv:/tmp"}, **kw))}
+    out.update({x.id: x for x in evaluate(facts(bad, **kw))})  # rules open_basedir silences
+    return out
+
+
+def test_rule_output_is_placed() -> None:
+    found = bad_findings()
+    want = {
+        "realpath-cache-ttl": [(POOL_INI, "realpath_cache_ttl", "600")],
+        "open-basedir": [(POOL_INI, "open_basedir", ""),
+                         (POOL_INI, "realpath_cache_size", "4096K")],
+        "opcache-revalidate": [(POOL_INI, "opcache.revalidate_freq", "60")],
+        "opcache-revalidate-path": [(POOL_INI, "opcache.revalidate_path", "0")],
+        "opcache-max-files": [(MASTER_INI, "opcache.max_accelerated_files", "7963")],
+        "user-ini-lookups": [(POOL_INI, "user_ini.filename", "")],
+        "pm-max-requests": [(POOL, "pm.max_requests", "5000")],
+    }
+    for rule, expected in want.items():
+        assert kinds(found[rule], {"realpath_cache_size": "4096K"}) == expected, rule
+    # a mount's options and gluster commands are manual steps, every line of them
+    gl = applyplan.classify(found["glusterfs-mount-caching"])
+    assert gl and all(c.kind == MANUAL for c in gl)
+    assert len(gl) == len(found["glusterfs-mount-caching"].change)
+    # huge pages: the ini line goes to the master (a sysctl line would be manual)
+    assert kinds(found["huge-code-pages"])[0] == (MASTER_INI, "opcache.huge_code_pages", "1")
+
+
+def test_every_rule_classifies_without_error() -> None:
+    """Whatever a rule writes, each line ends up somewhere (never lost, never a crash)."""
+    for rule, f in bad_findings().items():
+        assert rule in RULES
+        out = applyplan.classify(f)
+        assert out and all(c.kind in (POOL_INI, MASTER_INI, POOL, NGINX, MANUAL) for c in out)
+
+
+def test_classify_lines() -> None:
+    assert kinds(finding("x", 'include_path = "/a:/b"')) == [(POOL_INI, "include_path", "/a:/b")]
+    assert kinds(finding("x", "zend_extension = opcache", "opcache.enable = 1")) == [
+        (MASTER_INI, "zend_extension", "opcache"), (MASTER_INI, "opcache.enable", "1")]
+    # comments explain a placed change (dropped) or are all there is (manual)
+    assert kinds(finding("x", "opcache.revalidate_freq = 60", "; or: opcache.validate_timestamps = 0")) \
+        == [(POOL_INI, "opcache.revalidate_freq", "60")]
+    assert kinds(finding("x", "# fix the clock")) == [(MANUAL, "", "")]
+    # mount options have no spaces around '='; a sysctl is not PHP's
+    assert kinds(finding("x", "actimeo=60,lookupcache=all,nocto")) == [(MANUAL, "", "")]
+    assert kinds(finding("x", "vm.nr_hugepages = 8")) == [(MANUAL, "", "")]
+    assert kinds(finding("x", "# nginx:", "fastcgi_param SCRIPT_FILENAME $realpath_root$fastcgi_script_name;",
+                         "fastcgi_param DOCUMENT_ROOT $realpath_root;")) == [
+        (NGINX, "SCRIPT_FILENAME", "$realpath_root$fastcgi_script_name"),
+        (NGINX, "DOCUMENT_ROOT", "$realpath_root")]
+    assert kinds(finding("x", "composer dump-autoload --optimize")) == [(MANUAL, "", "")]
+    assert kinds(finding("x", "opcache.enable_file_override = 1")) == [
+        (MASTER_INI, "opcache.enable_file_override", "1")]
+
+
+def test_open_basedir_restates_cache_size_unless_set() -> None:
+    f = finding("open-basedir", "open_basedir =")
+    assert kinds(f, {"realpath_cache_size": "16K"})[1] == (POOL_INI, "realpath_cache_size", "16K")
+    merged = applyplan.merge(applyplan.classify(f) + applyplan.classify(
+        finding("realpath-cache-small", "realpath_cache_size = 4M")))
+    assert [(c.key, c.value) for c in merged] == [("open_basedir", ""),
+                                                  ("realpath_cache_size", "4096K")]
+    both = applyplan.classify(finding("y", "open_basedir =", "realpath_cache_size = 4M"))
+    assert [(c.key, c.value) for c in both] == [("open_basedir", ""), ("realpath_cache_size", "4M")]
+
+
+def test_merge_keeps_the_first_per_key() -> None:
+    a = Change("a", POOL_INI, "k", "1", "k = 1")
+    b = Change("b", POOL_INI, "k", "2", "k = 2")
+    m = Change("b", MANUAL, "", "", "# x")
+    assert applyplan.merge([a, b, m, m]) == [a, m, m]
+
+
+def test_edit_pool_replaces_appends_and_stays_in_section() -> None:
+    changes = [Change("r", POOL_INI, "realpath_cache_size", "4M", ""),
+               Change("i", POOL_INI, "include_path", "/srv/app/lib:.", ""),
+               Change("o", POOL_INI, "open_basedir", "", ""),
+               Change("p", POOL, "pm.max_children", "8", ""),
+               Change("q", POOL, "pm.max_requests", "5000", "")]
+    out = applyplan.edit_pool(POOL_CONF, "www", changes)
+    www = out.split("[www]")[1].split("[other]")[0]
+    assert "php_value[realpath_cache_size]" not in out  # the duplicate goes
+    assert "php_admin_value[realpath_cache_size] = 4M" in www
+    assert "pm.max_children = 8" in www and "pm.max_children = 5" not in www
+    assert www.count(applyplan.MARK) == 1
+    assert "php_admin_value[include_path] = /srv/app/lib:." in www
+    assert "php_admin_value[open_basedir] =\n" in www
+    assert www.rstrip().endswith("pm.max_requests = 5000")
+    assert out.split("[other]")[1] == POOL_CONF.split("[other]")[1]  # untouched
+    assert out.split("[www]")[0] == POOL_CONF.split("[www]")[0]
+    # applying the same changes again changes nothing
+    assert applyplan.edit_pool(out, "www", changes) == out
+
+
+def test_edit_pool_quotes_and_refuses() -> None:
+    out = applyplan.edit_pool(POOL_CONF, "other", [Change("x", POOL_INI, "session.save_path",
+                                                          "2;/var/lib/php sessions", "")])
+    assert 'php_admin_value[session.save_path] = "2;/var/lib/php sessions"' in out
+    with pytest.raises(ValueError):
+        applyplan.edit_pool(POOL_CONF, "www", [Change("x", POOL_INI, "k", 'a"b', "")])
+    with pytest.raises(ValueError):
+        applyplan.edit_pool(POOL_CONF, "missing", [])
+
+
+def test_edit_ini_new_and_existing() -> None:
+    c = [Change("m", MASTER_INI, "opcache.max_accelerated_files", "16229", ""),
+         Change("h", MASTER_INI, "opcache.huge_code_pages", "1", ""),
+         Change("p", POOL_INI, "ignored", "1", "")]
+    new = applyplan.edit_ini("", c)
+    assert new.splitlines()[1:] == ["opcache.max_accelerated_files = 16229",
+                                    "opcache.huge_code_pages = 1"]
+    assert new.startswith("; written by statstorm apply")
+    again = applyplan.edit_ini(new, [Change("m", MASTER_INI, "opcache.max_accelerated_files",
+                                            "32531", "")])
+    assert "opcache.max_accelerated_files = 32531" in again and "16229" not in again
+    assert again.count("opcache.huge_code_pages") == 1
+
+
+def test_edit_nginx_moves_php_to_realpath_root() -> None:
+    conf = """\
+server {
+    location ~ \\.php$ {
+        include /etc/nginx/fastcgi_params;
+        fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
+        fastcgi_pass unix:/run/php.sock;
+    }
+    location = /status {
+        fastcgi_param SCRIPT_FILENAME $uri;
+    }
+}
+"""
+    c = [Change("s", NGINX, "SCRIPT_FILENAME", "$realpath_root$fastcgi_script_name", ""),
+         Change("s", NGINX, "DOCUMENT_ROOT", "$realpath_root", "")]
+    out = applyplan.edit_nginx(conf, c)
+    lines = out.splitlines()
+    i = lines.index("        fastcgi_param SCRIPT_FILENAME $realpath_root$fastcgi_script_name;")
+    assert lines[i + 1] == "        fastcgi_param DOCUMENT_ROOT $realpath_root;"
+    assert "fastcgi_param SCRIPT_FILENAME $uri;" in out  # not built on $document_root
+    assert applyplan.edit_nginx(out, c) == out
