@@ -19,7 +19,7 @@ from conftest import run_cli, unique_name
 from statstorm.commands import apply as apply_cmd
 from statstorm.context import Env
 from statstorm.errors import ComponentError
-from statstorm.model.applyplan import POOL, Change
+from statstorm.model.applyplan import POOL, POOL_INI, Change
 
 pytestmark = pytest.mark.root
 
@@ -130,10 +130,26 @@ def test_rejected_change_rolls_back_and_graceful_apply_fails_no_request(
     sets = apply_cmd.backup_sets(env)
     assert json.loads((sets[-1] / "manifest.json").read_text())["status"] == "rolled-back"
 
+    # a change php-fpm accepts but the app cannot serve with: the page check rolls it back
+    changes, edits = apply_cmd.plan_edits(target, [Change("t", POOL_INI, "open_basedir",
+                                                          "/nonexistent", "open_basedir = x")])
+    with pytest.raises(ComponentError, match="answered 404.*rolled back"):
+        apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, changes, edits), opts)
+    assert conf.read_text() == original
+    assert urllib.request.urlopen(url, timeout=30).status == 200
+
+    # --pool: the files are found from the running master's title, its includes and nginx -T
+    pool = f"statstorm-{name}"
+    dry = apply(state_home, "--pool", pool, "realpath-cache-ttl")
+    assert dry["target"]["pool_file"] == str(conf)
+    assert dry["target"]["nginx_files"] == [str(conf.with_name("nginx.conf"))]
+    assert dry["changes"][0]["current"] == "2" and dry["changes"][0]["value"] == "600"
+    assert not dry["notes"]  # the lab's process_control_timeout is 5 s
+
     # a real change under light load: the graceful reload fails no request
     with Load(url) as load:
         time.sleep(0.3)
-        r = apply(state_home, "--lab", name, "realpath-cache-ttl", "--yes")
+        r = apply(state_home, "--pool", pool, "realpath-cache-ttl", "--yes", "--url", url)
         time.sleep(0.5)
     assert r["mode"] == "applied" and "php_admin_value[realpath_cache_ttl] = 600" in conf.read_text()
     assert load.ok >= 5 and not load.failed, load.failed

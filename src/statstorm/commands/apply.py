@@ -76,6 +76,7 @@ class Target:
     nginx_pid: int = 0
     url: str = ""  # a page of the app (health check and --verify)
     lab: str = ""
+    control_timeout: str = ""  # php-fpm's process_control_timeout, as `php-fpm -tt` shows it
 
     def to_json(self) -> dict[str, Any]:
         return {"pool": self.pool, "lab": self.lab, "pool_file": str(self.pool_file),
@@ -189,7 +190,9 @@ def resolve(env: Env, opts: ApplyOptions) -> Target:
     res = env.run([binary, "-i", "-y", str(conf)], check=False, what="php-fpm -i")
     scan = phpfpm.ini_scan_dir(res.stdout)
     res = env.run([binary, "-tt", "-y", str(conf)], check=False, what="php-fpm -tt")
-    listen = phpfpm.pool_directives(res.stderr + res.stdout, pool).get("listen", "")
+    tt = res.stderr + res.stdout
+    listen = phpfpm.pool_directives(tt, pool).get("listen", "")
+    control = phpfpm.pool_directives(tt, "global").get("process_control_timeout", "")
     files: list[Path] = []
     test: list[str] = []
     npid = 0
@@ -202,7 +205,8 @@ def resolve(env: Env, opts: ApplyOptions) -> Target:
             npid = pids[0] if len(pids) == 1 else 0
             break
     return Target(pool, binary, argv, found, master, listen,
-                  Path(scan) / MASTER_INI_NAME if scan else None, files, test, npid, opts.url)
+                  Path(scan) / MASTER_INI_NAME if scan else None, files, test, npid, opts.url,
+                  control_timeout=control)
 
 
 # -- planning -----------------------------------------------------------------------------------
@@ -270,6 +274,10 @@ def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
     result.changes, result.edits = plan_edits(target, changes)
     if not result.edits:
         result.mode = "nothing"
+    if target.control_timeout.rstrip("s") == "0" and result.edits:
+        result.notes.append("process_control_timeout = 0: a php-fpm reload does not wait for "
+                            "running requests; set `process_control_timeout = 10s` in [global] "
+                            "for a graceful reload")
     return result
 
 
@@ -418,7 +426,7 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
         while time.monotonic() < deadline + 10:
             try:
                 status, body = lab_cmd.fetch(target.url, timeout=30)
-                if status == 200:
+                if status not in (502, 503, 504):  # a gateway error may pass; others will not
                     break
             except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
                 body = str(exc)
