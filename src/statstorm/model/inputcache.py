@@ -106,7 +106,7 @@ def _load(trace: Path) -> CachedInput | None:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_uid != os.getuid():
                 return None
-            data = marshal.load(fh)
+            data = marshal.loads(fh.read())  # marshal.load reads a file piece by piece: slow
         return _decode(data, trace)
     except (OSError, EOFError, ValueError, TypeError, KeyError):
         return None
