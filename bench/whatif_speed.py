@@ -124,11 +124,11 @@ def main() -> None:
         # `statstorm whatif TRACE`'s first run: the JSON-lines trace, then its input cache
         read_s, trace = timed(lambda: read_trace(path), 1)
         prep_s, prep = timed(lambda: prepare(trace), 1)  # type: ignore[arg-type]
-        sum_s, _ = timed(lambda: summarize(trace), 1)  # type: ignore[arg-type]
+        sum_s, summary = timed(lambda: summarize(trace), 1)  # type: ignore[arg-type]
         s = from_recorded(trace.header["settings"])  # type: ignore[attr-defined]
         first_s, cur = timed(lambda: replay(prep, s), 1)  # type: ignore[arg-type]
         save_s, _ = timed(lambda: inputcache.save(path, CachedInput(
-            trace.header, summarize(trace)["per_request"], prep)), 1)  # type: ignore[attr-defined,arg-type]
+            trace.header, summary["per_request"], prep)), 1)  # type: ignore[attr-defined,index,arg-type]
         nsys, nreq = len(trace.syscalls), len(trace.requests)  # type: ignore[attr-defined]
         del trace, prep
         # every later run: the input cache
