@@ -35,9 +35,12 @@ def _fmt(v: float) -> str:
               help="Also print the smallest realpath_cache_size that holds the working set "
                    "of every worker (under the proposed settings).")
 @click.option("--json", "as_json", is_flag=True, help="Print {current, proposed} as JSON.")
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Neither use nor write TRACE.whatif-cache, the model input kept beside "
+                   "the trace to make the next run fast (see docs/trace.md).")
 @click.pass_obj
 def whatif(env: Env, trace_file: Path, sets: tuple[str, ...], profile: str,
-           find_min: str | None, as_json: bool) -> None:
+           find_min: str | None, as_json: bool, no_cache: bool) -> None:
     """Replay a trace through a model of PHP's realpath cache, include resolution, OPcache
     and stat calls, under its recorded settings and under proposed ones.
 
@@ -53,7 +56,7 @@ def whatif(env: Env, trace_file: Path, sets: tuple[str, ...], profile: str,
       statstorm whatif before.sst.gz --find-min realpath_cache_size --json
     """
     opts = whatif_cmd.WhatifOptions(trace=trace_file, sets=sets, profile=profile,
-                                    find_min=find_min)
+                                    find_min=find_min, cache=not no_cache)
     res = whatif_cmd.run(opts)
     if as_json:
         click.echo(json.dumps(res.to_json(), indent=2))

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
+from statstorm.model import inputcache
 from statstorm.model import latency_profile as lp
+from statstorm.model.inputcache import CachedInput
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
 from statstorm.model.replay import Prepared, ReplayResult, prepare, replay
 from statstorm.model.tracestats import summarize
@@ -29,6 +31,7 @@ class WhatifOptions:
     sets: tuple[str, ...] = ()
     profile: str = "local"  # local | gluster | gluster-tuned | trace | FILE
     find_min: str | None = None
+    cache: bool = True  # use and keep the trace's input cache (model.inputcache)
 
 
 @dataclass
@@ -65,10 +68,12 @@ def validate(opts: WhatifOptions) -> list[tuple[str, str]]:
     return changes
 
 
-def load_profile(opts: WhatifOptions, trace: Trace) -> dict[str, Any]:
+def load_profile(opts: WhatifOptions, trace: Trace | None) -> dict[str, Any]:
+    """The latency profile; `trace` is needed (and given) only for `--profile trace`."""
     if opts.profile in lp.BUILTIN:
         return lp.BUILTIN[opts.profile]
     if opts.profile == "trace":
+        assert trace is not None
         return lp.from_trace(trace.syscalls, trace.mounts)
     try:
         data = json.loads(Path(opts.profile).read_text())
@@ -76,6 +81,21 @@ def load_profile(opts: WhatifOptions, trace: Trace) -> dict[str, Any]:
         raise UsageError(f"--profile {opts.profile}: unreadable JSON ({exc}); write it with "
                          "`statstorm fsbench --profile-out FILE`") from None
     return lp.validate(data, opts.profile)
+
+
+def load_input(path: Path, use_cache: bool = True) -> tuple[CachedInput, Trace | None]:
+    """The model input of a trace: from its input cache when that still matches, else read
+    and prepared from the trace itself (then cached for the next run when `use_cache`).
+    The trace is returned too when it was read (None when the cache answered)."""
+    if use_cache:
+        cached = inputcache.load(path)
+        if cached is not None:
+            return cached, None
+    trace = read_trace(path)
+    cached = CachedInput(trace.header, dict(summarize(trace)["per_request"]), prepare(trace))
+    if use_cache:
+        inputcache.save(path, cached)
+    return cached, trace
 
 
 def side(result: ReplayResult, prep: Prepared, profile: dict[str, Any]) -> dict[str, Any]:
@@ -112,15 +132,16 @@ def find_min_cache(prep: Prepared, settings: PhpSettings) -> dict[str, Any]:
 
 def run(opts: WhatifOptions) -> WhatifRun:
     changes = validate(opts)
-    trace = read_trace(opts.trace)
-    prep = prepare(trace)
-    recorded = dict(trace.header.get("settings", {}))
+    # --profile trace needs every syscall's latency: the trace itself, not the cache
+    cached, trace = load_input(opts.trace, opts.cache and opts.profile != "trace")
+    prep = cached.prep
+    recorded = dict(cached.header.get("settings", {}))
     current_s = from_recorded(recorded)
     proposed_s = with_changes(current_s, recorded, changes)
     profile = load_profile(opts, trace)
     cur = replay(prep, current_s)
     prop = replay(prep, proposed_s)
-    measured = summarize(trace)["per_request"]
+    measured = cached.measured
     fm = find_min_cache(prep, proposed_s) if opts.find_min else None
     return WhatifRun(side(cur, prep, profile), side(prop, prep, profile), measured,
                      str(profile.get("source", opts.profile)), changes, fm)

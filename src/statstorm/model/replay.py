@@ -434,7 +434,7 @@ def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
 def _replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
     eng = Engine(settings, prep.fs, mount_lookup(prep.mounts), set(prep.counted))
     eng.recorded_include_path = prep.include_path
-    pids = sorted(prep.streams, key=lambda p: (prep.first_request.get(p, 0), p))
+    pids = worker_order(prep)
     regroup = settings.workers and (settings.workers != prep.workers or (
         prep.max_requests and settings.max_requests != prep.max_requests))
     if regroup and not _single(prep):
@@ -451,9 +451,7 @@ def _replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
             evs, times, ns = prep.streams[pids[0]]
             eng.run(pids[0], evs, times, ns)
         else:
-            if prep.merged is None or prep.merged[0] != pids:
-                prep.merged = (pids, _merged(prep, pids))
-            wids, evs, times, ns = prep.merged[1]
+            wids, evs, times, ns = merge_streams(prep, pids)
             eng.run_many(wids, evs, times, ns)
     n = len(prep.counted)
     per_request: dict[str, float] = {}
@@ -478,6 +476,21 @@ def _replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
     return ReplayResult(settings, n, {k: per_request[k] for k in SUMMARY_KEYS}, len(workers),
                         max(peaks, default=0), sum(peaks) / len(peaks) if peaks else 0.0,
                         max((w.cache.used for w in workers), default=0), by_mount)
+
+
+def worker_order(prep: Prepared) -> list[int]:
+    """The traced workers in the order their first requests started."""
+    return sorted(prep.streams, key=lambda p: (prep.first_request.get(p, 0), p))
+
+
+def merge_streams(prep: Prepared, pids: list[int] | None = None) -> tuple[
+        list[int], list[Event], list[int], list[int]]:
+    """Every worker's events in one time-ordered stream, merged once and kept in `prep`
+    (replays under several settings, and the input cache, share it)."""
+    pids = worker_order(prep) if pids is None else pids
+    if prep.merged is None or prep.merged[0] != pids:
+        prep.merged = (pids, _merged(prep, pids))
+    return prep.merged[1]  # type: ignore[no-any-return]
 
 
 def _merged(prep: Prepared, pids: list[int]) -> tuple[list[int], list[Event], list[int],

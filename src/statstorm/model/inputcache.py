@@ -1,0 +1,134 @@
+"""The what-if input cache: a trace's model input, kept beside the trace for the next run.
+
+Decoding a big JSON-lines trace and building the model's input from it (`replay.prepare`)
+costs several times the replay itself. `statstorm whatif` therefore keeps what it built in a
+sidecar file, `TRACE.whatif-cache` (format `statstorm-whatif-input`, documented in
+docs/trace.md), and uses it while it still matches. The trace file stays the source of truth:
+the cache is only ever derived from it, and is ignored (then rebuilt) whenever the trace's
+size or modification time, the cache's format version, or the code that builds or reads the
+model input has changed. Deleting it is always safe.
+
+The sidecar is a `marshal` dump of plain values (dicts, lists, tuples, sets, str, int): the
+fastest stdlib form to load, and one that, unlike pickle, runs no code when loaded. A cache
+not owned by the current user is not read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import marshal
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from statstorm.model import phpmodel, phpsettings, realpath_cache, replay, tracestats
+from statstorm.model.realpath_cache import FsView
+from statstorm.model.replay import Prepared
+from statstorm.results import trace as trace_format
+
+FORMAT = "statstorm-whatif-input"
+VERSION = 1
+SUFFIX = ".whatif-cache"
+# The modules whose code decides what the cache holds: any change to them invalidates it.
+_CODE = (trace_format, tracestats, replay, realpath_cache, phpmodel, phpsettings)
+
+
+@dataclass
+class CachedInput:
+    """What `statstorm whatif` needs from a trace, without the trace's records."""
+
+    header: dict[str, Any]
+    measured: dict[str, float]  # the trace's own per-request counts (tracestats.summarize)
+    prep: Prepared
+
+
+def cache_path(trace: Path) -> Path:
+    return trace.with_name(trace.name + SUFFIX)
+
+
+def _code_key() -> str:
+    """A digest of the code that builds the model input (a stale cache is never used)."""
+    h = hashlib.sha256()
+    for mod in _CODE:
+        h.update(Path(str(mod.__file__)).read_bytes())
+    return h.hexdigest()
+
+
+def _source_key(trace: Path) -> list[int]:
+    st = trace.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _encode(cached: CachedInput, trace: Path) -> bytes:
+    prep = cached.prep
+    replay.merge_streams(prep)  # the first replay's merge, done once here
+    fields = {f.name: getattr(prep, f.name) for f in dataclasses.fields(prep)}
+    fields["fs"] = dict(vars(prep.fs))
+    return marshal.dumps({"format": FORMAT, "version": VERSION, "code": _code_key(),
+                          "source": _source_key(trace), "header": cached.header,
+                          "measured": cached.measured, "prepared": fields})
+
+
+def _decode(data: Any, trace: Path) -> CachedInput | None:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return None
+    if (data.get("version") != VERSION or data.get("code") != _code_key()
+            or data.get("source") != _source_key(trace)):
+        return None
+    fields = dict(data["prepared"])
+    fs = FsView()
+    fs.__dict__.update(fields.pop("fs"))
+    prep = Prepared(fs=fs, **fields)
+    return CachedInput(dict(data["header"]), dict(data["measured"]), prep)
+
+
+def load(trace: Path) -> CachedInput | None:
+    """The trace's cached model input, or None (no cache, a stale or unreadable one).
+
+    The collector is paused while loading: a million small tuples, none cyclic, would
+    otherwise trigger collections that cost many times the load itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(trace)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load(trace: Path) -> CachedInput | None:
+    path = cache_path(trace)
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_uid != os.getuid():
+                return None
+            data = marshal.loads(fh.read())  # marshal.load reads a file piece by piece: slow
+        return _decode(data, trace)
+    except (OSError, EOFError, ValueError, TypeError, KeyError):
+        return None
+
+
+def save(trace: Path, cached: CachedInput) -> bool:
+    """Write the cache beside the trace (atomically); False if that is not possible (a
+    read-only directory, say): the cache is an optimisation, never an error."""
+    path = cache_path(trace)
+    try:
+        data = _encode(cached, trace)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except (OSError, ValueError):
+        return False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+    return True
