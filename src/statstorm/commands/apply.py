@@ -36,7 +36,7 @@ from statstorm.errors import ComponentError, PrivilegeError, UsageError
 from statstorm.model import applyplan
 from statstorm.model.applyplan import MANUAL, MASTER_INI, NGINX, POOL, POOL_INI, Change
 from statstorm.model.findings import RULES, Finding
-from statstorm.results.common import read_json, write_json_atomic
+from statstorm.results.common import read_json, write_json_atomic, write_text_atomic
 
 SCHEMA = "statstorm.apply/1"
 MASTER_INI_NAME = "99-statstorm.ini"
@@ -286,28 +286,6 @@ def apply_root(env: Env) -> Path:
     return env.state_root / "apply"
 
 
-def write_atomic(path: Path, text: str, like: os.stat_result | None) -> None:
-    """Write `text` to `path` through a temp file in the same directory + rename, with the
-    mode and owner of the file it replaces (`like`), or 0644 for a new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.statstorm-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, like.st_mode & 0o7777 if like else 0o644)
-        if like is not None and os.geteuid() == 0:
-            os.chown(tmp, like.st_uid, like.st_gid)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def save_backup(env: Env, target: Target, edits: list[FileEdit]) -> Path:
     """Copy every file about to change into a new backup set; refuse if one changed since the
     plan was made (someone else is editing it)."""
@@ -354,7 +332,7 @@ def restore(d: Path) -> list[Path]:
         path = Path(entry["path"])
         if entry["existed"]:
             like = os.stat(d / entry["copy"])
-            write_atomic(path, (d / entry["copy"]).read_text(), like)
+            write_text_atomic(path, (d / entry["copy"]).read_text(), like)
             if os.geteuid() == 0:
                 os.chown(path, int(entry["uid"]), int(entry["gid"]))
             os.chmod(path, int(entry["mode"]))
@@ -449,7 +427,8 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
 def _install(env: Env, target: Target, edits: list[FileEdit], changes: list[Change]) -> list[str]:
     """Write, test, reload and check; ApplyFailed on any failure (files may be half-way)."""
     for e in edits:
-        write_atomic(e.path, e.after, e.path.stat() if e.before is not None else None)
+        write_text_atomic(e.path, e.after, e.path.stat() if e.before is not None else None,
+                          new_mode=0o644)
     paths = [e.path for e in edits]
     test_config(env, target, paths)
     reload(env, target, paths)

@@ -16,7 +16,6 @@ not owned by the current user is not read.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import hashlib
 import marshal
 import os
@@ -29,6 +28,7 @@ from statstorm.model import phpmodel, phpsettings, realpath_cache, replay, trace
 from statstorm.model.realpath_cache import FsView
 from statstorm.model.replay import Prepared
 from statstorm.results import trace as trace_format
+from statstorm.results.common import collector_paused
 
 FORMAT = "statstorm-whatif-input"
 VERSION = 1
@@ -91,13 +91,8 @@ def load(trace: Path) -> CachedInput | None:
 
     The collector is paused while loading: a million small tuples, none cyclic, would
     otherwise trigger collections that cost many times the load itself."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _load(trace)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _load(trace: Path) -> CachedInput | None:

@@ -14,7 +14,6 @@ next `lstat` of the same resolution.
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import heapq
 import posixpath
 from collections import defaultdict
@@ -27,6 +26,7 @@ from statstorm.model.phpmodel import (CALL_INDEX, E_CLEAR, E_INCLUDE, E_PASS, E_
                                       Event, Tally)
 from statstorm.model.phpsettings import PhpSettings, from_recorded
 from statstorm.model.realpath_cache import DIR, EXPAND, FILE, FILEPATH, LINK, MISSING, REALPATH, FsView
+from statstorm.results.common import collector_paused
 from statstorm.results.trace import CALLS, SUMMARY_KEYS, Operation, Trace
 
 MODES = {"expand": EXPAND, "filepath": FILEPATH, "realpath": REALPATH}
@@ -143,13 +143,8 @@ def _descendants(children: dict[int, list[Operation]], roots: set[int]) -> set[i
 
 def prepare(trace: Trace) -> Prepared:
     """The model's input from a trace (see the module's docstring)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _prepare(trace)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _prepare(trace: Trace) -> Prepared:
@@ -422,13 +417,8 @@ def mount_lookup(mounts: list[tuple[str, str]]) -> Any:
 
 def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
     """The calls PHP would make for the trace under `settings`."""
-    enabled = gc.isenabled()
-    gc.disable()  # millions of small tuples, none of them cyclic: the collector only costs
-    try:
+    with collector_paused():
         return _replay(prep, settings)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:

@@ -1,24 +1,36 @@
-"""Helpers shared by result files: schema-versioned JSON written atomically."""
+"""Helpers shared by result files: files written atomically, schema-versioned JSON, and
+loading millions of small records without the garbage collector."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from statstorm.errors import UsageError
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write `data` as JSON to `path` through a temp file + rename: never a partial file."""
+def write_text_atomic(path: Path, text: str, like: os.stat_result | None = None,
+                      new_mode: int | None = None) -> None:
+    """Write `text` to `path` through a temp file in the same directory + fsync + rename: never
+    a partial file. The file gets the mode and owner of `like` (the file it replaces), else
+    `new_mode` (else the temp file's 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False)
-            fh.write("\n")
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        mode = like.st_mode & 0o7777 if like is not None else new_mode
+        if mode is not None:
+            os.chmod(tmp, mode)
+        if like is not None and os.geteuid() == 0:
+            os.chown(tmp, like.st_uid, like.st_gid)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -26,6 +38,24 @@ def write_json_atomic(path: Path, data: Any) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write `data` as JSON to `path` atomically (see write_text_atomic)."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: loading millions of small records, none cyclic,
+    would otherwise trigger collections that cost more than the loading itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def read_json(path: Path, kind: str) -> Any:

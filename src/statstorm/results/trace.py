@@ -26,7 +26,6 @@ writes as `\\udcXX` escapes, so non-UTF-8 names survive a round trip.
 
 from __future__ import annotations
 
-import gc
 import gzip
 import io
 import json
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator, Protocol
 
 from statstorm.errors import UsageError
+from statstorm.results.common import collector_paused
 
 FORMAT = "statstorm-trace"
 VERSION = 1
@@ -408,13 +408,8 @@ def read_trace(path: Path) -> Trace:
 
     The collector is paused meanwhile: a trace is millions of small records, none cyclic,
     and collections triggered by their allocation would cost more than the decoding."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _read_trace(path)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _resolve_args(args: dict[str, Any], paths: dict[int, str]) -> None:
