@@ -19,7 +19,7 @@ from conftest import run_cli, unique_name
 from statstorm.commands import apply as apply_cmd
 from statstorm.context import Env
 from statstorm.errors import ComponentError
-from statstorm.model.applyplan import POOL, POOL_INI, Change
+from statstorm.model.applyplan import NGINX, POOL, POOL_INI, Change
 
 pytestmark = pytest.mark.root
 
@@ -136,6 +136,26 @@ def test_rejected_change_rolls_back_and_graceful_apply_fails_no_request(
     with pytest.raises(ComponentError, match="answered 404.*rolled back"):
         apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, changes, edits), opts)
     assert conf.read_text() == original
+    assert urllib.request.urlopen(url, timeout=30).status == 200
+
+    # nginx: the symlink-deploy change goes to the lab's nginx.conf, passes nginx -t, reloads
+    ng = conf.with_name("nginx.conf")
+    fix = [Change("symlink-deploy-stale", NGINX, "SCRIPT_FILENAME",
+                  "$realpath_root$fastcgi_script_name", ""),
+           Change("symlink-deploy-stale", NGINX, "DOCUMENT_ROOT", "$realpath_root", "")]
+    changes, edits = apply_cmd.plan_edits(target, fix)
+    assert [e.path for e in edits] == [ng]
+    done = apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, changes, edits), opts)
+    assert done.mode == "applied"
+    assert "fastcgi_param DOCUMENT_ROOT $realpath_root;" in ng.read_text()
+    assert urllib.request.urlopen(url, timeout=30).status == 200
+    # a variable nginx does not know: nginx -t refuses and the file comes back
+    applied = ng.read_text()
+    changes, edits = apply_cmd.plan_edits(target, [Change("x", NGINX, "DOCUMENT_ROOT",
+                                                          "$no_such_variable", "")])
+    with pytest.raises(ComponentError, match="nginx -t rejected.*rolled back"):
+        apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, changes, edits), opts)
+    assert ng.read_text() == applied
     assert urllib.request.urlopen(url, timeout=30).status == 200
 
     # --pool: the files are found from the running master's title, its includes and nginx -T

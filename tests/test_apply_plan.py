@@ -187,3 +187,27 @@ server {
     assert lines[i + 1] == "        fastcgi_param DOCUMENT_ROOT $realpath_root;"
     assert "fastcgi_param SCRIPT_FILENAME $uri;" in out  # not built on $document_root
     assert applyplan.edit_nginx(out, c) == out
+
+
+def test_edit_nginx_debian_site_sets_params_after_the_pools_fastcgi_pass() -> None:
+    """Debian's sites take SCRIPT_FILENAME from snippets/fastcgi-php.conf: the site file gets
+    both parameters after its fastcgi_pass to the pool, and other pools' locations stay."""
+    site = """\
+server {
+    location ~ \\.php$ {
+        include snippets/fastcgi-php.conf;
+        fastcgi_pass unix:/run/php/php8.2-fpm.sock;
+    }
+    location ~ ^/other/.*\\.php$ {
+        fastcgi_pass 127.0.0.1:9001;
+    }
+}
+"""
+    c = [Change("s", NGINX, "SCRIPT_FILENAME", "$realpath_root$fastcgi_script_name", ""),
+         Change("s", NGINX, "DOCUMENT_ROOT", "$realpath_root", "")]
+    out = applyplan.edit_nginx(site, c, "/run/php/php8.2-fpm.sock").splitlines()
+    i = out.index("        fastcgi_pass unix:/run/php/php8.2-fpm.sock;")
+    assert out[i + 1:i + 3] == [
+        "        fastcgi_param SCRIPT_FILENAME $realpath_root$fastcgi_script_name;",
+        "        fastcgi_param DOCUMENT_ROOT $realpath_root;"]
+    assert out[i + 3:] == site.splitlines()[4:]

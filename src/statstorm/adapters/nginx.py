@@ -127,14 +127,19 @@ def nginx_servers(text: str) -> list[dict[str, str]]:
     return servers
 
 
-def running_masters() -> list[list[str]]:
-    """The binary and options of every running nginx master (from its process title)."""
+def running_masters_by_pid() -> list[tuple[int, list[str]]]:
+    """Each running nginx master's PID, binary and options (from its process title)."""
     out = []
     for pid in procs.find_pids(["nginx: master process"]):
         title = " ".join(procs.cmdline(pid)).split("nginx: master process", 1)[1].split()
         binary = title[0] if title and title[0].startswith("/") else "/usr/sbin/nginx"
-        out.append([binary, *title[1:]])
+        out.append((pid, [binary, *title[1:]]))
     return out
+
+
+def running_masters() -> list[list[str]]:
+    """The binary and options of every running nginx master (from its process title)."""
+    return [argv for _, argv in running_masters_by_pid()]
 
 
 def files_passing_to(dump: str, listen: str) -> list[str]:

@@ -196,13 +196,11 @@ def resolve(env: Env, opts: ApplyOptions) -> Target:
     files: list[Path] = []
     test: list[str] = []
     npid = 0
-    for nargv in nginx.running_masters():
+    for pid, nargv in nginx.running_masters_by_pid():
         dump = env.run([*nargv, "-T"], check=False, what="nginx -T").stdout
         names = nginx.files_passing_to(dump, listen)
         if names:
-            files, test = [Path(n) for n in names], [*nargv, "-t", "-q"]
-            pids = procs.find_pids(["nginx: master process"])
-            npid = pids[0] if len(pids) == 1 else 0
+            files, test, npid = [Path(n) for n in names], [*nargv, "-t", "-q"], pid
             break
     return Target(pool, binary, argv, found, master, listen,
                   Path(scan) / MASTER_INI_NAME if scan else None, files, test, npid, opts.url,
@@ -248,7 +246,7 @@ def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], lis
         params = [c for c in out if c.kind == NGINX]
         for path in target.nginx_files if params else []:
             text = _read(path) or ""
-            edits.append(FileEdit(path, text, applyplan.edit_nginx(text, params)))
+            edits.append(FileEdit(path, text, applyplan.edit_nginx(text, params, target.listen)))
     except ValueError as exc:
         raise UsageError(f"cannot write this change: {exc}") from None
     return out, [e for e in edits if e.before != e.after]

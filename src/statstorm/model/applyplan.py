@@ -182,13 +182,14 @@ def edit_ini(text: str, changes: list[Change]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def edit_nginx(text: str, changes: list[Change]) -> str:
+def edit_nginx(text: str, changes: list[Change], listen: str = "") -> str:
     """nginx configuration with the NGINX changes, made where PHP is passed on: each
-    `fastcgi_param NAME …;` that builds on $document_root gets the new value; a parameter the
-    file does not set is added after the file's SCRIPT_FILENAME lines that were changed."""
+    `fastcgi_param NAME …;` that builds on $document_root gets the new value. A parameter the
+    file does not set (Debian's sites set SCRIPT_FILENAME in an included snippet) is added
+    after the SCRIPT_FILENAME lines already changed, else after each `fastcgi_pass` to
+    `listen`, so that it comes last and wins."""
     lines = text.splitlines()
-    params = [c for c in changes if c.kind == NGINX]
-    for c in params:
+    for c in (c for c in changes if c.kind == NGINX):
         pat = re.compile(rf"^(\s*)fastcgi_param\s+{c.key}\s+([^;]*);")
         found = False
         for i, line in enumerate(lines):
@@ -201,10 +202,13 @@ def edit_nginx(text: str, changes: list[Change]) -> str:
         if found:
             continue
         anchor = re.compile(r"^(\s*)fastcgi_param\s+SCRIPT_FILENAME\s+[^;]*\$realpath_root")
-        for i in reversed(range(len(lines))):
-            m = anchor.match(lines[i])
-            if m:
-                lines.insert(i + 1, f"{m.group(1)}fastcgi_param {c.key} {c.value};")
+        at = [i for i, line in enumerate(lines) if anchor.match(line)]
+        if not at and listen:
+            anchor = re.compile(rf"^(\s*)fastcgi_pass\s+(?:unix:)?{re.escape(listen)}\s*;")
+            at = [i for i, line in enumerate(lines) if anchor.match(line)]
+        for i in reversed(at):
+            indent = re.match(r"\s*", lines[i])
+            lines.insert(i + 1, f"{indent.group(0) if indent else ''}fastcgi_param {c.key} {c.value};")
     return "\n".join(lines) + "\n"
 
 
