@@ -211,3 +211,22 @@ server {
         "        fastcgi_param SCRIPT_FILENAME $realpath_root$fastcgi_script_name;",
         "        fastcgi_param DOCUMENT_ROOT $realpath_root;"]
     assert out[i + 3:] == site.splitlines()[4:]
+
+
+@pytest.mark.parametrize("opts, message", [
+    (dict(), "name the findings"),
+    (dict(all=True, findings=("open-basedir",)), "not both"),
+    (dict(findings=("no-such-rule",)), "unknown finding id 'no-such-rule'"),
+    (dict(all=True, verify=True), "add --yes"),
+    (dict(all=True, yes=True, verify=True, pool="www"), "--url"),
+    (dict(rollback=True, all=True), "give it alone"),
+    (dict(all=True, pool="www", lab="lab"), "--pool or --lab"),
+    (dict(all=True, url="http://10.1.2.3/"), "127.0.0.1, ::1 or localhost"),
+])
+def test_bad_usage_is_one_line(opts: dict[str, object], message: str) -> None:
+    from statstorm.commands import apply as apply_cmd
+    from statstorm.context import Env
+    from statstorm.errors import UsageError
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")) as exc:
+        apply_cmd.validate(Env(), apply_cmd.ApplyOptions(**opts))  # type: ignore[arg-type]
+    assert "\n" not in str(exc.value)

@@ -143,7 +143,11 @@ def validate(env: Env, opts: ApplyOptions) -> None:
     if opts.verify and not opts.lab and not opts.url:
         raise UsageError("--verify on a pool needs the page to load: add --url URL")
     if opts.url:
-        sweep_cmd.check_loopback(opts.url, False)
+        try:
+            sweep_cmd.check_loopback(opts.url, False)
+        except UsageError:
+            raise UsageError(f"--url {opts.url}: give an http(s) page of this machine's server "
+                             "(127.0.0.1, ::1 or localhost)") from None
     if (opts.yes or opts.rollback) and not env.is_root():
         raise PrivilegeError("statstorm apply --yes/--rollback writes configuration files and "
                              "signals php-fpm: run it as root")
