@@ -63,6 +63,13 @@ class Load:
         self.thread.join()
 
 
+def execute(env: Env, target: apply_cmd.Target, opts: apply_cmd.ApplyOptions,
+            changes: list[Change]) -> apply_cmd.ApplyResult:
+    """Plan and make `changes` (ones no finding would propose) the way `apply --yes` does."""
+    placed, edits = apply_cmd.plan_edits(target, changes)
+    return apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, placed, edits), opts)
+
+
 def test_bad_glusterfs_lab_is_fixed_and_verified(lab, state_home: Path) -> None:
     """The issue's bad lab: 16K realpath cache, revalidate_freq=0, a long include_path with
     misses, open_basedir, default GlusterFS mount options."""
@@ -118,12 +125,9 @@ def test_rejected_change_rolls_back_and_graceful_apply_fails_no_request(
 
     # a change php-fpm -t refuses (no pool may have 0 children)
     target = apply_cmd.resolve(env, opts)
-    changes, edits = apply_cmd.plan_edits(target, [Change("t", POOL, "pm.max_children", "0",
-                                                          "pm.max_children = 0")])
-    result = apply_cmd.ApplyResult("dry-run", target, changes, edits)
     with Load(url) as load:
         with pytest.raises(ComponentError, match="php-fpm -t rejected.*rolled back"):
-            apply_cmd.execute(env, result, opts)
+            execute(env, target, opts, [Change("t", POOL, "pm.max_children", "0", "")])
         time.sleep(0.5)
     assert conf.read_text() == original
     assert load.ok > 0 and not load.failed
@@ -131,10 +135,8 @@ def test_rejected_change_rolls_back_and_graceful_apply_fails_no_request(
     assert json.loads((sets[-1] / "manifest.json").read_text())["status"] == "rolled-back"
 
     # a change php-fpm accepts but the app cannot serve with: the page check rolls it back
-    changes, edits = apply_cmd.plan_edits(target, [Change("t", POOL_INI, "open_basedir",
-                                                          "/nonexistent", "open_basedir = x")])
     with pytest.raises(ComponentError, match="answered 404.*rolled back"):
-        apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, changes, edits), opts)
+        execute(env, target, opts, [Change("t", POOL_INI, "open_basedir", "/nonexistent", "")])
     assert conf.read_text() == original
     assert urllib.request.urlopen(url, timeout=30).status == 200
 
@@ -143,18 +145,14 @@ def test_rejected_change_rolls_back_and_graceful_apply_fails_no_request(
     fix = [Change("symlink-deploy-stale", NGINX, "SCRIPT_FILENAME",
                   "$realpath_root$fastcgi_script_name", ""),
            Change("symlink-deploy-stale", NGINX, "DOCUMENT_ROOT", "$realpath_root", "")]
-    changes, edits = apply_cmd.plan_edits(target, fix)
-    assert [e.path for e in edits] == [ng]
-    done = apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, changes, edits), opts)
-    assert done.mode == "applied"
+    assert [e.path for e in apply_cmd.plan_edits(target, fix)[1]] == [ng]
+    assert execute(env, target, opts, fix).mode == "applied"
     assert "fastcgi_param DOCUMENT_ROOT $realpath_root;" in ng.read_text()
     assert urllib.request.urlopen(url, timeout=30).status == 200
     # a variable nginx does not know: nginx -t refuses and the file comes back
     applied = ng.read_text()
-    changes, edits = apply_cmd.plan_edits(target, [Change("x", NGINX, "DOCUMENT_ROOT",
-                                                          "$no_such_variable", "")])
     with pytest.raises(ComponentError, match="nginx -t rejected.*rolled back"):
-        apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, changes, edits), opts)
+        execute(env, target, opts, [Change("x", NGINX, "DOCUMENT_ROOT", "$no_such_variable", "")])
     assert ng.read_text() == applied
     assert urllib.request.urlopen(url, timeout=30).status == 200
 

@@ -72,9 +72,13 @@ http {{
 """
 
 
+def lab_argv(conf: Path, prefix: Path) -> list[str]:
+    """nginx with a lab's own prefix, error log and configuration (add -t, -T, …)."""
+    return [BINARY, "-p", str(prefix), "-e", str(prefix / "log/nginx-error.log"), "-c", str(conf)]
+
+
 def test_config(env: Env, conf: Path, prefix: Path) -> None:
-    res = env.run([BINARY, "-t", "-q", "-p", str(prefix), "-e", str(prefix / "log/nginx-error.log"),
-                   "-c", str(conf)], check=False, what="nginx -t")
+    res = env.run([*lab_argv(conf, prefix), "-t", "-q"], check=False, what="nginx -t")
     if res.returncode != 0:
         raise ComponentError(f"nginx rejected the lab configuration: {res.first_error_line()}")
 
@@ -82,8 +86,7 @@ def test_config(env: Env, conf: Path, prefix: Path) -> None:
 def start(env: Env, conf: Path, prefix: Path, port: int, record: Callable[[int], None],
           timeout: float = 15) -> int:
     log = prefix / "log/nginx.out"
-    pid = procs.spawn_daemon([BINARY, "-p", str(prefix), "-e", str(prefix / "log/nginx-error.log"),
-                              "-c", str(conf)], log, record)
+    pid = procs.spawn_daemon(lab_argv(conf, prefix), log, record)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not procs.alive(pid):

@@ -112,6 +112,17 @@ def start(env: Env, binary: str, conf: Path, overrides: Mapping[str, str], log: 
     raise ComponentError(f"php-fpm did not start {workers} workers within {timeout:.0f} s: see {log}")
 
 
+def master_of(worker: int) -> tuple[int, str, str]:
+    """A pool worker's master: its PID, its php-fpm binary, and its configuration file from
+    its title `php-fpm: master process (FILE)` ('' when the title does not say)."""
+    master = procs.ppid(worker)
+    binary = procs.exe(worker)
+    if not os.path.basename(binary).startswith("php-fpm"):
+        binary = find_binary()  # /proc/PID/exe of another user's worker: unreadable
+    conf = re.search(r"\((\S+)\)", " ".join(procs.cmdline(master)))
+    return master, binary, conf.group(1) if conf else ""
+
+
 def worker_pids(master_pid: int) -> list[int]:
     return procs.children(master_pid)
 
@@ -188,13 +199,12 @@ def reload(master_pid: int, old_workers: list[int], timeout: float = 40.0) -> li
     configuration and forks new workers; the listening socket stays open, so requests wait
     in its backlog meanwhile. Returns the new workers' PIDs."""
     os.kill(master_pid, signal.SIGUSR2)
-    want = max(1, len(old_workers))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not procs.alive(master_pid):
             raise ComponentError(f"the php-fpm master {master_pid} exited while reloading")
         kids = procs.children(master_pid)
-        if kids and not set(kids) & set(old_workers) and len(kids) >= min(want, 1):
+        if kids and not set(kids) & set(old_workers):
             time.sleep(0.2)
             settled = procs.children(master_pid)
             if settled == kids:

@@ -36,7 +36,7 @@ from statstorm.errors import ComponentError, PrivilegeError, UsageError
 from statstorm.model import applyplan
 from statstorm.model.applyplan import MANUAL, MASTER_INI, NGINX, POOL, POOL_INI, Change
 from statstorm.model.findings import RULES, Finding
-from statstorm.results.common import read_json, write_json_atomic, write_text_atomic
+from statstorm.results.common import read_json, write_json_atomic, write_atomic
 
 SCHEMA = "statstorm.apply/1"
 MASTER_INI_NAME = "99-statstorm.ini"
@@ -163,11 +163,10 @@ def resolve(env: Env, opts: ApplyOptions) -> Target:
         root = Path(state.state_dir)
         argv = [state.fpm_binary, "-y", str(root / "conf/php-fpm.conf"),
                 *phpfpm.ini_args(state.php_ini)]
+        ngx = root / "conf/nginx.conf"
         return Target(state.pool, state.fpm_binary, argv, root / "conf/php-fpm.conf",
-                      state.fpm_master_pid, state.fpm_socket, None,
-                      [root / "conf/nginx.conf"],
-                      [nginx.BINARY, "-t", "-q", "-p", str(root), "-e",
-                       str(root / "log/nginx-error.log"), "-c", str(root / "conf/nginx.conf")],
+                      state.fpm_master_pid, state.fpm_socket, None, [ngx],
+                      [*nginx.lab_argv(ngx, root), "-t", "-q"],
                       state.nginx_pid, state.url + state.entry_path, lab=opts.lab)
     pools = [opts.pool] if opts.pool else check_cmd.running_pools()
     if len(pools) != 1:
@@ -178,15 +177,11 @@ def resolve(env: Env, opts: ApplyOptions) -> Target:
     if not workers:
         raise UsageError(f"no php-fpm pool {pool!r} is running (no process titled "
                          f"'php-fpm: pool {pool}')")
-    master = procs.ppid(workers[0])
-    binary = procs.exe(master)
-    if not os.path.basename(binary).startswith("php-fpm"):
-        binary = phpfpm.find_binary()
-    conf_m = re.search(r"\((\S+)\)", " ".join(procs.cmdline(master)))
-    if not conf_m:
+    master, binary, conf_name = phpfpm.master_of(workers[0])
+    if not conf_name:
         raise UsageError(f"cannot tell the php-fpm master {master}'s configuration file from its "
                          "process title")
-    conf = Path(conf_m.group(1))
+    conf = Path(conf_name)
     found = phpfpm.pool_file(conf, pool)
     if found is None:
         raise UsageError(f"no file among {conf} and its includes holds [{pool}]")
@@ -333,11 +328,9 @@ def restore(d: Path) -> list[Path]:
     for entry in _manifest(d)["files"]:
         path = Path(entry["path"])
         if entry["existed"]:
-            like = os.stat(d / entry["copy"])
-            write_text_atomic(path, (d / entry["copy"]).read_text(), like)
+            write_atomic(path, (d / entry["copy"]).read_bytes(), new_mode=int(entry["mode"]))
             if os.geteuid() == 0:
                 os.chown(path, int(entry["uid"]), int(entry["gid"]))
-            os.chmod(path, int(entry["mode"]))
         else:
             path.unlink(missing_ok=True)
         out.append(path)
@@ -429,7 +422,7 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
 def _install(env: Env, target: Target, edits: list[FileEdit], changes: list[Change]) -> list[str]:
     """Write, test, reload and check; ApplyFailed on any failure (files may be half-way)."""
     for e in edits:
-        write_text_atomic(e.path, e.after, e.path.stat() if e.before is not None else None,
+        write_atomic(e.path, e.after, e.path.stat() if e.before is not None else None,
                           new_mode=0o644)
     paths = [e.path for e in edits]
     test_config(env, target, paths)

@@ -151,13 +151,10 @@ def _targets(env: Env, opts: CheckOptions) -> list[_Pool]:
             raise UsageError(f"lab {opts.lab!r} is not up; start it with `statstorm lab up "
                              f"--name {opts.lab}`")
         root = Path(state.state_dir)
-        argv = [state.fpm_binary, "-y", str(root / "conf/php-fpm.conf")]
-        for k, v in state.php_ini.items():
-            argv += ["-d", f"{k}={v}"]
+        argv = [state.fpm_binary, "-y", str(root / "conf/php-fpm.conf"),
+                *phpfpm.ini_args(state.php_ini)]
         return [_Pool(state.pool, state.fpm_binary, argv, state.worker_pids, state.docroot,
-                      [nginx.BINARY, "-p", str(root), "-e",
-                       str(root / "log/nginx-error.log"), "-c", str(root / "conf/nginx.conf")],
-                      lab=opts.lab)]
+                      nginx.lab_argv(root / "conf/nginx.conf", root), lab=opts.lab)]
     names = list(opts.pools) or running_pools()
     if not names:
         raise UsageError("no php-fpm pool is running: name one with --pool NAME, or check a "
@@ -169,12 +166,8 @@ def _targets(env: Env, opts: CheckOptions) -> list[_Pool]:
             raise UsageError(f"no php-fpm pool {name!r} is running (no process titled "
                              f"'php-fpm: pool {name}'); list them with `ps -eo args | grep "
                              "'php-fpm: pool'`")
-        binary = procs.exe(workers[0])
-        if not os.path.basename(binary).startswith("php-fpm"):
-            binary = phpfpm.find_binary()  # /proc/PID/exe of another user's worker: unreadable
-        master = procs.ppid(workers[0])
-        conf = re.search(r"\((\S+)\)", " ".join(procs.cmdline(master)))
-        argv = [binary] + (["-y", conf.group(1)] if conf else [])
+        _, binary, conf = phpfpm.master_of(workers[0])
+        argv = [binary] + (["-y", conf] if conf else [])
         out.append(_Pool(name, binary, argv, workers))
     return out
 

@@ -19,7 +19,6 @@ import dataclasses
 import hashlib
 import marshal
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from statstorm.model import phpmodel, phpsettings, realpath_cache, replay, trace
 from statstorm.model.realpath_cache import FsView
 from statstorm.model.replay import Prepared
 from statstorm.results import trace as trace_format
-from statstorm.results.common import collector_paused
+from statstorm.results.common import collector_paused, write_atomic
 
 FORMAT = "statstorm-whatif-input"
 VERSION = 1
@@ -110,20 +109,8 @@ def _load(trace: Path) -> CachedInput | None:
 def save(trace: Path, cached: CachedInput) -> bool:
     """Write the cache beside the trace (atomically); False if that is not possible (a
     read-only directory, say): the cache is an optimisation, never an error."""
-    path = cache_path(trace)
     try:
-        data = _encode(cached, trace)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        write_atomic(cache_path(trace), _encode(cached, trace), durable=False)
     except (OSError, ValueError):
-        return False
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         return False
     return True

@@ -14,18 +14,19 @@ from typing import Any, Iterator
 from statstorm.errors import UsageError
 
 
-def write_text_atomic(path: Path, text: str, like: os.stat_result | None = None,
-                      new_mode: int | None = None) -> None:
-    """Write `text` to `path` through a temp file in the same directory + fsync + rename: never
-    a partial file. The file gets the mode and owner of `like` (the file it replaces), else
-    `new_mode` (else the temp file's 0600)."""
+def write_atomic(path: Path, data: str | bytes, like: os.stat_result | None = None,
+                 new_mode: int | None = None, durable: bool = True) -> None:
+    """Write `data` to `path` through a temp file in the same directory + rename: never a
+    partial file (and, when `durable`, fsync'ed before the rename). The file gets the mode and
+    owner of `like` (the file it replaces), else `new_mode` (else the temp file's 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         mode = like.st_mode & 0o7777 if like is not None else new_mode
         if mode is not None:
             os.chmod(tmp, mode)
@@ -41,8 +42,8 @@ def write_text_atomic(path: Path, text: str, like: os.stat_result | None = None,
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write `data` as JSON to `path` atomically (see write_text_atomic)."""
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+    """Write `data` as JSON to `path` atomically (see write_atomic)."""
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 @contextmanager
