@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,43 @@ def test_cmd_mode_is_one_request_with_startup() -> None:
     assert [s.kind for s in sink.syscalls] == ["startup", "main_script"]
     assert sink.syscalls[1].path == "/srv/app/t.php"
     assert len(sink.requests) == 1 and sink.requests[0].end_ns == 50
+
+
+def test_cmd_mode_without_php_shutdown_ends_with_the_command() -> None:
+    sink = run_lines(["S\t7\t10\t1\topenat\t0\t-100\t3\t/etc/passwd",
+                      "S\t7\t35\t1\tnewfstatat\t-2\t-100\t0\t/nope", "E\t7"], single=True)
+    assert len(sink.requests) == 1 and sink.requests[0].end_ns == 35
+    assert {s.req for s in sink.syscalls} == {sink.requests[0].id}
+
+
+def test_held_command_waits_for_release_whatever_fd_the_pipe_gets(tmp_path: Path) -> None:
+    """The command must not start before the tracer releases it, also when the hold pipe
+    does not get descriptor 3 (it did not when a file was open, and the command then ran
+    before the probes were attached)."""
+    import time
+    from statstorm.commands.trace import _spawn_held
+    mark = tmp_path / "started"
+    spare = [os.open("/dev/null", os.O_RDONLY) for _ in range(3)]  # the pipe gets fds > 3
+    try:
+        proc, release = _spawn_held(["sh", "-c", f"read x; echo \"$x\" > {mark}"])
+    finally:
+        for fd in spare:
+            os.close(fd)
+    try:
+        time.sleep(0.3)
+        assert proc.poll() is None and not mark.exists()
+    finally:
+        os.close(release)
+    assert proc.wait(timeout=10) == 0
+    assert mark.read_text() == "\n"  # its stdin reads as empty once released
+
+
+def test_perf_buffers_split_a_fixed_budget_over_cpus() -> None:
+    assert bpftrace.perf_pages(1) == bpftrace.PERF_PAGES_MAX
+    assert bpftrace.perf_pages(2) == 4096 and bpftrace.perf_pages(16) == 512
+    assert bpftrace.perf_pages(3) == 2048  # a power of two, within the budget
+    assert bpftrace.perf_pages(10_000) == bpftrace.PERF_PAGES_MIN
+    assert bpftrace.env()["BPFTRACE_PERF_RB_PAGES"] == str(bpftrace.perf_pages(os.cpu_count() or 1))
 
 
 def write_small(path: Path, *, path_text: str = "/srv/a.php") -> None:

@@ -67,6 +67,8 @@ def trace(home: Path, cmd: str, out: Path, cwd: Path | None = None,
                           cwd=cwd, timeout=300)
     assert proc.returncode == 0, proc.stderr
     Path(str(out) + ".out").write_text(proc.stderr)
+    trailer = read_trace(out).trailer
+    assert trailer["dropped"] == 0 and trailer["completed_requests"] == 1, (cmd, trailer)
     return out
 
 

@@ -38,6 +38,11 @@ from statstorm.errors import DependencyError, PrivilegeError
 
 TRACEFS = "/sys/kernel/tracing"
 STRLEN = 200  # bpftrace's longest string; longer paths are cut (reported in the trailer)
+# Event buffer memory shared by all CPUs. bpftrace's default (64 pages a CPU) holds about a
+# thousand path events: a PHP process emits that in a few milliseconds, so a tracer that is not
+# scheduled for that long loses events (`Lost N events`), request ends among them.
+PERF_BUDGET_BYTES = 32 << 20
+PERF_PAGES_MIN, PERF_PAGES_MAX = 64, 4096
 
 # (syscall, path argument or "", flags argument or "", dirfd argument or "")
 SYSCALLS: tuple[tuple[str, str, str, str], ...] = (
@@ -250,8 +255,18 @@ def count_program(targets: Targets, php_binaries: list[str], *,
     return "".join(parts)
 
 
+def perf_pages(cpus: int) -> int:
+    """Pages of each CPU's event buffer: the budget split over the CPUs, a power of two."""
+    share = PERF_BUDGET_BYTES // max(cpus, 1) // 4096
+    pages = PERF_PAGES_MIN
+    while pages * 2 <= min(share, PERF_PAGES_MAX):
+        pages *= 2
+    return pages
+
+
 def env() -> dict[str, str]:
-    return {**os.environ, "BPFTRACE_STRLEN": str(STRLEN), "BPFTRACE_MAP_KEYS_MAX": "65536"}
+    return {**os.environ, "BPFTRACE_STRLEN": str(STRLEN), "BPFTRACE_MAP_KEYS_MAX": "65536",
+            "BPFTRACE_PERF_RB_PAGES": str(perf_pages(os.cpu_count() or 1))}
 
 
 def argv(binary: str, program_file: str) -> list[str]:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from statstorm.adapters import bpftrace, mounts, phpfpm, procs
 from statstorm.context import Env
-from statstorm.errors import DependencyError, Interrupted, UsageError
+from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
 from statstorm.model.attribute import Attributor, CountAttributor, Reorder, feed
 from statstorm.model.tracestats import SummaryBuilder
 from statstorm.results.trace import (Operation, Request, RequestCounts, Syscall, TraceWriter,
@@ -329,12 +329,16 @@ def _cwd_of(pid: int) -> str:
 def _spawn_held(argv: list[str]) -> tuple[subprocess.Popen[bytes], int]:
     """Start `argv` held before exec until the write end of the returned pipe is closed.
 
-    Its stdout goes to our stderr, so `--json` output stays clean."""
+    The pipe is the wrapper's stdin (a numbered descriptor would not survive the child's
+    close_fds unless the pipe happened to get that number), and stays the command's: at
+    end of file, it reads like /dev/null, and opening /dev/null instead would add a traced
+    call. Its stdout goes to our stderr, so `--json` output stays clean."""
     r, w = os.pipe()
-    wrapper = ["/bin/sh", "-c", 'read _ <&3; exec 3<&-; exec "$@"', "statstorm-held", *argv]
-    proc = subprocess.Popen(wrapper, pass_fds=(r,), stdin=subprocess.DEVNULL, stdout=2,
-                            preexec_fn=lambda: os.dup2(r, 3))
-    os.close(r)
+    wrapper = ["/bin/sh", "-c", 'read _; exec "$@"', "statstorm-held", *argv]
+    try:
+        proc = subprocess.Popen(wrapper, stdin=r, stdout=2)
+    finally:
+        os.close(r)
     return proc, w
 
 
@@ -448,6 +452,9 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
             now = time.monotonic()
             if not ready and now > deadline_ready:
                 raise _BpftraceRefused("no answer from bpftrace within 120 s")
+            if not ready and held is not None and held.poll() is not None:
+                raise ComponentError("the traced command ended before the tracer was attached "
+                                 f"(exit status {held.returncode}); nothing was traced")
             if ready:
                 if deadline is not None and now >= deadline:
                     stopped = "duration"
@@ -509,7 +516,7 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                          f"{attr.completed} requests done")
     except (KeyboardInterrupt, Interrupted):
         stopped = "interrupted"
-    except _BpftraceRefused:
+    except (_BpftraceRefused, ComponentError):
         writer.abort()
         _stop(bt, held, release_fd)
         shutil.rmtree(tmpdir, ignore_errors=True)

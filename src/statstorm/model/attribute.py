@@ -327,6 +327,11 @@ class Attributor:
                     self.sink.operation(frame.op)
             self._finish_request(p)
         if self._single:
+            # The command is the request, PHP or not: without php_request_shutdown (another
+            # program, or a PHP without the probe's symbol) it ends with the last event.
+            if self._single_req.end_ns < 0:
+                self._single_req.end_ns = self.last_ns
+                self.completed = 1
             self.sink.request(self._single_req)
 
 
