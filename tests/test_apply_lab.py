@@ -16,6 +16,7 @@ import pytest
 
 from conftest import run_cli, unique_name
 
+from statstorm.adapters import gluster, mounts
 from statstorm.commands import apply as apply_cmd
 from statstorm.context import Env
 from statstorm.errors import ComponentError
@@ -80,10 +81,14 @@ def test_bad_glusterfs_lab_is_fixed_and_verified(lab, state_home: Path) -> None:
              "--php-ini", "realpath_cache_size=16K", "--php-ini", "opcache.revalidate_freq=0",
              name=name)
     before_ids = check_ids(state_home, name)
-    fixed = {"open-basedir", "opcache-revalidate", "include-path-misses", "user-ini-lookups"}
+    fixed = {"open-basedir", "opcache-revalidate", "include-path-misses", "user-ini-lookups",
+             "glusterfs-mount-caching"}
     assert fixed <= before_ids
     conf = Path(str(st["state_dir"])) / "conf/php-fpm.conf"
     original = conf.read_text()
+    volume = str(st["volume"])
+    client = mounts.fuse_client(str(mnt), "glusterfs")
+    assert client is not None and gluster.mount_depth(mnt) == 1
 
     dry = apply(state_home, "--lab", name, "--all")
     assert dry["mode"] == "dry-run" and conf.read_text() == original  # nothing written
@@ -92,7 +97,13 @@ def test_bad_glusterfs_lab_is_fixed_and_verified(lab, state_home: Path) -> None:
     assert keys["opcache.revalidate_freq"]["value"] == "60"
     assert keys["include_path"]["value"] == f"{mnt}/app/lib"
     assert "+php_admin_value[open_basedir] =" in dry["files"][0]["diff"]
-    assert any("negative-timeout=600" in m["line"] for m in dry["manual"])
+    steps = {s["kind"]: s for s in dry["storage"]}
+    assert steps["mount"]["where"] == str(mnt) and steps["mount"]["after"] == {
+        "attribute-timeout": "600", "entry-timeout": "600", "negative-timeout": "600"}
+    assert steps["mount"]["before"]["negative-timeout"] == "0"
+    assert steps["volume"]["where"] == volume
+    assert steps["volume"]["after"]["performance.nl-cache"] == "on"
+    assert gluster.mount_depth(mnt) == 1  # a dry run mounts nothing
 
     r = apply(state_home, "--lab", name, "--all", "--yes", "--verify", "--verify-duration", "4")
     assert r["mode"] == "applied", r
@@ -106,10 +117,23 @@ def test_bad_glusterfs_lab_is_fixed_and_verified(lab, state_home: Path) -> None:
     assert json.loads((backup / "manifest.json").read_text())["status"] == "verified"
     after_ids = check_ids(state_home, name)
     assert not (fixed & after_ids), after_ids
+    # the mount: a second client with the new options on top, the old one below
+    top = mounts.fuse_client(str(mnt), "glusterfs")
+    assert top is not None and top[0] != client[0] and gluster.mount_depth(mnt) == 2
+    assert "--negative-timeout=600" in top[1]
+    env = Env()
+    assert gluster.volume_options(env, volume)["performance.nl-cache"] == "on"
 
-    rb = apply(state_home, "--lab", name, "--rollback")
+    url = str(st["url"]) + str(st["entry_path"])
+    with Load(url) as load:  # undoing the mount switch fails no request either
+        rb = apply(state_home, "--lab", name, "--rollback")
+    assert load.ok > 0 and not load.failed, load.failed[:3]
     assert rb["mode"] == "rolled-back" and conf.read_text() == original
-    assert "open-basedir" in check_ids(state_home, name)
+    assert gluster.mount_depth(mnt) == 1
+    assert mounts.fuse_client(str(mnt), "glusterfs") == client
+    assert gluster.volume_options(env, volume)["performance.nl-cache"].startswith("off")
+    again = check_ids(state_home, name)
+    assert {"open-basedir", "glusterfs-mount-caching"} <= again
     apply(state_home, "--lab", name, "--rollback", code=2)  # nothing left to roll back
 
 

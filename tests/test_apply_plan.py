@@ -8,7 +8,9 @@ import pytest
 from test_check_rules import facts
 
 from statstorm.model import applyplan
-from statstorm.model.applyplan import MANUAL, MASTER_INI, NGINX, POOL, POOL_INI, Change
+from statstorm.model.applyplan import (MANUAL, MASTER_INI, MOUNT, NGINX, POOL, POOL_INI, VOLUME,
+                                       Change)
+from statstorm.adapters import gluster
 from statstorm.model.checkfacts import HugePageFacts, MountFact
 from statstorm.model.findings import RULES, Finding, evaluate
 
@@ -67,10 +69,14 @@ def test_rule_output_is_placed() -> None:
     }
     for rule, expected in want.items():
         assert kinds(found[rule], {"realpath_cache_size": "4096K"}) == expected, rule
-    # a mount's options and gluster commands are manual steps, every line of them
+    # a GlusterFS mount's options, one change each for its mount point, and the volume's
     gl = applyplan.classify(found["glusterfs-mount-caching"])
-    assert gl and all(c.kind == MANUAL for c in gl)
-    assert len(gl) == len(found["glusterfs-mount-caching"].change)
+    assert [(c.kind, c.where, c.key, c.value) for c in gl] == [
+        (MOUNT, "/srv", "attribute-timeout", "600"), (MOUNT, "/srv", "entry-timeout", "600"),
+        (MOUNT, "/srv", "negative-timeout", "600"),
+        (VOLUME, "vol", "features.cache-invalidation", "on"),
+        (VOLUME, "vol", "performance.md-cache-timeout", "600"),
+        (VOLUME, "vol", "performance.nl-cache", "on")]
     # huge pages: the ini line goes to the master (a sysctl line would be manual)
     assert kinds(found["huge-code-pages"])[0] == (MASTER_INI, "opcache.huge_code_pages", "1")
 
@@ -80,7 +86,8 @@ def test_every_rule_classifies_without_error() -> None:
     for rule, f in bad_findings().items():
         assert rule in RULES
         out = applyplan.classify(f)
-        assert out and all(c.kind in (POOL_INI, MASTER_INI, POOL, NGINX, MANUAL) for c in out)
+        assert out and all(c.kind in (POOL_INI, MASTER_INI, POOL, NGINX, MOUNT, VOLUME, MANUAL)
+                           for c in out)
 
 
 def test_classify_lines() -> None:
@@ -91,8 +98,17 @@ def test_classify_lines() -> None:
     assert kinds(finding("x", "opcache.revalidate_freq = 60", "; or: opcache.validate_timestamps = 0")) \
         == [(POOL_INI, "opcache.revalidate_freq", "60")]
     assert kinds(finding("x", "# fix the clock")) == [(MANUAL, "", "")]
-    # mount options have no spaces around '='; a sysctl is not PHP's
+    # mount options have no spaces around '=' and belong to the mount the comment names;
+    # without one they are manual. A sysctl is not PHP's.
     assert kinds(finding("x", "actimeo=60,lookupcache=all,nocto")) == [(MANUAL, "", "")]
+    nfs = applyplan.classify(finding("x", "# /etc/fstab options for /srv/nfs:",
+                                     "actimeo=60,lookupcache=all,nocto", "# or keep it local"))
+    assert [(c.kind, c.where, c.key, c.value) for c in nfs] == [
+        (MOUNT, "/srv/nfs", "actimeo", "60"), (MOUNT, "/srv/nfs", "lookupcache", "all"),
+        (MOUNT, "/srv/nfs", "nocto", "")]
+    assert kinds(finding("x", "# mount options for /m:", "# then:", "a=1")) == [(MANUAL, "", "")] * 3
+    assert kinds(finding("x", "gluster volume set v performance.nl-cache on")) == [
+        (VOLUME, "performance.nl-cache", "on")]
     assert kinds(finding("x", "vm.nr_hugepages = 8")) == [(MANUAL, "", "")]
     assert kinds(finding("x", "# nginx:", "fastcgi_param SCRIPT_FILENAME $realpath_root$fastcgi_script_name;",
                          "fastcgi_param DOCUMENT_ROOT $realpath_root;")) == [
@@ -119,6 +135,45 @@ def test_merge_keeps_the_first_per_key() -> None:
     b = Change("b", POOL_INI, "k", "2", "k = 2")
     m = Change("b", MANUAL, "", "", "# x")
     assert applyplan.merge([a, b, m, m]) == [a, m, m]
+
+
+def test_merge_is_per_mount_point() -> None:
+    a = Change("f", MOUNT, "attribute-timeout", "600", "", where="/a")
+    b = Change("g", MOUNT, "attribute-timeout", "60", "", where="/b")
+    assert applyplan.merge([a, b, Change("h", MOUNT, "attribute-timeout", "1", "", where="/a")]) \
+        == [a, b]
+
+
+FSTAB = """\
+# <file system> <mount point> <type> <options> <dump> <pass>
+UUID=1234 / ext4 errors=remount-ro 0 1
+# vm:/old /srv/code glusterfs defaults 0 0
+  vm:/code\t/srv/code  glusterfs  defaults,_netdev,attribute-timeout=1  0 0
+vm:/other /srv/code2 glusterfs defaults 0 0
+"""
+
+
+def test_edit_fstab_changes_only_the_mount_points_options() -> None:
+    ch = [Change("g", MOUNT, "attribute-timeout", "600", "", where="/srv/code"),
+          Change("g", MOUNT, "negative-timeout", "600", "", where="/srv/code")]
+    out = applyplan.edit_fstab(FSTAB, "/srv/code", ch)
+    assert out is not None
+    want = FSTAB.replace("defaults,_netdev,attribute-timeout=1 ",
+                         "_netdev,attribute-timeout=600,negative-timeout=600 ")
+    assert out == want  # separators, comments and other lines kept byte for byte
+    assert applyplan.edit_fstab(out, "/srv/code", ch) == out
+    assert applyplan.edit_fstab(FSTAB, "/srv/nowhere", ch) is None
+    flag = applyplan.edit_fstab("s:/e /mnt/a\\040b nfs4 rw 0 0\n", "/mnt/a b",
+                                [Change("n", MOUNT, "nocto", "", "", where="/mnt/a b")])
+    assert flag == "s:/e /mnt/a\\040b nfs4 rw,nocto 0 0\n"
+
+
+def test_stacked_client_argv_takes_the_new_options() -> None:
+    argv = ["/usr/sbin/glusterfs", "--attribute-timeout=1", "--process-name", "fuse",
+            "--volfile-server=vm", "--volfile-id=/code", "/srv/code"]
+    assert gluster.client_argv_with(argv, {"attribute-timeout": "600", "entry-timeout": "600"}) \
+        == ["/usr/sbin/glusterfs", "--attribute-timeout=600", "--entry-timeout=600",
+            "--process-name", "fuse", "--volfile-server=vm", "--volfile-id=/code", "/srv/code"]
 
 
 def test_edit_pool_replaces_appends_and_stays_in_section() -> None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from statstorm.adapters import procs
+from statstorm.adapters import mounts, procs
 from statstorm.context import Env
 from statstorm.errors import ComponentError, DependencyError
 
@@ -180,3 +180,57 @@ def unmount(env: Env, mount_point: Path, client_pid: int = 0) -> None:
             time.sleep(0.1)
         if procs.alive(client_pid):
             procs.terminate(client_pid)
+
+
+def set_volume_option(env: Env, volume: str, key: str, value: str) -> None:
+    _gluster(env, "volume", "set", volume, key, value, what=f"gluster volume set {volume} {key}")
+
+
+def reset_volume_option(env: Env, volume: str, key: str) -> None:
+    _gluster(env, "volume", "reset", volume, key, what=f"gluster volume reset {volume} {key}")
+
+
+def mount_depth(mount_point: Path) -> int:
+    """How many mounts are stacked on `mount_point`."""
+    target = str(mount_point)
+    with open("/proc/self/mounts") as fh:
+        return sum(1 for line in fh if len(line.split()) > 1 and line.split()[1] == target)
+
+
+def client_argv_with(argv: list[str], options: Mapping[str, str]) -> list[str]:
+    """A FUSE client's argv with these mount options as its `--name=value` flags (the ones
+    mount.glusterfs passes for them), every other argument kept, the mount point last."""
+    keep = [a for a in argv[1:-1] if a.split("=", 1)[0].lstrip("-") not in options]
+    return [argv[0], *(f"--{k}={v}" for k, v in options.items()), *keep, argv[-1]]
+
+
+def stack_client(env: Env, argv: list[str], mount_point: Path, timeout: float = 30) -> int:
+    """Start another FUSE client for the same volume on top of the live mount at
+    `mount_point` (new lookups go to it; open files stay with the one below) and return its
+    PID. mount.glusterfs refuses a second mount on one point, so the client runs directly."""
+    depth = mount_depth(mount_point)
+    before = {pid for pid, _ in _clients(mount_point)}
+    env.run(argv, what=f"starting a GlusterFS client on {mount_point}", timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while mount_depth(mount_point) <= depth:
+        if time.monotonic() > deadline:
+            raise ComponentError(f"the new GlusterFS client did not mount {mount_point} within "
+                                 f"{timeout:.0f} s: see /var/log/glusterfs/")
+        time.sleep(0.1)
+    new = [pid for pid, _ in _clients(mount_point) if pid not in before]
+    return new[0] if new else 0
+
+
+def unstack_client(env: Env, mount_point: Path, client_pid: int) -> None:
+    """Unmount the top mount of `mount_point` (the one below serves again) and end its client."""
+    env.run(["umount", "-l", str(mount_point)], what=f"umount {mount_point}")
+    if client_pid and procs.alive(client_pid):
+        deadline = time.monotonic() + 10
+        while procs.alive(client_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if procs.alive(client_pid):
+            procs.terminate(client_pid)
+
+
+def _clients(mount_point: Path) -> list[tuple[int, list[str]]]:
+    return mounts.fuse_clients(str(mount_point), "glusterfs")

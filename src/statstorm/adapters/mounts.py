@@ -406,19 +406,27 @@ def describe(path: str, entry: MountEntry, *, client_argv: list[str] | None = No
                      meanings=tuple(meanings))
 
 
-def fuse_client(mount_point: str, program: str) -> tuple[int, list[str]] | None:
-    """The PID and argv of the FUSE client process whose last argument is `mount_point`."""
+def fuse_clients(mount_point: str, program: str) -> list[tuple[int, list[str]]]:
+    """PID and argv of each FUSE client process whose last argument is `mount_point`, the
+    newest first (when clients are stacked on one mount point, the newest is on top)."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         argv = procs.cmdline(int(entry.name))
         if argv and argv[-1].rstrip("/") == mount_point.rstrip("/") \
                 and program in os.path.basename(argv[0]):
-            return int(entry.name), argv
-        if argv and program == "sshfs" and "sshfs" in os.path.basename(argv[0]) \
+            found.append((int(entry.name), argv))
+        elif argv and program == "sshfs" and "sshfs" in os.path.basename(argv[0]) \
                 and mount_point in argv:
-            return int(entry.name), argv
-    return None
+            found.append((int(entry.name), argv))
+    return sorted(found, key=lambda f: procs.start_ticks(f[0]), reverse=True)
+
+
+def fuse_client(mount_point: str, program: str) -> tuple[int, list[str]] | None:
+    """The FUSE client serving `mount_point` now (the top one when several are stacked)."""
+    found = fuse_clients(mount_point, program)
+    return found[0] if found else None
 
 
 def detect(path: str, *, volume_reader: Callable[[str], dict[str, str]] | None = None,

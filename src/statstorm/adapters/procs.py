@@ -24,6 +24,15 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def start_ticks(pid: int) -> int:
+    """When `pid` started, in clock ticks since boot (0 if it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
 def children(pid: int) -> list[int]:
     """Direct children of `pid` (all threads' children), sorted."""
     kids: set[int] = set()

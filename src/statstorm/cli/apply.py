@@ -16,7 +16,8 @@ from statstorm.context import Env
 from statstorm.model.applyplan import MANUAL
 
 WHERE = {"pool-ini": "pool (php_admin_value)", "master-ini": "master ini (conf.d)",
-         "pool": "pool directive", "nginx": "nginx (fastcgi_param)"}
+         "pool": "pool directive", "nginx": "nginx (fastcgi_param)",
+         "mount": "mount options", "volume": "gluster volume"}
 
 
 def _diff(out: Console, text: str) -> None:
@@ -38,11 +39,18 @@ def render(env: Env, r: apply_cmd.ApplyResult) -> None:
         for col in ("finding", "setting", "current", "recommended", "where", "why"):
             t.add_column(col, overflow="fold")
         for c in changes:
+            where = WHERE.get(c.kind, c.kind) + (f" {c.where}" if c.where else "")
             t.add_row(c.finding, c.key, "-" if c.current is None else repr(c.current),
-                      repr(c.value), WHERE.get(c.kind, c.kind), c.why)
+                      repr(c.value), where, c.why)
         out.print(t)
     for e in r.edits:
         _diff(out, e.diff())
+    if r.steps:
+        verb = {"dry-run": "would change", "applied": "changed",
+                "rolled-back": "put back"}.get(r.mode, "")
+        out.print(f"[bold]storage, live ({verb}):[/bold]")
+        for st in r.steps:
+            out.print(f"  {escape(st.text())}")
     if r.manual:
         out.print("[bold]not applied by statstorm (do these by hand):[/bold]")
         for c in r.manual:
@@ -61,13 +69,14 @@ def render(env: Env, r: apply_cmd.ApplyResult) -> None:
             t.add_row(label, str(v["before"].get(key)), str(v["after"].get(key)),
                       "-" if ch is None else f"{ch:+.1%}")
         out.print(t)
+    steps = f" and {len(r.steps)} storage change(s)" if r.steps else ""
     if r.mode == "dry-run":
-        out.print(f"dry run: {len(r.edits)} file(s) would change; apply with --yes")
+        out.print(f"dry run: {len(r.edits)} file(s){steps} would change; apply with --yes")
     elif r.mode == "nothing":
-        out.print("nothing to change in the files statstorm manages")
+        out.print("nothing to change in the files and storage statstorm manages")
     elif r.mode == "applied":
-        out.print(f"applied: {len(r.edits)} file(s) changed and reloaded; backup in {r.backup}; "
-                  "undo with `statstorm apply --rollback`")
+        out.print(f"applied: {len(r.edits)} file(s){steps} changed and reloaded; backup in "
+                  f"{r.backup}; undo with `statstorm apply --rollback`")
     else:
         out.print(f"rolled back ({r.reason}); the files of {r.backup} are back in place")
 
@@ -101,10 +110,12 @@ def apply(env: Env, finding_ids: tuple[str, ...], all_: bool, pool: str | None, 
 
     Without --yes nothing is written: each change is shown with the current and recommended
     value and a unified diff of the file it goes to. With --yes every file is backed up,
-    written atomically, checked with `php-fpm -t` / `nginx -t`, and php-fpm (and nginx)
-    reload gracefully; a failed check, a failed reload or a pool that stops answering is
-    rolled back at once. Changes statstorm does not make itself (mount options, composer,
-    sysctl) are listed as manual steps.
+    written atomically, checked with `php-fpm -t` / `nginx -t` / `findmnt --verify`, and
+    php-fpm (and nginx) reload gracefully; a failed check, a failed reload or a pool that
+    stops answering is rolled back at once. GlusterFS volume options are set live, and a
+    GlusterFS mount gets its new options from a second client stacked on it (no unmount, no
+    failed request); both are undone by a rollback. Changes statstorm does not make itself
+    (NFS mount options, composer, sysctl) are listed as manual steps.
 
     Exit status: 0; 1 when a change was rolled back because it failed; 2 bad usage;
     3 --yes without root.

@@ -8,12 +8,19 @@ stops answering, the files are restored and reloaded again. With `verify`: a sho
 sweep before and after, with the same method; a change that made things worse is rolled back.
 
 It touches only the pool's php-fpm configuration file, a file of its own in the FPM SAPI's
-conf.d (settings only the master reads) and the nginx files that pass requests to the pool;
-in a lab, only the lab's own files.
+conf.d (settings only the master reads), the nginx files that pass requests to the pool and
+/etc/fstab's line for a code mount; in a lab, only the lab's own files and volume.
+
+Storage changes are live steps, undone like files: a GlusterFS volume option is set with
+`gluster volume set` (the old value kept), and a GlusterFS FUSE mount gets new options from a
+second client stacked on its mount point (a FUSE mount cannot change them in place, and
+unmounting first would fail every request in between); open files stay with the client below,
+and undoing unmounts the new one, which brings the old options back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -26,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import fastcgi, nginx, phpfpm, procs
+from statstorm.adapters import fastcgi, gluster, mounts, nginx, phpfpm, procs
 from statstorm.commands import check as check_cmd
 from statstorm.commands import lab as lab_cmd
 from statstorm.commands import sweep as sweep_cmd
@@ -34,12 +41,14 @@ from statstorm.commands import trace as trace_cmd
 from statstorm.context import Env
 from statstorm.errors import ComponentError, PrivilegeError, UsageError
 from statstorm.model import applyplan
-from statstorm.model.applyplan import MANUAL, MASTER_INI, NGINX, POOL, POOL_INI, Change
+from statstorm.model.applyplan import (MANUAL, MASTER_INI, MOUNT, NGINX, POOL, POOL_INI,
+                                       VOLUME, Change)
 from statstorm.model.findings import RULES, Finding
 from statstorm.results.common import read_json, write_json_atomic, write_atomic
 
 SCHEMA = "statstorm.apply/1"
 MASTER_INI_NAME = "99-statstorm.ini"
+FSTAB = Path("/etc/fstab")
 # --verify: a change is "worse" beyond these margins (a short run's noise stays inside them).
 WORSE_SYSCALLS = 0.02  # metadata calls per request up by more than 2 %
 WORSE_RPS = 0.10  # throughput down by more than 10 %
@@ -77,6 +86,7 @@ class Target:
     url: str = ""  # a page of the app (health check and --verify)
     lab: str = ""
     control_timeout: str = ""  # php-fpm's process_control_timeout, as `php-fpm -tt` shows it
+    fstab: Path | None = None  # where mount options persist (None: the lab, whose mount is its own)
 
     def to_json(self) -> dict[str, Any]:
         return {"pool": self.pool, "lab": self.lab, "pool_file": str(self.pool_file),
@@ -98,11 +108,42 @@ class FileEdit:
 
 
 @dataclass
+class StorageStep:
+    """A live storage change: options of a GlusterFS volume (VOLUME) or of a FUSE mount
+    (MOUNT: a client with the new options stacked on the mount point)."""
+
+    kind: str  # VOLUME | MOUNT
+    where: str  # the volume, or the mount point
+    before: dict[str, str]
+    after: dict[str, str]
+    client_argv: list[str] = field(default_factory=list)  # MOUNT: the client serving it before
+    client_pid: int = 0  # MOUNT: the client apply started
+    done: bool = False
+
+    def text(self) -> str:
+        what = f"gluster volume {self.where}" if self.kind == VOLUME else f"mount {self.where}"
+        return what + ": " + ", ".join(f"{k} {self.before.get(k) or '(unset)'} → {v}"
+                                       for k, v in self.after.items())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "where": self.where, "before": self.before,
+                "after": self.after, "client_argv": self.client_argv,
+                "client_pid": self.client_pid, "done": self.done}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "StorageStep":
+        return cls(str(d["kind"]), str(d["where"]), dict(d["before"]), dict(d["after"]),
+                   list(d.get("client_argv") or []), int(d.get("client_pid") or 0),
+                   bool(d.get("done")))
+
+
+@dataclass
 class ApplyResult:
     mode: str  # dry-run | applied | rolled-back | nothing
     target: Target | None
     changes: list[Change] = field(default_factory=list)
     edits: list[FileEdit] = field(default_factory=list)
+    steps: list[StorageStep] = field(default_factory=list)
     not_found: list[str] = field(default_factory=list)  # asked-for ids check did not report
     backup: str = ""
     reason: str = ""  # why it was rolled back
@@ -120,6 +161,7 @@ class ApplyResult:
                 "manual": [c.to_json() for c in self.manual],
                 "files": [{"path": str(e.path), "created": e.before is None, "diff": e.diff()}
                           for e in self.edits],
+                "storage": [st.to_json() for st in self.steps],
                 "not_found": self.not_found, "backup": self.backup or None,
                 "reason": self.reason or None, "verify": self.verify, "notes": self.notes}
 
@@ -203,7 +245,7 @@ def resolve(env: Env, opts: ApplyOptions) -> Target:
             break
     return Target(pool, binary, argv, found, master, listen,
                   Path(scan) / MASTER_INI_NAME if scan else None, files, test, npid, opts.url,
-                  control_timeout=control)
+                  control_timeout=control, fstab=FSTAB)
 
 
 # -- planning -----------------------------------------------------------------------------------
@@ -251,6 +293,78 @@ def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], lis
     return out, [e for e in edits if e.before != e.after]
 
 
+def _as_manual(changes: list[Change], why: str) -> list[Change]:
+    """One manual step per distinct line (a mount line gives one change per option)."""
+    out: dict[str, Change] = {}
+    for c in changes:
+        out.setdefault(c.line, Change(c.finding, MANUAL, "", "", c.line, why, where=c.where))
+    return list(out.values())
+
+
+def _mount_step(env: Env, mp: str, cs: list[Change]) -> StorageStep | str:
+    """The step that gives the mount at `mp` these options, or why apply cannot."""
+    info = mounts.detect(mp)
+    if info.mount_point.rstrip("/") != mp.rstrip("/"):
+        return f"{mp} is not a mount point now"
+    if info.kind == "nfs":
+        return ("an NFS mount takes attribute and lookup cache options only when it is mounted "
+                "anew: put them in /etc/fstab and remount it while the site is quiet")
+    if info.kind != "glusterfs-fuse":
+        return f"{mp} is {info.fstype}: change its options by hand"
+    client = mounts.fuse_client(mp, "glusterfs")
+    if client is None:
+        return f"no GlusterFS client process serves {mp}"
+    current = mounts.gluster_client_options(client[1])
+    before = {c.key: current.get(c.key, mounts.GLUSTER_FUSE_DEFAULTS.get(c.key, ""))
+              for c in cs}
+    return StorageStep(MOUNT, mp, before, {c.key: c.value for c in cs}, client[1])
+
+
+def _volume_step(env: Env, volume: str, cs: list[Change]) -> StorageStep | str:
+    if not shutil.which("gluster"):
+        return "the gluster CLI is not on this machine: run it on a server of the volume"
+    try:
+        current = gluster.volume_options(env, volume)
+    except ComponentError:
+        return f"volume {volume} is not managed from this machine: run it on one of its servers"
+    before = {c.key: current.get(c.key, "").replace("(DEFAULT)", "").strip() for c in cs}
+    return StorageStep(VOLUME, volume, before, {c.key: c.value for c in cs})
+
+
+def plan_storage(env: Env, target: Target, changes: list[Change],
+                 ) -> tuple[list[Change], list[StorageStep], list[FileEdit], list[str]]:
+    """The live steps (and /etc/fstab edits) that carry the MOUNT and VOLUME changes; the
+    ones apply cannot make become manual, with the reason."""
+    out = [c for c in changes if c.kind not in (MOUNT, VOLUME)]
+    groups: dict[tuple[str, str], list[Change]] = {}
+    for c in changes:
+        if c.kind in (MOUNT, VOLUME):
+            groups.setdefault((c.kind, c.where), []).append(c)
+    steps: list[StorageStep] = []
+    for (kind, where), cs in groups.items():
+        made = _mount_step(env, where, cs) if kind == MOUNT else _volume_step(env, where, cs)
+        if isinstance(made, str):
+            out += _as_manual(cs, made)
+            continue
+        out += [dataclasses.replace(c, current=made.before.get(c.key)) for c in cs]
+        if made.before != made.after:
+            steps.append(made)
+    edits: list[FileEdit] = []
+    notes: list[str] = []
+    for st in (st for st in steps if st.kind == MOUNT):
+        if target.fstab is None:
+            continue
+        text = _read(target.fstab) or ""
+        mine = [c for c in out if c.kind == MOUNT and c.where == st.where]
+        after = applyplan.edit_fstab(text, st.where, mine)
+        if after is None:
+            notes.append(f"{st.where} is not in {target.fstab}: its new options last until "
+                         "it is mounted again")
+        elif after != text:
+            edits.append(FileEdit(target.fstab, text, after))
+    return out, steps, edits, notes
+
+
 def _check(env: Env, opts: ApplyOptions) -> tuple[list[Finding], dict[str, str]]:
     """The pool's findings and live settings, as `statstorm check` sees them."""
     env.log("reading the live configuration (statstorm check)…")
@@ -268,10 +382,12 @@ def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
     result = ApplyResult("dry-run", target,
                          not_found=[i for i in opts.findings if i not in {f.id for f in found}])
     changes = applyplan.merge([c for f in chosen for c in applyplan.classify(f, settings)])
+    changes, result.steps, fstab_edits, result.notes = plan_storage(env, target, changes)
     result.changes, result.edits = plan_edits(target, changes)
-    if not result.edits:
+    result.edits += fstab_edits
+    if not result.edits and not result.steps:
         result.mode = "nothing"
-    if target.control_timeout.rstrip("s") == "0" and result.edits:
+    if target.control_timeout.rstrip("s") == "0" and (result.edits or result.steps):
         result.notes.append("process_control_timeout = 0: a php-fpm reload does not wait for "
                             "running requests; set `process_control_timeout = 10s` in [global] "
                             "for a graceful reload")
@@ -283,7 +399,8 @@ def apply_root(env: Env) -> Path:
     return env.state_root / "apply"
 
 
-def save_backup(env: Env, target: Target, edits: list[FileEdit]) -> Path:
+def save_backup(env: Env, target: Target, edits: list[FileEdit],
+                steps: list[StorageStep] | None = None) -> Path:
     """Copy every file about to change into a new backup set; refuse if one changed since the
     plan was made (someone else is editing it)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
@@ -303,8 +420,15 @@ def save_backup(env: Env, target: Target, edits: list[FileEdit]) -> Path:
         entries.append(entry)
     write_json_atomic(d / "manifest.json", {
         "schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "target": target.to_json(), "files": entries, "status": "applying"})
+        "target": target.to_json(), "files": entries,
+        "storage": [st.to_json() for st in steps or []], "status": "applying"})
     return d
+
+
+def _save_steps(d: Path, steps: list[StorageStep]) -> None:
+    data = _manifest(d)
+    data["storage"] = [st.to_json() for st in steps]
+    write_json_atomic(d / "manifest.json", data)
 
 
 def _manifest(d: Path) -> dict[str, Any]:
@@ -342,8 +466,29 @@ class ApplyFailed(Exception):
     """Validation, reload or the health check failed: the caller rolls back."""
 
 
-def test_config(env: Env, target: Target, paths: list[Path]) -> None:
-    """`php-fpm -t` (and `nginx -t` when an nginx file changed) on the files as written."""
+def _check_fstab(env: Env, fstab: Path, mount_points: list[str]) -> None:
+    """`findmnt --verify` on the fstab lines of these mount points (the rest of the file is
+    not apply's business)."""
+    lines = [ln for ln in fstab.read_text().splitlines()
+             if len(ln.split()) >= 4 and not ln.lstrip().startswith("#")
+             and ln.split()[1].replace("\\040", " ") in mount_points]
+    with tempfile.NamedTemporaryFile("w", prefix="statstorm-fstab-") as tmp:
+        tmp.write("\n".join(lines) + "\n")
+        tmp.flush()
+        res = env.run(["findmnt", "--verify", "--tab-file", tmp.name], check=False,
+                      what="findmnt --verify")
+    if res.returncode != 0:
+        errors = [ln.strip() for ln in res.stdout.splitlines() if "[E]" in ln]
+        raise ApplyFailed(f"findmnt --verify rejected {fstab}'s line for "
+                          f"{', '.join(mount_points)} ({(errors or [res.first_error_line()])[0]})")
+
+
+def test_config(env: Env, target: Target, paths: list[Path],
+                mount_points: list[str] | None = None) -> None:
+    """`php-fpm -t` (and `nginx -t` when an nginx file changed, `findmnt --verify` when fstab
+    did) on the files as written."""
+    if target.fstab is not None and target.fstab in paths and mount_points:
+        _check_fstab(env, target.fstab, mount_points)
     res = env.run([target.fpm_argv[0], "-t", *target.fpm_argv[1:]], check=False,
                   what="php-fpm -t")
     if res.returncode != 0:
@@ -356,10 +501,12 @@ def test_config(env: Env, target: Target, paths: list[Path]) -> None:
             raise ApplyFailed(f"nginx -t rejected the change ({res.first_error_line()})")
 
 
-def reload(env: Env, target: Target, paths: list[Path]) -> None:
+def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> None:
+    """Reload what the changed files belong to; `fpm`: php-fpm anyway (its workers then
+    open the code through a new mount, with cold caches)."""
     fpm_files = {target.pool_file, *([target.master_ini] if target.master_ini else [])}
     try:
-        if any(p in fpm_files for p in paths):
+        if fpm or any(p in fpm_files for p in paths):
             env.log(f"reloading php-fpm gracefully (master {target.master_pid})…")
             phpfpm.reload(target.master_pid, procs.children(target.master_pid))
         if any(p in target.nginx_files for p in paths):
@@ -419,29 +566,93 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
     return notes
 
 
-def _install(env: Env, target: Target, edits: list[FileEdit], changes: list[Change]) -> list[str]:
-    """Write, test, reload and check; ApplyFailed on any failure (files may be half-way)."""
+def _do_step(env: Env, target: Target, st: StorageStep) -> None:
+    """Make one storage step; ApplyFailed when the new mount does not serve the same tree."""
+    env.log(f"storage: {st.text()}")
+    if st.kind == VOLUME:
+        st.done = True  # a half-made step is undone whole
+        try:
+            for key, value in st.after.items():
+                gluster.set_volume_option(env, st.where, key, value)
+        except ComponentError as exc:
+            raise ApplyFailed(str(exc)) from None
+        return
+    mp = Path(st.where)
+    listing = sorted(os.listdir(mp))
+    try:
+        st.client_pid = gluster.stack_client(
+            env, gluster.client_argv_with(st.client_argv, st.after), mp)
+    except ComponentError as exc:
+        raise ApplyFailed(f"the remount of {mp} failed ({exc})") from None
+    st.done = True
+    top = mounts.fuse_client(st.where, "glusterfs")
+    got = mounts.gluster_client_options(top[1]) if top else {}
+    if top is None or top[0] != st.client_pid or any(got.get(k) != v for k, v in st.after.items()):
+        raise ApplyFailed(f"the new client of {mp} does not serve it with {st.after}")
+    if sorted(os.listdir(mp)) != listing:
+        raise ApplyFailed(f"the remounted {mp} does not show the same files")
+    if target.lab:
+        lab_cmd.record_mount(env, target.lab, st.after, st.client_pid)
+
+
+def _undo_step(env: Env, target: Target, st: StorageStep) -> None:
+    if not st.done:
+        return
+    env.log(f"storage: undoing {st.text()}")
+    if st.kind == VOLUME:
+        for key, value in st.before.items():
+            if value:
+                gluster.set_volume_option(env, st.where, key, value)
+            else:
+                gluster.reset_volume_option(env, st.where, key)
+    else:
+        top = mounts.fuse_client(st.where, "glusterfs")
+        if top is None or top[0] != st.client_pid:
+            raise ComponentError(f"{st.where} is no longer served by the client apply started "
+                                 f"(PID {st.client_pid}): unmount it by hand")
+        gluster.unstack_client(env, Path(st.where), st.client_pid)
+        below = mounts.fuse_client(st.where, "glusterfs")
+        if target.lab:
+            lab_cmd.record_mount(env, target.lab, st.before, below[0] if below else 0)
+    st.done = False
+
+
+def _install(env: Env, target: Target, edits: list[FileEdit], changes: list[Change],
+             steps: list[StorageStep]) -> list[str]:
+    """Change the storage, write, test, reload and check; ApplyFailed on any failure (steps
+    and files may be half-way)."""
+    for st in steps:
+        _do_step(env, target, st)
     for e in edits:
         write_atomic(e.path, e.after, e.path.stat() if e.before is not None else None,
                           new_mode=0o644)
     paths = [e.path for e in edits]
-    test_config(env, target, paths)
-    reload(env, target, paths)
+    test_config(env, target, paths, [st.where for st in steps if st.kind == MOUNT])
+    reload(env, target, paths, fpm=bool(steps))
     return health(env, target, changes)
 
 
-def _roll_back(env: Env, target: Target, backup: Path, reason: str) -> None:
-    """Restore the backup set, reload, check; mark the set rolled back."""
+def _roll_back(env: Env, target: Target, backup: Path, reason: str,
+               steps: list[StorageStep] | None = None) -> None:
+    """Restore the backup set and undo the storage steps, reload, check; mark the set
+    rolled back."""
     env.log(f"rolling back: {reason}")
     paths = restore(backup)
+    undone = [st for st in steps or [] if st.done]
     try:
+        for st in reversed(undone):
+            _undo_step(env, target, st)
         test_config(env, target, paths)
-        reload(env, target, paths)
+        reload(env, target, paths, fpm=bool(undone))
         health(env, target, [])
-    except ApplyFailed as exc:
+    except (ApplyFailed, ComponentError) as exc:
+        if steps:
+            _save_steps(backup, steps)
         _mark(backup, "rollback-failed", f"{reason}; then {exc}")
         raise ComponentError(f"{reason}; the previous files are back but {exc}: see "
                              f"{backup}/manifest.json") from None
+    if steps:
+        _save_steps(backup, steps)
     _mark(backup, "rolled-back", reason)
 
 
@@ -492,7 +703,7 @@ def run(env: Env, opts: ApplyOptions) -> ApplyResult:
     if opts.rollback:
         return rollback(env, opts)
     result = plan(env, opts)
-    if not opts.yes or not result.edits:
+    if not opts.yes or not (result.edits or result.steps):
         return result
     return execute(env, result, opts)
 
@@ -506,18 +717,19 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
     if opts.verify:
         env.log("verify: measuring before the change…")
         before = measure(env, target, opts)
-    backup = save_backup(env, target, result.edits)
+    backup = save_backup(env, target, result.edits, result.steps)
     result.backup = str(backup)
     env.log(f"backed up {len(result.edits)} file(s) to {backup}")
     try:
-        result.notes += _install(env, target, result.edits, result.changes)
+        result.notes += _install(env, target, result.edits, result.changes, result.steps)
     except ApplyFailed as exc:
-        _roll_back(env, target, backup, str(exc))
+        _roll_back(env, target, backup, str(exc), result.steps)
         raise ComponentError(f"{exc}: rolled back, the pool serves with the previous "
                              f"configuration (backup {backup})") from None
     except BaseException:
-        _roll_back(env, target, backup, "interrupted while applying")
+        _roll_back(env, target, backup, "interrupted while applying", result.steps)
         raise
+    _save_steps(backup, result.steps)
     _mark(backup, "applied")
     result.mode = "applied"
     if before is not None:
@@ -525,7 +737,7 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
         result.verify = compare(before, measure(env, target, opts))
         if result.verify["worse"]:
             result.reason = f"--verify: {result.verify['worse']}"
-            _roll_back(env, target, backup, result.reason)
+            _roll_back(env, target, backup, result.reason, result.steps)
             result.mode = "rolled-back"
         else:
             _mark(backup, "verified")
@@ -554,8 +766,9 @@ def rollback(env: Env, opts: ApplyOptions) -> ApplyResult:
             path = Path(entry["path"])
             before = (d / entry["copy"]).read_text() if entry["existed"] else None
             edits.append(FileEdit(path, _read(path), before or "", ("now", "restored")))
-        _roll_back(env, target, d, "statstorm apply --rollback")
-        return ApplyResult("rolled-back", target, edits=edits, backup=str(d),
+        steps = [StorageStep.from_json(x) for x in data.get("storage") or []]
+        _roll_back(env, target, d, "statstorm apply --rollback", steps)
+        return ApplyResult("rolled-back", target, edits=edits, steps=steps, backup=str(d),
                            reason="statstorm apply --rollback")
     where = f" for {'lab ' + opts.lab if opts.lab else 'pool ' + str(opts.pool)}" if (
         opts.lab or opts.pool) else ""

@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from statstorm.adapters import files, gluster, nginx, phpfpm, procs
+from statstorm.adapters import files, gluster, mounts, nginx, phpfpm, procs
 from statstorm.apps import mediawiki, synthetic
 from statstorm.context import Env
 from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
@@ -311,6 +311,14 @@ def _own_pids(state: LabState) -> list[int]:
     return sorted(p for p in pids if procs.alive(p))
 
 
+def record_mount(env: Env, name: str, options: dict[str, str], client_pid: int) -> None:
+    """The lab's mount now runs with these `options` in client `client_pid` (apply)."""
+    state = load_state(env, name)
+    state.mount_options.update(options)
+    state.fuse_client_pid = client_pid
+    _save(env, state)
+
+
 def down(env: Env, name: str, *, quiet: bool = False) -> bool:
     """Stop everything the lab started; idempotent. Returns False if there was no lab."""
     if not _NAME.match(name):
@@ -338,7 +346,10 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
         if pool_title and pool_title in " ".join(procs.cmdline(pid)):
             procs.terminate(pid)
     mount_point = Path(state.mount_point) if state.mount_point else root / "mnt"
-    gluster.unmount(env, mount_point, state.fuse_client_pid)
+    # `statstorm apply` may have stacked clients with other options: unmount each, top first.
+    clients = [pid for pid, _ in mounts.fuse_clients(str(mount_point), "glusterfs")]
+    for pid in dict.fromkeys([*clients, state.fuse_client_pid]):
+        gluster.unmount(env, mount_point, pid)
     if state.volume:
         gluster.delete_volume(env, state.volume, Path(state.brick) if state.brick else None)
     # The last lab down stops the glusterd that statstorm started (its PID file is ours).

@@ -11,7 +11,10 @@ it can place exactly and lists the rest as manual steps:
   own in the FPM SAPI's conf.d);
 - `pm.*` → the pool's directive;
 - `fastcgi_param NAME VALUE;` → the web server's lines that pass PHP requests to the pool;
-- comments, shell commands, mount options, sysctls → manual.
+- `name=value,…` after `# mount options for MOUNT POINT:` → options of that mount, one change
+  each (GlusterFS FUSE mounts take them live; see commands.apply);
+- `gluster volume set VOLUME KEY VALUE` → that volume option;
+- other comments, shell commands, sysctls → manual.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from statstorm.model.findings import Finding
 
 POOL_INI, MASTER_INI, POOL, NGINX, MANUAL = "pool-ini", "master-ini", "pool", "nginx", "manual"
+MOUNT, VOLUME = "mount", "volume"
 # Read once by the master (OPcache's shared memory is made before the workers fork, and the
 # file-function overrides are installed at start-up): a pool's php_admin_value cannot change them.
 MASTER_ONLY = frozenset({
@@ -34,22 +38,27 @@ MASTER_ONLY = frozenset({
 _INI_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*) =(?: (.*))?$")
 _PARAM_LINE = re.compile(r"^fastcgi_param\s+([A-Z_]+)\s+([^;\s]+);$")
 _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_./:,+@-]*")
+_MOUNT_HEAD = re.compile(r"^# (?:mount|/etc/fstab) options for (/\S*?):?$")
+_MOUNT_OPTS = re.compile(r"^[a-z][a-z0-9-]*(?:=[^,\s]+)?(?:,[a-z][a-z0-9-]*(?:=[^,\s]+)?)*$")
+_VOLUME_SET = re.compile(r"^gluster volume set (\S+) (\S+) (\S+)$")
 MARK = "; statstorm apply"
 
 
 @dataclass(frozen=True)
 class Change:
     finding: str  # the rule id
-    kind: str  # POOL_INI | MASTER_INI | POOL | NGINX | MANUAL
-    key: str  # the ini key, pool directive or fastcgi_param name ("" when manual)
+    kind: str  # POOL_INI | MASTER_INI | POOL | NGINX | MOUNT | VOLUME | MANUAL
+    key: str  # the ini key, pool directive, fastcgi_param, mount or volume option ("" manual)
     value: str
     line: str  # as the finding wrote it
     why: str = ""
     current: str | None = None  # the pool's value now, where known
+    where: str = ""  # MOUNT: the mount point; VOLUME: the volume
 
     def to_json(self) -> dict[str, object]:
         return {"finding": self.finding, "kind": self.kind, "key": self.key, "value": self.value,
-                "current": self.current, "line": self.line, "why": self.why}
+                "current": self.current, "line": self.line, "why": self.why,
+                "where": self.where or None}
 
 
 def unquote(value: str) -> str:
@@ -64,16 +73,27 @@ def classify(f: Finding, settings: dict[str, str] | None = None) -> list[Change]
     comment lines only explain them or offer alternatives (`; or: …`), and are dropped."""
     settings = settings or {}
     out: list[Change] = []
+    mount_point = ""
     for raw in f.change:
         line = raw.strip()
         if not line:
             continue
         if line.startswith((";", "#")):
+            head = _MOUNT_HEAD.match(line)
+            mount_point = head.group(1) if head else ""
             out.append(Change(f.id, MANUAL, "", "", line, f.title))
             continue
         m = _INI_LINE.match(line)
         p = _PARAM_LINE.match(line)
-        if m and not m.group(1).startswith("vm."):
+        v = _VOLUME_SET.match(line)
+        if mount_point and _MOUNT_OPTS.match(line):
+            for opt in line.split(","):
+                key, _, value = opt.partition("=")
+                out.append(Change(f.id, MOUNT, key, value, line, f.title, where=mount_point))
+        elif v:
+            out.append(Change(f.id, VOLUME, v.group(2), v.group(3), line, f.title,
+                              where=v.group(1)))
+        elif m and not m.group(1).startswith("vm."):
             key, value = m.group(1), unquote(m.group(2) or "")
             kind = POOL if key.startswith("pm.") else MASTER_INI if key in MASTER_ONLY else POOL_INI
             out.append(Change(f.id, kind, key, value, line, f.title, settings.get(key)))
@@ -102,15 +122,55 @@ def _with_restated_cache(changes: list[Change], settings: dict[str, str]) -> lis
 
 def merge(changes: list[Change]) -> list[Change]:
     """One change per (kind, key): the first finding's wins (findings come most severe first)."""
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     out: list[Change] = []
     for c in changes:
         if c.kind != MANUAL:
-            if (c.kind, c.key) in seen:
+            if (c.kind, c.where, c.key) in seen:
                 continue
-            seen.add((c.kind, c.key))
+            seen.add((c.kind, c.where, c.key))
         out.append(c)
     return out
+
+
+def mount_options(current: dict[str, str], changes: list[Change]) -> dict[str, str]:
+    """A mount's options with its MOUNT changes made (a flag option has the value "")."""
+    out = dict(current)
+    for c in changes:
+        if c.kind == MOUNT:
+            out[c.key] = c.value
+    return out
+
+
+def options_text(options: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" if v else k for k, v in options.items())
+
+
+def edit_fstab(text: str, mount_point: str, changes: list[Change]) -> str | None:
+    """/etc/fstab with the MOUNT changes made in the options of `mount_point`'s line (fields
+    keep their separators); None when no line mounts it."""
+    out = text.splitlines(keepends=True)
+    for i, line in enumerate(out):
+        if line.lstrip().startswith("#"):
+            continue
+        parts = re.split(r"(\s+)", line.rstrip("\n"))
+        fields = parts[::2]
+        if fields and not fields[0]:  # leading blanks
+            parts, fields = parts[2:], parts[2::2]
+            lead = line[:len(line) - len(line.lstrip())]
+        else:
+            lead = ""
+        if len(fields) < 4 or fields[1].replace("\\040", " ") != mount_point:
+            continue
+        opts: dict[str, str] = {}
+        for opt in fields[3].split(","):
+            key, eq, value = opt.partition("=")
+            opts[key] = value if eq else ""
+        opts = mount_options({k: v for k, v in opts.items() if k != "defaults"} or {}, changes)
+        parts[6] = options_text(opts)
+        out[i] = lead + "".join(parts) + ("\n" if line.endswith("\n") else "")
+        return "".join(out)
+    return None
 
 
 def ini_value(value: str) -> str:
@@ -212,4 +272,5 @@ def edit_nginx(text: str, changes: list[Change], listen: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Change", "classify", "edit_ini", "edit_nginx", "edit_pool", "merge", "ini_value"]
+__all__ = ["Change", "classify", "edit_fstab", "edit_ini", "edit_nginx", "edit_pool", "merge",
+           "ini_value", "mount_options", "options_text"]
