@@ -27,13 +27,15 @@ from statstorm.model import phpmodel, phpsettings, realpath_cache, replay, trace
 from statstorm.model.realpath_cache import FsView
 from statstorm.model.replay import Prepared
 from statstorm.results import trace as trace_format
+from statstorm.results import trace_raw, trace_records
 from statstorm.results.common import collector_paused, write_atomic
 
 FORMAT = "statstorm-whatif-input"
 VERSION = 1
 SUFFIX = ".whatif-cache"
 # The modules whose code decides what the cache holds: any change to them invalidates it.
-_CODE = (trace_format, tracestats, replay, realpath_cache, phpmodel, phpsettings)
+_CODE = (trace_format, trace_records, trace_raw, tracestats, replay, realpath_cache, phpmodel,
+         phpsettings)
 
 
 @dataclass

@@ -72,6 +72,22 @@ class FsView:
         self.types[path] = kind
         self._memo.clear()
 
+    def observe_many(self, paths: list[str], kinds: list[int], stamps: list[int]) -> None:
+        """`observe` of each (path, kind, ts_ns), in order (absolute paths only)."""
+        seen = self._seen
+        types = self.types
+        for path, kind, ts_ns in zip(paths, kinds, stamps):
+            h = seen.get(path)
+            if h is None:
+                seen[path] = [(ts_ns, kind != MISSING)]
+            else:
+                h.append((ts_ns, kind != MISSING))
+            old = types.get(path)
+            if old is not None and (old == LINK or (old == DIR and kind == FILE)):
+                continue
+            types[path] = kind
+        self._memo.clear()
+
     def observe_link(self, path: str, target: str) -> None:
         self.types[path] = LINK
         self.links[path] = target

@@ -13,8 +13,11 @@ next `lstat` of the same resolution.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import heapq
+import itertools
+import operator
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -27,7 +30,11 @@ from statstorm.model.phpmodel import (CALL_INDEX, E_CLEAR, E_INCLUDE, E_PASS, E_
 from statstorm.model.phpsettings import PhpSettings, from_recorded
 from statstorm.model.realpath_cache import DIR, EXPAND, FILE, FILEPATH, LINK, MISSING, REALPATH, FsView
 from statstorm.results.common import collector_paused
-from statstorm.results.trace import CALLS, SUMMARY_KEYS, Operation, Trace
+from statstorm.results.trace import CALLS, SUMMARY_KEYS, Trace
+from statstorm.results.trace_raw import (O_ARGS, O_ID, O_KIND, O_PARENT, O_REQ, O_START, R_END,
+                                         R_ID, R_PID, R_SCRIPT, R_START, S_CALL, S_KIND, S_OP,
+                                         S_PATH, S_PID, S_REQ, S_RET, S_TS, TraceRecords,
+                                         of_trace)
 
 MODES = {"expand": EXPAND, "filepath": FILEPATH, "realpath": REALPATH}
 ENOENT, ENOTDIR = -2, -20
@@ -72,7 +79,7 @@ class ReplayResult:
     by_mount: dict[tuple[int, int, bool], int] = field(default_factory=dict)
 
 
-def _epoch_ns(trace: Trace) -> int:
+def _epoch_ns(trace: TraceRecords) -> int:
     """Wall-clock ns of the trace's time 0: recorded by the tracer, else the header's
     `created` (1 s resolution, taken a little before time 0)."""
     t0 = trace.trailer.get("t0_wall_ns")
@@ -85,172 +92,244 @@ def _epoch_ns(trace: Trace) -> int:
         return 0
 
 
-def build_fs(trace: Trace) -> FsView:
+_OBSERVED = frozenset(("lstat", "stat", "access", "open"))
+
+
+def build_fs(trace: Trace | TraceRecords) -> FsView:
+    """The file system as the trace saw it (see the module's docstring)."""
+    return _build_fs(trace if isinstance(trace, TraceRecords) else of_trace(trace))
+
+
+def _build_fs(t: TraceRecords) -> FsView:
     fs = FsView()
-    by_op: dict[tuple[int, int], list[Any]] = defaultdict(list)
-    for s in trace.syscalls:
-        path = s.path
+    pget = t.paths.get
+    obs_paths: list[str] = []
+    obs_kinds: list[int] = []
+    obs_ts: list[int] = []
+    links = False
+    for s in t.syscalls:
+        path = pget(s[S_PATH], "")
         if not path.startswith("/"):
             continue
-        if s.call == "readlink":
-            by_op[(s.pid, s.op)].append(s)
-            continue
-        if s.call in ("lstat", "stat", "access", "open"):
-            if s.ret >= 0:
-                fs.observe(path, FILE, s.ts_ns)
-            elif s.ret in (ENOENT, ENOTDIR):
-                fs.observe(path, MISSING, s.ts_ns)
-        elif s.call == "getcwd" and s.ret > 0:
-            fs.observe(path, DIR)
-        if s.call == "lstat":
-            by_op[(s.pid, s.op)].append(s)
-    # symlinks: readlink(P) ok, then the next lstat of the same resolution is the target
-    for calls in by_op.values():
-        for i, s in enumerate(calls):
-            if s.call != "readlink" or s.ret < 0:
-                continue
-            nxt = next((c for c in calls[i + 1:] if c.call == "lstat"), None)
-            if nxt is None:
-                continue
-            parent = posixpath.dirname(s.path)
-            target = nxt.path
-            if target.startswith(parent.rstrip("/") + "/"):
-                target = target[len(parent.rstrip("/")) + 1:]
-            fs.observe_link(s.path, target)
+        call = s[S_CALL]
+        if call in _OBSERVED:
+            ret = s[S_RET]
+            if ret >= 0:
+                obs_paths.append(path)
+                obs_kinds.append(FILE)
+                obs_ts.append(s[S_TS])
+            elif ret == ENOENT or ret == ENOTDIR:
+                obs_paths.append(path)
+                obs_kinds.append(MISSING)
+                obs_ts.append(s[S_TS])
+        elif call == "readlink":
+            links = True
+        elif call == "getcwd" and s[S_RET] > 0:
+            obs_paths.append(path)
+            obs_kinds.append(DIR)
+            obs_ts.append(0)
+    fs.observe_many(obs_paths, obs_kinds, obs_ts)
+    if links:
+        # symlinks: readlink(P) ok, then the next lstat of the same resolution is the target
+        by_op: dict[tuple[int, int], list[tuple[str, str, int]]] = defaultdict(list)
+        for s in t.syscalls:
+            call = s[S_CALL]
+            if call == "readlink" or call == "lstat":
+                path = pget(s[S_PATH], "")
+                if path.startswith("/"):
+                    by_op[(s[S_PID], s[S_OP])].append((call, path, s[S_RET]))
+        for calls in by_op.values():
+            for i, (call, path, ret) in enumerate(calls):
+                if call != "readlink" or ret < 0:
+                    continue
+                nxt = next((c for c in calls[i + 1:] if c[0] == "lstat"), None)
+                if nxt is None:
+                    continue
+                parent = posixpath.dirname(path)
+                target = nxt[1]
+                if target.startswith(parent.rstrip("/") + "/"):
+                    target = target[len(parent.rstrip("/")) + 1:]
+                fs.observe_link(path, target)
     # A script an include named (absolutely) exists unless a call found it missing: with
     # OPcache answering from its key the trace has no call on it at all.
-    named = [str(o.args.get("name", "")) for o in trace.operations.values()
-             if o.kind in ("include", "include_resolve")]
-    named += [r.script for r in trace.requests.values()]  # the primary scripts, likewise
+    arg = t.path
+    named = [arg(o[O_ARGS].get("name", "")) for o in t.operations.values()
+             if o[O_KIND] == "include" or o[O_KIND] == "include_resolve"]
+    named += [r[R_SCRIPT] for r in t.requests.values()]  # the primary scripts, likewise
+    types = fs.types
     for name in named:
-        if name.startswith("/") and name not in fs.types:
+        if name not in types and name.startswith("/"):
             fs.observe(name, FILE)
     fs.finish()
     return fs
 
 
-def _descendants(children: dict[int, list[Operation]], roots: set[int]) -> set[int]:
-    out = set()
-    stack = list(roots)
+def _dropped(ops: dict[int, list[Any]], roots: list[int]) -> set[int]:
+    """The operations whose syscalls the engine makes again: the roots and all below them."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for o in ops.values():
+        if o[O_PARENT] >= 0:
+            children[o[O_PARENT]].append(o[O_ID])
+    out = set(roots)
+    stack = [c for r in out.intersection(children) for c in children[r]]
     while stack:
         i = stack.pop()
         if i in out:
             continue
         out.add(i)
-        stack.extend(c.id for c in children.get(i, ()))
+        stack.extend(children.get(i, ()))
     return out
 
 
-def prepare(trace: Trace) -> Prepared:
-    """The model's input from a trace (see the module's docstring)."""
+def prepare(trace: Trace | TraceRecords) -> Prepared:
+    """The model's input from a trace (see the module's docstring); from `read_records`
+    (quickest) or a trace in memory."""
     with collector_paused():
-        return _prepare(trace)
+        return _prepare(trace if isinstance(trace, TraceRecords) else of_trace(trace))
 
 
-def _prepare(trace: Trace) -> Prepared:
-    if trace.header.get("detail") == "counts" or (not trace.syscalls and trace.request_counts):
+_MODELED = frozenset(MODELED_KINDS)
+_G = 1_000_000_000
+
+
+def _prepare(t: TraceRecords) -> Prepared:
+    if t.header.get("detail") == "counts" or (not t.syscalls and t.request_counts):
         raise UsageError("this trace has counts only (recorded with --counts); record one "
                          "with `statstorm trace` without --counts to replay it")
-    if not trace.operations:
+    if not t.operations:
         raise UsageError("this trace has no PHP operations (an strace import or an old "
                          "trace); record it with `statstorm trace` (eBPF) to replay it")
-    fs = build_fs(trace)
-    epoch_ns = _epoch_ns(trace)
-    settings = trace.header.get("settings", {})
-    single = trace.header.get("targets", {}).get("mode") == "cmd"
-    ops = trace.operations
-    children: dict[int, list[Operation]] = defaultdict(list)
-    for o in ops.values():
-        if o.parent >= 0:
-            children[o.parent].append(o)
+    fs = _build_fs(t)
+    epoch_ns = _epoch_ns(t)
+    settings = t.header.get("settings", {})
+    single = t.header.get("targets", {}).get("mode") == "cmd"
+    ops = t.operations
+    arg = t.path
+    pget = t.paths.get
 
-    # which operations become logical events
-    roots: set[int] = set()
+    # which operations become logical events, in the order they started
+    roots = [o[O_ID] for o in ops.values()
+             if (o[O_PARENT] < 0 or o[O_PARENT] not in ops) and (
+                 o[O_KIND] in _MODELED or (o[O_KIND] in ("realpath", "main_script")
+                                           and "path" in o[O_ARGS]))]
+    dropped = _dropped(ops, roots)
+    if roots and min(roots) >= 0 and max(roots) < 1 << 40:
+        # (start, id) as one int: sorting ints is much quicker than sorting tuples
+        keyed = sorted([(ops[i][O_START] << 40) + i for i in roots])
+        mask = (1 << 40) - 1
+        order = [ops[k & mask] for k in keyed]
+    else:
+        order = sorted((ops[i] for i in roots), key=lambda o: (o[O_START], o[O_ID]))
+    resolve_of: dict[int, list[Any]] = {}  # include → its include_resolve child
     for o in ops.values():
-        if o.parent >= 0 and o.parent in ops:
-            continue
-        if o.kind in MODELED_KINDS or (o.kind in ("realpath", "main_script") and "path" in o.args):
-            roots.add(o.id)
-    dropped = _descendants(children, roots)
+        if o[O_KIND] == "include_resolve" and o[O_PARENT] >= 0 and o[O_PARENT] not in resolve_of:
+            resolve_of[o[O_PARENT]] = o
 
     timeline: dict[int, list[tuple[int, int, Event]]] = defaultdict(list)
     seq = 0
-    requests = trace.requests
-    script_of = {r.id: r.script for r in requests.values()}
+    requests = t.requests
+    script_of = {r[R_ID]: r[R_SCRIPT] for r in requests.values()}
 
     # per-pid state while walking operations in time order
     cwd: dict[int, str] = {}
-    inc_path: dict[int, str] = defaultdict(lambda: str(settings.get("include_path", "")))
-    for s in trace.syscalls:
-        if s.call == "getcwd" and s.ret > 0 and s.pid not in cwd:
-            cwd[s.pid] = s.path
+    recorded_ip = str(settings.get("include_path", ""))
+    inc_path: dict[int, str] = defaultdict(lambda: recorded_ip)
+    for s in t.syscalls:
+        if s[S_CALL] == "getcwd" and s[S_RET] > 0 and s[S_PID] not in cwd:
+            cwd[s[S_PID]] = pget(s[S_PATH], "")
     pending_once: dict[int, bool] = {}
     primary_seen: set[int] = set()  # requests whose primary script was resolved
     # A command's search for its own binary (PHP_BINARY) runs in module start-up before
     # the ini settings are registered: realpath_cache_size is still 0 then.
-    argv = trace.header.get("targets", {}).get("cmd") or [""]
+    argv = t.header.get("targets", {}).get("cmd") or [""]
     binary = posixpath.basename(str(argv[0])) if single else ""
     in_binary_search = bool(binary)
     user_ini: dict[tuple[int, int], list[str]] = defaultdict(list)
     user_ini_start: dict[tuple[int, int], int] = {}
     modeled = 0
-    for o in sorted((ops[i] for i in roots), key=lambda o: (o.start_ns, o.id)):
-        a = o.args
-        pid = o.pid
+    fallbacks: dict[tuple[Any, ...], str] = {}
+    for o in order:
+        _, oid, req, pid, start, _, kind, _, a = o
         ev: Event | None = None
-        if o.kind == "include_resolve" or o.kind == "include":
+        if kind == "include" or kind == "include_resolve":
             in_binary_search = False
-            kid = next((c for c in children.get(o.id, ()) if c.kind == "include_resolve"), None)
-            info = a if o.kind == "include_resolve" else (kid.args if kid else {})
-            if info.get("cwd"):
-                cwd[pid] = str(info["cwd"])
-            if "include_path" in info:
-                inc_path[pid] = str(info.get("include_path") or "")
-            name = str(a.get("name", ""))
+            if kind == "include_resolve":
+                info = a
+            else:
+                kid = resolve_of.get(oid)
+                info = kid[O_ARGS] if kid is not None else {}
+            if info:
+                v = info.get("cwd")
+                if isinstance(v, int):
+                    v = pget(v, "")
+                if v:
+                    cwd[pid] = str(v)
+                if "include_path" in info:
+                    v = info.get("include_path")
+                    if isinstance(v, int):
+                        v = pget(v, "")
+                    inc_path[pid] = str(v or "")
+            name = arg(a.get("name", ""))
             c = cwd.get(pid, "")
             ip = inc_path[pid]
-            fallback = _fallback(info, name, ip, script_of.get(o.req, ""))
-            if o.kind == "include_resolve" and o.req not in primary_seen and (
-                    name == script_of.get(o.req)):
-                # CGI/FPM: the primary script's resolution (its open is kept as traced)
-                primary_seen.add(o.req)
-                ev = (E_RESOLVE, o.req, name, c, ip, fallback)
-            elif o.kind == "include_resolve":
-                ev = (E_INCLUDE, o.req, name, True, c, ip, fallback)
-                pending_once[pid] = True
-            elif a.get("type") == "once":
-                if pending_once.pop(pid, False):
-                    continue
-                ev = (E_INCLUDE, o.req, name, True, c, ip, fallback)
-            elif a.get("type") == "main":
-                continue
+            script = script_of.get(req, "")
+            cands = info.get("candidates") if info else None
+            fkey: tuple[Any, ...]
+            if cands:
+                last = pget(cands[-1], "") if type(cands) is list else str(cands[-1])
+                fkey = (name, ip, script, last, len(cands))
             else:
-                ev = (E_INCLUDE, o.req, name, False, c, ip, fallback)
+                last, fkey = None, (name, ip, script)
+            fallback = fallbacks.get(fkey)
+            if fallback is None:
+                fallback = fallbacks[fkey] = _fallback(
+                    last, len(cands) if cands else 0, name, ip, script)
+            if kind == "include_resolve" and req not in primary_seen and (
+                    name == script_of.get(req)):
+                # CGI/FPM: the primary script's resolution (its open is kept as traced)
+                primary_seen.add(req)
+                ev = (E_RESOLVE, req, name, c, ip, fallback)
+            elif kind == "include_resolve":
+                ev = (E_INCLUDE, req, name, True, c, ip, fallback)
+                pending_once[pid] = True
+            else:
+                typ = a.get("type")
+                if typ == "once":
+                    if pending_once.pop(pid, False):
+                        continue
+                    ev = (E_INCLUDE, req, name, True, c, ip, fallback)
+                elif typ == "main":
+                    continue
+                else:
+                    ev = (E_INCLUDE, req, name, False, c, ip, fallback)
         else:
             pending_once.pop(pid, None)
-            if o.kind != "realpath" and o.kind != "main_script":
+            if kind != "realpath" and kind != "main_script":
                 in_binary_search = False
-            if o.kind == "file_probe":
-                name = str(a.get("name", ""))
+            if kind == "file_probe":
+                name = arg(a.get("name", ""))
                 c = cwd.get(pid, "")
                 absp = name if name.startswith("/") else (posixpath.join(c, name) if c else name)
-                ev = (E_PROBE, o.req, name, str(a.get("func", "stat")), absp, c)
-            elif o.kind == "stat_cache_clear":
-                ev = (E_CLEAR, o.req, bool(a.get("realpath")), str(a.get("name") or ""))
-            elif o.kind == "user_ini":
-                key = (pid, o.req)
-                user_ini[key].append(str(a.get("name", "")))
-                user_ini_start.setdefault(key, o.start_ns)
+                ev = (E_PROBE, req, name, str(a.get("func", "stat")), absp, c)
+            elif kind == "stat_cache_clear":
+                v = a.get("name")
+                if isinstance(v, int):
+                    v = pget(v, "")
+                ev = (E_CLEAR, req, bool(a.get("realpath")), str(v or ""))
+            elif kind == "user_ini":
+                key = (pid, req)
+                user_ini[key].append(arg(a.get("name", "")))
+                user_ini_start.setdefault(key, start)
                 modeled += 1
                 continue
             else:
-                path = str(a.get("path", ""))
+                path = arg(a.get("path", ""))
                 if in_binary_search and posixpath.basename(path) != binary:
                     in_binary_search = False
-                ev = (E_REALPATH, o.req, path, cwd.get(pid, ""),
+                ev = (E_REALPATH, req, path, cwd.get(pid, ""),
                       MODES.get(str(a.get("mode", "realpath")), REALPATH), in_binary_search)
         modeled += 1
-        timeline[pid].append((o.start_ns, seq, ev))
+        timeline[pid].append((start, seq, ev))
         seq += 1
     # .user.ini: every request of a CGI/FPM worker checks its per-directory cache; a scan
     # is recorded only when it happened, so each request gets the check, with the
@@ -261,10 +340,10 @@ def _prepare(trace: Trace) -> Prepared:
         scans.setdefault(script_dir, tuple(dirs))
     if not single:
         for r in requests.values():
-            d = posixpath.dirname(r.script)
+            d = posixpath.dirname(r[R_SCRIPT])
             if d in scans:
-                at = user_ini_start.get((r.pid, r.id), r.start_ns + 1)
-                timeline[r.pid].append((at, seq, (E_USER_INI, r.id, d, scans[d])))
+                at = user_ini_start.get((r[R_PID], r[R_ID]), r[R_START] + 1)
+                timeline[r[R_PID]].append((at, seq, (E_USER_INI, r[R_ID], d, scans[d])))
                 seq += 1
     else:
         for (pid, req), dirs in user_ini.items():
@@ -274,28 +353,32 @@ def _prepare(trace: Trace) -> Prepared:
             seq += 1
 
     # the PHP scripts the trace saw included (for revalidation stats outside operations)
-    scripts = {str(o.args.get("name", "")) for o in ops.values() if o.kind == "include"}
-    scripts.update(sc.path for sc in trace.syscalls
-                   if sc.kind in ("include", "include_resolve") and sc.ret >= 0)
+    scripts = {arg(o[O_ARGS].get("name", "")) for o in ops.values() if o[O_KIND] == "include"}
+    scripts.update(pget(sc[S_PATH], "") for sc in t.syscalls
+                   if (sc[S_KIND] == "include" or sc[S_KIND] == "include_resolve")
+                   and sc[S_RET] >= 0)
     first_include: dict[int, int] = {}  # request → start of its first include
     for o in ops.values():
-        if o.kind == "include" and o.start_ns < first_include.get(o.req, 1 << 62):
-            first_include[o.req] = o.start_ns
+        if o[O_KIND] == "include" and o[O_START] < first_include.get(o[O_REQ], 1 << 62):
+            first_include[o[O_REQ]] = o[O_START]
     kept = 0
-    for s in trace.syscalls:
-        if s.op in dropped or s.call not in CALL_INDEX:
+    for s in t.syscalls:
+        _, ts, pid, req, op, call, _, path_id, ret, _, _, skind = s
+        if op in dropped or call not in CALL_INDEX:
             continue
-        if s.kind == "opcache_revalidate" and s.op < 0 and (
-                s.path in scripts or (s.path == script_of.get(s.req) and not single
-                                      and s.ts_ns < first_include.get(s.req, 1 << 62))):
+        path = pget(path_id, "")
+        if skind == "opcache_revalidate" and op < 0 and (
+                path in scripts or (path == script_of.get(req) and not single
+                                    and ts < first_include.get(req, 1 << 62))):
             # a *_once's revalidation (OPcache compiles it outside compile_filename), or
             # php-fpm's primary script's (before its first include; a later stat of it is
             # the application's, e.g. getlastmod()): the engine makes them
             continue
-        ev = (E_PASS, s.req, s.call, s.path, s.ret < 0)
-        if s.call == "getcwd" and s.op < 0 and s.kind == "other":
-            ev = ev + (True,)  # maybe OPcache's cwd for a relative key (see below)
-        timeline[s.pid].append((s.ts_ns, seq, ev))
+        if call == "getcwd" and op < 0 and skind == "other":
+            ev = (E_PASS, req, call, path, ret < 0, True)  # maybe OPcache's cwd (see below)
+        else:
+            ev = (E_PASS, req, call, path, ret < 0)
+        timeline[pid].append((ts, seq, ev))
         seq += 1
         kept += 1
 
@@ -308,7 +391,7 @@ def _prepare(trace: Trace) -> Prepared:
         rel = "relative" if primary and not primary.startswith("/") else ""
         if rel and from_recorded(settings).opcache:
             for pid, tl in timeline.items():
-                tl.sort(key=lambda x: (x[0], x[1]))
+                tl.sort(key=_BY_TIME)
                 seen_expand = False
                 for i, (_, _, ev) in enumerate(tl):
                     if ev[0] == E_REALPATH and ev[4] == FILEPATH:
@@ -319,53 +402,62 @@ def _prepare(trace: Trace) -> Prepared:
                     elif seen_expand and ev[0] != E_PASS:
                         break
         for pid, tl in timeline.items():
-            t0 = min(t for t, _, _ in tl) if tl else 0
+            t0 = min(x[0] for x in tl) if tl else 0
             tl.append((t0 - 1, -1, (E_REQ, 0, rel)))
             first_request[pid] = t0
     else:
         for r in requests.values():
-            if r.pid in timeline or r.id in script_of:
-                timeline[r.pid].append((r.start_ns, -1, (E_REQ, r.id, r.script)))
-                first_request[r.pid] = min(first_request.get(r.pid, r.start_ns), r.start_ns)
+            if r[R_PID] in timeline or r[R_ID] in script_of:
+                timeline[r[R_PID]].append((r[R_START], -1, (E_REQ, r[R_ID], r[R_SCRIPT])))
+                first_request[r[R_PID]] = min(first_request.get(r[R_PID], r[R_START]),
+                                              r[R_START])
 
     streams: dict[int, tuple[list[Event], list[int], list[int]]] = {}
     total = 0
+    epoch_s = epoch_ns // _G
     for pid, tl in timeline.items():
-        tl.sort(key=lambda x: (x[0], x[1]))
+        tl.sort(key=_BY_TIME)
         # OPcache fetches the cwd once per request for its first relative key, just before
-        # the include: the engine makes that call itself, so the recorded one goes
-        tl = [x for i, x in enumerate(tl) if not (
-            len(x[2]) == 6 and i + 1 < len(tl) and tl[i + 1][2][0] == E_INCLUDE
-            and not str(tl[i + 1][2][2]).startswith("/"))]
-        evs = [e for _, _, e in tl]
-        ns = [t for t, _, _ in tl]
-        times = [(epoch_ns + max(t, 0)) // 1_000_000_000 for t in ns]
+        # the include: the engine makes that call itself, so the recorded one goes. (Any
+        # 6-item event right before a relative include goes, as it always has.)
+        cut = [i - 1 for i, x in enumerate(tl) if i and x[2][0] == E_INCLUDE
+               and not x[2][2].startswith("/") and len(tl[i - 1][2]) == 6]
+        if cut:
+            gone = set(cut)
+            tl = [x for i, x in enumerate(tl) if i not in gone]
+        evs = [x[2] for x in tl]
+        ns = [x[0] for x in tl]
+        times = [(epoch_ns + n) // _G if n > 0 else epoch_s for n in ns]
         streams[pid] = (evs, times, ns)
         total += len(evs)
-    counted = [r.id for r in requests.values() if r.end_ns >= 0]
+    counted = [r[R_ID] for r in requests.values() if r[R_END] >= 0]
     if not counted and single:
         counted = [0]
     rec = from_recorded(settings)
-    prep = Prepared(fs, streams, counted, first_request, trace.mounts, total, modeled, kept,
+    prep = Prepared(fs, streams, counted, first_request, t.mounts, total, modeled, kept,
                     str(settings.get("include_path", "")), rec.max_requests, rec.workers)
-    prep.start_s = epoch_ns // 1_000_000_000
+    prep.start_s = epoch_s
     for (pid, req), dirs in user_ini.items():
         d = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
         prep.user_ini_scanned.setdefault(pid, set()).add(d)
     if not single:
-        prep.preexisting = {int(p) for p in trace.header.get("targets", {}).get("pids", [])}
-        for sc in trace.syscalls:
-            if sc.kind == "opcache_revalidate" and sc.path not in prep.revalidated:
+        prep.preexisting = {int(p) for p in t.header.get("targets", {}).get("pids", [])}
+        for sc in t.syscalls:
+            skind = sc[S_KIND]
+            if skind == "opcache_revalidate" and pget(sc[S_PATH], "") not in prep.revalidated:
                 # the window is checked against the request's time, not the call's
-                rq = requests.get(sc.req)
-                at = rq.start_ns if rq is not None else sc.ts_ns
-                prep.revalidated[sc.path] = (epoch_ns + max(at, 0)) // 1_000_000_000
-            elif sc.kind == "include" and sc.call == "open" and sc.ret >= 0:
-                prep.compiled.add(sc.path)
-            elif sc.call == "lstat" and sc.ret >= 0 and sc.op in dropped:
+                rq = requests.get(sc[S_REQ])
+                at = rq[R_START] if rq is not None else sc[S_TS]
+                prep.revalidated[pget(sc[S_PATH], "")] = (epoch_ns + max(at, 0)) // _G
+            elif skind == "include" and sc[S_CALL] == "open" and sc[S_RET] >= 0:
+                prep.compiled.add(pget(sc[S_PATH], ""))
+            elif sc[S_CALL] == "lstat" and sc[S_RET] >= 0 and sc[S_OP] in dropped:
                 # a resolution PHP made (not one of SQLite's own walks, say)
-                prep.lstatted.setdefault(sc.pid, set()).add(sc.path)
+                prep.lstatted.setdefault(sc[S_PID], set()).add(pget(sc[S_PATH], ""))
     return prep
+
+
+_BY_TIME = operator.itemgetter(0, 1)
 
 
 def _script_arg(argv: list[str]) -> str:
@@ -388,16 +480,17 @@ _ENTRIES: dict[str, int] = {}
 _DIRS: dict[str, str] = {}
 
 
-def _fallback(info: dict[str, Any], name: str, include_path: str, script: str) -> str:
-    """The including script's directory, php_resolve_path's last try."""
-    cands = info.get("candidates")
-    if cands:
+def _fallback(last: str | None, ncands: int, name: str, include_path: str,
+              script: str) -> str:
+    """The including script's directory, php_resolve_path's last try (`last`: the last of
+    the resolution's `ncands` candidate paths, if recorded)."""
+    if last is not None:
         n = _ENTRIES.get(include_path)
         if n is None:
             n = _ENTRIES[include_path] = len([e for e in include_path.split(":")
                                               if "://" not in e])
-        if len(cands) == n + 1 and str(cands[-1]).endswith("/" + name):
-            return str(cands[-1])[: -len(name) - 1]
+        if ncands == n + 1 and last.endswith("/" + name):
+            return last[: -len(name) - 1]
     d = _DIRS.get(script)
     if d is None:
         d = _DIRS[script] = posixpath.dirname(script) if script else ""
@@ -485,18 +578,33 @@ def merge_streams(prep: Prepared, pids: list[int] | None = None) -> tuple[
 
 def _merged(prep: Prepared, pids: list[int]) -> tuple[list[int], list[Event], list[int],
                                                      list[int]]:
-    """Every worker's events in one time-ordered stream."""
-    merged = heapq.merge(*[[(n, i, pid, e, t) for i, (e, t, n) in enumerate(zip(*prep.streams[pid]))]
-                           for pid in pids])
+    """Every worker's events in one stream, ordered by (trace ns, index in its worker's
+    stream, PID). Each worker's stream is in that order already, so whole runs of one
+    worker's events are taken at once: up to the point where another worker's next event
+    comes first (found by bisection)."""
     wids: list[int] = []
     evs: list[Event] = []
     times: list[int] = []
     ns: list[int] = []
-    for n, _, pid, e, t in merged:
-        wids.append(pid)
-        evs.append(e)
-        times.append(t)
-        ns.append(n)
+    streams = prep.streams
+    heads = [(streams[pid][2][0], 0, pid) for pid in pids if streams[pid][2]]
+    heapq.heapify(heads)
+    while heads:
+        _, i, pid = heapq.heappop(heads)
+        p_evs, p_times, p_ns = streams[pid]
+        end = len(p_ns)
+        if heads:
+            n2, i2, pid2 = heads[0]
+            cut = bisect.bisect_left(p_ns, n2, i)
+            # events at the same ns: before the other's while (index, PID) is smaller
+            same = bisect.bisect_right(p_ns, n2, cut)
+            end = max(cut, min(same, i2 + 1 if pid < pid2 else i2))
+        wids.extend(itertools.repeat(pid, end - i))
+        evs.extend(p_evs[i:end])
+        times.extend(p_times[i:end])
+        ns.extend(p_ns[i:end])
+        if end < len(p_ns):
+            heapq.heappush(heads, (p_ns[end], end, pid))
     return wids, evs, times, ns
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator, Protocol
 
 from statstorm.errors import UsageError
+from statstorm.results import trace_records
 from statstorm.results.common import collector_paused
 
 FORMAT = "statstorm-trace"
@@ -193,9 +194,11 @@ class TraceWriter:
 
     Use as a context manager: on an exception the trailer is still written (with the
     exception's name as the stop reason) so whatever was captured stays readable.
+    With `records` (the default) the same records also go to the record sidecar
+    (`trace_records`), which readers load instead of decoding the JSON lines.
     """
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+    def __init__(self, path: Path, header: dict[str, Any], records: bool = True) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -211,6 +214,18 @@ class TraceWriter:
         self.events = 0
         self._closed = False
         self._line(header)
+        self._rec: trace_records.RecordsWriter | None = None
+        if records:
+            fd, rec_tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".records",
+                                           dir=path.parent)
+            os.close(fd)
+            self._rec = trace_records.RecordsWriter(rec_tmp, header)
+
+    def _record(self, rec: list[Any], plain: bool = True) -> None:
+        """A record line, also kept for the sidecar (see RecordsWriter.add for `plain`)."""
+        self._line(rec)
+        if self._rec is not None:
+            self._rec.add(rec, plain)
 
     def _line(self, obj: Any) -> None:
         self._fh.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=True))
@@ -223,11 +238,11 @@ class TraceWriter:
         if pid is None:
             pid = len(self._paths)
             self._paths[path] = pid
-            self._line(["p", pid, path])
+            self._record(["p", pid, path])
         return pid
 
     def request(self, r: Request) -> None:
-        self._line(["r", r.id, r.pid, r.start_ns, r.end_ns, r.script, r.uri])
+        self._record(["r", r.id, r.pid, r.start_ns, r.end_ns, r.script, r.uri])
 
     def operation(self, o: Operation) -> None:
         args: dict[str, Any] = {}
@@ -238,18 +253,19 @@ class TraceWriter:
                 args[k] = [self.path_id(str(c)) for c in v]
             else:
                 args[k] = v
-        self._line(["o", o.id, o.req, o.pid, o.start_ns, o.end_ns, o.kind, o.parent, args])
+        self._record(["o", o.id, o.req, o.pid, o.start_ns, o.end_ns, o.kind, o.parent, args],
+                     False)
 
     def syscall(self, s: Syscall) -> None:
-        self._line(["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall, self.path_id(s.path),
-                    s.ret, s.lat_ns, s.mount, s.kind])
+        self._record(["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall,
+                      self.path_id(s.path), s.ret, s.lat_ns, s.mount, s.kind])
         self.events += 1
 
     def count(self, c: CountRow) -> None:
-        self._line(["c", c.syscall, c.calls, c.errors, c.seconds])
+        self._record(["c", c.syscall, c.calls, c.errors, c.seconds], False)
 
     def request_counts(self, rc: RequestCounts) -> None:
-        self._line(["k", rc.req, rc.pid, {k: list(v) for k, v in rc.calls.items()}])
+        self._record(["k", rc.req, rc.pid, {k: list(v) for k, v in rc.calls.items()}], False)
         self.events += sum(v[0] for v in rc.calls.values())
 
     def close(self, trailer: dict[str, Any]) -> None:
@@ -257,11 +273,13 @@ class TraceWriter:
             return
         self._closed = True
         try:
-            self._line(["e", {"events": self.events, **trailer}])
+            self._record(["e", {"events": self.events, **trailer}], False)
             self._fh.flush()
             self._fh.close()  # closes the gzip stream, which does not close `raw`
             self._raw.close()
             os.chmod(self._tmp, 0o644)
+            if self._rec is not None:
+                self._rec.finish(self._tmp, self.path)
             os.replace(self._tmp, self.path)
         except BaseException:
             self.abort()
@@ -269,6 +287,8 @@ class TraceWriter:
 
     def abort(self) -> None:
         self._closed = True
+        if self._rec is not None:
+            self._rec.drop()
         try:
             self._raw.close()
         except OSError:
@@ -362,9 +382,18 @@ def _decode_lines(path: Path, first: int, lines: list[str]) -> list[Any]:
     return out
 
 
-def iter_batches(path: Path) -> Iterator[list[Any]]:
+def iter_batches(path: Path, sidecar: bool = True) -> Iterator[list[Any]]:
     """The header (alone in the first batch), then every record of a trace file in batches;
-    one-line errors when malformed. The same records, in order, as `iter_records`."""
+    one-line errors when malformed. The same records, in order, as `iter_records`. They
+    come from the record sidecar (`trace_records`) when it matches the trace and `sidecar`
+    is set, else from the JSON lines."""
+    loaded = trace_records.load(path) if sidecar else None
+    if loaded is not None:
+        header, batches = loaded
+        _check_header(path, header)
+        yield [header]
+        yield from batches
+        return
     fh = _open_text(path)
     with fh:
         lineno = 0
