@@ -62,7 +62,8 @@ class FsView:
         self.now_ns = 0
 
     def observe(self, path: str, kind: int, ts_ns: int = 0) -> None:
-        """Record that `path` (absolute, as written) is MISSING, FILE, DIR or LINK."""
+        """Record that `path` (absolute, as written) is MISSING, FILE, DIR or LINK.
+        (`replay.build_fs` inlines this for the calls of a trace: keep the two alike.)"""
         if not path.startswith("/"):
             return
         self._seen.setdefault(path, []).append((ts_ns, kind != MISSING))
@@ -70,22 +71,6 @@ class FsView:
         if old is not None and (old == LINK or (old == DIR and kind == FILE)):
             return
         self.types[path] = kind
-        self._memo.clear()
-
-    def observe_many(self, paths: list[str], kinds: list[int], stamps: list[int]) -> None:
-        """`observe` of each (path, kind, ts_ns), in order (absolute paths only)."""
-        seen = self._seen
-        types = self.types
-        for path, kind, ts_ns in zip(paths, kinds, stamps):
-            h = seen.get(path)
-            if h is None:
-                seen[path] = [(ts_ns, kind != MISSING)]
-            else:
-                h.append((ts_ns, kind != MISSING))
-            old = types.get(path)
-            if old is not None and (old == LINK or (old == DIR and kind == FILE)):
-                continue
-            types[path] = kind
         self._memo.clear()
 
     def observe_link(self, path: str, target: str) -> None:

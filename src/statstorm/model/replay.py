@@ -31,7 +31,7 @@ from statstorm.model.phpsettings import PhpSettings, from_recorded
 from statstorm.model.realpath_cache import DIR, EXPAND, FILE, FILEPATH, LINK, MISSING, REALPATH, FsView
 from statstorm.results.common import collector_paused
 from statstorm.results.trace import CALLS, SUMMARY_KEYS, Trace
-from statstorm.results.trace_raw import (O_ARGS, O_ID, O_KIND, O_PARENT, O_REQ, O_START, R_END,
+from statstorm.results.trace_raw import (O_ARGS, O_ID, O_START, R_END,
                                          R_ID, R_PID, R_SCRIPT, R_START, S_CALL, S_KIND, S_OP,
                                          S_PATH, S_PID, S_REQ, S_RET, S_TS, TraceRecords,
                                          of_trace)
@@ -97,38 +97,47 @@ _OBSERVED = frozenset(("lstat", "stat", "access", "open"))
 
 def build_fs(trace: Trace | TraceRecords) -> FsView:
     """The file system as the trace saw it (see the module's docstring)."""
-    return _build_fs(trace if isinstance(trace, TraceRecords) else of_trace(trace))
+    t = trace if isinstance(trace, TraceRecords) else of_trace(trace)
+    return _build_fs(t, _scan_ops(t).named)
 
 
-def _build_fs(t: TraceRecords) -> FsView:
+def _build_fs(t: TraceRecords, named: list[str]) -> FsView:
     fs = FsView()
     pget = t.paths.get
-    obs_paths: list[str] = []
-    obs_kinds: list[int] = []
-    obs_ts: list[int] = []
+    # FsView.observe of each call, inlined (half a million calls in a big trace)
+    seen = fs._seen
+    types = fs.types
     links = False
     for s in t.syscalls:
-        path = pget(s[S_PATH], "")
-        if not path.startswith("/"):
-            continue
         call = s[S_CALL]
         if call in _OBSERVED:
             ret = s[S_RET]
             if ret >= 0:
-                obs_paths.append(path)
-                obs_kinds.append(FILE)
-                obs_ts.append(s[S_TS])
+                kind = FILE
             elif ret == ENOENT or ret == ENOTDIR:
-                obs_paths.append(path)
-                obs_kinds.append(MISSING)
-                obs_ts.append(s[S_TS])
-        elif call == "readlink":
-            links = True
+                kind = MISSING
+            else:
+                continue
+            ts = s[S_TS]
         elif call == "getcwd" and s[S_RET] > 0:
-            obs_paths.append(path)
-            obs_kinds.append(DIR)
-            obs_ts.append(0)
-    fs.observe_many(obs_paths, obs_kinds, obs_ts)
+            kind = DIR
+            ts = 0
+        else:
+            if call == "readlink":
+                links = True
+            continue
+        path = pget(s[S_PATH], "")
+        if not path.startswith("/"):
+            continue
+        h = seen.get(path)
+        if h is None:
+            seen[path] = [(ts, kind != MISSING)]
+        else:
+            h.append((ts, kind != MISSING))
+        old = types.get(path)
+        if old is not None and (old == LINK or (old == DIR and kind == FILE)):
+            continue
+        types[path] = kind
     if links:
         # symlinks: readlink(P) ok, then the next lstat of the same resolution is the target
         by_op: dict[tuple[int, int], list[tuple[str, str, int]]] = defaultdict(list)
@@ -152,25 +161,82 @@ def _build_fs(t: TraceRecords) -> FsView:
                 fs.observe_link(path, target)
     # A script an include named (absolutely) exists unless a call found it missing: with
     # OPcache answering from its key the trace has no call on it at all.
-    arg = t.path
-    named = [arg(o[O_ARGS].get("name", "")) for o in t.operations.values()
-             if o[O_KIND] == "include" or o[O_KIND] == "include_resolve"]
-    named += [r[R_SCRIPT] for r in t.requests.values()]  # the primary scripts, likewise
     types = fs.types
-    for name in named:
-        if name not in types and name.startswith("/"):
-            fs.observe(name, FILE)
+    for names in (named, [r[R_SCRIPT] for r in t.requests.values()]):  # primary scripts too
+        for name in names:
+            if name not in types and name.startswith("/"):
+                fs.observe(name, FILE)
     fs.finish()
     return fs
 
 
-def _dropped(ops: dict[int, list[Any]], roots: list[int]) -> set[int]:
-    """The operations whose syscalls the engine makes again: the roots and all below them."""
-    children: dict[int, list[int]] = defaultdict(list)
+@dataclass
+class _OpScan:
+    """What one pass over a trace's operations finds."""
+
+    roots: list[list[Any]]  # the operations that become logical events, in start order
+    children: dict[int, list[int]]  # operation → its children's ids
+    resolve_of: dict[int, list[Any]]  # include → its first include_resolve child
+    named: list[str]  # the names includes and resolutions used, first uses in order
+    scripts: set[str]  # the names includes used
+    first_include: dict[int, int]  # request → start of its first include
+
+
+def _scan_ops(t: TraceRecords) -> _OpScan:
+    ops = t.operations
+    pget = t.paths.get
+    children: dict[int, list[int]] = {}
+    resolve_of: dict[int, list[Any]] = {}
+    roots: list[list[Any]] = []
+    named_raw: dict[Any, bool] = {}  # raw name argument → used by an include
+    named_odd: list[tuple[Any, bool]] = []  # unhashable ones (never from a trace file)
+    first_include: dict[int, int] = {}
+    big = 1 << 62
     for o in ops.values():
-        if o[O_PARENT] >= 0:
-            children[o[O_PARENT]].append(o[O_ID])
-    out = set(roots)
+        _, oid, req, _, start, _, kind, parent, a = o
+        if parent >= 0:
+            ch = children.get(parent)
+            if ch is None:
+                children[parent] = [oid]
+            else:
+                ch.append(oid)
+            if kind == "include_resolve" and parent not in resolve_of:
+                resolve_of[parent] = o
+        if kind == "include" or kind == "include_resolve":
+            v = a.get("name", "")
+            inc = kind == "include"
+            try:
+                if inc:
+                    named_raw[v] = True
+                elif v not in named_raw:
+                    named_raw[v] = False
+            except TypeError:
+                named_odd.append((v, inc))
+            if inc and start < first_include.get(req, big):
+                first_include[req] = start
+        if (parent < 0 or parent not in ops) and (
+                kind in _MODELED or (kind in ("realpath", "main_script") and "path" in a)):
+            roots.append(o)
+    if roots and min(o[O_ID] for o in roots) >= 0 and max(o[O_ID] for o in roots) < 1 << 40:
+        # (start, id) as one int: sorting ints is much quicker than sorting tuples
+        keyed = sorted([(o[O_START] << 40) + o[O_ID] for o in roots])
+        mask = (1 << 40) - 1
+        roots = [ops[k & mask] for k in keyed]
+    else:
+        roots.sort(key=lambda o: (o[O_START], o[O_ID]))
+    named: list[str] = []
+    scripts: set[str] = set()
+    for v, inc in itertools.chain(named_raw.items(), named_odd):
+        name = pget(v, "") if isinstance(v, int) else str(v)
+        named.append(name)
+        if inc:
+            scripts.add(name)
+    return _OpScan(roots, children, resolve_of, named, scripts, first_include)
+
+
+def _dropped(roots: list[list[Any]], children: dict[int, list[int]]) -> set[int]:
+    """The operations whose syscalls the engine makes again: the roots and all below them."""
+    out = {o[O_ID] for o in roots}
     stack = [c for r in out.intersection(children) for c in children[r]]
     while stack:
         i = stack.pop()
@@ -199,31 +265,16 @@ def _prepare(t: TraceRecords) -> Prepared:
     if not t.operations:
         raise UsageError("this trace has no PHP operations (an strace import or an old "
                          "trace); record it with `statstorm trace` (eBPF) to replay it")
-    fs = _build_fs(t)
+    scan = _scan_ops(t)
+    fs = _build_fs(t, scan.named)
     epoch_ns = _epoch_ns(t)
     settings = t.header.get("settings", {})
     single = t.header.get("targets", {}).get("mode") == "cmd"
-    ops = t.operations
     arg = t.path
     pget = t.paths.get
 
-    # which operations become logical events, in the order they started
-    roots = [o[O_ID] for o in ops.values()
-             if (o[O_PARENT] < 0 or o[O_PARENT] not in ops) and (
-                 o[O_KIND] in _MODELED or (o[O_KIND] in ("realpath", "main_script")
-                                           and "path" in o[O_ARGS]))]
-    dropped = _dropped(ops, roots)
-    if roots and min(roots) >= 0 and max(roots) < 1 << 40:
-        # (start, id) as one int: sorting ints is much quicker than sorting tuples
-        keyed = sorted([(ops[i][O_START] << 40) + i for i in roots])
-        mask = (1 << 40) - 1
-        order = [ops[k & mask] for k in keyed]
-    else:
-        order = sorted((ops[i] for i in roots), key=lambda o: (o[O_START], o[O_ID]))
-    resolve_of: dict[int, list[Any]] = {}  # include → its include_resolve child
-    for o in ops.values():
-        if o[O_KIND] == "include_resolve" and o[O_PARENT] >= 0 and o[O_PARENT] not in resolve_of:
-            resolve_of[o[O_PARENT]] = o
+    dropped = _dropped(scan.roots, scan.children)
+    resolve_of = scan.resolve_of
 
     timeline: dict[int, list[tuple[int, int, Event]]] = defaultdict(list)
     seq = 0
@@ -248,7 +299,8 @@ def _prepare(t: TraceRecords) -> Prepared:
     user_ini_start: dict[tuple[int, int], int] = {}
     modeled = 0
     fallbacks: dict[tuple[Any, ...], str] = {}
-    for o in order:
+    relative: set[int] = set()  # workers with an include of a relative name
+    for o in scan.roots:
         _, oid, req, pid, start, _, kind, _, a = o
         ev: Event | None = None
         if kind == "include" or kind == "include_resolve":
@@ -269,7 +321,8 @@ def _prepare(t: TraceRecords) -> Prepared:
                     if isinstance(v, int):
                         v = pget(v, "")
                     inc_path[pid] = str(v or "")
-            name = arg(a.get("name", ""))
+            v = a.get("name", "")
+            name = pget(v, "") if isinstance(v, int) else str(v)
             c = cwd.get(pid, "")
             ip = inc_path[pid]
             script = script_of.get(req, "")
@@ -307,7 +360,8 @@ def _prepare(t: TraceRecords) -> Prepared:
             if kind != "realpath" and kind != "main_script":
                 in_binary_search = False
             if kind == "file_probe":
-                name = arg(a.get("name", ""))
+                v = a.get("name", "")
+                name = pget(v, "") if isinstance(v, int) else str(v)
                 c = cwd.get(pid, "")
                 absp = name if name.startswith("/") else (posixpath.join(c, name) if c else name)
                 ev = (E_PROBE, req, name, str(a.get("func", "stat")), absp, c)
@@ -331,6 +385,8 @@ def _prepare(t: TraceRecords) -> Prepared:
         modeled += 1
         timeline[pid].append((start, seq, ev))
         seq += 1
+        if ev[0] == E_INCLUDE and not name.startswith("/"):
+            relative.add(pid)
     # .user.ini: every request of a CGI/FPM worker checks its per-directory cache; a scan
     # is recorded only when it happened, so each request gets the check, with the
     # directories of a scan recorded for the same script directory
@@ -353,14 +409,11 @@ def _prepare(t: TraceRecords) -> Prepared:
             seq += 1
 
     # the PHP scripts the trace saw included (for revalidation stats outside operations)
-    scripts = {arg(o[O_ARGS].get("name", "")) for o in ops.values() if o[O_KIND] == "include"}
+    scripts = scan.scripts
     scripts.update(pget(sc[S_PATH], "") for sc in t.syscalls
                    if (sc[S_KIND] == "include" or sc[S_KIND] == "include_resolve")
                    and sc[S_RET] >= 0)
-    first_include: dict[int, int] = {}  # request → start of its first include
-    for o in ops.values():
-        if o[O_KIND] == "include" and o[O_START] < first_include.get(o[O_REQ], 1 << 62):
-            first_include[o[O_REQ]] = o[O_START]
+    first_include = scan.first_include  # request → start of its first include
     kept = 0
     for s in t.syscalls:
         _, ts, pid, req, op, call, _, path_id, ret, _, _, skind = s
@@ -420,15 +473,15 @@ def _prepare(t: TraceRecords) -> Prepared:
         # OPcache fetches the cwd once per request for its first relative key, just before
         # the include: the engine makes that call itself, so the recorded one goes. (Any
         # 6-item event right before a relative include goes, as it always has.)
-        cut = [i - 1 for i, x in enumerate(tl) if i and x[2][0] == E_INCLUDE
-               and not x[2][2].startswith("/") and len(tl[i - 1][2]) == 6]
-        if cut:
-            gone = set(cut)
-            tl = [x for i, x in enumerate(tl) if i not in gone]
+        if pid in relative:
+            cut = [i - 1 for i, x in enumerate(tl) if i and x[2][0] == E_INCLUDE
+                   and not x[2][2].startswith("/") and len(tl[i - 1][2]) == 6]
+            if cut:
+                gone = set(cut)
+                tl = [x for i, x in enumerate(tl) if i not in gone]
         evs = [x[2] for x in tl]
         ns = [x[0] for x in tl]
-        times = [(epoch_ns + n) // _G if n > 0 else epoch_s for n in ns]
-        streams[pid] = (evs, times, ns)
+        streams[pid] = (evs, _seconds(ns, epoch_ns), ns)
         total += len(evs)
     counted = [r[R_ID] for r in requests.values() if r[R_END] >= 0]
     if not counted and single:
@@ -458,6 +511,24 @@ def _prepare(t: TraceRecords) -> Prepared:
 
 
 _BY_TIME = operator.itemgetter(0, 1)
+
+
+def _seconds(ns: list[int], epoch_ns: int) -> list[int]:
+    """Each event's wall clock in whole seconds (times before the trace's start: its start),
+    a run of equal seconds at a time (`ns` is in ascending order)."""
+    out: list[int] = []
+    i, end = 0, len(ns)
+    while i < end:
+        n = ns[i]
+        if n > 0:
+            sec = (epoch_ns + n) // _G
+            nxt = (sec + 1) * _G - epoch_ns  # the first ns of the next second
+        else:
+            sec, nxt = epoch_ns // _G, 1
+        j = bisect.bisect_left(ns, nxt, i + 1)
+        out.extend(itertools.repeat(sec, j - i))
+        i = j
+    return out
 
 
 def _script_arg(argv: list[str]) -> str:
