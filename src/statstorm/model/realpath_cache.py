@@ -55,6 +55,7 @@ class FsView:
         self._canon_types: dict[str, int] = {}
         self._dirs: set[str] = set()
         self._memo: dict[str, int] = {}
+        self._exists: dict[str, bool] = {}  # exists() of paths not in `changing`
         # paths seen both present and missing (created, renamed or removed while traced):
         # path → [(ns, exists)], in time order; `now_ns` picks the observation to use
         self.changing: dict[str, list[tuple[int, bool]]] = {}
@@ -72,17 +73,20 @@ class FsView:
             return
         self.types[path] = kind
         self._memo.clear()
+        self._exists.clear()
 
     def observe_link(self, path: str, target: str) -> None:
         self.types[path] = LINK
         self.links[path] = target
         self._memo.clear()
+        self._exists.clear()
 
     def finish(self) -> None:
         """Index what was observed (call after the last observe)."""
         self._canon_types.clear()
         self._dirs.clear()
         self._memo.clear()
+        self._exists.clear()
         self.changing = {p: sorted(h) for p, h in self._seen.items()
                          if len({e for _, e in h}) > 1}
         self._seen.clear()
@@ -170,12 +174,18 @@ class FsView:
         hist = self.changing.get(path)
         if hist is not None:
             return self._at_now(hist)
+        e = self._exists.get(path)
+        if e is not None:
+            return e
         k = self.kind(path)
         if k == LINK:
             c = self.canon(path)
-            return c is not None and (c == "/" or c in self._dirs
-                                      or self._canon_types.get(c, MISSING) != MISSING)
-        return k != MISSING
+            e = c is not None and (c == "/" or c in self._dirs
+                                   or self._canon_types.get(c, MISSING) != MISSING)
+        else:
+            e = k != MISSING
+        self._exists[path] = e
+        return e
 
 
 class RealpathCache:
