@@ -2,13 +2,16 @@
 """Benchmark: how fast `statstorm whatif` replays a trace of one million logical operations.
 
 Generates a php-fpm-shaped trace (8 workers, warm OPcache: most includes are key hits that
-make no syscall but are still recorded; a Composer-style file_exists probe per class; a few
-relative includes through include_path; a cold realpath cache in each worker's first
-request), writes it as a real trace file, then times what `statstorm whatif TRACE` does: on its first
-run, reading the JSON-lines trace, building the model input and keeping it in the input
-cache (TRACE.whatif-cache); on later runs, loading that cache. Prints each stage's seconds
-and operations/second (replays: the median of --repeat runs), and both end-to-end times
-(read + model input + one replay under the recorded settings) against the goal of a million
+make no syscall but are still recorded; a Composer-style file_exists probe per class; a cold
+realpath cache in each worker's first request) and writes it with the tracer's own writer
+(`TraceWriter`: the JSON lines and their record sidecar, TRACE.records). It then times what
+`statstorm whatif TRACE` does: on its first run, reading the trace's records (from the
+sidecar), building the model input, replaying, and keeping the input in the input cache
+(TRACE.whatif-cache); on later runs, loading that cache. The first run without a sidecar
+(the JSON lines decoded: an older trace, or one whose sidecar was deleted) is timed too, and
+so is what writing the sidecar costs the writer. Prints each stage's seconds and
+operations/second (replays: the median of --repeat runs), and the end-to-end times (read +
+model input + one replay under the recorded settings) against the goal of a million
 operations in under 5 s. No root, no PHP needed.
 
   python3 bench/whatif_speed.py                 # 1,000,000 operations
@@ -28,17 +31,18 @@ from statstorm.model import inputcache
 from statstorm.model.inputcache import CachedInput
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.replay import prepare, replay
-from statstorm.model.tracestats import summarize
-from statstorm.results.trace import (Operation, Request, Syscall, TraceWriter, new_header,
-                                     read_trace)
+from statstorm.results import trace_records
+from statstorm.results.trace import Operation, Request, Syscall, TraceWriter, new_header
+from statstorm.results.trace_raw import measured_per_request, read_records
 
 WORKERS = 8
 CLASSES = 400  # files per request
 ROOT = "/srv/app/vendor"
 
 
-def generate(path: Path, ops: int) -> int:
-    """Write a trace holding `ops` operations; returns the number written."""
+def generate(path: Path, ops: int, records: bool = True) -> int:
+    """Write a trace holding `ops` operations (and, with `records`, its record sidecar);
+    returns the number written."""
     settings = {"sapi": "fpm-fcgi", "realpath_cache_size": "4096K", "realpath_cache_ttl": "120",
                 "include_path": ".:/usr/share/php", "opcache.enable": "On",
                 "opcache.validate_timestamps": "On", "opcache.revalidate_freq": "2",
@@ -49,7 +53,7 @@ def generate(path: Path, ops: int) -> int:
     n = oid = req = 0
     ts = 1000
     cold: set[int] = set()
-    with TraceWriter(path, h) as w:
+    with TraceWriter(path, h, records=records) as w:
         while n < ops:
             pid = 100 + req % WORKERS
             start = ts
@@ -117,20 +121,29 @@ def main() -> None:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="statstorm-whatif-bench-") as tmp:
         path = Path(tmp) / "bench.sst"
+        # what the record sidecar costs the writer: the same trace without it first
+        plain_s, _ = timed(lambda: generate(Path(tmp) / "plain.sst", a.ops, records=False), 1)
+        (Path(tmp) / "plain.sst").unlink()
         t0 = time.perf_counter()
         ops = generate(path, a.ops)
         gen_s = time.perf_counter() - t0
         size = path.stat().st_size
-        # `statstorm whatif TRACE`'s first run: the JSON-lines trace, then its input cache
-        read_s, trace = timed(lambda: read_trace(path), 1)
-        prep_s, prep = timed(lambda: prepare(trace), 1)  # type: ignore[arg-type]
-        sum_s, summary = timed(lambda: summarize(trace), 1)  # type: ignore[arg-type]
-        s = from_recorded(trace.header["settings"])  # type: ignore[attr-defined]
+        side_mb = trace_records.records_path(path).stat().st_size / 1e6
+        # the first run without a sidecar: the JSON lines decoded
+        json_s, recs = timed(lambda: read_records(path, sidecar=False), 1)
+        jprep_s, prep = timed(lambda: prepare(recs), 1)  # type: ignore[arg-type]
+        s = from_recorded(recs.header["settings"])  # type: ignore[attr-defined]
+        jfirst_s, _ = timed(lambda: replay(prep, s), 1)  # type: ignore[arg-type]
+        del recs, prep
+        # `statstorm whatif TRACE`'s first run: the trace's records, then its input cache
+        read_s, recs = timed(lambda: read_records(path), 1)
+        prep_s, prep = timed(lambda: prepare(recs), 1)  # type: ignore[arg-type]
         first_s, cur = timed(lambda: replay(prep, s), 1)  # type: ignore[arg-type]
+        sum_s, measured = timed(lambda: measured_per_request(recs, path), 1)  # type: ignore[arg-type]
         save_s, _ = timed(lambda: inputcache.save(path, CachedInput(
-            trace.header, summary["per_request"], prep)), 1)  # type: ignore[attr-defined,index,arg-type]
-        nsys, nreq = len(trace.syscalls), len(trace.requests)  # type: ignore[attr-defined]
-        del trace, prep
+            recs.header, measured, prep)), 1)  # type: ignore[attr-defined,arg-type]
+        nsys, nreq = len(recs.syscalls), len(recs.requests)  # type: ignore[attr-defined]
+        del recs, prep
         # every later run: the input cache
         load_s, cached = timed(lambda: inputcache.load(path), 1)
         assert cached is not None
@@ -140,18 +153,25 @@ def main() -> None:
         prop_s, prop = timed(lambda: replay(cached.prep, small), a.repeat)  # type: ignore[attr-defined]
         cache_mb = inputcache.cache_path(path).stat().st_size / 1e6
     print(f"trace: {ops:,} operations, {nsys:,} syscalls, {nreq:,} requests, "
-          f"{size / 1e6:.1f} MB; input cache {cache_mb:.1f} MB (generated in {gen_s:.1f} s)")
+          f"{size / 1e6:.1f} MB; record sidecar {side_mb:.1f} MB; input cache "
+          f"{cache_mb:.1f} MB")
+    print(f"writing it: {gen_s:.1f} s with the record sidecar, {plain_s:.1f} s without "
+          f"(the sidecar costs the writer {gen_s - plain_s:+.1f} s)")
     print(f"{'stage':<40}{'seconds':>9}{'ops/s':>13}")
-    row("read the trace file (JSON lines)", read_s, ops)
+    row("read the records (record sidecar)", read_s, ops)
     row("build the model input", prep_s, ops)
     row("first replay, recorded (with merge)", first_s, ops)
-    row("measured counts (summarize)", sum_s, ops)
+    row("measured counts", sum_s, ops)
     row("write the input cache", save_s, ops)
+    row("read the records (JSON lines)", json_s, ops)
+    row("  then build the model input", jprep_s, ops)
+    row("  then the first replay", jfirst_s, ops)
     row("load the input cache", load_s, ops)
     row("replay, recorded settings", cur_s, ops)
     row("replay, 16K cache + revalidate 0", prop_s, ops)
     print("end to end (read + model input + replay under the recorded settings):")
-    end_to_end("  first run: from the JSON-lines trace", read_s + prep_s + first_s, ops)
+    end_to_end("  first run: from the record sidecar", read_s + prep_s + first_s, ops)
+    end_to_end("  first run: from the JSON lines", json_s + jprep_s + jfirst_s, ops)
     end_to_end("  later runs: from the input cache", load_s + warm_s, ops)
     end_to_end("  first run + measured counts + cache", read_s + prep_s + first_s + sum_s
                + save_s, ops)

@@ -213,6 +213,9 @@ class TraceWriter:
         self._paths: dict[str, int] = {}
         self.events = 0
         self._closed = False
+        # json.dumps(obj, separators=(",", ":"), ensure_ascii=True), without making an
+        # encoder for every line
+        self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
         self._line(header)
         self._rec: trace_records.RecordsWriter | None = None
         if records:
@@ -223,13 +226,12 @@ class TraceWriter:
 
     def _record(self, rec: list[Any], plain: bool = True) -> None:
         """A record line, also kept for the sidecar (see RecordsWriter.add for `plain`)."""
-        self._line(rec)
+        self._fh.write(self._encode(rec) + "\n")
         if self._rec is not None:
             self._rec.add(rec, plain)
 
     def _line(self, obj: Any) -> None:
-        self._fh.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=True))
-        self._fh.write("\n")
+        self._fh.write(self._encode(obj) + "\n")
 
     def path_id(self, path: str) -> int:
         if not path:
@@ -246,6 +248,7 @@ class TraceWriter:
 
     def operation(self, o: Operation) -> None:
         args: dict[str, Any] = {}
+        plain = True  # only values JSON gives back as they were (see RecordsWriter.add)
         for k, v in o.args.items():
             if k in INTERNED_ARGS and isinstance(v, str):
                 args[k] = self.path_id(v) if v else -1
@@ -253,8 +256,10 @@ class TraceWriter:
                 args[k] = [self.path_id(str(c)) for c in v]
             else:
                 args[k] = v
+                if type(v) not in trace_records.PLAIN:
+                    plain = False
         self._record(["o", o.id, o.req, o.pid, o.start_ns, o.end_ns, o.kind, o.parent, args],
-                     False)
+                     plain and type(o.kind) is str)
 
     def syscall(self, s: Syscall) -> None:
         self._record(["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall,

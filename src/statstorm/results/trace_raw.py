@@ -51,14 +51,14 @@ class TraceRecords:
         return str(v)
 
 
-def read_records(path: Path) -> TraceRecords:
-    """A trace file's records (from its record sidecar when that matches)."""
+def read_records(path: Path, sidecar: bool = True) -> TraceRecords:
+    """A trace file's records (from its record sidecar when that matches and `sidecar`)."""
     with collector_paused():
-        return _read_records(path)
+        return _read_records(path, sidecar)
 
 
-def _read_records(path: Path) -> TraceRecords:
-    batches = iter_batches(path)
+def _read_records(path: Path, sidecar: bool) -> TraceRecords:
+    batches = iter_batches(path, sidecar)
     t = TraceRecords(header=next(batches)[0])
     syscalls = t.syscalls
     operations = t.operations

@@ -33,33 +33,12 @@ VERSION = 1
 SUFFIX = ".records"
 CHUNK = 1 << 15  # records per marshal dump
 _LEN = struct.Struct("<Q")
-_PLAIN = (str, int, float, type(None))
+# Values JSON gives back as they were (same type, same value).
+PLAIN = frozenset((str, int, float, bool, type(None)))
 
 
 def records_path(trace: Path) -> Path:
     return trace.with_name(trace.name + SUFFIX)
-
-
-class _NotPlain(Exception):
-    pass
-
-
-def _copy(v: Any) -> Any:
-    """A copy of `v` (its containers new, so a caller changing its own later does not show)
-    equal to what JSON gives back; _NotPlain if JSON would change a type (a tuple, say)."""
-    t = type(v)
-    if t in _PLAIN or t is bool:
-        return v
-    if t is list:
-        return [_copy(x) for x in v]
-    if t is dict:
-        out = {}
-        for k, x in v.items():
-            if type(k) is not str:
-                raise _NotPlain
-            out[k] = _copy(x)
-        return out
-    raise _NotPlain
 
 
 def source_key(st: os.stat_result) -> list[int]:
@@ -91,15 +70,13 @@ class RecordsWriter:
         self._fh.write(data)
 
     def add(self, rec: list[Any], plain: bool = True) -> None:
-        """One record as written to the JSON lines; `plain`: known to hold only values JSON
-        gives back unchanged (else it is checked, and passed through JSON if need be)."""
+        """One record as written to the JSON lines. `plain`: the record is the writer's own
+        list, holding only PLAIN values, or containers of them it made itself; otherwise it
+        goes through JSON (which also copies it: a caller may change its own lists later)."""
         if self._fh is None:
             return
         if not plain:
-            try:
-                rec = _copy(rec)
-            except _NotPlain:
-                rec = json.loads(json.dumps(rec))
+            rec = json.loads(json.dumps(rec))
         self._buf.append(rec)
         if len(self._buf) >= CHUNK:
             self._flush()
