@@ -29,6 +29,7 @@ from typing import Any, Callable
 from statstorm.adapters import bpftrace, mounts, phpfpm, procs
 from statstorm.context import Env
 from statstorm.errors import DependencyError, Interrupted, UsageError
+from statstorm.model import inputcache
 from statstorm.model.attribute import Attributor, CountAttributor, Reorder, feed
 from statstorm.model.tracestats import SummaryBuilder
 from statstorm.results.trace import (Operation, Request, RequestCounts, Syscall, TraceWriter,
@@ -408,7 +409,8 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                          target.binaries))
     errlog = Path(tmpdir, "bpftrace.err")
     summary = SummaryBuilder(header)
-    writer = TraceWriter(out, header)
+    # the what-if input is built as the trace closes: `statstorm whatif` then starts from it
+    writer = TraceWriter(out, header, after_close=inputcache.build)
     bt: subprocess.Popen[bytes] | None = None
     stopped = "end"
     dropped = 0
@@ -516,7 +518,7 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
         raise
     except BaseException:
         _stop(bt, held, release_fd)
-        writer.close({"stopped": "error"})
+        writer.close({"stopped": "error"}, after=False)
         shutil.rmtree(tmpdir, ignore_errors=True)
         raise
     # Drain: stop bpftrace (it flushes what it has), then feed the rest. Ctrl-C is ignored

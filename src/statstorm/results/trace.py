@@ -33,7 +33,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator, Protocol
+from typing import IO, Any, Callable, Iterator, Protocol
 
 from statstorm.errors import UsageError
 from statstorm.results import trace_records
@@ -195,10 +195,13 @@ class TraceWriter:
     Use as a context manager: on an exception the trailer is still written (with the
     exception's name as the stop reason) so whatever was captured stays readable.
     With `records` (the default) the same records also go to the record sidecar
-    (`trace_records`), which readers load instead of decoding the JSON lines.
+    (`trace_records`), which readers load instead of decoding the JSON lines. `after_close`
+    is called with the trace's path once it is in place (not after an error): the tracer
+    builds the what-if input cache there (`model.inputcache.build`).
     """
 
-    def __init__(self, path: Path, header: dict[str, Any], records: bool = True) -> None:
+    def __init__(self, path: Path, header: dict[str, Any], records: bool = True,
+                 after_close: Callable[[Path], object] | None = None) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -213,6 +216,7 @@ class TraceWriter:
         self._paths: dict[str, int] = {}
         self.events = 0
         self._closed = False
+        self._after_close = after_close
         # json.dumps(obj, separators=(",", ":"), ensure_ascii=True), without making an
         # encoder for every line
         self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
@@ -273,7 +277,9 @@ class TraceWriter:
         self._record(["k", rc.req, rc.pid, {k: list(v) for k, v in rc.calls.items()}], False)
         self.events += sum(v[0] for v in rc.calls.values())
 
-    def close(self, trailer: dict[str, Any]) -> None:
+    def close(self, trailer: dict[str, Any], after: bool = True) -> None:
+        """Write the trailer and put the trace in place; then, if `after`, the after_close
+        hook."""
         if self._closed:
             return
         self._closed = True
@@ -289,6 +295,8 @@ class TraceWriter:
         except BaseException:
             self.abort()
             raise
+        if after and self._after_close is not None:
+            self._after_close(self.path)
 
     def abort(self) -> None:
         self._closed = True
@@ -310,7 +318,7 @@ class TraceWriter:
         if exc_type is None:
             self.close({"stopped": "end"})
         elif issubclass(exc_type, (KeyboardInterrupt, Exception)):
-            self.close({"stopped": exc_type.__name__})
+            self.close({"stopped": exc_type.__name__}, after=False)
         else:
             self.abort()
 

@@ -7,7 +7,8 @@ documented in docs/trace.md), in `marshal` chunks as the trace streams; readers
 
 The JSON-lines file stays the trace: the sidecar only ever repeats it, and it is ignored
 (the JSON lines are decoded) when it is missing, damaged, of another format version, not
-owned by the current user, or written for another file (its trailer names the trace's size,
+owned by the current user (or by root and writable by no one else), or written for
+another file (its trailer names the trace's size,
 modification time and inode). Deleting it is always safe.
 
 Layout: chunks, each an 8-byte little-endian length and one `marshal` dump. The first chunk is
@@ -26,7 +27,7 @@ import struct
 from pathlib import Path
 from typing import IO, Any
 
-from statstorm.results.common import collector_paused
+from statstorm.results.common import collector_paused, trusted
 
 FORMAT = "statstorm-trace-records"
 VERSION = 1
@@ -133,7 +134,7 @@ def _load(trace: Path) -> tuple[dict[str, Any], list[list[Any]]] | None:
     try:
         st = os.stat(trace)
         with open(records_path(trace), "rb") as fh:
-            if os.fstat(fh.fileno()).st_uid != os.getuid():
+            if not trusted(os.fstat(fh.fileno())):
                 return None
             data = fh.read()
     except OSError:
