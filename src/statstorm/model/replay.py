@@ -217,7 +217,7 @@ def _scan_ops(t: TraceRecords) -> _OpScan:
         if (parent < 0 or parent not in ops) and (
                 kind in _MODELED or (kind in ("realpath", "main_script") and "path" in a)):
             roots.append(o)
-    if roots and min(o[O_ID] for o in roots) >= 0 and max(o[O_ID] for o in roots) < 1 << 40:
+    if roots and min(ops) >= 0 and max(ops) < 1 << 40:
         # (start, id) as one int: sorting ints is much quicker than sorting tuples
         keyed = sorted([(o[O_START] << 40) + o[O_ID] for o in roots])
         mask = (1 << 40) - 1
@@ -276,8 +276,9 @@ def _prepare(t: TraceRecords) -> Prepared:
     dropped = _dropped(scan.roots, scan.children)
     resolve_of = scan.resolve_of
 
-    timeline: dict[int, list[tuple[int, int, Event]]] = defaultdict(list)
-    seq = 0
+    # pid → [(trace ns, event)]: sorted by time at the end, a stable sort, so events at the
+    # same ns stay in the order they were added (a request's start before them all)
+    timeline: dict[int, list[tuple[int, Event]]] = defaultdict(list)
     requests = t.requests
     script_of = {r[R_ID]: r[R_SCRIPT] for r in requests.values()}
 
@@ -300,9 +301,14 @@ def _prepare(t: TraceRecords) -> Prepared:
     modeled = 0
     fallbacks: dict[tuple[Any, ...], str] = {}
     relative: set[int] = set()  # workers with an include of a relative name
+    # the fallback directory of names without candidates, by (include_path, script): the
+    # same for a run of includes, so looked up by name alone while they do not change
+    by_dir: dict[tuple[str, str], dict[str, str]] = {}
+    fb_ip = fb_script = None
+    fb_names: dict[str, str] = {}
+    ev: Event
     for o in scan.roots:
         _, oid, req, pid, start, _, kind, _, a = o
-        ev: Event | None = None
         if kind == "include" or kind == "include_resolve":
             in_binary_search = False
             if kind == "include_resolve":
@@ -327,34 +333,40 @@ def _prepare(t: TraceRecords) -> Prepared:
             ip = inc_path[pid]
             script = script_of.get(req, "")
             cands = info.get("candidates") if info else None
-            fkey: tuple[Any, ...]
             if cands:
                 last = pget(cands[-1], "") if type(cands) is list else str(cands[-1])
                 fkey = (name, ip, script, last, len(cands))
+                fallback = fallbacks.get(fkey)
+                if fallback is None:
+                    fallback = fallbacks[fkey] = _fallback(last, len(cands), name, ip, script)
             else:
-                last, fkey = None, (name, ip, script)
-            fallback = fallbacks.get(fkey)
-            if fallback is None:
-                fallback = fallbacks[fkey] = _fallback(
-                    last, len(cands) if cands else 0, name, ip, script)
+                if ip is not fb_ip or script is not fb_script:
+                    fb_ip, fb_script = ip, script
+                    fb_names = by_dir.setdefault((ip, script), {})
+                fallback = fb_names.get(name)
+                if fallback is None:
+                    fallback = fb_names[name] = _fallback(None, 0, name, ip, script)
             if kind == "include_resolve" and req not in primary_seen and (
                     name == script_of.get(req)):
                 # CGI/FPM: the primary script's resolution (its open is kept as traced)
                 primary_seen.add(req)
                 ev = (E_RESOLVE, req, name, c, ip, fallback)
-            elif kind == "include_resolve":
-                ev = (E_INCLUDE, req, name, True, c, ip, fallback)
-                pending_once[pid] = True
             else:
-                typ = a.get("type")
-                if typ == "once":
-                    if pending_once.pop(pid, False):
-                        continue
+                if kind == "include_resolve":
                     ev = (E_INCLUDE, req, name, True, c, ip, fallback)
-                elif typ == "main":
-                    continue
+                    pending_once[pid] = True
                 else:
-                    ev = (E_INCLUDE, req, name, False, c, ip, fallback)
+                    typ = a.get("type")
+                    if typ == "once":
+                        if pending_once.pop(pid, False):
+                            continue
+                        ev = (E_INCLUDE, req, name, True, c, ip, fallback)
+                    elif typ == "main":
+                        continue
+                    else:
+                        ev = (E_INCLUDE, req, name, False, c, ip, fallback)
+                if not name.startswith("/"):
+                    relative.add(pid)
         else:
             pending_once.pop(pid, None)
             if kind != "realpath" and kind != "main_script":
@@ -383,10 +395,7 @@ def _prepare(t: TraceRecords) -> Prepared:
                 ev = (E_REALPATH, req, path, cwd.get(pid, ""),
                       MODES.get(str(a.get("mode", "realpath")), REALPATH), in_binary_search)
         modeled += 1
-        timeline[pid].append((start, seq, ev))
-        seq += 1
-        if ev[0] == E_INCLUDE and not name.startswith("/"):
-            relative.add(pid)
+        timeline[pid].append((start, ev))
     # .user.ini: every request of a CGI/FPM worker checks its per-directory cache; a scan
     # is recorded only when it happened, so each request gets the check, with the
     # directories of a scan recorded for the same script directory
@@ -399,14 +408,12 @@ def _prepare(t: TraceRecords) -> Prepared:
             d = posixpath.dirname(r[R_SCRIPT])
             if d in scans:
                 at = user_ini_start.get((r[R_PID], r[R_ID]), r[R_START] + 1)
-                timeline[r[R_PID]].append((at, seq, (E_USER_INI, r[R_ID], d, scans[d])))
-                seq += 1
+                timeline[r[R_PID]].append((at, (E_USER_INI, r[R_ID], d, scans[d])))
     else:
         for (pid, req), dirs in user_ini.items():
             script_dir = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
-            timeline[pid].append((user_ini_start[(pid, req)], seq,
+            timeline[pid].append((user_ini_start[(pid, req)],
                                   (E_USER_INI, req, script_dir, tuple(dirs))))
-            seq += 1
 
     # the PHP scripts the trace saw included (for revalidation stats outside operations)
     scripts = scan.scripts
@@ -431,8 +438,7 @@ def _prepare(t: TraceRecords) -> Prepared:
             ev = (E_PASS, req, call, path, ret < 0, True)  # maybe OPcache's cwd (see below)
         else:
             ev = (E_PASS, req, call, path, ret < 0)
-        timeline[pid].append((ts, seq, ev))
-        seq += 1
+        timeline[pid].append((ts, ev))
         kept += 1
 
     first_request: dict[int, int] = {}
@@ -444,9 +450,9 @@ def _prepare(t: TraceRecords) -> Prepared:
         rel = "relative" if primary and not primary.startswith("/") else ""
         if rel and from_recorded(settings).opcache:
             for pid, tl in timeline.items():
-                tl.sort(key=_BY_TIME)
+                tl.sort(key=_TIME)
                 seen_expand = False
-                for i, (_, _, ev) in enumerate(tl):
+                for i, (_, ev) in enumerate(tl):
                     if ev[0] == E_REALPATH and ev[4] == FILEPATH:
                         seen_expand = True
                     elif seen_expand and ev[0] == E_PASS and ev[2] == "getcwd":
@@ -456,30 +462,33 @@ def _prepare(t: TraceRecords) -> Prepared:
                         break
         for pid, tl in timeline.items():
             t0 = min(x[0] for x in tl) if tl else 0
-            tl.append((t0 - 1, -1, (E_REQ, 0, rel)))
+            tl.append((t0 - 1, (E_REQ, 0, rel)))
             first_request[pid] = t0
     else:
+        # each request's start goes first among its worker's events at the same ns
+        starts: dict[int, list[tuple[int, Event]]] = {}
         for r in requests.values():
-            if r[R_PID] in timeline or r[R_ID] in script_of:
-                timeline[r[R_PID]].append((r[R_START], -1, (E_REQ, r[R_ID], r[R_SCRIPT])))
-                first_request[r[R_PID]] = min(first_request.get(r[R_PID], r[R_START]),
-                                              r[R_START])
+            pid = r[R_PID]
+            starts.setdefault(pid, []).append((r[R_START], (E_REQ, r[R_ID], r[R_SCRIPT])))
+            first_request[pid] = min(first_request.get(pid, r[R_START]), r[R_START])
+        for pid, entries in starts.items():
+            timeline[pid] = entries + timeline[pid]
 
     streams: dict[int, tuple[list[Event], list[int], list[int]]] = {}
     total = 0
     epoch_s = epoch_ns // _G
     for pid, tl in timeline.items():
-        tl.sort(key=_BY_TIME)
+        tl.sort(key=_TIME)
         # OPcache fetches the cwd once per request for its first relative key, just before
         # the include: the engine makes that call itself, so the recorded one goes. (Any
         # 6-item event right before a relative include goes, as it always has.)
         if pid in relative:
-            cut = [i - 1 for i, x in enumerate(tl) if i and x[2][0] == E_INCLUDE
-                   and not x[2][2].startswith("/") and len(tl[i - 1][2]) == 6]
+            cut = [i - 1 for i, x in enumerate(tl) if i and x[1][0] == E_INCLUDE
+                   and not x[1][2].startswith("/") and len(tl[i - 1][1]) == 6]
             if cut:
                 gone = set(cut)
                 tl = [x for i, x in enumerate(tl) if i not in gone]
-        evs = [x[2] for x in tl]
+        evs = [x[1] for x in tl]
         ns = [x[0] for x in tl]
         streams[pid] = (evs, _seconds(ns, epoch_ns), ns)
         total += len(evs)
@@ -510,7 +519,7 @@ def _prepare(t: TraceRecords) -> Prepared:
     return prep
 
 
-_BY_TIME = operator.itemgetter(0, 1)
+_TIME = operator.itemgetter(0)
 
 
 def _seconds(ns: list[int], epoch_ns: int) -> list[int]:
