@@ -391,6 +391,17 @@ def _header(source: str, target: Target, opts: TraceOptions) -> dict[str, Any]:
         detail="counts" if opts.counts and source == "bpftrace" else "events")
 
 
+def _build_input(env: Env, progress: Callable[[str], None] | None, path: Path) -> None:
+    """The what-if input of the trace just written, kept beside it (TRACE.whatif-cache), so
+    that the first `statstorm whatif TRACE` starts from it (`model.inputcache.build`)."""
+    if progress:
+        progress("building the what-if input (TRACE.whatif-cache)")
+    t0 = time.monotonic()
+    built = inputcache.build(path)
+    env.debug(f"what-if input {'built' if built else 'not built'} in "
+              f"{time.monotonic() - t0:.1f} s")
+
+
 def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                   warnings: list[str], progress: Callable[[str], None] | None,
                   ready_event: threading.Event | None = None,
@@ -409,8 +420,8 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                          target.binaries))
     errlog = Path(tmpdir, "bpftrace.err")
     summary = SummaryBuilder(header)
-    # the what-if input is built as the trace closes: `statstorm whatif` then starts from it
-    writer = TraceWriter(out, header, after_close=inputcache.build)
+    writer = TraceWriter(out, header, after_close=functools.partial(_build_input, env,
+                                                                     progress))
     bt: subprocess.Popen[bytes] | None = None
     stopped = "end"
     dropped = 0

@@ -16,7 +16,7 @@ a symlink. No I/O happens here.
 from __future__ import annotations
 
 import posixpath
-from typing import Callable
+from typing import Any, Callable
 
 BUCKET_BYTES = 48  # sizeof(realpath_cache_bucket) on 64-bit Linux since PHP 7.2
 CHAINS = 1024
@@ -236,9 +236,11 @@ class RealpathCache:
         return None
 
     def add(self, path: str, resolved: str, is_dir: bool, now: int) -> None:
-        size = BUCKET_BYTES + len(path.encode("utf-8", "surrogateescape")) + 1
+        size = BUCKET_BYTES + (len(path) if path.isascii() else
+                               len(path.encode("utf-8", "surrogateescape"))) + 1
         if resolved != path:
-            size += len(resolved.encode("utf-8", "surrogateescape")) + 1
+            size += (len(resolved) if resolved.isascii() else
+                     len(resolved.encode("utf-8", "surrogateescape"))) + 1
         if self.used + size > self.limit:
             return
         expires = now + self.ttl
@@ -282,7 +284,9 @@ class Resolver:
         res = self._r(path, mode, False, [0])
         return res[0] if res is not None else None
 
-    def _r(self, path: str, mode: int, is_dir: bool, ll: list[int]) -> tuple[str, bool] | None:
+    def _r(self, path: str, mode: int, is_dir: bool, ll: list[int]) -> tuple[Any, ...] | None:
+        """(resolved, is_dir, ...) of `path`, or None. (A cache hit returns the cache's own
+        entry, whose first two items are those.)"""
         cache = self.cache
         while True:
             if path == "/" or not path:
@@ -307,7 +311,11 @@ class Resolver:
             save = mode != EXPAND
             enabled = cache.limit > 0
             if save and enabled:
-                hit = cache.find(path, self.now)
+                # cache.find, inlined: the entry itself unless expired entries must go
+                if cache.ttl and self.now > cache._min_expires:
+                    hit: tuple[Any, ...] | None = cache._find_walk(path, self.now)
+                else:
+                    hit = cache.entries.get(path)
                 if hit is not None:
                     if is_dir and not hit[1]:
                         return None
@@ -332,7 +340,7 @@ class Resolver:
                     res = self._r(parent + "/" + target, mode, is_dir, ll)
                 if res is None:
                     return None
-                resolved, directory = res
+                resolved, directory = res[0], res[1]
             else:
                 directory = False
                 if save:
