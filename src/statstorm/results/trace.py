@@ -266,8 +266,14 @@ class TraceWriter:
                      plain and type(o.kind) is str)
 
     def syscall(self, s: Syscall) -> None:
-        self._record(["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall,
-                      self.path_id(s.path), s.ret, s.lat_ns, s.mount, s.kind])
+        rec = ["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall, self.path_id(s.path),
+               s.ret, s.lat_ns, s.mount, s.kind]
+        self._fh.write(self._encode(rec) + "\n")
+        if self._rec is not None:  # self._rec.add(rec), inlined: the commonest record
+            buf = self._rec.buf
+            buf.append(rec)
+            if len(buf) >= trace_records.CHUNK:
+                self._rec.flush()
         self.events += 1
 
     def count(self, c: CountRow) -> None:

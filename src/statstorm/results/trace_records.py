@@ -55,7 +55,9 @@ class RecordsWriter:
     def __init__(self, tmp: str, header: dict[str, Any]) -> None:
         self._tmp = tmp
         self._fh: IO[bytes] | None = None
-        self._buf: list[Any] = []
+        # the records of the next chunk: a writer may append a plain record (see `add`)
+        # itself, then call `flush` once there are CHUNK of them
+        self.buf: list[Any] = []
         self.records = 0
         try:
             self._fh = open(tmp, "wb")
@@ -78,22 +80,24 @@ class RecordsWriter:
             return
         if not plain:
             rec = json.loads(json.dumps(rec))
-        self._buf.append(rec)
-        if len(self._buf) >= CHUNK:
-            self._flush()
+        self.buf.append(rec)
+        if len(self.buf) >= CHUNK:
+            self.flush()
 
-    def _flush(self) -> None:
-        try:
-            self._chunk(self._buf)
-            self.records += len(self._buf)
-        except (OSError, ValueError, TypeError):
-            self.drop()
-        self._buf = []
+    def flush(self) -> None:
+        """Dump the records gathered as one chunk."""
+        if self._fh is not None:
+            try:
+                self._chunk(self.buf)
+                self.records += len(self.buf)
+            except (OSError, ValueError, TypeError):
+                self.drop()
+        self.buf.clear()
 
     def finish(self, trace_tmp: str, final: Path) -> None:
         """After the trace's last line is written to `trace_tmp` (to become `final`)."""
-        if self._fh is not None and self._buf:
-            self._flush()
+        if self._fh is not None and self.buf:
+            self.flush()
         if self._fh is None:  # dropped: an older trace's sidecar must not stay beside it
             try:
                 os.unlink(records_path(final))
