@@ -213,6 +213,9 @@ def pool_trace(path: Path, records: bool = True, after_close: Any = None) -> Pat
             oid += 1
             w.syscall(Syscall(ts + 60, pid, "open", "openat", "/tmp/sess", 3, 50, req, -1, 0,
                               "other"))
+            # created and removed while traced
+            w.syscall(Syscall(ts + 61, pid, "stat", "newfstatat", "/srv/app/flip.lock",
+                              -2 if req % 4 < 2 else 0, 50, req, -1, 1, "other"))
             w.request(Request(req, pid, start, ts + 100, "/srv/app/index.php", "/"))
     return path
 
@@ -385,3 +388,27 @@ def test_sidecars_are_trusted_when_ours_or_roots_alone() -> None:
     if me != 0:  # root's, when someone else could have written it
         assert not trusted(st(0, 0o100664)) and not trusted(st(0, 0o100646))
     assert not trusted(st(12345 if me != 12345 else 12346, 0o100600))
+
+
+def test_file_system_view_from_calls_quick_and_plain_agree(tmp_path: Path) -> None:
+    from statstorm.model import replay as rp
+    from statstorm.model.realpath_cache import FsView
+    path = pool_trace(tmp_path / "p.sst")
+    for t in (trace_raw.read_records(path), trace_raw.of_trace(small_trace_read(tmp_path))):
+        quick, plain = FsView(), FsView()
+        assert rp._observe_calls(quick, t) == rp._observe_each_call(plain, t)
+        assert quick.types == plain.types and list(quick.types) == list(plain.types)
+        quick.finish()
+        plain.finish()
+        assert vars(quick) == vars(plain)
+    fs = rp.build_fs(read_trace(path))
+    assert fs.changing["/srv/app/flip.lock"][0][1] is False and len(
+        fs.changing["/srv/app/flip.lock"]) == 12
+    # one path under two ids (not something TraceWriter writes): each call in turn
+    t = trace_raw.read_records(path)
+    t.paths[max(t.paths) + 1] = t.paths[0]
+    assert vars(rp._build_fs(t, [])) == vars(rp._build_fs(trace_raw.read_records(path), []))
+
+
+def small_trace_read(tmp_path: Path) -> Trace:
+    return read_trace(small_trace(tmp_path / "small.sst"))

@@ -101,10 +101,10 @@ def build_fs(trace: Trace | TraceRecords) -> FsView:
     return _build_fs(t, _scan_ops(t).named)
 
 
-def _build_fs(t: TraceRecords, named: list[str]) -> FsView:
-    fs = FsView()
+def _observe_each_call(fs: FsView, t: TraceRecords) -> bool:
+    """FsView.observe of each call that found or missed a path, in order (inlined: half a
+    million calls in a big trace); whether there are readlink calls."""
     pget = t.paths.get
-    # FsView.observe of each call, inlined (half a million calls in a big trace)
     seen = fs._seen
     types = fs.types
     links = False
@@ -138,6 +138,85 @@ def _build_fs(t: TraceRecords, named: list[str]) -> FsView:
         if old is not None and (old == LINK or (old == DIR and kind == FILE)):
             continue
         types[path] = kind
+    return links
+
+
+def _observe_calls(fs: FsView, t: TraceRecords) -> bool:
+    """What _observe_each_call does, for a trace whose paths each have one id, quicker: a
+    call that repeats what its path last showed changes nothing, and the history of
+    observations (`FsView._seen`) matters only for paths seen both present and missing, so
+    those alone get it, in a second pass."""
+    pget = t.paths.get
+    types = fs.types
+    last: dict[int, int] = {}  # path id → its type so far (-1: not absolute: ignored)
+    first: dict[int, bool] = {}  # path id → whether its first call found it
+    mixed: set[int] = set()  # path ids seen both present and missing
+    links = False
+    for s in t.syscalls:
+        call = s[S_CALL]
+        if call in _OBSERVED:
+            ret = s[S_RET]
+            if ret >= 0:
+                kind = FILE
+            elif ret == ENOENT or ret == ENOTDIR:
+                kind = MISSING
+            else:
+                continue
+        elif call == "getcwd" and s[S_RET] > 0:
+            kind = DIR
+        else:
+            if call == "readlink":
+                links = True
+            continue
+        i = s[S_PATH]
+        prev = last.get(i)
+        if prev == kind or prev == -1:
+            continue
+        if prev is None:
+            path = pget(i, "")
+            if not path.startswith("/"):
+                last[i] = -1
+                continue
+            first[i] = kind != MISSING
+            types[path] = kind
+            last[i] = kind
+            continue
+        if (kind != MISSING) != first[i]:
+            mixed.add(i)
+        if prev == DIR and kind == FILE:
+            continue  # a directory stays one (FsView.observe)
+        types[pget(i, "")] = kind
+        last[i] = kind
+    if mixed:
+        seen = fs._seen
+        for s in t.syscalls:
+            i = s[S_PATH]
+            if i not in mixed:
+                continue
+            call = s[S_CALL]
+            if call in _OBSERVED:
+                ret = s[S_RET]
+                if ret >= 0:
+                    obs = (s[S_TS], True)
+                elif ret == ENOENT or ret == ENOTDIR:
+                    obs = (s[S_TS], False)
+                else:
+                    continue
+            elif call == "getcwd" and s[S_RET] > 0:
+                obs = (0, True)
+            else:
+                continue
+            seen.setdefault(pget(i, ""), []).append(obs)
+    return links
+
+
+def _build_fs(t: TraceRecords, named: list[str]) -> FsView:
+    fs = FsView()
+    pget = t.paths.get
+    if len(set(t.paths.values())) == len(t.paths):
+        links = _observe_calls(fs, t)
+    else:  # one path under two ids (not from TraceWriter): each call observed in turn
+        links = _observe_each_call(fs, t)
     if links:
         # symlinks: readlink(P) ok, then the next lstat of the same resolution is the target
         by_op: dict[tuple[int, int], list[tuple[str, str, int]]] = defaultdict(list)
