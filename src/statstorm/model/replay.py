@@ -273,7 +273,11 @@ def _scan_ops(t: TraceRecords) -> _OpScan:
     big = 1 << 62
     for o in ops.values():
         _, oid, req, _, start, _, kind, parent, a = o
-        if parent >= 0:
+        if parent < 0:
+            if kind == "file_probe":  # the commonest operation: a root, and nothing else
+                roots.append(o)
+                continue
+        else:
             ch = children.get(parent)
             if ch is None:
                 children[parent] = [oid]
@@ -334,6 +338,7 @@ def prepare(trace: Trace | TraceRecords) -> Prepared:
 
 
 _MODELED = frozenset(MODELED_KINDS)
+_NO_ARGS: dict[str, Any] = {}  # never changed
 _G = 1_000_000_000
 
 
@@ -386,6 +391,7 @@ def _prepare(t: TraceRecords) -> Prepared:
     fb_ip = fb_script = None
     fb_names: dict[str, str] = {}
     ev: Event
+    tl_pid, tl = None, []  # the last worker's timeline (a run of roots is often one worker's)
     for o in scan.roots:
         _, oid, req, pid, start, _, kind, _, a = o
         if kind == "include" or kind == "include_resolve":
@@ -394,7 +400,7 @@ def _prepare(t: TraceRecords) -> Prepared:
                 info = a
             else:
                 kid = resolve_of.get(oid)
-                info = kid[O_ARGS] if kid is not None else {}
+                info = kid[O_ARGS] if kid is not None else _NO_ARGS
             if info:
                 v = info.get("cwd")
                 if isinstance(v, int):
@@ -455,7 +461,8 @@ def _prepare(t: TraceRecords) -> Prepared:
                 name = pget(v, "") if isinstance(v, int) else str(v)
                 c = cwd.get(pid, "")
                 absp = name if name.startswith("/") else (posixpath.join(c, name) if c else name)
-                ev = (E_PROBE, req, name, str(a.get("func", "stat")), absp, c)
+                func = a.get("func", "stat")
+                ev = (E_PROBE, req, name, func if type(func) is str else str(func), absp, c)
             elif kind == "stat_cache_clear":
                 v = a.get("name")
                 if isinstance(v, int):
@@ -474,7 +481,9 @@ def _prepare(t: TraceRecords) -> Prepared:
                 ev = (E_REALPATH, req, path, cwd.get(pid, ""),
                       MODES.get(str(a.get("mode", "realpath")), REALPATH), in_binary_search)
         modeled += 1
-        timeline[pid].append((start, ev))
+        if pid != tl_pid:
+            tl_pid, tl = pid, timeline[pid]
+        tl.append((start, ev))
     # .user.ini: every request of a CGI/FPM worker checks its per-directory cache; a scan
     # is recorded only when it happened, so each request gets the check, with the
     # directories of a scan recorded for the same script directory
