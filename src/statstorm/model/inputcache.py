@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import phpmodel, phpsettings, realpath_cache, replay, tracestats
+from statstorm.model import (phpmodel, phpsettings, realpath_cache, replay, replay_input,
+                             tracestats)
 from statstorm.model.realpath_cache import FsView
-from statstorm.model.replay import Prepared
+from statstorm.model.replay_input import Prepared
 from statstorm.results import trace as trace_format
 from statstorm.results import trace_raw, trace_records
 from statstorm.results.common import collector_paused, trusted, write_atomic
@@ -35,8 +36,8 @@ FORMAT = "statstorm-whatif-input"
 VERSION = 1
 SUFFIX = ".whatif-cache"
 # The modules whose code decides what the cache holds: any change to them invalidates it.
-_CODE = (trace_format, trace_records, trace_raw, tracestats, replay, realpath_cache, phpmodel,
-         phpsettings)
+_CODE = (trace_format, trace_records, trace_raw, tracestats, replay, replay_input,
+         realpath_cache, phpmodel, phpsettings)
 
 
 @dataclass
@@ -119,7 +120,7 @@ def build(trace: Path) -> bool:
         if records.header.get("detail") == "counts" or not records.operations:
             return False
         cached = CachedInput(records.header, trace_raw.measured_per_request(records, trace),
-                             replay.prepare(records))
+                             replay_input.prepare(records))
     except (OSError, UsageError):
         return False
     return save(trace, cached)
