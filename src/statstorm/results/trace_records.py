@@ -7,9 +7,9 @@ documented in docs/trace.md), in `marshal` chunks as the trace streams; readers
 
 The JSON-lines file stays the trace: the sidecar only ever repeats it, and it is ignored
 (the JSON lines are decoded) when it is missing, damaged, of another format version, not
-owned by the current user (or by root and writable by no one else), or written for
-another file (its trailer names the trace's size,
-modification time and inode). Deleting it is always safe.
+owned by the current user (or by root and writable by no one else), or written for another
+file (its trailer names the trace's size, modification time and inode). Deleting it is
+always safe.
 
 Layout: chunks, each an 8-byte little-endian length and one `marshal` dump. The first chunk is
 {"format", "version", "header"}; then lists of records exactly as the JSON lines decode
