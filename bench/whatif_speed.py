@@ -2,14 +2,17 @@
 """Benchmark: how fast `statstorm whatif` replays a trace of one million logical operations.
 
 Generates a php-fpm-shaped trace (8 workers, warm OPcache: most includes are key hits that
-make no syscall but are still recorded; a Composer-style file_exists probe per class; a few
-relative includes through include_path; a cold realpath cache in each worker's first
-request), writes it as a real trace file, then times what `statstorm whatif TRACE` does: on its first
-run, reading the JSON-lines trace, building the model input and keeping it in the input
-cache (TRACE.whatif-cache); on later runs, loading that cache. Prints each stage's seconds
-and operations/second (replays: the median of --repeat runs), and both end-to-end times
-(read + model input + one replay under the recorded settings) against the goal of a million
-operations in under 5 s. No root, no PHP needed.
+make no syscall but are still recorded; a Composer-style file_exists probe per class; a cold
+realpath cache in each worker's first request) and writes it as `statstorm trace` does: with
+`TraceWriter`, which also writes the record sidecar (TRACE.records) and, as the trace
+closes, calls the tracer's hook that builds the what-if input cache (TRACE.whatif-cache).
+It then times what `statstorm whatif TRACE` does on its first run (load that cache, replay
+under the recorded settings), and what it does without the input cache (records from the
+sidecar, build the model input, replay) and without either sidecar (the JSON lines
+decoded). What the sidecars cost the writer, the cache build at close included, is printed
+too. Prints each stage's seconds and operations/second (replays: the median of --repeat
+runs), and the end-to-end times (read + model input + one replay under the recorded
+settings) against the goal of a million operations in under 5 s. No root, no PHP needed.
 
   python3 bench/whatif_speed.py                 # 1,000,000 operations
   python3 bench/whatif_speed.py --ops 200000 --repeat 3
@@ -23,22 +26,27 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
+from statstorm.commands.whatif import load_input
 from statstorm.model import inputcache
 from statstorm.model.inputcache import CachedInput
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.replay import prepare, replay
-from statstorm.model.tracestats import summarize
-from statstorm.results.trace import (Operation, Request, Syscall, TraceWriter, new_header,
-                                     read_trace)
+from statstorm.results import trace_records
+from statstorm.results.trace import Operation, Request, Syscall, TraceWriter, new_header
+from statstorm.results.trace_raw import measured_per_request, read_records
 
 WORKERS = 8
 CLASSES = 400  # files per request
 ROOT = "/srv/app/vendor"
 
 
-def generate(path: Path, ops: int) -> int:
-    """Write a trace holding `ops` operations; returns the number written."""
+def generate(path: Path, ops: int, records: bool = True,
+             after_close: Callable[[Path], object] | None = inputcache.build) -> int:
+    """Write a trace holding `ops` operations as the tracer does (with `records`, its record
+    sidecar; `after_close`: the tracer's hook, which builds the input cache); returns the
+    number written."""
     settings = {"sapi": "fpm-fcgi", "realpath_cache_size": "4096K", "realpath_cache_ttl": "120",
                 "include_path": ".:/usr/share/php", "opcache.enable": "On",
                 "opcache.validate_timestamps": "On", "opcache.revalidate_freq": "2",
@@ -49,7 +57,7 @@ def generate(path: Path, ops: int) -> int:
     n = oid = req = 0
     ts = 1000
     cold: set[int] = set()
-    with TraceWriter(path, h) as w:
+    with TraceWriter(path, h, records=records, after_close=after_close) as w:
         while n < ops:
             pid = 100 + req % WORKERS
             start = ts
@@ -117,44 +125,76 @@ def main() -> None:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="statstorm-whatif-bench-") as tmp:
         path = Path(tmp) / "bench.sst"
-        t0 = time.perf_counter()
-        ops = generate(path, a.ops)
-        gen_s = time.perf_counter() - t0
+        # what the sidecars cost the writer: the same trace with neither first
+        plain_s, _ = timed(lambda: generate(Path(tmp) / "plain.sst", a.ops, records=False,
+                                            after_close=None), 1)
+        (Path(tmp) / "plain.sst").unlink()
+        built: list[float] = []
+
+        def build(p: Path) -> bool:  # the tracer's own hook, timed
+            t0 = time.perf_counter()
+            ok = inputcache.build(p)
+            built.append(time.perf_counter() - t0)
+            return ok
+        gen_s, ops = timed(lambda: generate(path, a.ops, after_close=build), 1)
+        build_s = built[0]
         size = path.stat().st_size
-        # `statstorm whatif TRACE`'s first run: the JSON-lines trace, then its input cache
-        read_s, trace = timed(lambda: read_trace(path), 1)
-        prep_s, prep = timed(lambda: prepare(trace), 1)  # type: ignore[arg-type]
-        sum_s, summary = timed(lambda: summarize(trace), 1)  # type: ignore[arg-type]
-        s = from_recorded(trace.header["settings"])  # type: ignore[attr-defined]
-        first_s, cur = timed(lambda: replay(prep, s), 1)  # type: ignore[arg-type]
-        save_s, _ = timed(lambda: inputcache.save(path, CachedInput(
-            trace.header, summary["per_request"], prep)), 1)  # type: ignore[attr-defined,index,arg-type]
-        nsys, nreq = len(trace.syscalls), len(trace.requests)  # type: ignore[attr-defined]
-        del trace, prep
-        # every later run: the input cache
-        load_s, cached = timed(lambda: inputcache.load(path), 1)
-        assert cached is not None
-        warm_s, _ = timed(lambda: replay(cached.prep, s), 1)  # type: ignore[attr-defined]
-        cur_s, cur = timed(lambda: replay(cached.prep, s), a.repeat)  # type: ignore[attr-defined]
-        small = replace(s, realpath_cache_size=16 << 10, opcache_revalidate_freq=0)
-        prop_s, prop = timed(lambda: replay(cached.prep, small), a.repeat)  # type: ignore[attr-defined]
+        side_mb = trace_records.records_path(path).stat().st_size / 1e6
         cache_mb = inputcache.cache_path(path).stat().st_size / 1e6
+        # `statstorm whatif TRACE`'s first run on the freshly written trace
+        load_s, loaded = timed(lambda: load_input(path), 1)
+        cached, read = loaded  # type: ignore[misc]
+        assert read is None, "the tracer's input cache was not used"
+        s = from_recorded(cached.header["settings"])
+        first_s, _ = timed(lambda: replay(cached.prep, s), 1)
+        cur_s, cur = timed(lambda: replay(cached.prep, s), a.repeat)
+        small = replace(s, realpath_cache_size=16 << 10, opcache_revalidate_freq=0)
+        prop_s, prop = timed(lambda: replay(cached.prep, small), a.repeat)
+        del cached, loaded
+        # without the input cache (deleted, or a trace written before it existed): the
+        # records from the record sidecar, else from the JSON lines
+        inputcache.cache_path(path).unlink()
+        read_s, recs = timed(lambda: read_records(path), 1)
+        prep_s, prep = timed(lambda: prepare(recs), 1)  # type: ignore[arg-type]
+        rfirst_s, _ = timed(lambda: replay(prep, s), 1)  # type: ignore[arg-type]
+        sum_s, measured = timed(lambda: measured_per_request(recs, path), 1)  # type: ignore[arg-type]
+        save_s, _ = timed(lambda: inputcache.save(path, CachedInput(
+            recs.header, measured, prep)), 1)  # type: ignore[attr-defined,arg-type]
+        nsys, nreq = len(recs.syscalls), len(recs.requests)  # type: ignore[attr-defined]
+        del recs, prep
+        json_s, recs = timed(lambda: read_records(path, sidecar=False), 1)
+        jprep_s, prep = timed(lambda: prepare(recs), 1)  # type: ignore[arg-type]
+        jfirst_s, _ = timed(lambda: replay(prep, s), 1)  # type: ignore[arg-type]
+        del recs, prep
     print(f"trace: {ops:,} operations, {nsys:,} syscalls, {nreq:,} requests, "
-          f"{size / 1e6:.1f} MB; input cache {cache_mb:.1f} MB (generated in {gen_s:.1f} s)")
+          f"{size / 1e6:.1f} MB; record sidecar {side_mb:.1f} MB; input cache "
+          f"{cache_mb:.1f} MB")
+    print(f"writing it (TraceWriter, as `statstorm trace` does): {gen_s:.1f} s, of which "
+          f"{build_s:.1f} s building the input cache as it closes; {plain_s:.1f} s with "
+          f"neither sidecar")
     print(f"{'stage':<40}{'seconds':>9}{'ops/s':>13}")
-    row("read the trace file (JSON lines)", read_s, ops)
-    row("build the model input", prep_s, ops)
-    row("first replay, recorded (with merge)", first_s, ops)
-    row("measured counts (summarize)", sum_s, ops)
-    row("write the input cache", save_s, ops)
-    row("load the input cache", load_s, ops)
+    row("tracer: build the input cache at close", build_s, ops)
+    row("load the input cache (load_input)", load_s, ops)
+    row("first replay, recorded settings", first_s, ops)
     row("replay, recorded settings", cur_s, ops)
     row("replay, 16K cache + revalidate 0", prop_s, ops)
+    print("without the input cache:")
+    row("  read the records (record sidecar)", read_s, ops)
+    row("  build the model input", prep_s, ops)
+    row("  first replay (with merge)", rfirst_s, ops)
+    row("  measured counts", sum_s, ops)
+    row("  write the input cache", save_s, ops)
+    print("without either sidecar:")
+    row("  read the records (JSON lines)", json_s, ops)
+    row("  build the model input", jprep_s, ops)
+    row("  first replay (with merge)", jfirst_s, ops)
     print("end to end (read + model input + replay under the recorded settings):")
-    end_to_end("  first run: from the JSON-lines trace", read_s + prep_s + first_s, ops)
-    end_to_end("  later runs: from the input cache", load_s + warm_s, ops)
-    end_to_end("  first run + measured counts + cache", read_s + prep_s + first_s + sum_s
+    end_to_end("  first run on the fresh trace", load_s + first_s, ops)
+    end_to_end("  first run without the input cache", read_s + prep_s + rfirst_s, ops)
+    end_to_end("    + measured counts + cache write", read_s + prep_s + rfirst_s + sum_s
                + save_s, ops)
+    end_to_end("  first run from the JSON lines only", json_s + jprep_s + jfirst_s, ops)
+    end_to_end("  tracer's close + first run", build_s + load_s + first_s, ops)
     print(f"per request, recorded: {cur.per_request['total']:.1f} calls; "  # type: ignore[attr-defined]
           f"proposed: {prop.per_request['total']:.1f} calls")  # type: ignore[attr-defined]
 

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from statstorm.adapters import bpftrace, mounts, phpfpm, procs
 from statstorm.context import Env
 from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
+from statstorm.model import inputcache
 from statstorm.model.attribute import Attributor, CountAttributor, Reorder, feed
 from statstorm.model.tracestats import SummaryBuilder
 from statstorm.results.trace import (Operation, Request, RequestCounts, Syscall, TraceWriter,
@@ -394,6 +395,17 @@ def _header(source: str, target: Target, opts: TraceOptions) -> dict[str, Any]:
         detail="counts" if opts.counts and source == "bpftrace" else "events")
 
 
+def _build_input(env: Env, progress: Callable[[str], None] | None, path: Path) -> None:
+    """The what-if input of the trace just written, kept beside it (TRACE.whatif-cache), so
+    that the first `statstorm whatif TRACE` starts from it (`model.inputcache.build`)."""
+    if progress:
+        progress("building the what-if input (TRACE.whatif-cache)")
+    t0 = time.monotonic()
+    built = inputcache.build(path)
+    env.debug(f"what-if input {'built' if built else 'not built'} in "
+              f"{time.monotonic() - t0:.1f} s")
+
+
 def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                   warnings: list[str], progress: Callable[[str], None] | None,
                   ready_event: threading.Event | None = None,
@@ -412,7 +424,8 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                          target.binaries))
     errlog = Path(tmpdir, "bpftrace.err")
     summary = SummaryBuilder(header)
-    writer = TraceWriter(out, header)
+    writer = TraceWriter(out, header, after_close=functools.partial(_build_input, env,
+                                                                     progress))
     bt: subprocess.Popen[bytes] | None = None
     stopped = "end"
     dropped = 0
@@ -523,7 +536,7 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
         raise
     except BaseException:
         _stop(bt, held, release_fd)
-        writer.close({"stopped": "error"})
+        writer.close({"stopped": "error"}, after=False)
         shutil.rmtree(tmpdir, ignore_errors=True)
         raise
     # Drain: stop bpftrace (it flushes what it has), then feed the rest. Ctrl-C is ignored

@@ -18,8 +18,8 @@ from statstorm.model import latency_profile as lp
 from statstorm.model.inputcache import CachedInput
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
 from statstorm.model.replay import Prepared, ReplayResult, prepare, replay
-from statstorm.model.tracestats import summarize
 from statstorm.results.trace import Trace, read_trace
+from statstorm.results.trace_raw import TraceRecords, measured_per_request, read_records
 
 FIND_MIN = ("realpath_cache_size",)
 UNLIMITED = 1 << 40
@@ -83,19 +83,19 @@ def load_profile(opts: WhatifOptions, trace: Trace | None) -> dict[str, Any]:
     return lp.validate(data, opts.profile)
 
 
-def load_input(path: Path, use_cache: bool = True) -> tuple[CachedInput, Trace | None]:
+def load_input(path: Path, use_cache: bool = True) -> tuple[CachedInput, TraceRecords | None]:
     """The model input of a trace: from its input cache when that still matches, else read
-    and prepared from the trace itself (then cached for the next run when `use_cache`).
-    The trace is returned too when it was read (None when the cache answered)."""
+    and prepared from the trace's records (then cached for the next run when `use_cache`).
+    The records are returned too when they were read (None when the cache answered)."""
     if use_cache:
         cached = inputcache.load(path)
         if cached is not None:
             return cached, None
-    trace = read_trace(path)
-    cached = CachedInput(trace.header, dict(summarize(trace)["per_request"]), prepare(trace))
+    records = read_records(path)
+    cached = CachedInput(records.header, measured_per_request(records, path), prepare(records))
     if use_cache:
         inputcache.save(path, cached)
-    return cached, trace
+    return cached, records
 
 
 def side(result: ReplayResult, prep: Prepared, profile: dict[str, Any]) -> dict[str, Any]:
@@ -133,7 +133,8 @@ def find_min_cache(prep: Prepared, settings: PhpSettings) -> dict[str, Any]:
 def run(opts: WhatifOptions) -> WhatifRun:
     changes = validate(opts)
     # --profile trace needs every syscall's latency: the trace itself, not the cache
-    cached, trace = load_input(opts.trace, opts.cache and opts.profile != "trace")
+    cached, _ = load_input(opts.trace, opts.cache and opts.profile != "trace")
+    trace = read_trace(opts.trace) if opts.profile == "trace" else None
     prep = cached.prep
     recorded = dict(cached.header.get("settings", {}))
     current_s = from_recorded(recorded)

@@ -10,7 +10,7 @@ model input has changed. Deleting it is always safe.
 
 The sidecar is a `marshal` dump of plain values (dicts, lists, tuples, sets, str, int): the
 fastest stdlib form to load, and one that, unlike pickle, runs no code when loaded. A cache
-not owned by the current user is not read.
+is read only if the current user owns it, or root does and no one else can write it.
 """
 
 from __future__ import annotations
@@ -23,17 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from statstorm.model import phpmodel, phpsettings, realpath_cache, replay, tracestats
+from statstorm.errors import UsageError
+from statstorm.model import (phpmodel, phpsettings, realpath_cache, replay, replay_input,
+                             tracestats)
 from statstorm.model.realpath_cache import FsView
-from statstorm.model.replay import Prepared
+from statstorm.model.replay_input import Prepared
 from statstorm.results import trace as trace_format
-from statstorm.results.common import collector_paused, write_atomic
+from statstorm.results import trace_raw, trace_records
+from statstorm.results.common import collector_paused, trusted, write_atomic
 
 FORMAT = "statstorm-whatif-input"
 VERSION = 1
 SUFFIX = ".whatif-cache"
 # The modules whose code decides what the cache holds: any change to them invalidates it.
-_CODE = (trace_format, tracestats, replay, realpath_cache, phpmodel, phpsettings)
+_CODE = (trace_format, trace_records, trace_raw, tracestats, replay, replay_input,
+         realpath_cache, phpmodel, phpsettings)
 
 
 @dataclass
@@ -98,7 +102,7 @@ def _load(trace: Path) -> CachedInput | None:
     path = cache_path(trace)
     try:
         with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_uid != os.getuid():
+            if not trusted(os.fstat(fh.fileno())):
                 return None
             data = marshal.loads(fh.read())  # marshal.load reads a file piece by piece: slow
         return _decode(data, trace)
@@ -106,11 +110,27 @@ def _load(trace: Path) -> CachedInput | None:
         return None
 
 
+def build(trace: Path) -> bool:
+    """Build and keep the model input of a trace just written (the tracer calls this as the
+    trace closes, so that the first `statstorm whatif` starts from the cache). False when
+    the trace has nothing to replay (counts only, no PHP operations) or the cache cannot be
+    written; never an error: `statstorm whatif` builds the input itself then."""
+    try:
+        records = trace_raw.read_records(trace)
+        if records.header.get("detail") == "counts" or not records.operations:
+            return False
+        cached = CachedInput(records.header, trace_raw.measured_per_request(records, trace),
+                             replay_input.prepare(records))
+    except (OSError, UsageError):
+        return False
+    return save(trace, cached)
+
+
 def save(trace: Path, cached: CachedInput) -> bool:
     """Write the cache beside the trace (atomically); False if that is not possible (a
     read-only directory, say): the cache is an optimisation, never an error."""
     try:
-        write_atomic(cache_path(trace), _encode(cached, trace), durable=False)
+        write_atomic(cache_path(trace), _encode(cached, trace), new_mode=0o644, durable=False)
     except (OSError, ValueError):
         return False
     return True

@@ -20,6 +20,8 @@ from statstorm.results.trace import CALLS
 
 CALL_INDEX = {c: i for i, c in enumerate(CALLS)}
 NCALLS = len(CALLS)
+_SLOT = {c: 2 * i for i, c in enumerate(CALLS)}  # call → its slot in a per-request counter
+assert NCALLS <= 8  # a tally code keeps the slot (call index and failed) in 4 bits
 
 ACCESS_FUNCS = frozenset(("file_exists", "is_readable", "is_writable", "is_executable"))
 LSTAT_FUNCS = frozenset(("is_link", "lstat"))
@@ -57,7 +59,14 @@ class Tally:
     """Calls per request ({req: [n, failed] × call}) and per (mount, call, failed)."""
 
     per_req: dict[int, list[int]] = field(default_factory=dict)
-    by_mount: dict[tuple[int, int, bool], int] = field(default_factory=dict)
+    # (mount index + 1) << 4 | call index << 1 | failed → calls (an int key: counting a
+    # million calls is much quicker than with a tuple key)
+    codes: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def by_mount(self) -> dict[tuple[int, int, bool], int]:
+        """{(mount index, call index, failed): calls}, in the order first counted."""
+        return {((k >> 4) - 1, (k >> 1) & 7, bool(k & 1)): n for k, n in self.codes.items()}
 
 
 class Engine:
@@ -69,7 +78,7 @@ class Engine:
         self.s = settings
         self.fs = fs
         self.mount_of = mount_of or (lambda p: -1)
-        self._mount_memo: dict[str, int] = {}
+        self._mount_memo: dict[str, int] = {}  # path → (mount index + 1) << 4
         self.tally: Tally = Tally()
         self.workers: dict[int, Worker] = {}
         self.retired: list[Worker] = []
@@ -83,17 +92,16 @@ class Engine:
 
     # -- syscalls ------------------------------------------------------------------------
     def emit(self, call: str, path: str, failed: bool) -> None:
-        idx = CALL_INDEX[call]
-        self._counts[2 * idx + (1 if failed else 0)] += 1
+        slot = _SLOT[call] + failed
+        self._counts[slot] += 1
         if not self._counting:
             return
-        m = self._mount_memo.get(path)
-        if m is None:
-            m = self.mount_of(path)
-            self._mount_memo[path] = m
-        key = (m, idx, failed)
-        bm = self.tally.by_mount
-        bm[key] = bm.get(key, 0) + 1
+        base = self._mount_memo.get(path)
+        if base is None:
+            base = self._mount_memo[path] = (self.mount_of(path) + 1) << 4
+        code = base | slot
+        codes = self.tally.codes
+        codes[code] = codes.get(code, 0) + 1
 
     def _switch(self, req: int) -> None:
         if req == self._req:
@@ -133,6 +141,7 @@ class Engine:
         w = self.worker(wid)
         last = None
         fs = self.fs
+        emit = self.emit
         for i, ev in enumerate(events):
             kind = ev[0]
             now = times[i]
@@ -144,9 +153,10 @@ class Engine:
                 fs.now_ns = ns[i]
             if now != last:
                 last = self._now = w.resolver.now = now
-            self._switch(ev[1])
+            if ev[1] != self._req:
+                self._switch(ev[1])
             if kind == E_PASS:
-                self.emit(ev[2], ev[3], ev[4])
+                emit(ev[2], ev[3], ev[4])
                 continue
             if kind == E_REQ:
                 w = self._start_request(wid, w, now)
@@ -247,18 +257,26 @@ class Engine:
     def _include(self, w: Worker, name: str, once: bool, cwd: str, include_path: str,
                  fallback: str) -> None:
         s = self.s
-        include_path = self._ip(include_path)
+        if include_path == self.recorded_include_path:  # self._ip, inlined
+            include_path = s.include_path
         key = None
         if s.opcache:
-            if not name.startswith("/") and not w.opc_cwd:
-                self.emit("getcwd", cwd, False)  # ZCG(cwd), once per request
-                w.opc_cwd = True
-            key = self._opc_key(name, cwd, include_path, fallback)
+            if name.startswith("/"):
+                key = name  # self._opc_key, inlined for the common case
+            else:
+                if not w.opc_cwd:
+                    self.emit("getcwd", cwd, False)  # ZCG(cwd), once per request
+                    w.opc_cwd = True
+                key = self._opc_key(name, cwd, include_path, fallback)
             script = None if s.opcache_revalidate_path else self.opc_keys.get(key)
             if script is not None:
                 if once and script in w.included:
                     return
                 w.included.add(script)
+                if not s.opcache_validate_timestamps or (
+                        s.opcache_revalidate_freq
+                        and self.opc_scripts.get(script, 0) >= w.request_time):
+                    return  # self._validate's first checks, inlined
                 self._validate(w, name, script, cwd, include_path, fallback, have_path=once)
                 return
         resolved = self.resolve_include(w, name, cwd, include_path, fallback)

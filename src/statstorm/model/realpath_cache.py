@@ -16,7 +16,7 @@ a symlink. No I/O happens here.
 from __future__ import annotations
 
 import posixpath
-from typing import Callable
+from typing import Any, Callable
 
 BUCKET_BYTES = 48  # sizeof(realpath_cache_bucket) on 64-bit Linux since PHP 7.2
 CHAINS = 1024
@@ -55,6 +55,7 @@ class FsView:
         self._canon_types: dict[str, int] = {}
         self._dirs: set[str] = set()
         self._memo: dict[str, int] = {}
+        self._exists: dict[str, bool] = {}  # exists() of paths not in `changing`
         # paths seen both present and missing (created, renamed or removed while traced):
         # path → [(ns, exists)], in time order; `now_ns` picks the observation to use
         self.changing: dict[str, list[tuple[int, bool]]] = {}
@@ -62,7 +63,8 @@ class FsView:
         self.now_ns = 0
 
     def observe(self, path: str, kind: int, ts_ns: int = 0) -> None:
-        """Record that `path` (absolute, as written) is MISSING, FILE, DIR or LINK."""
+        """Record that `path` (absolute, as written) is MISSING, FILE, DIR or LINK.
+        (`replay.build_fs` inlines this for the calls of a trace: keep the two alike.)"""
         if not path.startswith("/"):
             return
         self._seen.setdefault(path, []).append((ts_ns, kind != MISSING))
@@ -71,17 +73,20 @@ class FsView:
             return
         self.types[path] = kind
         self._memo.clear()
+        self._exists.clear()
 
     def observe_link(self, path: str, target: str) -> None:
         self.types[path] = LINK
         self.links[path] = target
         self._memo.clear()
+        self._exists.clear()
 
     def finish(self) -> None:
         """Index what was observed (call after the last observe)."""
         self._canon_types.clear()
         self._dirs.clear()
         self._memo.clear()
+        self._exists.clear()
         self.changing = {p: sorted(h) for p, h in self._seen.items()
                          if len({e for _, e in h}) > 1}
         self._seen.clear()
@@ -169,12 +174,18 @@ class FsView:
         hist = self.changing.get(path)
         if hist is not None:
             return self._at_now(hist)
+        e = self._exists.get(path)
+        if e is not None:
+            return e
         k = self.kind(path)
         if k == LINK:
             c = self.canon(path)
-            return c is not None and (c == "/" or c in self._dirs
-                                      or self._canon_types.get(c, MISSING) != MISSING)
-        return k != MISSING
+            e = c is not None and (c == "/" or c in self._dirs
+                                   or self._canon_types.get(c, MISSING) != MISSING)
+        else:
+            e = k != MISSING
+        self._exists[path] = e
+        return e
 
 
 class RealpathCache:
@@ -225,9 +236,11 @@ class RealpathCache:
         return None
 
     def add(self, path: str, resolved: str, is_dir: bool, now: int) -> None:
-        size = BUCKET_BYTES + len(path.encode("utf-8", "surrogateescape")) + 1
+        size = BUCKET_BYTES + (len(path) if path.isascii() else
+                               len(path.encode("utf-8", "surrogateescape"))) + 1
         if resolved != path:
-            size += len(resolved.encode("utf-8", "surrogateescape")) + 1
+            size += (len(resolved) if resolved.isascii() else
+                     len(resolved.encode("utf-8", "surrogateescape"))) + 1
         if self.used + size > self.limit:
             return
         expires = now + self.ttl
@@ -271,7 +284,9 @@ class Resolver:
         res = self._r(path, mode, False, [0])
         return res[0] if res is not None else None
 
-    def _r(self, path: str, mode: int, is_dir: bool, ll: list[int]) -> tuple[str, bool] | None:
+    def _r(self, path: str, mode: int, is_dir: bool, ll: list[int]) -> tuple[Any, ...] | None:
+        """(resolved, is_dir, ...) of `path`, or None. (A cache hit returns the cache's own
+        entry, whose first two items are those.)"""
         cache = self.cache
         while True:
             if path == "/" or not path:
@@ -296,7 +311,11 @@ class Resolver:
             save = mode != EXPAND
             enabled = cache.limit > 0
             if save and enabled:
-                hit = cache.find(path, self.now)
+                # cache.find, inlined: the entry itself unless expired entries must go
+                if cache.ttl and self.now > cache._min_expires:
+                    hit: tuple[Any, ...] | None = cache._find_walk(path, self.now)
+                else:
+                    hit = cache.entries.get(path)
                 if hit is not None:
                     if is_dir and not hit[1]:
                         return None
@@ -321,7 +340,7 @@ class Resolver:
                     res = self._r(parent + "/" + target, mode, is_dir, ll)
                 if res is None:
                     return None
-                resolved, directory = res
+                resolved, directory = res[0], res[1]
             else:
                 directory = False
                 if save:

@@ -1,63 +1,25 @@
 """Replay a trace's PHP operations through the what-if engine (`model.phpmodel`).
 
-A trace holds syscalls and the PHP operations they belong to. The operations the model knows
-(includes and their resolution, `file_exists`-style probes, path resolutions, stat-cache
-clears, `.user.ini` scans) become logical events; their recorded syscalls are dropped and
-the engine makes them again under the chosen settings. Every other recorded syscall (module
-start-up, session files, fopen, the primary script's open…) is kept as it was.
-
-The file system the engine sees (`FsView`) is built from the trace itself: every path that
-a call found or did not find, every symlink read, with each symlink's target taken from the
-next `lstat` of the same resolution.
+The trace is first turned into logical events per worker (`model.replay_input.prepare`);
+a replay feeds them to the engine under chosen settings: the workers' streams merged in time
+order (OPcache's state is shared by a master's workers), or dealt over another number of
+workers, after warming the workers of a running pool.
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import bisect
 import heapq
-import posixpath
-from collections import defaultdict
+import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from statstorm.errors import UsageError
-from statstorm.model.phpmodel import (CALL_INDEX, E_CLEAR, E_INCLUDE, E_PASS, E_PROBE,
-                                      E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, NCALLS, Engine,
-                                      Event, Tally)
-from statstorm.model.phpsettings import PhpSettings, from_recorded
-from statstorm.model.realpath_cache import DIR, EXPAND, FILE, FILEPATH, LINK, MISSING, REALPATH, FsView
+from statstorm.model.phpmodel import E_REQ, NCALLS, Engine, Event, Tally
+from statstorm.model.phpsettings import PhpSettings
+from statstorm.model.realpath_cache import LINK
+from statstorm.model.replay_input import Prepared, build_fs, prepare
 from statstorm.results.common import collector_paused
-from statstorm.results.trace import CALLS, SUMMARY_KEYS, Operation, Trace
-
-MODES = {"expand": EXPAND, "filepath": FILEPATH, "realpath": REALPATH}
-ENOENT, ENOTDIR = -2, -20
-MODELED_KINDS = ("include", "include_resolve", "file_probe", "stat_cache_clear", "user_ini")
-
-
-@dataclass
-class Prepared:
-    """A trace turned into model input (built once, replayed under several settings)."""
-
-    fs: FsView
-    # pid → (events, wall-clock seconds, trace ns)
-    streams: dict[int, tuple[list[Event], list[int], list[int]]]
-    counted: list[int]  # request ids that count (finished)
-    first_request: dict[int, int]  # pid → start of its first request (ns), for ordering
-    mounts: list[tuple[str, str]]
-    events: int = 0
-    modeled_ops: int = 0
-    kept_syscalls: int = 0
-    include_path: str = ""  # as recorded in the header
-    max_requests: int = 0  # pm.max_requests as recorded
-    workers: int = 0  # pm.max_children as recorded
-    # A running pool (not a command): its workers were warm when the trace began.
-    preexisting: set[int] = field(default_factory=set)  # PIDs running at the start
-    revalidated: dict[str, int] = field(default_factory=dict)  # script → first revalidation (s)
-    compiled: set[str] = field(default_factory=set)  # scripts opened by an include (compiled)
-    lstatted: dict[int, set[str]] = field(default_factory=dict)  # pid → paths it lstat()ed
-    user_ini_scanned: dict[int, set[str]] = field(default_factory=dict)  # pid → script dirs
-    start_s: int = 0
-    merged: Any = None  # every worker's events in time order (built on first use)
+from statstorm.results.trace import CALLS, SUMMARY_KEYS
 
 
 @dataclass
@@ -70,338 +32,6 @@ class ReplayResult:
     cache_bytes_mean: float  # mean over workers of each one's peak
     cache_bytes_final: int = 0  # the largest realpath_cache_size() at the end of the replay
     by_mount: dict[tuple[int, int, bool], int] = field(default_factory=dict)
-
-
-def _epoch_ns(trace: Trace) -> int:
-    """Wall-clock ns of the trace's time 0: recorded by the tracer, else the header's
-    `created` (1 s resolution, taken a little before time 0)."""
-    t0 = trace.trailer.get("t0_wall_ns")
-    if isinstance(t0, int) and t0 > 0:
-        return t0
-    try:
-        return int(dt.datetime.fromisoformat(str(trace.header.get("created"))).timestamp()
-                   ) * 1_000_000_000
-    except ValueError:
-        return 0
-
-
-def build_fs(trace: Trace) -> FsView:
-    fs = FsView()
-    by_op: dict[tuple[int, int], list[Any]] = defaultdict(list)
-    for s in trace.syscalls:
-        path = s.path
-        if not path.startswith("/"):
-            continue
-        if s.call == "readlink":
-            by_op[(s.pid, s.op)].append(s)
-            continue
-        if s.call in ("lstat", "stat", "access", "open"):
-            if s.ret >= 0:
-                fs.observe(path, FILE, s.ts_ns)
-            elif s.ret in (ENOENT, ENOTDIR):
-                fs.observe(path, MISSING, s.ts_ns)
-        elif s.call == "getcwd" and s.ret > 0:
-            fs.observe(path, DIR)
-        if s.call == "lstat":
-            by_op[(s.pid, s.op)].append(s)
-    # symlinks: readlink(P) ok, then the next lstat of the same resolution is the target
-    for calls in by_op.values():
-        for i, s in enumerate(calls):
-            if s.call != "readlink" or s.ret < 0:
-                continue
-            nxt = next((c for c in calls[i + 1:] if c.call == "lstat"), None)
-            if nxt is None:
-                continue
-            parent = posixpath.dirname(s.path)
-            target = nxt.path
-            if target.startswith(parent.rstrip("/") + "/"):
-                target = target[len(parent.rstrip("/")) + 1:]
-            fs.observe_link(s.path, target)
-    # A script an include named (absolutely) exists unless a call found it missing: with
-    # OPcache answering from its key the trace has no call on it at all.
-    named = [str(o.args.get("name", "")) for o in trace.operations.values()
-             if o.kind in ("include", "include_resolve")]
-    named += [r.script for r in trace.requests.values()]  # the primary scripts, likewise
-    for name in named:
-        if name.startswith("/") and name not in fs.types:
-            fs.observe(name, FILE)
-    fs.finish()
-    return fs
-
-
-def _descendants(children: dict[int, list[Operation]], roots: set[int]) -> set[int]:
-    out = set()
-    stack = list(roots)
-    while stack:
-        i = stack.pop()
-        if i in out:
-            continue
-        out.add(i)
-        stack.extend(c.id for c in children.get(i, ()))
-    return out
-
-
-def prepare(trace: Trace) -> Prepared:
-    """The model's input from a trace (see the module's docstring)."""
-    with collector_paused():
-        return _prepare(trace)
-
-
-def _prepare(trace: Trace) -> Prepared:
-    if trace.header.get("detail") == "counts" or (not trace.syscalls and trace.request_counts):
-        raise UsageError("this trace has counts only (recorded with --counts); record one "
-                         "with `statstorm trace` without --counts to replay it")
-    if not trace.operations:
-        raise UsageError("this trace has no PHP operations (an strace import or an old "
-                         "trace); record it with `statstorm trace` (eBPF) to replay it")
-    fs = build_fs(trace)
-    epoch_ns = _epoch_ns(trace)
-    settings = trace.header.get("settings", {})
-    single = trace.header.get("targets", {}).get("mode") == "cmd"
-    ops = trace.operations
-    children: dict[int, list[Operation]] = defaultdict(list)
-    for o in ops.values():
-        if o.parent >= 0:
-            children[o.parent].append(o)
-
-    # which operations become logical events
-    roots: set[int] = set()
-    for o in ops.values():
-        if o.parent >= 0 and o.parent in ops:
-            continue
-        if o.kind in MODELED_KINDS or (o.kind in ("realpath", "main_script") and "path" in o.args):
-            roots.add(o.id)
-    dropped = _descendants(children, roots)
-
-    timeline: dict[int, list[tuple[int, int, Event]]] = defaultdict(list)
-    seq = 0
-    requests = trace.requests
-    script_of = {r.id: r.script for r in requests.values()}
-
-    # per-pid state while walking operations in time order
-    cwd: dict[int, str] = {}
-    inc_path: dict[int, str] = defaultdict(lambda: str(settings.get("include_path", "")))
-    for s in trace.syscalls:
-        if s.call == "getcwd" and s.ret > 0 and s.pid not in cwd:
-            cwd[s.pid] = s.path
-    pending_once: dict[int, bool] = {}
-    primary_seen: set[int] = set()  # requests whose primary script was resolved
-    # A command's search for its own binary (PHP_BINARY) runs in module start-up before
-    # the ini settings are registered: realpath_cache_size is still 0 then.
-    argv = trace.header.get("targets", {}).get("cmd") or [""]
-    binary = posixpath.basename(str(argv[0])) if single else ""
-    in_binary_search = bool(binary)
-    user_ini: dict[tuple[int, int], list[str]] = defaultdict(list)
-    user_ini_start: dict[tuple[int, int], int] = {}
-    modeled = 0
-    for o in sorted((ops[i] for i in roots), key=lambda o: (o.start_ns, o.id)):
-        a = o.args
-        pid = o.pid
-        ev: Event | None = None
-        if o.kind == "include_resolve" or o.kind == "include":
-            in_binary_search = False
-            kid = next((c for c in children.get(o.id, ()) if c.kind == "include_resolve"), None)
-            info = a if o.kind == "include_resolve" else (kid.args if kid else {})
-            if info.get("cwd"):
-                cwd[pid] = str(info["cwd"])
-            if "include_path" in info:
-                inc_path[pid] = str(info.get("include_path") or "")
-            name = str(a.get("name", ""))
-            c = cwd.get(pid, "")
-            ip = inc_path[pid]
-            fallback = _fallback(info, name, ip, script_of.get(o.req, ""))
-            if o.kind == "include_resolve" and o.req not in primary_seen and (
-                    name == script_of.get(o.req)):
-                # CGI/FPM: the primary script's resolution (its open is kept as traced)
-                primary_seen.add(o.req)
-                ev = (E_RESOLVE, o.req, name, c, ip, fallback)
-            elif o.kind == "include_resolve":
-                ev = (E_INCLUDE, o.req, name, True, c, ip, fallback)
-                pending_once[pid] = True
-            elif a.get("type") == "once":
-                if pending_once.pop(pid, False):
-                    continue
-                ev = (E_INCLUDE, o.req, name, True, c, ip, fallback)
-            elif a.get("type") == "main":
-                continue
-            else:
-                ev = (E_INCLUDE, o.req, name, False, c, ip, fallback)
-        else:
-            pending_once.pop(pid, None)
-            if o.kind != "realpath" and o.kind != "main_script":
-                in_binary_search = False
-            if o.kind == "file_probe":
-                name = str(a.get("name", ""))
-                c = cwd.get(pid, "")
-                absp = name if name.startswith("/") else (posixpath.join(c, name) if c else name)
-                ev = (E_PROBE, o.req, name, str(a.get("func", "stat")), absp, c)
-            elif o.kind == "stat_cache_clear":
-                ev = (E_CLEAR, o.req, bool(a.get("realpath")), str(a.get("name") or ""))
-            elif o.kind == "user_ini":
-                key = (pid, o.req)
-                user_ini[key].append(str(a.get("name", "")))
-                user_ini_start.setdefault(key, o.start_ns)
-                modeled += 1
-                continue
-            else:
-                path = str(a.get("path", ""))
-                if in_binary_search and posixpath.basename(path) != binary:
-                    in_binary_search = False
-                ev = (E_REALPATH, o.req, path, cwd.get(pid, ""),
-                      MODES.get(str(a.get("mode", "realpath")), REALPATH), in_binary_search)
-        modeled += 1
-        timeline[pid].append((o.start_ns, seq, ev))
-        seq += 1
-    # .user.ini: every request of a CGI/FPM worker checks its per-directory cache; a scan
-    # is recorded only when it happened, so each request gets the check, with the
-    # directories of a scan recorded for the same script directory
-    scans: dict[str, tuple[str, ...]] = {}
-    for (pid, req), dirs in user_ini.items():
-        script_dir = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
-        scans.setdefault(script_dir, tuple(dirs))
-    if not single:
-        for r in requests.values():
-            d = posixpath.dirname(r.script)
-            if d in scans:
-                at = user_ini_start.get((r.pid, r.id), r.start_ns + 1)
-                timeline[r.pid].append((at, seq, (E_USER_INI, r.id, d, scans[d])))
-                seq += 1
-    else:
-        for (pid, req), dirs in user_ini.items():
-            script_dir = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
-            timeline[pid].append((user_ini_start[(pid, req)], seq,
-                                  (E_USER_INI, req, script_dir, tuple(dirs))))
-            seq += 1
-
-    # the PHP scripts the trace saw included (for revalidation stats outside operations)
-    scripts = {str(o.args.get("name", "")) for o in ops.values() if o.kind == "include"}
-    scripts.update(sc.path for sc in trace.syscalls
-                   if sc.kind in ("include", "include_resolve") and sc.ret >= 0)
-    first_include: dict[int, int] = {}  # request → start of its first include
-    for o in ops.values():
-        if o.kind == "include" and o.start_ns < first_include.get(o.req, 1 << 62):
-            first_include[o.req] = o.start_ns
-    kept = 0
-    for s in trace.syscalls:
-        if s.op in dropped or s.call not in CALL_INDEX:
-            continue
-        if s.kind == "opcache_revalidate" and s.op < 0 and (
-                s.path in scripts or (s.path == script_of.get(s.req) and not single
-                                      and s.ts_ns < first_include.get(s.req, 1 << 62))):
-            # a *_once's revalidation (OPcache compiles it outside compile_filename), or
-            # php-fpm's primary script's (before its first include; a later stat of it is
-            # the application's, e.g. getlastmod()): the engine makes them
-            continue
-        ev = (E_PASS, s.req, s.call, s.path, s.ret < 0)
-        if s.call == "getcwd" and s.op < 0 and s.kind == "other":
-            ev = ev + (True,)  # maybe OPcache's cwd for a relative key (see below)
-        timeline[s.pid].append((s.ts_ns, seq, ev))
-        seq += 1
-        kept += 1
-
-    first_request: dict[int, int] = {}
-    if single:
-        # A relative primary script: OPcache fetches the cwd for its key (a getcwd right
-        # after the script's own path resolution, in no operation). The engine makes that
-        # call, so a recorded one goes.
-        primary = _script_arg([str(a) for a in argv])
-        rel = "relative" if primary and not primary.startswith("/") else ""
-        if rel and from_recorded(settings).opcache:
-            for pid, tl in timeline.items():
-                tl.sort(key=lambda x: (x[0], x[1]))
-                seen_expand = False
-                for i, (_, _, ev) in enumerate(tl):
-                    if ev[0] == E_REALPATH and ev[4] == FILEPATH:
-                        seen_expand = True
-                    elif seen_expand and ev[0] == E_PASS and ev[2] == "getcwd":
-                        del tl[i]
-                        break
-                    elif seen_expand and ev[0] != E_PASS:
-                        break
-        for pid, tl in timeline.items():
-            t0 = min(t for t, _, _ in tl) if tl else 0
-            tl.append((t0 - 1, -1, (E_REQ, 0, rel)))
-            first_request[pid] = t0
-    else:
-        for r in requests.values():
-            if r.pid in timeline or r.id in script_of:
-                timeline[r.pid].append((r.start_ns, -1, (E_REQ, r.id, r.script)))
-                first_request[r.pid] = min(first_request.get(r.pid, r.start_ns), r.start_ns)
-
-    streams: dict[int, tuple[list[Event], list[int], list[int]]] = {}
-    total = 0
-    for pid, tl in timeline.items():
-        tl.sort(key=lambda x: (x[0], x[1]))
-        # OPcache fetches the cwd once per request for its first relative key, just before
-        # the include: the engine makes that call itself, so the recorded one goes
-        tl = [x for i, x in enumerate(tl) if not (
-            len(x[2]) == 6 and i + 1 < len(tl) and tl[i + 1][2][0] == E_INCLUDE
-            and not str(tl[i + 1][2][2]).startswith("/"))]
-        evs = [e for _, _, e in tl]
-        ns = [t for t, _, _ in tl]
-        times = [(epoch_ns + max(t, 0)) // 1_000_000_000 for t in ns]
-        streams[pid] = (evs, times, ns)
-        total += len(evs)
-    counted = [r.id for r in requests.values() if r.end_ns >= 0]
-    if not counted and single:
-        counted = [0]
-    rec = from_recorded(settings)
-    prep = Prepared(fs, streams, counted, first_request, trace.mounts, total, modeled, kept,
-                    str(settings.get("include_path", "")), rec.max_requests, rec.workers)
-    prep.start_s = epoch_ns // 1_000_000_000
-    for (pid, req), dirs in user_ini.items():
-        d = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
-        prep.user_ini_scanned.setdefault(pid, set()).add(d)
-    if not single:
-        prep.preexisting = {int(p) for p in trace.header.get("targets", {}).get("pids", [])}
-        for sc in trace.syscalls:
-            if sc.kind == "opcache_revalidate" and sc.path not in prep.revalidated:
-                # the window is checked against the request's time, not the call's
-                rq = requests.get(sc.req)
-                at = rq.start_ns if rq is not None else sc.ts_ns
-                prep.revalidated[sc.path] = (epoch_ns + max(at, 0)) // 1_000_000_000
-            elif sc.kind == "include" and sc.call == "open" and sc.ret >= 0:
-                prep.compiled.add(sc.path)
-            elif sc.call == "lstat" and sc.ret >= 0 and sc.op in dropped:
-                # a resolution PHP made (not one of SQLite's own walks, say)
-                prep.lstatted.setdefault(sc.pid, set()).add(sc.path)
-    return prep
-
-
-def _script_arg(argv: list[str]) -> str:
-    """The script of a `php [options] script.php` command line ('' if none)."""
-    i = 1
-    while i < len(argv):
-        a = argv[i]
-        if a in ("-d", "-c", "-z"):
-            i += 2
-            continue
-        if a == "--":
-            return argv[i + 1] if i + 1 < len(argv) else ""
-        if not a.startswith("-"):
-            return a
-        i += 1
-    return ""
-
-
-_ENTRIES: dict[str, int] = {}
-_DIRS: dict[str, str] = {}
-
-
-def _fallback(info: dict[str, Any], name: str, include_path: str, script: str) -> str:
-    """The including script's directory, php_resolve_path's last try."""
-    cands = info.get("candidates")
-    if cands:
-        n = _ENTRIES.get(include_path)
-        if n is None:
-            n = _ENTRIES[include_path] = len([e for e in include_path.split(":")
-                                              if "://" not in e])
-        if len(cands) == n + 1 and str(cands[-1]).endswith("/" + name):
-            return str(cands[-1])[: -len(name) - 1]
-    d = _DIRS.get(script)
-    if d is None:
-        d = _DIRS[script] = posixpath.dirname(script) if script else ""
-    return d
 
 
 def mount_lookup(mounts: list[tuple[str, str]]) -> Any:
@@ -485,18 +115,33 @@ def merge_streams(prep: Prepared, pids: list[int] | None = None) -> tuple[
 
 def _merged(prep: Prepared, pids: list[int]) -> tuple[list[int], list[Event], list[int],
                                                      list[int]]:
-    """Every worker's events in one time-ordered stream."""
-    merged = heapq.merge(*[[(n, i, pid, e, t) for i, (e, t, n) in enumerate(zip(*prep.streams[pid]))]
-                           for pid in pids])
+    """Every worker's events in one stream, ordered by (trace ns, index in its worker's
+    stream, PID). Each worker's stream is in that order already, so whole runs of one
+    worker's events are taken at once: up to the point where another worker's next event
+    comes first (found by bisection)."""
     wids: list[int] = []
     evs: list[Event] = []
     times: list[int] = []
     ns: list[int] = []
-    for n, _, pid, e, t in merged:
-        wids.append(pid)
-        evs.append(e)
-        times.append(t)
-        ns.append(n)
+    streams = prep.streams
+    heads = [(streams[pid][2][0], 0, pid) for pid in pids if streams[pid][2]]
+    heapq.heapify(heads)
+    while heads:
+        _, i, pid = heapq.heappop(heads)
+        p_evs, p_times, p_ns = streams[pid]
+        end = len(p_ns)
+        if heads:
+            n2, i2, pid2 = heads[0]
+            cut = bisect.bisect_left(p_ns, n2, i)
+            # events at the same ns: before the other's while (index, PID) is smaller
+            same = bisect.bisect_right(p_ns, n2, cut)
+            end = max(cut, min(same, i2 + 1 if pid < pid2 else i2))
+        wids.extend(itertools.repeat(pid, end - i))
+        evs.extend(p_evs[i:end])
+        times.extend(p_times[i:end])
+        ns.extend(p_ns[i:end])
+        if end < len(p_ns):
+            heapq.heappush(heads, (p_ns[end], end, pid))
     return wids, evs, times, ns
 
 

@@ -46,6 +46,13 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
+def trusted(st: os.stat_result) -> bool:
+    """Whether a sidecar of `marshal` data (the record sidecar, the what-if input cache) may
+    be loaded: the current user's own, or root's (a trace recorded with sudo) when no one
+    else can write it. Loading marshal data runs no code, but a crafted file can crash."""
+    return st.st_uid == os.getuid() or (st.st_uid == 0 and not st.st_mode & 0o022)
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector: loading millions of small records, none cyclic,

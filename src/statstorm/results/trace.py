@@ -33,9 +33,10 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator, Protocol
+from typing import IO, Any, Callable, Iterator, Protocol
 
 from statstorm.errors import UsageError
+from statstorm.results import trace_records
 from statstorm.results.common import collector_paused
 
 FORMAT = "statstorm-trace"
@@ -193,9 +194,14 @@ class TraceWriter:
 
     Use as a context manager: on an exception the trailer is still written (with the
     exception's name as the stop reason) so whatever was captured stays readable.
+    With `records` (the default) the same records also go to the record sidecar
+    (`trace_records`), which readers load instead of decoding the JSON lines. `after_close`
+    is called with the trace's path once it is in place (not after an error): the tracer
+    builds the what-if input cache there (`model.inputcache.build`).
     """
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+    def __init__(self, path: Path, header: dict[str, Any], records: bool = True,
+                 after_close: Callable[[Path], object] | None = None) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -210,11 +216,26 @@ class TraceWriter:
         self._paths: dict[str, int] = {}
         self.events = 0
         self._closed = False
+        self._after_close = after_close
+        # json.dumps(obj, separators=(",", ":"), ensure_ascii=True), without making an
+        # encoder for every line
+        self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
         self._line(header)
+        self._rec: trace_records.RecordsWriter | None = None
+        if records:
+            fd, rec_tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".records",
+                                           dir=path.parent)
+            os.close(fd)
+            self._rec = trace_records.RecordsWriter(rec_tmp, header)
+
+    def _record(self, rec: list[Any], plain: bool = True) -> None:
+        """A record line, also kept for the sidecar (see RecordsWriter.add for `plain`)."""
+        self._fh.write(self._encode(rec) + "\n")
+        if self._rec is not None:
+            self._rec.add(rec, plain)
 
     def _line(self, obj: Any) -> None:
-        self._fh.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=True))
-        self._fh.write("\n")
+        self._fh.write(self._encode(obj) + "\n")
 
     def path_id(self, path: str) -> int:
         if not path:
@@ -223,14 +244,15 @@ class TraceWriter:
         if pid is None:
             pid = len(self._paths)
             self._paths[path] = pid
-            self._line(["p", pid, path])
+            self._record(["p", pid, path])
         return pid
 
     def request(self, r: Request) -> None:
-        self._line(["r", r.id, r.pid, r.start_ns, r.end_ns, r.script, r.uri])
+        self._record(["r", r.id, r.pid, r.start_ns, r.end_ns, r.script, r.uri])
 
     def operation(self, o: Operation) -> None:
         args: dict[str, Any] = {}
+        plain = True  # only values JSON gives back as they were (see RecordsWriter.add)
         for k, v in o.args.items():
             if k in INTERNED_ARGS and isinstance(v, str):
                 args[k] = self.path_id(v) if v else -1
@@ -238,37 +260,54 @@ class TraceWriter:
                 args[k] = [self.path_id(str(c)) for c in v]
             else:
                 args[k] = v
-        self._line(["o", o.id, o.req, o.pid, o.start_ns, o.end_ns, o.kind, o.parent, args])
+                if type(v) not in trace_records.PLAIN:
+                    plain = False
+        self._record(["o", o.id, o.req, o.pid, o.start_ns, o.end_ns, o.kind, o.parent, args],
+                     plain and type(o.kind) is str)
 
     def syscall(self, s: Syscall) -> None:
-        self._line(["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall, self.path_id(s.path),
-                    s.ret, s.lat_ns, s.mount, s.kind])
+        rec = ["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall, self.path_id(s.path),
+               s.ret, s.lat_ns, s.mount, s.kind]
+        self._fh.write(self._encode(rec) + "\n")
+        if self._rec is not None:  # self._rec.add(rec), inlined: the commonest record
+            buf = self._rec.buf
+            buf.append(rec)
+            if len(buf) >= trace_records.CHUNK:
+                self._rec.flush()
         self.events += 1
 
     def count(self, c: CountRow) -> None:
-        self._line(["c", c.syscall, c.calls, c.errors, c.seconds])
+        self._record(["c", c.syscall, c.calls, c.errors, c.seconds], False)
 
     def request_counts(self, rc: RequestCounts) -> None:
-        self._line(["k", rc.req, rc.pid, {k: list(v) for k, v in rc.calls.items()}])
+        self._record(["k", rc.req, rc.pid, {k: list(v) for k, v in rc.calls.items()}], False)
         self.events += sum(v[0] for v in rc.calls.values())
 
-    def close(self, trailer: dict[str, Any]) -> None:
+    def close(self, trailer: dict[str, Any], after: bool = True) -> None:
+        """Write the trailer and put the trace in place; then, if `after`, the after_close
+        hook."""
         if self._closed:
             return
         self._closed = True
         try:
-            self._line(["e", {"events": self.events, **trailer}])
+            self._record(["e", {"events": self.events, **trailer}], False)
             self._fh.flush()
             self._fh.close()  # closes the gzip stream, which does not close `raw`
             self._raw.close()
             os.chmod(self._tmp, 0o644)
+            if self._rec is not None:
+                self._rec.finish(self._tmp, self.path)
             os.replace(self._tmp, self.path)
         except BaseException:
             self.abort()
             raise
+        if after and self._after_close is not None:
+            self._after_close(self.path)
 
     def abort(self) -> None:
         self._closed = True
+        if self._rec is not None:
+            self._rec.drop()
         try:
             self._raw.close()
         except OSError:
@@ -285,7 +324,7 @@ class TraceWriter:
         if exc_type is None:
             self.close({"stopped": "end"})
         elif issubclass(exc_type, (KeyboardInterrupt, Exception)):
-            self.close({"stopped": exc_type.__name__})
+            self.close({"stopped": exc_type.__name__}, after=False)
         else:
             self.abort()
 
@@ -362,9 +401,18 @@ def _decode_lines(path: Path, first: int, lines: list[str]) -> list[Any]:
     return out
 
 
-def iter_batches(path: Path) -> Iterator[list[Any]]:
+def iter_batches(path: Path, sidecar: bool = True) -> Iterator[list[Any]]:
     """The header (alone in the first batch), then every record of a trace file in batches;
-    one-line errors when malformed. The same records, in order, as `iter_records`."""
+    one-line errors when malformed. The same records, in order, as `iter_records`. They
+    come from the record sidecar (`trace_records`) when it matches the trace and `sidecar`
+    is set, else from the JSON lines."""
+    loaded = trace_records.load(path) if sidecar else None
+    if loaded is not None:
+        header, batches = loaded
+        _check_header(path, header)
+        yield [header]
+        yield from batches
+        return
     fh = _open_text(path)
     with fh:
         lineno = 0

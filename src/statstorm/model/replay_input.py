@@ -1,0 +1,655 @@
+"""The replay's input: a trace turned into logical events per worker (`prepare`).
+
+A trace holds syscalls and the PHP operations they belong to. The operations the model knows
+(includes and their resolution, `file_exists`-style probes, path resolutions, stat-cache
+clears, `.user.ini` scans) become logical events; their recorded syscalls are dropped and
+the engine makes them again under the chosen settings. Every other recorded syscall (module
+start-up, session files, fopen, the primary script's open…) is kept as it was.
+
+The file system the engine sees (`FsView`) is built from the trace itself: every path that
+a call found or did not find, every symlink read, with each symlink's target taken from the
+next `lstat` of the same resolution.
+
+The input is built from the trace's raw records (`results.trace_raw`): a million operations
+are read and prepared without an object per record.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import itertools
+import operator
+import posixpath
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from statstorm.errors import UsageError
+from statstorm.model.phpmodel import (CALL_INDEX, E_CLEAR, E_INCLUDE, E_PASS, E_PROBE,
+                                      E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, Event)
+from statstorm.model.phpsettings import from_recorded
+from statstorm.model.realpath_cache import (DIR, EXPAND, FILE, FILEPATH, LINK, MISSING,
+                                            REALPATH, FsView)
+from statstorm.results.common import collector_paused
+from statstorm.results.trace import Trace
+from statstorm.results.trace_raw import (O_ARGS, O_ID, O_START, R_END, R_ID, R_PID, R_SCRIPT,
+                                         R_START, S_CALL, S_KIND, S_OP, S_PATH, S_PID, S_REQ,
+                                         S_RET, S_TS, TraceRecords, of_trace)
+
+
+MODES = {"expand": EXPAND, "filepath": FILEPATH, "realpath": REALPATH}
+ENOENT, ENOTDIR = -2, -20
+MODELED_KINDS = ("include", "include_resolve", "file_probe", "stat_cache_clear", "user_ini")
+
+
+@dataclass
+class Prepared:
+    """A trace turned into model input (built once, replayed under several settings)."""
+
+    fs: FsView
+    # pid → (events, wall-clock seconds, trace ns)
+    streams: dict[int, tuple[list[Event], list[int], list[int]]]
+    counted: list[int]  # request ids that count (finished)
+    first_request: dict[int, int]  # pid → start of its first request (ns), for ordering
+    mounts: list[tuple[str, str]]
+    events: int = 0
+    modeled_ops: int = 0
+    kept_syscalls: int = 0
+    include_path: str = ""  # as recorded in the header
+    max_requests: int = 0  # pm.max_requests as recorded
+    workers: int = 0  # pm.max_children as recorded
+    # A running pool (not a command): its workers were warm when the trace began.
+    preexisting: set[int] = field(default_factory=set)  # PIDs running at the start
+    revalidated: dict[str, int] = field(default_factory=dict)  # script → first revalidation (s)
+    compiled: set[str] = field(default_factory=set)  # scripts opened by an include (compiled)
+    lstatted: dict[int, set[str]] = field(default_factory=dict)  # pid → paths it lstat()ed
+    user_ini_scanned: dict[int, set[str]] = field(default_factory=dict)  # pid → script dirs
+    start_s: int = 0
+    merged: Any = None  # every worker's events in time order (built on first use)
+
+
+def _epoch_ns(trace: TraceRecords) -> int:
+    """Wall-clock ns of the trace's time 0: recorded by the tracer, else the header's
+    `created` (1 s resolution, taken a little before time 0)."""
+    t0 = trace.trailer.get("t0_wall_ns")
+    if isinstance(t0, int) and t0 > 0:
+        return t0
+    try:
+        return int(dt.datetime.fromisoformat(str(trace.header.get("created"))).timestamp()
+                   ) * 1_000_000_000
+    except ValueError:
+        return 0
+
+
+_OBSERVED = frozenset(("lstat", "stat", "access", "open"))
+
+
+def build_fs(trace: Trace | TraceRecords) -> FsView:
+    """The file system as the trace saw it (see the module's docstring)."""
+    t = trace if isinstance(trace, TraceRecords) else of_trace(trace)
+    return _build_fs(t, _scan_ops(t).named)
+
+
+def _observe_each_call(fs: FsView, t: TraceRecords) -> bool:
+    """FsView.observe of each call that found or missed a path, in order (inlined: half a
+    million calls in a big trace); whether there are readlink calls."""
+    pget = t.paths.get
+    seen = fs._seen
+    types = fs.types
+    links = False
+    for s in t.syscalls:
+        call = s[S_CALL]
+        if call in _OBSERVED:
+            ret = s[S_RET]
+            if ret >= 0:
+                kind = FILE
+            elif ret == ENOENT or ret == ENOTDIR:
+                kind = MISSING
+            else:
+                continue
+            ts = s[S_TS]
+        elif call == "getcwd" and s[S_RET] > 0:
+            kind = DIR
+            ts = 0
+        else:
+            if call == "readlink":
+                links = True
+            continue
+        path = pget(s[S_PATH], "")
+        if not path.startswith("/"):
+            continue
+        h = seen.get(path)
+        if h is None:
+            seen[path] = [(ts, kind != MISSING)]
+        else:
+            h.append((ts, kind != MISSING))
+        old = types.get(path)
+        if old is not None and (old == LINK or (old == DIR and kind == FILE)):
+            continue
+        types[path] = kind
+    return links
+
+
+def _observe_calls(fs: FsView, t: TraceRecords) -> bool:
+    """What _observe_each_call does, for a trace whose paths each have one id, quicker: a
+    call that repeats what its path last showed changes nothing, and the history of
+    observations (`FsView._seen`) matters only for paths seen both present and missing, so
+    those alone get it, in a second pass."""
+    pget = t.paths.get
+    types = fs.types
+    last: dict[int, int] = {}  # path id → its type so far (-1: not absolute: ignored)
+    first: dict[int, bool] = {}  # path id → whether its first call found it
+    mixed: set[int] = set()  # path ids seen both present and missing
+    links = False
+    for s in t.syscalls:
+        call = s[S_CALL]
+        if call in _OBSERVED:
+            ret = s[S_RET]
+            if ret >= 0:
+                kind = FILE
+            elif ret == ENOENT or ret == ENOTDIR:
+                kind = MISSING
+            else:
+                continue
+        elif call == "getcwd" and s[S_RET] > 0:
+            kind = DIR
+        else:
+            if call == "readlink":
+                links = True
+            continue
+        i = s[S_PATH]
+        prev = last.get(i)
+        if prev == kind or prev == -1:
+            continue
+        if prev is None:
+            path = pget(i, "")
+            if not path.startswith("/"):
+                last[i] = -1
+                continue
+            first[i] = kind != MISSING
+            types[path] = kind
+            last[i] = kind
+            continue
+        if (kind != MISSING) != first[i]:
+            mixed.add(i)
+        if prev == DIR and kind == FILE:
+            continue  # a directory stays one (FsView.observe)
+        types[pget(i, "")] = kind
+        last[i] = kind
+    if mixed:
+        seen = fs._seen
+        for s in t.syscalls:
+            i = s[S_PATH]
+            if i not in mixed:
+                continue
+            call = s[S_CALL]
+            if call in _OBSERVED:
+                ret = s[S_RET]
+                if ret >= 0:
+                    obs = (s[S_TS], True)
+                elif ret == ENOENT or ret == ENOTDIR:
+                    obs = (s[S_TS], False)
+                else:
+                    continue
+            elif call == "getcwd" and s[S_RET] > 0:
+                obs = (0, True)
+            else:
+                continue
+            seen.setdefault(pget(i, ""), []).append(obs)
+    return links
+
+
+def _build_fs(t: TraceRecords, named: list[str]) -> FsView:
+    fs = FsView()
+    pget = t.paths.get
+    if len(set(t.paths.values())) == len(t.paths):
+        links = _observe_calls(fs, t)
+    else:  # one path under two ids (not from TraceWriter): each call observed in turn
+        links = _observe_each_call(fs, t)
+    if links:
+        # symlinks: readlink(P) ok, then the next lstat of the same resolution is the target
+        by_op: dict[tuple[int, int], list[tuple[str, str, int]]] = defaultdict(list)
+        for s in t.syscalls:
+            call = s[S_CALL]
+            if call == "readlink" or call == "lstat":
+                path = pget(s[S_PATH], "")
+                if path.startswith("/"):
+                    by_op[(s[S_PID], s[S_OP])].append((call, path, s[S_RET]))
+        for calls in by_op.values():
+            for i, (call, path, ret) in enumerate(calls):
+                if call != "readlink" or ret < 0:
+                    continue
+                nxt = next((c for c in calls[i + 1:] if c[0] == "lstat"), None)
+                if nxt is None:
+                    continue
+                parent = posixpath.dirname(path)
+                target = nxt[1]
+                if target.startswith(parent.rstrip("/") + "/"):
+                    target = target[len(parent.rstrip("/")) + 1:]
+                fs.observe_link(path, target)
+    # A script an include named (absolutely) exists unless a call found it missing: with
+    # OPcache answering from its key the trace has no call on it at all.
+    types = fs.types
+    for names in (named, [r[R_SCRIPT] for r in t.requests.values()]):  # primary scripts too
+        for name in names:
+            if name not in types and name.startswith("/"):
+                fs.observe(name, FILE)
+    fs.finish()
+    return fs
+
+
+@dataclass
+class _OpScan:
+    """What one pass over a trace's operations finds."""
+
+    roots: list[list[Any]]  # the operations that become logical events, in start order
+    children: dict[int, list[int]]  # operation → its children's ids
+    resolve_of: dict[int, list[Any]]  # include → its first include_resolve child
+    named: list[str]  # the names includes and resolutions used, first uses in order
+    scripts: set[str]  # the names includes used
+    first_include: dict[int, int]  # request → start of its first include
+
+
+def _scan_ops(t: TraceRecords) -> _OpScan:
+    ops = t.operations
+    pget = t.paths.get
+    children: dict[int, list[int]] = {}
+    resolve_of: dict[int, list[Any]] = {}
+    roots: list[list[Any]] = []
+    named_raw: dict[Any, bool] = {}  # raw name argument → used by an include
+    named_odd: list[tuple[Any, bool]] = []  # unhashable ones (never from a trace file)
+    first_include: dict[int, int] = {}
+    big = 1 << 62
+    for o in ops.values():
+        _, oid, req, _, start, _, kind, parent, a = o
+        if parent < 0:
+            if kind == "file_probe":  # the commonest operation: a root, and nothing else
+                roots.append(o)
+                continue
+        else:
+            ch = children.get(parent)
+            if ch is None:
+                children[parent] = [oid]
+            else:
+                ch.append(oid)
+            if kind == "include_resolve" and parent not in resolve_of:
+                resolve_of[parent] = o
+        if kind == "include" or kind == "include_resolve":
+            v = a.get("name", "")
+            inc = kind == "include"
+            try:
+                if inc:
+                    named_raw[v] = True
+                elif v not in named_raw:
+                    named_raw[v] = False
+            except TypeError:
+                named_odd.append((v, inc))
+            if inc and start < first_include.get(req, big):
+                first_include[req] = start
+        if (parent < 0 or parent not in ops) and (
+                kind in _MODELED or (kind in ("realpath", "main_script") and "path" in a)):
+            roots.append(o)
+    if roots and min(ops) >= 0 and max(ops) < 1 << 40:
+        # (start, id) as one int: sorting ints is much quicker than sorting tuples
+        keyed = sorted([(o[O_START] << 40) + o[O_ID] for o in roots])
+        mask = (1 << 40) - 1
+        roots = [ops[k & mask] for k in keyed]
+    else:
+        roots.sort(key=lambda o: (o[O_START], o[O_ID]))
+    named: list[str] = []
+    scripts: set[str] = set()
+    for v, inc in itertools.chain(named_raw.items(), named_odd):
+        name = pget(v, "") if isinstance(v, int) else str(v)
+        named.append(name)
+        if inc:
+            scripts.add(name)
+    return _OpScan(roots, children, resolve_of, named, scripts, first_include)
+
+
+def _dropped(roots: list[list[Any]], children: dict[int, list[int]]) -> set[int]:
+    """The operations whose syscalls the engine makes again: the roots and all below them."""
+    out = {o[O_ID] for o in roots}
+    stack = [c for r in out.intersection(children) for c in children[r]]
+    while stack:
+        i = stack.pop()
+        if i in out:
+            continue
+        out.add(i)
+        stack.extend(children.get(i, ()))
+    return out
+
+
+def prepare(trace: Trace | TraceRecords) -> Prepared:
+    """The model's input from a trace (see the module's docstring); from `read_records`
+    (quickest) or a trace in memory."""
+    with collector_paused():
+        return _prepare(trace if isinstance(trace, TraceRecords) else of_trace(trace))
+
+
+_MODELED = frozenset(MODELED_KINDS)
+_NO_ARGS: dict[str, Any] = {}  # never changed
+_G = 1_000_000_000
+
+
+def _prepare(t: TraceRecords) -> Prepared:
+    if t.header.get("detail") == "counts" or (not t.syscalls and t.request_counts):
+        raise UsageError("this trace has counts only (recorded with --counts); record one "
+                         "with `statstorm trace` without --counts to replay it")
+    if not t.operations:
+        raise UsageError("this trace has no PHP operations (an strace import or an old "
+                         "trace); record it with `statstorm trace` (eBPF) to replay it")
+    scan = _scan_ops(t)
+    fs = _build_fs(t, scan.named)
+    epoch_ns = _epoch_ns(t)
+    settings = t.header.get("settings", {})
+    single = t.header.get("targets", {}).get("mode") == "cmd"
+    arg = t.path
+    pget = t.paths.get
+
+    dropped = _dropped(scan.roots, scan.children)
+    resolve_of = scan.resolve_of
+
+    # pid → [(trace ns, event)]: sorted by time at the end, a stable sort, so events at the
+    # same ns stay in the order they were added (a request's start before them all)
+    timeline: dict[int, list[tuple[int, Event]]] = defaultdict(list)
+    requests = t.requests
+    script_of = {r[R_ID]: r[R_SCRIPT] for r in requests.values()}
+
+    # per-pid state while walking operations in time order
+    cwd: dict[int, str] = {}
+    recorded_ip = str(settings.get("include_path", ""))
+    inc_path: dict[int, str] = defaultdict(lambda: recorded_ip)
+    for s in t.syscalls:
+        if s[S_CALL] == "getcwd" and s[S_RET] > 0 and s[S_PID] not in cwd:
+            cwd[s[S_PID]] = pget(s[S_PATH], "")
+    pending_once: dict[int, bool] = {}
+    primary_seen: set[int] = set()  # requests whose primary script was resolved
+    # A command's search for its own binary (PHP_BINARY) runs in module start-up before
+    # the ini settings are registered: realpath_cache_size is still 0 then.
+    argv = t.header.get("targets", {}).get("cmd") or [""]
+    binary = posixpath.basename(str(argv[0])) if single else ""
+    in_binary_search = bool(binary)
+    user_ini: dict[tuple[int, int], list[str]] = defaultdict(list)
+    user_ini_start: dict[tuple[int, int], int] = {}
+    modeled = 0
+    fallbacks: dict[tuple[Any, ...], str] = {}
+    relative: set[int] = set()  # workers with an include of a relative name
+    # the fallback directory of names without candidates, by (include_path, script): the
+    # same for a run of includes, so looked up by name alone while they do not change
+    by_dir: dict[tuple[str, str], dict[str, str]] = {}
+    fb_ip = fb_script = None
+    fb_names: dict[str, str] = {}
+    ev: Event
+    tl_pid, tl = None, []  # the last worker's timeline (a run of roots is often one worker's)
+    for o in scan.roots:
+        _, oid, req, pid, start, _, kind, _, a = o
+        if kind == "include" or kind == "include_resolve":
+            in_binary_search = False
+            if kind == "include_resolve":
+                info = a
+            else:
+                kid = resolve_of.get(oid)
+                info = kid[O_ARGS] if kid is not None else _NO_ARGS
+            if info:
+                v = info.get("cwd")
+                if isinstance(v, int):
+                    v = pget(v, "")
+                if v:
+                    cwd[pid] = str(v)
+                if "include_path" in info:
+                    v = info.get("include_path")
+                    if isinstance(v, int):
+                        v = pget(v, "")
+                    inc_path[pid] = str(v or "")
+            v = a.get("name", "")
+            name = pget(v, "") if isinstance(v, int) else str(v)
+            c = cwd.get(pid, "")
+            ip = inc_path[pid]
+            script = script_of.get(req, "")
+            cands = info.get("candidates") if info else None
+            if cands:
+                last = pget(cands[-1], "") if type(cands) is list else str(cands[-1])
+                fkey = (name, ip, script, last, len(cands))
+                fallback = fallbacks.get(fkey)
+                if fallback is None:
+                    fallback = fallbacks[fkey] = _fallback(last, len(cands), name, ip, script)
+            else:
+                if ip is not fb_ip or script is not fb_script:
+                    fb_ip, fb_script = ip, script
+                    fb_names = by_dir.setdefault((ip, script), {})
+                fallback = fb_names.get(name)
+                if fallback is None:
+                    fallback = fb_names[name] = _fallback(None, 0, name, ip, script)
+            if kind == "include_resolve" and req not in primary_seen and (
+                    name == script_of.get(req)):
+                # CGI/FPM: the primary script's resolution (its open is kept as traced)
+                primary_seen.add(req)
+                ev = (E_RESOLVE, req, name, c, ip, fallback)
+            else:
+                if kind == "include_resolve":
+                    ev = (E_INCLUDE, req, name, True, c, ip, fallback)
+                    pending_once[pid] = True
+                else:
+                    typ = a.get("type")
+                    if typ == "once":
+                        if pending_once.pop(pid, False):
+                            continue
+                        ev = (E_INCLUDE, req, name, True, c, ip, fallback)
+                    elif typ == "main":
+                        continue
+                    else:
+                        ev = (E_INCLUDE, req, name, False, c, ip, fallback)
+                if not name.startswith("/"):
+                    relative.add(pid)
+        else:
+            pending_once.pop(pid, None)
+            if kind != "realpath" and kind != "main_script":
+                in_binary_search = False
+            if kind == "file_probe":
+                v = a.get("name", "")
+                name = pget(v, "") if isinstance(v, int) else str(v)
+                c = cwd.get(pid, "")
+                absp = name if name.startswith("/") else (posixpath.join(c, name) if c else name)
+                func = a.get("func", "stat")
+                ev = (E_PROBE, req, name, func if type(func) is str else str(func), absp, c)
+            elif kind == "stat_cache_clear":
+                v = a.get("name")
+                if isinstance(v, int):
+                    v = pget(v, "")
+                ev = (E_CLEAR, req, bool(a.get("realpath")), str(v or ""))
+            elif kind == "user_ini":
+                key = (pid, req)
+                user_ini[key].append(arg(a.get("name", "")))
+                user_ini_start.setdefault(key, start)
+                modeled += 1
+                continue
+            else:
+                path = arg(a.get("path", ""))
+                if in_binary_search and posixpath.basename(path) != binary:
+                    in_binary_search = False
+                ev = (E_REALPATH, req, path, cwd.get(pid, ""),
+                      MODES.get(str(a.get("mode", "realpath")), REALPATH), in_binary_search)
+        modeled += 1
+        if pid != tl_pid:
+            tl_pid, tl = pid, timeline[pid]
+        tl.append((start, ev))
+    # .user.ini: every request of a CGI/FPM worker checks its per-directory cache; a scan
+    # is recorded only when it happened, so each request gets the check, with the
+    # directories of a scan recorded for the same script directory
+    scans: dict[str, tuple[str, ...]] = {}
+    for (pid, req), dirs in user_ini.items():
+        script_dir = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
+        scans.setdefault(script_dir, tuple(dirs))
+    if not single:
+        for r in requests.values():
+            d = posixpath.dirname(r[R_SCRIPT])
+            if d in scans:
+                at = user_ini_start.get((r[R_PID], r[R_ID]), r[R_START] + 1)
+                timeline[r[R_PID]].append((at, (E_USER_INI, r[R_ID], d, scans[d])))
+    else:
+        for (pid, req), dirs in user_ini.items():
+            script_dir = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
+            timeline[pid].append((user_ini_start[(pid, req)],
+                                  (E_USER_INI, req, script_dir, tuple(dirs))))
+
+    # the PHP scripts the trace saw included (for revalidation stats outside operations)
+    scripts = scan.scripts
+    scripts.update(pget(sc[S_PATH], "") for sc in t.syscalls
+                   if (sc[S_KIND] == "include" or sc[S_KIND] == "include_resolve")
+                   and sc[S_RET] >= 0)
+    first_include = scan.first_include  # request → start of its first include
+    kept = 0
+    for s in t.syscalls:
+        _, ts, pid, req, op, call, _, path_id, ret, _, _, skind = s
+        if op in dropped or call not in CALL_INDEX:
+            continue
+        path = pget(path_id, "")
+        if skind == "opcache_revalidate" and op < 0 and (
+                path in scripts or (path == script_of.get(req) and not single
+                                    and ts < first_include.get(req, 1 << 62))):
+            # a *_once's revalidation (OPcache compiles it outside compile_filename), or
+            # php-fpm's primary script's (before its first include; a later stat of it is
+            # the application's, e.g. getlastmod()): the engine makes them
+            continue
+        if call == "getcwd" and op < 0 and skind == "other":
+            ev = (E_PASS, req, call, path, ret < 0, True)  # maybe OPcache's cwd (see below)
+        else:
+            ev = (E_PASS, req, call, path, ret < 0)
+        timeline[pid].append((ts, ev))
+        kept += 1
+
+    first_request: dict[int, int] = {}
+    if single:
+        # A relative primary script: OPcache fetches the cwd for its key (a getcwd right
+        # after the script's own path resolution, in no operation). The engine makes that
+        # call, so a recorded one goes.
+        primary = _script_arg([str(a) for a in argv])
+        rel = "relative" if primary and not primary.startswith("/") else ""
+        if rel and from_recorded(settings).opcache:
+            for pid, tl in timeline.items():
+                tl.sort(key=_TIME)
+                seen_expand = False
+                for i, (_, ev) in enumerate(tl):
+                    if ev[0] == E_REALPATH and ev[4] == FILEPATH:
+                        seen_expand = True
+                    elif seen_expand and ev[0] == E_PASS and ev[2] == "getcwd":
+                        del tl[i]
+                        break
+                    elif seen_expand and ev[0] != E_PASS:
+                        break
+        for pid, tl in timeline.items():
+            t0 = min(x[0] for x in tl) if tl else 0
+            tl.append((t0 - 1, (E_REQ, 0, rel)))
+            first_request[pid] = t0
+    else:
+        # each request's start goes first among its worker's events at the same ns
+        starts: dict[int, list[tuple[int, Event]]] = {}
+        for r in requests.values():
+            pid = r[R_PID]
+            starts.setdefault(pid, []).append((r[R_START], (E_REQ, r[R_ID], r[R_SCRIPT])))
+            first_request[pid] = min(first_request.get(pid, r[R_START]), r[R_START])
+        for pid, entries in starts.items():
+            timeline[pid] = entries + timeline[pid]
+
+    streams: dict[int, tuple[list[Event], list[int], list[int]]] = {}
+    total = 0
+    epoch_s = epoch_ns // _G
+    for pid, tl in timeline.items():
+        tl.sort(key=_TIME)
+        # OPcache fetches the cwd once per request for its first relative key, just before
+        # the include: the engine makes that call itself, so the recorded one goes. (Any
+        # 6-item event right before a relative include goes, as it always has.)
+        if pid in relative:
+            cut = [i - 1 for i, x in enumerate(tl) if i and x[1][0] == E_INCLUDE
+                   and not x[1][2].startswith("/") and len(tl[i - 1][1]) == 6]
+            if cut:
+                gone = set(cut)
+                tl = [x for i, x in enumerate(tl) if i not in gone]
+        evs = [x[1] for x in tl]
+        ns = [x[0] for x in tl]
+        streams[pid] = (evs, _seconds(ns, epoch_ns), ns)
+        total += len(evs)
+    counted = [r[R_ID] for r in requests.values() if r[R_END] >= 0]
+    if not counted and single:
+        counted = [0]
+    rec = from_recorded(settings)
+    prep = Prepared(fs, streams, counted, first_request, t.mounts, total, modeled, kept,
+                    str(settings.get("include_path", "")), rec.max_requests, rec.workers)
+    prep.start_s = epoch_s
+    for (pid, req), dirs in user_ini.items():
+        d = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
+        prep.user_ini_scanned.setdefault(pid, set()).add(d)
+    if not single:
+        prep.preexisting = {int(p) for p in t.header.get("targets", {}).get("pids", [])}
+        for sc in t.syscalls:
+            skind = sc[S_KIND]
+            if skind == "opcache_revalidate" and pget(sc[S_PATH], "") not in prep.revalidated:
+                # the window is checked against the request's time, not the call's
+                rq = requests.get(sc[S_REQ])
+                at = rq[R_START] if rq is not None else sc[S_TS]
+                prep.revalidated[pget(sc[S_PATH], "")] = (epoch_ns + max(at, 0)) // _G
+            elif skind == "include" and sc[S_CALL] == "open" and sc[S_RET] >= 0:
+                prep.compiled.add(pget(sc[S_PATH], ""))
+            elif sc[S_CALL] == "lstat" and sc[S_RET] >= 0 and sc[S_OP] in dropped:
+                # a resolution PHP made (not one of SQLite's own walks, say)
+                prep.lstatted.setdefault(sc[S_PID], set()).add(pget(sc[S_PATH], ""))
+    return prep
+
+
+_TIME = operator.itemgetter(0)
+
+
+def _seconds(ns: list[int], epoch_ns: int) -> list[int]:
+    """Each event's wall clock in whole seconds (times before the trace's start: its start),
+    a run of equal seconds at a time (`ns` is in ascending order)."""
+    out: list[int] = []
+    i, end = 0, len(ns)
+    while i < end:
+        n = ns[i]
+        if n > 0:
+            sec = (epoch_ns + n) // _G
+            nxt = (sec + 1) * _G - epoch_ns  # the first ns of the next second
+        else:
+            sec, nxt = epoch_ns // _G, 1
+        j = bisect.bisect_left(ns, nxt, i + 1)
+        out.extend(itertools.repeat(sec, j - i))
+        i = j
+    return out
+
+
+def _script_arg(argv: list[str]) -> str:
+    """The script of a `php [options] script.php` command line ('' if none)."""
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-d", "-c", "-z"):
+            i += 2
+            continue
+        if a == "--":
+            return argv[i + 1] if i + 1 < len(argv) else ""
+        if not a.startswith("-"):
+            return a
+        i += 1
+    return ""
+
+
+_ENTRIES: dict[str, int] = {}
+_DIRS: dict[str, str] = {}
+
+
+def _fallback(last: str | None, ncands: int, name: str, include_path: str,
+              script: str) -> str:
+    """The including script's directory, php_resolve_path's last try (`last`: the last of
+    the resolution's `ncands` candidate paths, if recorded)."""
+    if last is not None:
+        n = _ENTRIES.get(include_path)
+        if n is None:
+            n = _ENTRIES[include_path] = len([e for e in include_path.split(":")
+                                              if "://" not in e])
+        if ncands == n + 1 and last.endswith("/" + name):
+            return last[: -len(name) - 1]
+    d = _DIRS.get(script)
+    if d is None:
+        d = _DIRS[script] = posixpath.dirname(script) if script else ""
+    return d
