@@ -3,6 +3,8 @@ php-fpm, ini and nginx texts are exact. Pure, no root."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from test_check_rules import facts
@@ -285,3 +287,18 @@ def test_bad_usage_is_one_line(opts: dict[str, object], message: str) -> None:
     with pytest.raises(UsageError, match=message.replace("(", r"\(")) as exc:
         apply_cmd.validate(Env(), apply_cmd.ApplyOptions(**opts))  # type: ignore[arg-type]
     assert "\n" not in str(exc.value)
+
+
+def test_fstab_line_is_checked_with_findmnt(tmp_path: Path) -> None:
+    """The fstab check runs the real `findmnt --verify` on the changed mount point's lines
+    only: another line's error is not apply's business, its own line's error fails."""
+    from statstorm.commands.apply import ApplyFailed, _check_fstab
+    from statstorm.context import Env
+    fstab = tmp_path / "fstab"
+    good = tmp_path / "code"
+    good.mkdir()
+    fstab.write_text(f"vm:/code {good} glusterfs defaults,_netdev,attribute-timeout=600 0 0\n"
+                     f"vm:/gone {tmp_path}/missing glusterfs defaults 0 0\n")
+    _check_fstab(Env(), fstab, [str(good)])
+    with pytest.raises(ApplyFailed, match="findmnt --verify rejected"):
+        _check_fstab(Env(), fstab, [f"{tmp_path}/missing"])
