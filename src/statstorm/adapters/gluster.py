@@ -162,12 +162,12 @@ def mount(env: Env, volume: str, mount_point: Path, options: Mapping[str, str]) 
 
 
 def is_mounted(mount_point: Path) -> bool:
-    target = str(mount_point)
-    with open("/proc/self/mounts") as fh:
-        return any(line.split()[1] == target for line in fh if len(line.split()) > 1)
+    return mount_depth(mount_point) > 0
 
 
 def unmount(env: Env, mount_point: Path, client_pid: int = 0) -> None:
+    """Unmount the top mount of `mount_point` (with clients stacked there, the one below
+    serves again) and wait for its client to end."""
     if is_mounted(mount_point):
         res = env.run(["umount", str(mount_point)], check=False, what="umount")
         if res.returncode != 0:
@@ -219,17 +219,6 @@ def stack_client(env: Env, argv: list[str], mount_point: Path, timeout: float = 
         time.sleep(0.1)
     new = [pid for pid, _ in _clients(mount_point) if pid not in before]
     return new[0] if new else 0
-
-
-def unstack_client(env: Env, mount_point: Path, client_pid: int) -> None:
-    """Unmount the top mount of `mount_point` (the one below serves again) and end its client."""
-    env.run(["umount", "-l", str(mount_point)], what=f"umount {mount_point}")
-    if client_pid and procs.alive(client_pid):
-        deadline = time.monotonic() + 10
-        while procs.alive(client_pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if procs.alive(client_pid):
-            procs.terminate(client_pid)
 
 
 def _clients(mount_point: Path) -> list[tuple[int, list[str]]]:

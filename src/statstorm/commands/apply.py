@@ -610,7 +610,7 @@ def _undo_step(env: Env, target: Target, st: StorageStep) -> None:
         if top is None or top[0] != st.client_pid:
             raise ComponentError(f"{st.where} is no longer served by the client apply started "
                                  f"(PID {st.client_pid}): unmount it by hand")
-        gluster.unstack_client(env, Path(st.where), st.client_pid)
+        gluster.unmount(env, Path(st.where), st.client_pid)
         below = mounts.fuse_client(st.where, "glusterfs")
         if target.lab:
             lab_cmd.record_mount(env, target.lab, st.before, below[0] if below else 0)
