@@ -18,7 +18,7 @@ from pathlib import Path
 from statstorm.apps import synthetic
 from statstorm.commands import fsbench as cmd
 from statstorm.commands import lab as lab_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 
 SPEC = synthetic.AppSpec(packages=60, classes=20, depth=3)
 TUNED = {"attribute-timeout": "600", "entry-timeout": "600", "negative-timeout": "600"}

@@ -41,7 +41,7 @@ from statstorm.adapters import procs
 from statstorm.adapters.loadgen import LOAD_LOCK, RunSpec
 from statstorm.adapters.wrk import Wrk
 from statstorm.commands import lab as lab_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 
 MODES = ("none", "counts", "ebpf", "strace")
 BACKEND = {"counts": "bpftrace", "ebpf": "bpftrace", "strace": "strace"}

@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Callable
 
 from statstorm.commands.whatif import load_input
-from statstorm.model import inputcache
-from statstorm.model.inputcache import CachedInput
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.replay import prepare, replay
-from statstorm.results import trace_records
+from statstorm.results import whatif_input
 from statstorm.results.trace import Operation, Request, Syscall, TraceWriter, new_header
-from statstorm.results.trace_raw import measured_per_request, read_records
+from statstorm.results.trace.raw import read_records
+from statstorm.results.trace.sidecar import records_path
+from statstorm.results.whatif_input import CachedInput, measured_per_request
 
 WORKERS = 8
 CLASSES = 400  # files per request
@@ -43,10 +43,10 @@ ROOT = "/srv/app/vendor"
 
 
 def generate(path: Path, ops: int, records: bool = True,
-             after_close: Callable[[Path], object] | None = inputcache.build) -> int:
+             after_close: Callable[[Path], object] | None = whatif_input.build) -> int:
     """Write a trace holding `ops` operations as the tracer does (with `records`, its record
-    sidecar; `after_close`: the tracer's hook, which builds the input cache); returns the
-    number written."""
+    sidecar; `after_close`: what the tracer does once the trace is in place, build the
+    input cache); returns the number written."""
     settings = {"sapi": "fpm-fcgi", "realpath_cache_size": "4096K", "realpath_cache_ttl": "120",
                 "include_path": ".:/usr/share/php", "opcache.enable": "On",
                 "opcache.validate_timestamps": "On", "opcache.revalidate_freq": "2",
@@ -57,7 +57,7 @@ def generate(path: Path, ops: int, records: bool = True,
     n = oid = req = 0
     ts = 1000
     cold: set[int] = set()
-    with TraceWriter(path, h, records=records, after_close=after_close) as w:
+    with TraceWriter(path, h, records=records) as w:
         while n < ops:
             pid = 100 + req % WORKERS
             start = ts
@@ -92,6 +92,8 @@ def generate(path: Path, ops: int, records: bool = True,
             w.request(Request(req, pid, start, ts + 1000, "/srv/app/index.php", "/index.php"))
             req += 1
             ts += 10_000
+    if after_close is not None:
+        after_close(path)
     return n
 
 
@@ -133,14 +135,14 @@ def main() -> None:
 
         def build(p: Path) -> bool:  # the tracer's own hook, timed
             t0 = time.perf_counter()
-            ok = inputcache.build(p)
+            ok = whatif_input.build(p)
             built.append(time.perf_counter() - t0)
             return ok
         gen_s, ops = timed(lambda: generate(path, a.ops, after_close=build), 1)
         build_s = built[0]
         size = path.stat().st_size
-        side_mb = trace_records.records_path(path).stat().st_size / 1e6
-        cache_mb = inputcache.cache_path(path).stat().st_size / 1e6
+        side_mb = records_path(path).stat().st_size / 1e6
+        cache_mb = whatif_input.cache_path(path).stat().st_size / 1e6
         # `statstorm whatif TRACE`'s first run on the freshly written trace
         load_s, loaded = timed(lambda: load_input(path), 1)
         cached, read = loaded  # type: ignore[misc]
@@ -153,12 +155,12 @@ def main() -> None:
         del cached, loaded
         # without the input cache (deleted, or a trace written before it existed): the
         # records from the record sidecar, else from the JSON lines
-        inputcache.cache_path(path).unlink()
+        whatif_input.cache_path(path).unlink()
         read_s, recs = timed(lambda: read_records(path), 1)
         prep_s, prep = timed(lambda: prepare(recs), 1)  # type: ignore[arg-type]
         rfirst_s, _ = timed(lambda: replay(prep, s), 1)  # type: ignore[arg-type]
         sum_s, measured = timed(lambda: measured_per_request(recs, path), 1)  # type: ignore[arg-type]
-        save_s, _ = timed(lambda: inputcache.save(path, CachedInput(
+        save_s, _ = timed(lambda: whatif_input.save(path, CachedInput(
             recs.header, measured, prep)), 1)  # type: ignore[attr-defined,arg-type]
         nsys, nreq = len(recs.syscalls), len(recs.requests)  # type: ignore[attr-defined]
         del recs, prep

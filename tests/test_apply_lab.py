@@ -18,7 +18,7 @@ from conftest import run_cli, unique_name
 
 from statstorm.adapters import gluster, mounts
 from statstorm.commands import apply as apply_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model.applyplan import NGINX, POOL, POOL_INI, Change
 

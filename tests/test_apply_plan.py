@@ -13,8 +13,10 @@ from statstorm.model import applyplan
 from statstorm.model.applyplan import (MANUAL, MASTER_INI, MOUNT, NGINX, POOL, POOL_INI, VOLUME,
                                        Change)
 from statstorm.adapters import gluster
-from statstorm.model.checkfacts import HugePageFacts, MountFact
-from statstorm.model.findings import RULES, Finding, evaluate
+from statstorm.model.checkfacts import MountFact
+from statstorm.model.finding import Finding
+from statstorm.model.rules import RULES, evaluate
+from statstorm.results.facts import HugePageFacts
 
 POOL_CONF = """\
 [global]
@@ -282,7 +284,7 @@ server {
 ])
 def test_bad_usage_is_one_line(opts: dict[str, object], message: str) -> None:
     from statstorm.commands import apply as apply_cmd
-    from statstorm.context import Env
+    from statstorm.env import Env
     from statstorm.errors import UsageError
     with pytest.raises(UsageError, match=message.replace("(", r"\(")) as exc:
         apply_cmd.validate(Env(), apply_cmd.ApplyOptions(**opts))  # type: ignore[arg-type]
@@ -292,13 +294,12 @@ def test_bad_usage_is_one_line(opts: dict[str, object], message: str) -> None:
 def test_fstab_line_is_checked_with_findmnt(tmp_path: Path) -> None:
     """The fstab check runs the real `findmnt --verify` on the changed mount point's lines
     only: another line's error is not apply's business, its own line's error fails."""
-    from statstorm.commands.apply import ApplyFailed, _check_fstab
-    from statstorm.context import Env
+    from statstorm.adapters.mounts import verify_fstab
+    from statstorm.env import Env
     fstab = tmp_path / "fstab"
     good = tmp_path / "code"
     good.mkdir()
     fstab.write_text(f"vm:/code {good} glusterfs defaults,_netdev,attribute-timeout=600 0 0\n"
                      f"vm:/gone {tmp_path}/missing glusterfs defaults 0 0\n")
-    _check_fstab(Env(), fstab, [str(good)])
-    with pytest.raises(ApplyFailed, match="findmnt --verify rejected"):
-        _check_fstab(Env(), fstab, [f"{tmp_path}/missing"])
+    assert verify_fstab(Env(), fstab, [str(good)]) == ""
+    assert "findmnt --verify rejected" in verify_fstab(Env(), fstab, [f"{tmp_path}/missing"])

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from statstorm.cli.docs import render
-from statstorm.model.findings import RULES
+from statstorm.model.rules import RULES
 
 DOC = (Path(__file__).parent.parent / "docs" / "check.md").read_text()
 

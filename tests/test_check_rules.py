@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from statstorm.model.checkfacts import (Facts, HugePageFacts, MountFact, TraceFacts,
-                                        ini_bytes, opcache_rounded, realpath_bytes,
-                                        with_parents)
-from statstorm.model.findings import RULES, Finding, evaluate
+from statstorm.model.checkfacts import Facts, MountFact, TraceFacts, ini_bytes, opcache_rounded
+from statstorm.model.finding import Finding
+from statstorm.model.rules import RULES, evaluate
+from statstorm.results.facts import HugePageFacts, realpath_bytes, with_parents
 
 # php-fpm 8.2 defaults as `php-fpm -i` prints them (Debian), plus a sane pool.
 GOOD = {

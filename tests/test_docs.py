@@ -20,3 +20,15 @@ def test_every_command_has_examples() -> None:
         name = section.splitlines()[0]
         if name.count(" ") >= 1 or name == "statstorm":
             assert "Example" in section, f"`{name} --help` has no examples"
+
+
+def test_architecture_names_only_modules_that_exist() -> None:
+    """docs/architecture.md is the map: every module or package it names is there."""
+    import re
+    src = DOCS.parent / "src" / "statstorm"
+    text = (DOCS / "architecture.md").read_text()
+    named = set(re.findall(r"`((?:cli|commands|model|adapters|results|apps)/[\w/]*?(?:\.py|/))`", text))
+    named |= set(re.findall(r"`((?:errors|env)\.py)`", text))
+    assert len(named) > 20
+    missing = sorted(n for n in named if not (src / n).exists())
+    assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from statstorm.adapters import fsops, mounts
+from statstorm.adapters import fsbench_ops, mounts
 from statstorm.apps import synthetic
 from statstorm.commands import fsbench as cmd
 from statstorm.commands import lab as lab_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import PrivilegeError, UsageError
 
 SPEC = dict(packages=10, classes=8, depth=2, touch=20, legacy_files=5, missing=5)
@@ -124,9 +124,9 @@ def test_cold_really_drops_caches(local_tree: Path) -> None:
         pytest.skip("needs root")
     f = next(local_tree.rglob("*.php"))
     f.read_bytes()  # now in the page cache
-    assert fsops.resident_pages(str(f))[0] > 0
-    fsops.drop_caches(3)
-    assert fsops.resident_pages(str(f))[0] == 0
+    assert fsbench_ops.resident_pages(str(f))[0] > 0
+    fsbench_ops.drop_caches(3)
+    assert fsbench_ops.resident_pages(str(f))[0] == 0
     r = cmd.run(Env(), cmd.FsbenchOptions(paths=(str(local_tree),), ops=("open",),
                                           states=("cold",), iterations=1))
     (cold,) = r.cold

@@ -175,7 +175,7 @@ def test_port_taken_during_up_moves_to_a_free_one(state_home: Path,
 
     from statstorm.adapters import procs
     from statstorm.commands import lab as lab_cmd
-    from statstorm.context import Env
+    from statstorm.env import Env
 
     real_free_port = procs.free_port
     with socket.socket() as sock:

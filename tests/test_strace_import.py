@@ -1,4 +1,5 @@
-"""Golden tests for importing strace logs and `strace -c` tables (adapters/strace_log.py).
+"""Golden tests for importing strace logs and `strace -c` tables (adapters/strace_log.py,
+strace_parser.py, strace_syntax.py).
 
 The real-*.log fixtures were recorded on a Debian host with strace 6.1 and php8.2 by
 tests/fixtures/strace/record.sh; the synthetic-*.log ones are hand-written for cases a modern
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from statstorm.adapters.strace_log import (detect, import_file, parse_log, parse_summaries,
-                                           parse_summary)
+from statstorm.adapters.strace_log import detect, import_file
+from statstorm.adapters.strace_parser import parse_log
+from statstorm.adapters.strace_summary import parse_summaries, parse_summary
 from statstorm.errors import EXIT_USAGE, UsageError
 from statstorm.results.trace import Syscall, TraceWriter, read_trace
 

@@ -18,7 +18,7 @@ from statstorm.adapters.wrk import Wrk
 from statstorm.cli import main
 from statstorm.commands import lab as lab_cmd
 from statstorm.commands import sweep as sweep_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.results.trace import read_trace
 
 pytestmark = pytest.mark.root

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from statstorm.apps import synthetic
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import UsageError
 
 

@@ -14,7 +14,7 @@ from conftest import run_cli
 from statstorm.errors import UsageError
 from statstorm.adapters import bpftrace
 from statstorm.commands.trace import feed_counts
-from statstorm.model.attribute import Attributor, CountAttributor, Reorder, feed
+from statstorm.model.attribution import Attributor, CountAttributor, Reorder, feed
 from statstorm.model.tracestats import SummaryBuilder, include_entry, summarize
 from statstorm.results.trace import (Operation, Request, RequestCounts, Syscall, TraceWriter,
                                      new_header, read_trace)
@@ -164,20 +164,20 @@ def test_held_command_waits_for_release_whatever_fd_the_pipe_gets(tmp_path: Path
     does not get descriptor 3 (it did not when a file was open, and the command then ran
     before the probes were attached)."""
     import time
-    from statstorm.commands.trace import _spawn_held
+    from statstorm.adapters.procs import HeldCommand
     mark = tmp_path / "started"
     spare = [os.open("/dev/null", os.O_RDONLY) for _ in range(3)]  # the pipe gets fds > 3
     try:
-        proc, release = _spawn_held(["sh", "-c", f"read x; echo \"$x\" > {mark}"])
+        held = HeldCommand(["sh", "-c", f"read x; echo \"$x\" > {mark}"])
     finally:
         for fd in spare:
             os.close(fd)
     try:
         time.sleep(0.3)
-        assert proc.poll() is None and not mark.exists()
+        assert not held.ended() and not mark.exists()
     finally:
-        os.close(release)
-    assert proc.wait(timeout=10) == 0
+        held.release()
+    assert held.proc.wait(timeout=10) == 0
     assert mark.read_text() == "\n"  # its stdin reads as empty once released
 
 

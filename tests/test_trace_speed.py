@@ -15,12 +15,11 @@ import pytest
 from conftest import run_cli
 from statstorm.commands import whatif as whatif_cmd
 from statstorm.errors import UsageError
-from statstorm.model import inputcache
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.replay import prepare, replay
 from statstorm.model.tracestats import summarize
-from statstorm.results import trace as tr
-from statstorm.results import trace_raw, trace_records
+from statstorm.results import whatif_input
+from statstorm.results.trace import jsonl, raw, sidecar
 from statstorm.results.trace import (INTERNED_ARGS, CountRow, Operation, Request,
                                      RequestCounts, Syscall, Trace, TraceWriter, new_header,
                                      read_trace)
@@ -29,7 +28,7 @@ from test_whatif_model import small_trace
 
 def reference_read(path: Path) -> Trace:
     """The plain reader: one json.loads and one record at a time (the test's oracle)."""
-    with tr._open_text(path) as fh:
+    with jsonl._open_text(path) as fh:
         recs = [json.loads(line) for line in fh if line.strip()]
     t = Trace(header=recs[0])
     paths: dict[int, str] = {}
@@ -88,7 +87,7 @@ def test_batched_reader_gives_the_plain_readers_trace(tmp_path: Path, name: str,
     path = varied_trace(tmp_path / name)
     want = reference_read(path)
     assert read_trace(path) == want
-    monkeypatch.setattr(tr, "BATCH_BYTES", 200)  # many batches, cut anywhere
+    monkeypatch.setattr(jsonl, "BATCH_BYTES", 200)  # many batches, cut anywhere
     got = read_trace(path)
     assert got == want and summarize(got) == summarize(want)
     small = small_trace(tmp_path / "s.sst.gz")
@@ -114,7 +113,7 @@ def test_blank_lines_are_skipped_and_damaged_lines_named(tmp_path: Path) -> None
 def test_input_cache_is_used_only_while_it_matches_the_trace(tmp_path: Path) -> None:
     path = small_trace(tmp_path / "s.sst")
     cached, trace = whatif_cmd.load_input(path)
-    assert trace is not None and inputcache.cache_path(path).is_file()
+    assert trace is not None and whatif_input.cache_path(path).is_file()
     again, none = whatif_cmd.load_input(path)
     assert none is None  # answered by the cache
     assert again.header == trace.header and again.measured == cached.measured
@@ -127,10 +126,10 @@ def test_input_cache_is_used_only_while_it_matches_the_trace(tmp_path: Path) -> 
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     assert whatif_cmd.load_input(path)[1] is not None
     # a damaged cache is ignored, then replaced
-    inputcache.cache_path(path).write_bytes(b"\x00garbage")
-    assert inputcache.load(path) is None
+    whatif_input.cache_path(path).write_bytes(b"\x00garbage")
+    assert whatif_input.load(path) is None
     assert whatif_cmd.load_input(path)[1] is not None
-    assert inputcache.load(path) is not None
+    assert whatif_input.load(path) is not None
 
 
 def test_whatif_with_and_without_the_cache_agree(tmp_path: Path) -> None:
@@ -138,9 +137,9 @@ def test_whatif_with_and_without_the_cache_agree(tmp_path: Path) -> None:
     args = ["whatif", str(path), "--set", "realpath_cache_size=0", "--json",
             "--find-min", "realpath_cache_size"]
     plain = json.loads(run_cli(args + ["--no-cache"], tmp_path, check=True).stdout)
-    assert not inputcache.cache_path(path).exists()
+    assert not whatif_input.cache_path(path).exists()
     first = json.loads(run_cli(args, tmp_path, check=True).stdout)
-    assert inputcache.cache_path(path).is_file()
+    assert whatif_input.cache_path(path).is_file()
     cached = json.loads(run_cli(args, tmp_path, check=True).stdout)
     assert plain == first == cached
     with_trace: Any = whatif_cmd.run(whatif_cmd.WhatifOptions(path, profile="trace"))
@@ -151,16 +150,16 @@ def test_cache_is_a_plain_sidecar_with_a_versioned_header(tmp_path: Path) -> Non
     import marshal
     path = small_trace(tmp_path / "t.sst")
     whatif_cmd.load_input(path)
-    data = marshal.loads(inputcache.cache_path(path).read_bytes())
+    data = marshal.loads(whatif_input.cache_path(path).read_bytes())
     assert data["format"] == "statstorm-whatif-input" and data["version"] == 1
     assert data["source"] == [path.stat().st_size, path.stat().st_mtime_ns]
     data["version"] = 2
-    inputcache.cache_path(path).write_bytes(marshal.dumps(data))
-    assert inputcache.load(path) is None
+    whatif_input.cache_path(path).write_bytes(marshal.dumps(data))
+    assert whatif_input.load(path) is None
 
 
-# -- the record sidecar (results.trace_records) and the raw records (results.trace_raw) --------
-def pool_trace(path: Path, records: bool = True, after_close: Any = None) -> Path:
+# -- the record sidecar (results.trace.sidecar) and the raw records (results.trace.raw) --------
+def pool_trace(path: Path, records: bool = True, build: bool = False) -> Path:
     """A php-fpm-shaped trace: 3 workers whose requests interleave (some events at the same
     ns in two workers), includes with and without a resolution, relative names, probes,
     revalidations, a symlink, .user.ini scans and a realpath() call."""
@@ -171,7 +170,7 @@ def pool_trace(path: Path, records: bool = True, after_close: Any = None) -> Pat
                              "opcache.revalidate_freq": "2"},
                    mounts=[("/", "ext4"), ("/srv", "nfs")])
     oid = 0
-    with TraceWriter(path, h, records=records, after_close=after_close) as w:
+    with TraceWriter(path, h, records=records) as w:
         for req in range(12):
             pid = 11 + req % 3
             start = (req // 3) * 3_000_000_000 + (req % 3) * 7
@@ -217,22 +216,24 @@ def pool_trace(path: Path, records: bool = True, after_close: Any = None) -> Pat
             w.syscall(Syscall(ts + 61, pid, "stat", "newfstatat", "/srv/app/flip.lock",
                               -2 if req % 4 < 2 else 0, 50, req, -1, 1, "other"))
             w.request(Request(req, pid, start, ts + 100, "/srv/app/index.php", "/"))
+    if build:  # as the tracer does once the trace is in place
+        whatif_input.build(path)
     return path
 
 
 def flat(path: Path, sidecar: bool) -> list[Any]:
-    return [rec for batch in tr.iter_batches(path, sidecar) for rec in batch]
+    return [rec for batch in jsonl.iter_batches(path, sidecar) for rec in batch]
 
 
 @pytest.mark.parametrize("name", ["p.sst", "p.sst.gz"])
 def test_record_sidecar_gives_the_json_lines_records(tmp_path: Path, name: str) -> None:
     path = pool_trace(tmp_path / name)
-    side = trace_records.records_path(path)
-    assert side.is_file() and trace_records.load(path) is not None
+    side = sidecar.records_path(path)
+    assert side.is_file() and sidecar.load(path) is not None
     assert flat(path, True) == flat(path, False)
     assert read_trace(path) == reference_read(path)
     v = varied_trace(tmp_path / ("v" + name))  # every record kind, a non-UTF-8 path
-    assert trace_records.load(v) is not None
+    assert sidecar.load(v) is not None
     assert flat(v, True) == flat(v, False) and read_trace(v) == reference_read(v)
 
 
@@ -246,7 +247,7 @@ def test_record_sidecar_holds_only_what_json_gives_back(tmp_path: Path) -> None:
                                                            "map": {"a": (3,)}}))
         mine.append(3)  # the caller changes its own list after writing
         w.request(Request(0, 7, 0, 5, "/x.php", "/"))
-    assert trace_records.load(path) is not None
+    assert sidecar.load(path) is not None
     assert flat(path, True) == flat(path, False)
     assert read_trace(path).operations[1].args == {"pair": [1, 2], "list": [1, 2],
                                                    "map": {"a": [3]}}
@@ -263,43 +264,43 @@ def test_record_sidecar_dropped_when_a_value_cannot_be_kept(tmp_path: Path) -> N
     path = pool_trace(tmp_path / "t.sst")  # an older trace (and sidecar) at the same path
     with TraceWriter(path, h) as w:
         w.syscall(Syscall(1, 7, "stat", "stat", "/x", Ret.OK, 5, 0, -1, 0, "other"))
-    assert not trace_records.records_path(path).exists()
+    assert not sidecar.records_path(path).exists()
     assert read_trace(path).syscalls[0].ret == 0  # the JSON lines are complete
     with TraceWriter(tmp_path / "plain.sst", h, records=False):
         pass
-    assert not trace_records.records_path(tmp_path / "plain.sst").exists()
+    assert not sidecar.records_path(tmp_path / "plain.sst").exists()
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files
 
 
 def test_stale_or_damaged_record_sidecar_is_ignored(tmp_path: Path) -> None:
     path = pool_trace(tmp_path / "p.sst")
-    side = trace_records.records_path(path)
+    side = sidecar.records_path(path)
     want = flat(path, False)
     good = side.read_bytes()
     # the trace changed after the sidecar was written (its mtime): the JSON lines are read
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-    assert trace_records.load(path) is None and flat(path, True) == want
+    assert sidecar.load(path) is None and flat(path, True) == want
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert trace_records.load(path) is not None
+    assert sidecar.load(path) is not None
     # another trace's sidecar
     other = pool_trace(tmp_path / "q.sst")
-    side.write_bytes(trace_records.records_path(other).read_bytes())
-    assert trace_records.load(path) is None and flat(path, True) == want
+    side.write_bytes(sidecar.records_path(other).read_bytes())
+    assert sidecar.load(path) is None and flat(path, True) == want
     # damaged: garbage, cut short, a chunk changed, another format version
     for bad in (b"\x00garbage", good[:len(good) // 2], good[:-3], good[:20] + b"\xff" * 40
                 + good[60:], b""):
         side.write_bytes(bad)
-        assert trace_records.load(path) is None
+        assert sidecar.load(path) is None
         assert flat(path, True) == want
     import marshal
     import struct
-    first = marshal.dumps({"format": trace_records.FORMAT, "version": 99, "header": {}})
+    first = marshal.dumps({"format": sidecar.FORMAT, "version": 99, "header": {}})
     n = struct.unpack_from("<Q", good)[0]
     side.write_bytes(struct.pack("<Q", len(first)) + first + good[8 + n:])
-    assert trace_records.load(path) is None
+    assert sidecar.load(path) is None
     side.write_bytes(good)
-    assert trace_records.load(path) is not None
+    assert sidecar.load(path) is not None
 
 
 @pytest.mark.parametrize("name", ["p.sst", "p.sst.gz"])
@@ -307,9 +308,9 @@ def test_raw_records_give_the_same_model_input_and_replays(tmp_path: Path, name:
     from dataclasses import replace as dc_replace
     path = pool_trace(tmp_path / name)
     trace = read_trace(path)
-    fast = prepare(trace_raw.read_records(path))
-    assert trace_raw.read_records(path) == trace_raw.read_records(path, sidecar=False)
-    for other in (prepare(trace), prepare(trace_raw.read_records(path, sidecar=False))):
+    fast = prepare(raw.read_records(path))
+    assert raw.read_records(path) == raw.read_records(path, sidecar=False)
+    for other in (prepare(trace), prepare(raw.read_records(path, sidecar=False))):
         for f in ("streams", "counted", "first_request", "mounts", "events", "modeled_ops",
                   "kept_syscalls", "preexisting", "revalidated", "compiled", "lstatted",
                   "user_ini_scanned", "start_s"):
@@ -320,10 +321,10 @@ def test_raw_records_give_the_same_model_input_and_replays(tmp_path: Path, name:
     for st in (s, dc_replace(s, realpath_cache_size=16 << 10, opcache_revalidate_freq=0),
                dc_replace(s, workers=2), dc_replace(s, opcache=False)):
         assert replay(fast, st) == replay(prepare(trace), st)
-    rec = trace_raw.read_records(path)
-    assert trace_raw.measured_per_request(rec, path) == summarize(trace)["per_request"]
+    rec = raw.read_records(path)
+    assert whatif_input.measured_per_request(rec, path) == summarize(trace)["per_request"]
     v = varied_trace(tmp_path / "v.sst")  # counts records: the full summary
-    assert trace_raw.measured_per_request(trace_raw.read_records(v), v) == summarize(
+    assert whatif_input.measured_per_request(raw.read_records(v), v) == summarize(
         read_trace(v))["per_request"]
 
 
@@ -356,7 +357,7 @@ def test_streams_merge_in_time_then_index_then_pid_order() -> None:
 
 
 def test_the_tracers_close_builds_the_input_cache(tmp_path: Path) -> None:
-    path = pool_trace(tmp_path / "p.sst.gz", after_close=inputcache.build)
+    path = pool_trace(tmp_path / "p.sst.gz", build=True)
     cached, read = whatif_cmd.load_input(path)
     assert read is None  # the first whatif starts from what the tracer built
     trace = read_trace(path)
@@ -365,17 +366,13 @@ def test_the_tracers_close_builds_the_input_cache(tmp_path: Path) -> None:
         trace)["per_request"]
     s = from_recorded(trace.header["settings"])
     assert replay(cached.prep, s) == replay(fresh, s)
-    # nothing to replay: no cache; an error while tracing: no build
+    # nothing to replay: no cache
     h = new_header("bpftrace", created="2026-01-01T00:00:00+00:00", host="h", targets={},
                    settings={}, mounts=[])
-    with TraceWriter(tmp_path / "n.sst", h, after_close=inputcache.build) as w:
+    with TraceWriter(tmp_path / "n.sst", h) as w:
         w.syscall(Syscall(1, 7, "stat", "stat", "/x", 0, 5, 0, -1, 0, "other"))
-    assert not inputcache.cache_path(tmp_path / "n.sst").exists()
-    calls: list[Path] = []
-    with pytest.raises(KeyError):
-        with TraceWriter(tmp_path / "e.sst", h, after_close=calls.append):
-            raise KeyError
-    assert not calls and (tmp_path / "e.sst").is_file()
+    assert not whatif_input.build(tmp_path / "n.sst")
+    assert not whatif_input.cache_path(tmp_path / "n.sst").exists()
 
 
 def test_sidecars_are_trusted_when_ours_or_roots_alone() -> None:
@@ -392,12 +389,13 @@ def test_sidecars_are_trusted_when_ours_or_roots_alone() -> None:
 
 
 def test_file_system_view_from_calls_quick_and_plain_agree(tmp_path: Path) -> None:
+    from statstorm.model import replay_fs
     from statstorm.model import replay_input as rp
     from statstorm.model.realpath_cache import FsView
     path = pool_trace(tmp_path / "p.sst")
-    for t in (trace_raw.read_records(path), trace_raw.of_trace(small_trace_read(tmp_path))):
+    for t in (raw.read_records(path), raw.of_trace(small_trace_read(tmp_path))):
         quick, plain = FsView(), FsView()
-        assert rp._observe_calls(quick, t) == rp._observe_each_call(plain, t)
+        assert replay_fs._observe_calls(quick, t) == replay_fs._observe_each_call(plain, t)
         assert quick.types == plain.types and list(quick.types) == list(plain.types)
         quick.finish()
         plain.finish()
@@ -406,9 +404,10 @@ def test_file_system_view_from_calls_quick_and_plain_agree(tmp_path: Path) -> No
     assert fs.changing["/srv/app/flip.lock"][0][1] is False and len(
         fs.changing["/srv/app/flip.lock"]) == 12
     # one path under two ids (not something TraceWriter writes): each call in turn
-    t = trace_raw.read_records(path)
+    t = raw.read_records(path)
     t.paths[max(t.paths) + 1] = t.paths[0]
-    assert vars(rp._build_fs(t, [])) == vars(rp._build_fs(trace_raw.read_records(path), []))
+    assert vars(replay_fs.from_records(t, [])) == vars(
+        replay_fs.from_records(raw.read_records(path), []))
 
 
 def small_trace_read(tmp_path: Path) -> Trace:

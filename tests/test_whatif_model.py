@@ -13,8 +13,8 @@ import pytest
 
 from conftest import run_cli
 from statstorm.model import latency_profile as lp
-from statstorm.model.phpmodel import (E_CLEAR, E_INCLUDE, E_PROBE, E_REALPATH, E_REQ,
-                                      E_USER_INI, Engine, Event)
+from statstorm.model.php_engine import (E_CLEAR, E_INCLUDE, E_PROBE, E_REALPATH, E_REQ,
+                                        E_USER_INI, Engine, Event)
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
 from statstorm.model.realpath_cache import (CHAINS, DIR, FILE, FILEPATH, LINK, MISSING,
                                             REALPATH, FsView, RealpathCache, Resolver, fnv_key)
@@ -170,7 +170,7 @@ def run(settings: PhpSettings, events: list[Event], wid: int = 1, now: int = 100
 
 
 def count(c: list[int], call: str, failed: bool | None = None) -> int:
-    from statstorm.model.phpmodel import CALL_INDEX
+    from statstorm.model.php_engine import CALL_INDEX
     i = CALL_INDEX[call]
     if failed is None:
         return c[2 * i] + c[2 * i + 1]

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from statstorm.adapters.loadgen import RunSpec, find_binary, run_bounded
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 from statstorm.results.sweep import ErrorCounts, LoadRun
 

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from statstorm.model.checkfacts import realpath_bytes, with_parents
+from statstorm.results.facts import realpath_bytes, with_parents
 
 MAX_FILES = 200_000
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Mapping
 
 from statstorm.adapters import mounts, procs
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 
 GLUSTERD = "/usr/sbin/glusterd"
@@ -193,8 +193,7 @@ def reset_volume_option(env: Env, volume: str, key: str) -> None:
 def mount_depth(mount_point: Path) -> int:
     """How many mounts are stacked on `mount_point`."""
     target = str(mount_point)
-    with open("/proc/self/mounts") as fh:
-        return sum(1 for line in fh if len(line.split()) > 1 and line.split()[1] == target)
+    return sum(1 for m in mounts.current() if m.mount_point == target)
 
 
 def client_argv_with(argv: list[str], options: Mapping[str, str]) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Iterator, Protocol, Sequence
 from contextlib import contextmanager
 
 from statstorm.adapters import procs
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 from statstorm.results.sweep import LoadRun
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from statstorm.model.checkfacts import HugePageFacts
+from statstorm.results.facts import HugePageFacts
 
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from statstorm.adapters import procs
+from statstorm.env import Env
 
 NFS_TYPES = ("nfs", "nfs4")
 LOCAL_TYPES = ("ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "zfs", "f2fs", "overlay")
@@ -58,6 +60,32 @@ def parse_mounts(text: str) -> list[MountEntry]:
         if len(parts) >= 4 and not line.startswith("#"):
             out.append(MountEntry(unescape(parts[0]), unescape(parts[1]), parts[2], parts[3]))
     return out
+
+
+def current() -> list[MountEntry]:
+    """This machine's mounts now (`/proc/self/mounts`); [] when it cannot be read."""
+    try:
+        return parse_mounts(Path("/proc/self/mounts").read_text())
+    except OSError:
+        return []
+
+
+def verify_fstab(env: Env, fstab: Path, mount_points: list[str]) -> str:
+    """`findmnt --verify` on the fstab lines of these mount points (the rest of the file is
+    not statstorm's business): '' when it accepts them, else its first error."""
+    lines = [ln for ln in fstab.read_text().splitlines()
+             if len(ln.split()) >= 4 and not ln.lstrip().startswith("#")
+             and ln.split()[1].replace("\\040", " ") in mount_points]
+    with tempfile.NamedTemporaryFile("w", prefix="statstorm-fstab-") as tmp:
+        tmp.write("\n".join(lines) + "\n")
+        tmp.flush()
+        res = env.run(["findmnt", "--verify", "--tab-file", tmp.name], check=False,
+                      what="findmnt --verify")
+    if res.returncode == 0:
+        return ""
+    errors = [ln.strip() for ln in res.stdout.splitlines() if "[E]" in ln]
+    return (f"findmnt --verify rejected {fstab}'s line for {', '.join(mount_points)} "
+            f"({(errors or [res.first_error_line()])[0]})")
 
 
 def split_options(options: str) -> dict[str, str]:
@@ -433,9 +461,8 @@ def detect(path: str, *, volume_reader: Callable[[str], dict[str, str]] | None =
            mounts_text: str | None = None) -> MountInfo:
     """Detect the live mount of `path`; `volume_reader(volume)` reads GlusterFS volume options."""
     real = os.path.realpath(path)
-    if mounts_text is None:
-        mounts_text = Path("/proc/self/mounts").read_text()
-    entry = find_mount(parse_mounts(mounts_text), real)
+    entries = current() if mounts_text is None else parse_mounts(mounts_text)
+    entry = find_mount(entries, real)
     if entry is None:
         entry = MountEntry("?", "/", "unknown", "")
     kind = kind_of(entry.fstype)

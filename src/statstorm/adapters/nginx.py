@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from statstorm.adapters import procs
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 
 BINARY = "/usr/sbin/nginx"
@@ -143,6 +143,23 @@ def running_masters_by_pid() -> list[tuple[int, list[str]]]:
 def running_masters() -> list[list[str]]:
     """The binary and options of every running nginx master (from its process title)."""
     return [argv for _, argv in running_masters_by_pid()]
+
+
+def dump(env: Env, argv: list[str]) -> str:
+    """`nginx -T` of the master started as `argv`: its whole configuration, file by file."""
+    return env.run([*argv, "-T"], check=False, what="nginx -T").stdout
+
+
+def server_passing_to(env: Env, argvs: list[list[str]] | None,
+                      listen: str) -> dict[str, str] | None:
+    """The first server block (of the nginx masters started as `argvs`, default every
+    running one) whose `fastcgi_pass` names the pool's `listen` address."""
+    for argv in argvs if argvs is not None else running_masters():
+        for server in nginx_servers(dump(env, argv)):
+            fp = server.get("fastcgi_pass", "").removeprefix("unix:")
+            if fp and listen and (fp == listen or fp.endswith(":" + listen)):
+                return server
+    return None
 
 
 def files_passing_to(dump: str, listen: str) -> list[str]:

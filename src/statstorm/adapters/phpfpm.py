@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from statstorm.adapters import procs
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, UsageError
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")

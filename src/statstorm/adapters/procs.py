@@ -180,3 +180,47 @@ def free_port(start: int = 8080, tries: int = 200) -> int:
         if not port_in_use(port):
             return port
     raise BusyError(f"no free TCP port in {start}-{start + tries - 1}: pass --port")
+
+
+class HeldCommand:
+    """A command started but held before exec until `release()`, so a tracer can attach to
+    its PID first and see it from its first syscall.
+
+    The hold is a shell reading its stdin pipe (a numbered descriptor would not survive the
+    child's close_fds unless the pipe happened to get that number); the pipe stays the
+    command's stdin: at end of file it reads like /dev/null, and opening /dev/null instead
+    would add a traced call. Its stdout goes to our stderr, so `--json` output stays clean."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        r, self._release_fd = os.pipe()
+        wrapper = ["/bin/sh", "-c", 'read _; exec "$@"', "statstorm-held", *argv]
+        try:
+            self.proc = subprocess.Popen(wrapper, stdin=r, stdout=2)
+        finally:
+            os.close(r)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def release(self) -> None:
+        if self._release_fd >= 0:
+            os.close(self._release_fd)
+            self._release_fd = -1
+
+    def ended(self) -> bool:
+        return self.proc.poll() is not None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def finish(self, timeout: float = 60) -> None:
+        """Release it if still held, wait up to `timeout` for it to end, then kill it."""
+        self.release()
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

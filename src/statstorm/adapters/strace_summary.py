@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from statstorm.errors import UsageError
-from statstorm.results.trace import CountRow
+from statstorm.results.trace.vocabulary import CountRow
 
 FIX = "record it with strace -f -tt -T -y -o FILE or give an strace -c table"
 

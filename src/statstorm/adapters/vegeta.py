@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from statstorm.adapters.loadgen import RunSpec, find_binary, run_bounded
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 from statstorm.results.sweep import ErrorCounts, LoadRun
 

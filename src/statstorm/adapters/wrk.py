@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from statstorm.adapters.loadgen import RunSpec, find_binary, run_bounded
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 from statstorm.results.sweep import ErrorCounts, LoadRun
 

@@ -11,8 +11,8 @@ import secrets
 import shutil
 from pathlib import Path
 
-from statstorm.adapters import files
-from statstorm.context import Env
+from statstorm.adapters import tree_copy
+from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 
 SOURCE = Path("/usr/share/mediawiki")
@@ -42,7 +42,7 @@ def version() -> str:
 def copy_tree(env: Env, dest: Path) -> None:
     """Copy the package tree into `dest` with symlinks resolved."""
     env.debug(f"copying {SOURCE} to {dest} (tar -ch, symlinks resolved)")
-    files.copy_tree(SOURCE, dest, jobs=4, dereference=True, excludes=EXCLUDES)
+    tree_copy.copy_tree(SOURCE, dest, jobs=4, dereference=True, excludes=EXCLUDES)
 
 
 def install(env: Env, php: str, code: Path, data: Path, port: int) -> None:

@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import DependencyError, UsageError
 
 MANIFEST = "statstorm-app.json"

@@ -14,7 +14,7 @@ from types import FrameType
 import click
 
 from statstorm import __version__
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import EXIT_INTERRUPTED, Interrupted, StatstormError
 
 

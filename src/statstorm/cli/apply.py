@@ -12,7 +12,7 @@ from rich.table import Table
 
 from statstorm.cli import cli
 from statstorm.commands import apply as apply_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.model.applyplan import MANUAL
 
 WHERE = {"pool-ini": "pool (php_admin_value)", "master-ini": "master ini (conf.d)",

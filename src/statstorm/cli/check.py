@@ -12,9 +12,9 @@ from rich.table import Table
 
 from statstorm.cli import cli
 from statstorm.commands import check as check_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import EXIT_FAILURE
-from statstorm.model.findings import SEVERITIES
+from statstorm.model.rules import SEVERITIES
 
 STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 

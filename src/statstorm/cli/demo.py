@@ -9,7 +9,7 @@ import click
 
 from statstorm.cli import cli
 from statstorm.commands import demo as demo_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 
 
 @cli.command()

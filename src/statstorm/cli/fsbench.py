@@ -9,7 +9,7 @@ import click
 
 from statstorm.cli import cli
 from statstorm.commands import fsbench as cmd
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.model.fsworkload import OPS
 from statstorm.results.fsbench import Cell, FsbenchResult
 

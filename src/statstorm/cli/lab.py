@@ -12,7 +12,7 @@ from statstorm.adapters import phpfpm
 from statstorm.apps import synthetic
 from statstorm.cli import cli
 from statstorm.commands import lab as lab_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.results.lab import LabState
 
@@ -190,9 +190,9 @@ def gen_app(env: Env, /, directory: Path, force: bool, as_json: bool, **spec: ob
       statstorm lab gen-app /tmp/big --packages 80 --classes 25 --touch 600 --depth 4
       php /tmp/app/public/index.php
     """
-    app = synthetic.generate(env, directory, _spec(spec), force=force)
+    app, manifest = lab_cmd.gen_app(env, directory, _spec(spec), force=force)
     if as_json:
-        click.echo((app.root / synthetic.MANIFEST).read_text().strip())
+        click.echo(manifest)
     else:
         click.echo(f"generated {app.php_files} PHP files in {app.root} "
                    f"(entry {app.docroot / app.entry}; a request touches {app.expected_classes} classes "

@@ -13,7 +13,8 @@ from rich.table import Table
 
 from statstorm.cli import cli
 from statstorm.commands import sweep as sweep_cmd
-from statstorm.context import Env
+from statstorm.commands import trace as trace_cmd
+from statstorm.env import Env
 from statstorm.errors import EXIT_FAILURE, Interrupted, UsageError
 from statstorm.results.sweep import LevelResult, SweepResult
 
@@ -159,7 +160,8 @@ def sweep(env: Env, url: str, lab: str | None, concurrency: str | None, rate: st
                                                                    _row(lv, traced))))
 
     try:
-        result = sweep_cmd.run(env, plan, progress=progress)
+        result = sweep_cmd.run(env, plan, progress=progress,
+                               trace_with=trace_cmd.counting_tracer)
     except (KeyboardInterrupt, Interrupted):
         err.print(f"interrupted: the finished levels are in {plan.output}")
         raise

@@ -12,10 +12,8 @@ from rich.table import Table
 
 from statstorm.cli import cli
 from statstorm.commands import trace as trace_cmd
-from statstorm.context import Env
-from statstorm.errors import UsageError
-from statstorm.model.tracestats import summarize
-from statstorm.results.trace import CALLS, SUMMARY_KEYS, read_trace, write_trace
+from statstorm.env import Env
+from statstorm.results.trace import CALLS, SUMMARY_KEYS
 
 
 def _console(env: Env) -> Console:
@@ -175,28 +173,11 @@ def show(env: Env, trace_file: Path, as_json: bool) -> None:
       statstorm trace show before.sst.gz
       statstorm trace show before.sst.gz --json | jq .per_request
     """
-    s = summarize(read_trace(trace_file))
+    s = trace_cmd.show(trace_file)
     if as_json:
         click.echo(json.dumps(s, indent=2))
     else:
         render(env, s, str(trace_file))
-
-
-def diff_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    change = {}
-    for key in SUMMARY_KEYS:
-        va, vb = a["per_request"][key], b["per_request"][key]
-        change[key] = {"a": va, "b": vb, "delta": round(vb - va, 3),
-                       "ratio": round(vb / va, 3) if va else None}
-    out = {"a": {"requests": a["requests"], "per_request": a["per_request"]},
-           "b": {"requests": b["requests"], "per_request": b["per_request"]},
-           "per_request": change}
-    ta = (a.get("syscall_time_us") or {}).get("per_request")
-    tb = (b.get("syscall_time_us") or {}).get("per_request")
-    if ta and tb:  # both traces timed their calls (an `strace -c` import does not per request)
-        out["syscall_time_us"] = {"a": ta, "b": tb, "delta": round(tb - ta, 1),
-                                  "ratio": round(tb / ta, 3)}
-    return out
 
 
 @trace.command("diff")
@@ -212,7 +193,7 @@ def diff(env: Env, a: Path, b: Path, as_json: bool) -> None:
       statstorm trace diff before.sst.gz after.sst.gz
       statstorm trace diff old-strace-c.sst.gz new.sst.gz --json
     """
-    d = diff_summaries(summarize(read_trace(a)), summarize(read_trace(b)))
+    d = trace_cmd.diff(a, b)
     if as_json:
         click.echo(json.dumps(d, indent=2))
         return
@@ -249,13 +230,7 @@ def import_(env: Env, source: Path, output: Path | None, requests: int | None, t
       statstorm trace import php-fpm.strace -o fpm.sst.gz
       statstorm trace import strace-c.txt --requests 1000 --json
     """
-    from statstorm.adapters import strace_log
-    if requests is not None and requests <= 0:
-        raise UsageError("--requests must be at least 1")
-    tr = strace_log.import_file(source, requests=requests, table=table)
-    out = output or source.with_name(source.name + ".sst.gz")
-    write_trace(out, tr)
-    summary = summarize(tr)
+    out, summary = trace_cmd.import_log(source, output, requests=requests, table=table)
     if as_json:
         click.echo(json.dumps({**summary, "file": str(out)}, indent=2))
     else:

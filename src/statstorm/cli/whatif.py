@@ -11,7 +11,7 @@ from rich.table import Table
 
 from statstorm.cli import cli
 from statstorm.commands import whatif as whatif_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.results.trace import SUMMARY_KEYS
 
 

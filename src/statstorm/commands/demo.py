@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statstorm.adapters import http
 from statstorm.commands import lab as lab_cmd
 from statstorm.commands import sweep as sweep_cmd
 from statstorm.commands import trace as trace_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.results.lab import LabState
 
 
@@ -80,7 +81,7 @@ def run(env: Env, *, name: str = "demo", app: str = "mediawiki", storage: str = 
         attached.wait(timeout=180)
         for _ in range(views):
             t0 = time.monotonic()
-            status, body = lab_cmd.fetch(url)
+            status, body = http.fetch(url)
             result.views.append(PageView(url, status, len(body.encode()), time.monotonic() - t0,
                                          _title(body)))
         thread.join()
@@ -91,7 +92,7 @@ def run(env: Env, *, name: str = "demo", app: str = "mediawiki", storage: str = 
         plan = sweep_cmd.plan(env, sweep_opts)
         env.log(f"demo: sweep at concurrency {','.join(map(str, concurrency))} "
                 f"(about {plan.estimated_s:.0f} s)…")
-        sweep = sweep_cmd.run(env, plan)
+        sweep = sweep_cmd.run(env, plan, trace_with=trace_cmd.counting_tracer)
         result.sweep_json, result.sweep_plot = plan.output, plan.plot
         result.sweep_sentence = sweep.knee.sentence if sweep.knee else ""
     finally:

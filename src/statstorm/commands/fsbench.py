@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import fsops, gluster, mounts
-from statstorm.context import Env
+from statstorm.adapters import fsbench_ops, gluster, labs, mounts
+from statstorm.env import Env
 from statstorm.errors import PrivilegeError, UsageError
 from statstorm.model import fsworkload
 from statstorm.model.latency import ratio, summarize
@@ -114,15 +114,17 @@ def _targets(w: fsworkload.Workload, op: str) -> tuple[str, ...]:
             "open": w.php_files, "readdir": w.dirs}.get(op, ())
 
 
-def _one_pass(op: str, w: fsworkload.Workload, offset_frac: float = 0.0) -> fsops.PassResult:
+def _one_pass(op: str, w: fsworkload.Workload,
+              offset_frac: float = 0.0) -> fsbench_ops.PassResult:
     if op == "find":
-        return fsops.find_pass(w.root)
+        return fsbench_ops.find_pass(w.root)
     t = _targets(w, op)
     if offset_frac and t:
         k = int(len(t) * offset_frac)
         t = t[k:] + t[:k]
-    fn = {"walk": fsops.walk_pass, "stat": fsops.stat_pass, "negative": fsops.negative_pass,
-          "open": fsops.open_pass, "readdir": fsops.readdir_pass}[op]
+    fn = {"walk": fsbench_ops.walk_pass, "stat": fsbench_ops.stat_pass,
+          "negative": fsbench_ops.negative_pass, "open": fsbench_ops.open_pass,
+          "readdir": fsbench_ops.readdir_pass}[op]
     return fn(t)
 
 
@@ -132,7 +134,7 @@ def _client_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _client_pass(args: tuple[str, int, float]) -> fsops.PassResult:
+def _client_pass(args: tuple[str, int, float]) -> fsbench_ops.PassResult:
     op, index, frac = args
     return _one_pass(op, _WORKLOADS[index], frac)
 
@@ -148,7 +150,7 @@ class _Acc:
     enoent: int = 0
     other: int = 0
 
-    def add(self, parts: list[fsops.PassResult], wall_ns: int) -> None:
+    def add(self, parts: list[fsbench_ops.PassResult], wall_ns: int) -> None:
         for r in parts:
             self.samples.extend(r.samples)
             if r.open_ns is not None:
@@ -179,9 +181,7 @@ class _Owned:
 def _owned_mount(env: Env, info: mounts.MountInfo) -> _Owned | None:
     if info.kind != "glusterfs-fuse":
         return None
-    from statstorm.commands import lab as lab_cmd
-
-    for st in lab_cmd.list_labs(env):
+    for st in labs.list_labs(env):
         if st.mount_point and os.path.realpath(st.mount_point) == os.path.realpath(info.mount_point):
             return _Owned(st.name, st.volume, Path(st.mount_point), dict(st.mount_options),
                           st.fuse_client_pid)
@@ -189,14 +189,10 @@ def _owned_mount(env: Env, info: mounts.MountInfo) -> _Owned | None:
 
 
 def _remount(env: Env, owned: _Owned) -> int:
-    from statstorm.commands import lab as lab_cmd
-
     gluster.unmount(env, owned.mount_point, owned.client_pid)
     pid = gluster.mount(env, owned.volume, owned.mount_point, owned.options)
     owned.client_pid = pid
-    state = lab_cmd.load_state(env, owned.lab)
-    state.fuse_client_pid = pid
-    write_json_atomic(Path(state.state_dir) / "lab.json", state.to_json())
+    labs.record_mount(env, owned.lab, {}, pid)
     return pid
 
 
@@ -223,25 +219,25 @@ def _drop(env: Env, w: fsworkload.Workload, owned: _Owned | None, check: bool) -
     before_pages = 0
     if check and sample:
         try:
-            before_pages, _ = fsops.resident_pages(sample)
+            before_pages, _ = fsbench_ops.resident_pages(sample)
         except OSError:
             before_pages = -1
-    d0, c0 = fsops.dentry_count(), fsops.meminfo_kb("Cached")
+    d0, c0 = fsbench_ops.dentry_count(), fsbench_ops.meminfo_kb("Cached")
     pid0 = owned.client_pid if owned else 0
     pid1 = 0
     if owned is not None:
         pid1 = _remount(env, owned)
     try:
-        fsops.drop_caches(3)
+        fsbench_ops.drop_caches(3)
     except PermissionError:
         raise PrivilegeError("cannot write /proc/sys/vm/drop_caches: run as root for --state cold") from None
     if not check:
         return None
-    d1, c1 = fsops.dentry_count(), fsops.meminfo_kb("Cached")
+    d1, c1 = fsbench_ops.dentry_count(), fsbench_ops.meminfo_kb("Cached")
     after, total = (0, 0)
     if sample:
         try:
-            after, total = fsops.resident_pages(sample)
+            after, total = fsbench_ops.resident_pages(sample)
         except OSError:
             after, total = -1, 0
     return res.ColdCheck(d0, d1, c0, c1, sample, before_pages, after, total, owned is not None,
@@ -260,7 +256,7 @@ def run(env: Env, opts: FsbenchOptions,
     workloads = []
     for p in paths:
         env.log(f"fsbench: scanning {p}…")
-        files, dirs = fsops.scan_tree(p)
+        files, dirs = fsbench_ops.scan_tree(p)
         if not files:
             raise UsageError(f"{p}: no files in this tree; point fsbench at a code tree")
         workloads.append(fsworkload.build(p, files, dirs, max_files=opts.max_files))
@@ -271,7 +267,7 @@ def run(env: Env, opts: FsbenchOptions,
         for p, i, o in zip(paths, infos, owned):
             r, m = _cold_levels(i, o)
             cold.append(res.ColdState(p, tuple(r), tuple(m)))
-    null = fsops.null_pass(20000)
+    null = fsbench_ops.null_pass(20000)
     overhead = summarize(null.samples, wall_s=null.wall_ns / 1e9).p50_us
     wl_json = tuple({"path": w.root, "files": len(w.files), "php_files": len(w.php_files),
                      "dirs": len(w.dirs), "max_depth": w.max_depth,

@@ -12,16 +12,14 @@ from __future__ import annotations
 import re
 import shutil
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from statstorm.adapters import files, gluster, mounts, nginx, phpfpm, procs
+from statstorm.adapters import gluster, http, labs, mounts, nginx, phpfpm, procs, tree_copy
 from statstorm.apps import mediawiki, synthetic
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
-from statstorm.results.common import read_json, write_json_atomic
+from statstorm.results.common import read_json
 from statstorm.results.lab import LabState
 
 APPS = ("mediawiki", "synthetic")
@@ -46,14 +44,6 @@ class LabOptions:
     workers: int = 4
     port: int | None = None
     app_spec: synthetic.AppSpec = field(default_factory=synthetic.AppSpec)
-
-
-def labs_root(env: Env) -> Path:
-    return env.state_root / "labs"
-
-
-def lab_dir(env: Env, name: str) -> Path:
-    return labs_root(env) / name
 
 
 def validate(env: Env, opts: LabOptions) -> None:
@@ -87,8 +77,8 @@ def validate(env: Env, opts: LabOptions) -> None:
         gluster.require_installed()
     if opts.port is not None:
         procs.check_port_free(opts.port)
-    _check_reachable(labs_root(env))
-    if lab_dir(env, opts.name).exists():
+    _check_reachable(labs.labs_root(env))
+    if labs.lab_dir(env, opts.name).exists():
         raise BusyError(f"a lab named {opts.name!r} exists: use it, pick another --name, or run "
                         f"`statstorm lab down --name {opts.name}`")
 
@@ -101,15 +91,11 @@ def _check_reachable(path: Path) -> None:
                              f"from below it: `chmod o+x {parent}` or set STATSTORM_HOME elsewhere")
 
 
-def _save(env: Env, state: LabState) -> None:
-    write_json_atomic(Path(state.state_dir) / "lab.json", state.to_json())
-
-
 def up(env: Env, opts: LabOptions) -> LabState:
     """Start the lab; on any failure or interruption, undo what was started and re-raise."""
     validate(env, opts)
     port = opts.port if opts.port is not None else procs.free_port()
-    root = lab_dir(env, opts.name)
+    root = labs.lab_dir(env, opts.name)
     root.parent.mkdir(parents=True, exist_ok=True)
     try:
         root.mkdir()
@@ -122,13 +108,13 @@ def up(env: Env, opts: LabOptions) -> LabState:
                      mount_options=dict(opts.mount_options))
     started = env.clock()
     try:
-        _save(env, state)
+        labs.save(state)
         _up_steps(env, opts, state)
     except BaseException:
         state.phase = "failed"
         env.log(f"lab {opts.name}: start failed, removing what was started…")
         try:
-            _save(env, state)
+            labs.save(state)
         except OSError:
             pass
         down(env, opts.name, quiet=True)
@@ -155,20 +141,20 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
         gluster.ensure_glusterd(env)
         state.volume = VOLUME_PREFIX + opts.name
         state.brick = str(root / "brick")
-        _save(env, state)
+        labs.save(state)
         gluster.create_volume(env, state.volume, Path(state.brick))
         state.mount_point = str(root / "mnt")
-        _save(env, state)
+        labs.save(state)
         state.fuse_client_pid = gluster.mount(env, state.volume, Path(state.mount_point),
                                               opts.mount_options)
-        _save(env, state)
+        labs.save(state)
         code = Path(state.mount_point) / "app"
         stage = root / "stage"
     else:
         code = root / "code"
         stage = code
     state.code_path = str(code)
-    _save(env, state)
+    labs.save(state)
 
     # 2. The app, prepared on local disk, then copied to the storage.
     if opts.app == "mediawiki":
@@ -184,7 +170,7 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
         extra_ini = {"include_path": app.include_path_for(str(code))}
     if stage != code:
         _step(env, state, f"copying the app tree to {code} (GlusterFS)…")
-        files.copy_tree(stage, code, jobs=8)
+        tree_copy.copy_tree(stage, code, jobs=8)
         shutil.rmtree(stage)
     state.docroot = str(docroot)
     state.entry_path = entry
@@ -204,11 +190,11 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
 
     def record_fpm(pid: int) -> None:
         state.fpm_master_pid = pid
-        _save(env, state)
+        labs.save(state)
 
     phpfpm.start(env, fpm, fpm_conf, ini, root / "log/php-fpm.out", opts.workers, record_fpm)
     state.worker_pids = phpfpm.worker_pids(state.fpm_master_pid)
-    _save(env, state)
+    labs.save(state)
     for sub in ("client_body", "fastcgi", "proxy", "uwsgi", "scgi"):
         (root / "tmp" / sub).mkdir(exist_ok=True)
     nginx_conf = root / "conf/nginx.conf"
@@ -216,7 +202,7 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
         # Chosen at the start; another server took it while the app was being installed
         # (MediaWiki's $wgServer follows SERVER_PORT, so only nginx needs the new one).
         state.port = procs.free_port()
-        _save(env, state)
+        labs.save(state)
     nginx_conf.write_text(nginx.render_conf(port=state.port, docroot=str(docroot),
                                             socket=state.fpm_socket, prefix=root,
                                             front_controller=front))
@@ -226,26 +212,17 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
 
     def record_nginx(pid: int) -> None:
         state.nginx_pid = pid
-        _save(env, state)
+        labs.save(state)
 
     nginx.start(env, nginx_conf, root, state.port, record_nginx)
     state.url = f"http://127.0.0.1:{state.port}"
-    _save(env, state)
+    labs.save(state)
 
     # 4. Prove it serves the app.
     _step(env, state, f"checking {state.url}{entry}…")
     check_pages(env, state)
     state.phase = "up"
-    _save(env, state)
-
-
-def fetch(url: str, timeout: float = 60) -> tuple[int, str]:
-    """GET `url` (loopback only, used for the lab's own checks); return status and body."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.status, resp.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode("utf-8", "replace")
+    labs.save(state)
 
 
 def check_pages(env: Env, state: LabState) -> str:
@@ -263,9 +240,9 @@ def check_pages(env: Env, state: LabState) -> str:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             try:
-                status_code, body = fetch(url)
+                status_code, body = http.fetch(url)
                 break
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            except OSError as exc:
                 body = str(exc)
                 time.sleep(0.5)
         if status_code != 200 or not all(m in body for m in markers):
@@ -276,29 +253,14 @@ def check_pages(env: Env, state: LabState) -> str:
     return first_body
 
 
-def load_state(env: Env, name: str) -> LabState:
-    path = lab_dir(env, name) / "lab.json"
-    if not path.exists():
-        raise UsageError(f"no lab named {name!r}: start one with `statstorm lab up --name {name}`")
-    return LabState.from_json(read_json(path, "lab state"))
-
-
 def status(env: Env, name: str) -> LabState:
-    state = load_state(env, name)
-    if state.fpm_master_pid and procs.alive(state.fpm_master_pid):
-        state.worker_pids = phpfpm.worker_pids(state.fpm_master_pid)
-    else:
-        state.worker_pids = []
-    if state.phase == "up" and not (procs.alive(state.fpm_master_pid) and procs.alive(state.nginx_pid)):
-        state.phase = "degraded"
-    return state
+    """The lab's state with its live workers (`statstorm lab status`)."""
+    return labs.status(env, name)
 
 
 def list_labs(env: Env) -> list[LabState]:
-    root = labs_root(env)
-    if not root.exists():
-        return []
-    return [status(env, d.name) for d in sorted(root.iterdir()) if (d / "lab.json").exists()]
+    """Every lab of the state root, with its live workers (`statstorm lab list`)."""
+    return labs.list_labs(env)
 
 
 def _own_pids(state: LabState) -> list[int]:
@@ -311,19 +273,11 @@ def _own_pids(state: LabState) -> list[int]:
     return sorted(p for p in pids if procs.alive(p))
 
 
-def record_mount(env: Env, name: str, options: dict[str, str], client_pid: int) -> None:
-    """The lab's mount now runs with these `options` in client `client_pid` (apply)."""
-    state = load_state(env, name)
-    state.mount_options.update(options)
-    state.fuse_client_pid = client_pid
-    _save(env, state)
-
-
 def down(env: Env, name: str, *, quiet: bool = False) -> bool:
     """Stop everything the lab started; idempotent. Returns False if there was no lab."""
     if not _NAME.match(name):
         raise UsageError(f"--name {name!r}: use 1-32 lower-case letters, digits and dashes")
-    root = lab_dir(env, name)
+    root = labs.lab_dir(env, name)
     if not root.exists():
         if not quiet:
             env.log(f"lab {name}: not running; nothing to do")
@@ -367,3 +321,11 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
     if not quiet:
         env.log(f"lab {name}: down")
     return True
+
+
+def gen_app(env: Env, directory: Path, spec: synthetic.AppSpec, *,
+            force: bool = False) -> tuple[synthetic.GeneratedApp, str]:
+    """The synthetic app generated into `directory` (`statstorm lab gen-app`) and its
+    manifest (JSON text)."""
+    app = synthetic.generate(env, directory, spec, force=force)
+    return app, (app.root / synthetic.MANIFEST).read_text().strip()

@@ -14,29 +14,22 @@ the load starts once bpftrace has attached, and the trace stops when the load en
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import socket
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
-from statstorm.adapters import bpftrace, sysstat
+from statstorm.adapters import bpftrace, http, labs, php_targets, sysstat
 from statstorm.adapters.ab import Ab
 from statstorm.adapters.loadgen import LoadGenerator, RunSpec, load_lock
 from statstorm.adapters.vegeta import Vegeta
 from statstorm.adapters.wrk import Wrk
-from statstorm.commands import lab as lab_cmd
-from statstorm.commands import trace as trace_cmd
-from statstorm.context import Env
+from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
 from statstorm.model import knee as knee_model
 from statstorm.results.common import write_json_atomic
@@ -130,31 +123,13 @@ class Plan:
                        max_requests=int(level * duration) + 1, expect_text=self.expect_text)
 
 
-def check_loopback(url: str, allow_remote: bool) -> str:
-    """Refuse targets that are not on loopback unless `allow_remote`; return the host."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"{url!r} is not an http(s) URL: pass e.g. http://127.0.0.1:8080/index.php")
-    host = parts.hostname
-    try:
-        infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
-    except socket.gaierror:
-        raise UsageError(f"cannot resolve {host!r}: check the URL") from None
-    addrs = {str(info[4][0]) for info in infos}
-    remote = sorted(a for a in addrs if not ipaddress.ip_address(a.split("%")[0]).is_loopback)
-    if remote and not allow_remote:
-        raise UsageError(f"{host} ({', '.join(remote)}) is not on loopback: sweep sends load only to "
-                         f"127.0.0.1/::1/localhost; pass --allow-remote if you own that server")
-    return host
-
-
 def plan(env: Env, opts: SweepOptions) -> Plan:
     """Validate every option before any load is sent."""
     url, fpm_url, pool = opts.url, opts.fpm_status_url, opts.pool
     if opts.lab is not None:
         if url:
             raise UsageError("give either a URL or --lab, not both")
-        state = lab_cmd.status(env, opts.lab)
+        state = labs.status(env, opts.lab)
         if state.phase != "up":
             raise UsageError(f"lab {opts.lab!r} is {state.phase}: restart it with "
                              f"`statstorm lab down --name {opts.lab}` then `statstorm lab up`")
@@ -164,14 +139,14 @@ def plan(env: Env, opts: SweepOptions) -> Plan:
     elif not url:
         raise UsageError("no target: pass a URL or --lab NAME")
     elif pool and not fpm_url:
-        match = [s for s in lab_cmd.list_labs(env) if s.pool == pool]
+        match = [s for s in labs.list_labs(env) if s.pool == pool]
         if not match:
             raise UsageError(f"pool {pool!r}: pass its status page with --fpm-status URL "
                              f"(pm.status_path of the pool)")
         fpm_url = match[0].url + FPM_STATUS_PATH
-    check_loopback(url, opts.allow_remote)
+    http.check_loopback(url, opts.allow_remote)
     if fpm_url:
-        check_loopback(fpm_url, opts.allow_remote)
+        http.check_loopback(fpm_url, opts.allow_remote)
     trace_lab = trace_pool = None
     if opts.trace:
         if opts.lab is None and not opts.pool:
@@ -185,7 +160,7 @@ def plan(env: Env, opts: SweepOptions) -> Plan:
             trace_lab = opts.lab
         else:
             assert pool
-            if not opts.dry_run and not trace_cmd.pool_workers(pool):
+            if not opts.dry_run and not php_targets.pool_workers(pool):
                 raise UsageError(f"--trace: no php-fpm pool {pool!r} is running (no process "
                                  f"titled 'php-fpm: pool {pool}'); check --pool")
             trace_pool = pool
@@ -244,22 +219,6 @@ def plan(env: Env, opts: SweepOptions) -> Plan:
         raise UsageError(f"this sweep would take about {p.estimated_s / 60:.0f} min (limit "
                          f"{MAX_TOTAL_S / 3600:.0f} h): fewer levels, repeats or a shorter --duration")
     return p
-
-
-def validate_response(url: str, expect_status: int, expect_text: str, timeout: float) -> str:
-    """One direct GET; '' when status and text are as expected, else what was wrong."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            status, body = resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        status, body = exc.code, exc.read()
-    except (urllib.error.URLError, OSError) as exc:
-        return f"no answer ({getattr(exc, 'reason', exc)})"
-    if status != expect_status:
-        return f"status {status}, expected {expect_status}"
-    if expect_text and expect_text.encode() not in body:
-        return f"body ({len(body)} bytes) lacks the expected text {expect_text!r}"
-    return ""
 
 
 def aggregate(level: float, model: str, repeats: Sequence[RepeatResult], validation: str) -> LevelResult:
@@ -326,7 +285,23 @@ def _trace_medians(srv: Sequence[ServerSignals]) -> dict[str, Any]:
     }
 
 
-def with_trace(server: ServerSignals, trace: trace_cmd.TraceRun, load_s: float) -> ServerSignals:
+class Traced(Protocol):
+    """What sweep reads of a trace taken during a run (`statstorm trace`'s TraceRun)."""
+
+    output: Path
+    summary: dict[str, Any]
+    warnings: list[str]
+
+
+class Tracer(Protocol):
+    """Traces `pool` (or `lab`'s pool) into `output` from when it sets `ready` until `stop`
+    is set (or `duration_s` passes). The CLI passes `statstorm trace`'s counting tracer."""
+
+    def __call__(self, env: Env, *, lab: str | None, pool: str | None, duration_s: float,
+                 output: Path, ready: threading.Event, stop: threading.Event) -> Traced: ...
+
+
+def with_trace(server: ServerSignals, trace: Traced, load_s: float) -> ServerSignals:
     """`server` with the file-syscall figures of the trace taken during the run."""
     summary = trace.summary
     totals, per_request = summary.get("totals", {}), summary.get("per_request", {})
@@ -342,23 +317,26 @@ def with_trace(server: ServerSignals, trace: trace_cmd.TraceRun, load_s: float) 
 
 
 class TraceThread:
-    """`statstorm trace` on the plan's pool in a background thread, for one measured run."""
+    """A tracer on the plan's pool in a background thread, for one measured run."""
 
     ATTACH_TIMEOUT_S = 150.0
     DETACH_TIMEOUT_S = 120.0
 
-    def __init__(self, env: Env, opts: trace_cmd.TraceOptions) -> None:
-        self.env, self.opts = env, opts
+    def __init__(self, env: Env, tracer: Tracer, *, lab: str | None, pool: str | None,
+                 duration_s: float, output: Path) -> None:
+        self.env, self.tracer = env, tracer
+        self.lab, self.pool, self.duration_s, self.output = lab, pool, duration_s, output
         self.ready = threading.Event()
         self.stop_event = threading.Event()
-        self.result: trace_cmd.TraceRun | None = None
+        self.result: Traced | None = None
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._go, name="statstorm-sweep-trace", daemon=True)
 
     def _go(self) -> None:
         try:
-            self.result = trace_cmd.run(self.env, self.opts, ready=self.ready,
-                                        stop=self.stop_event)
+            self.result = self.tracer(self.env, lab=self.lab, pool=self.pool,
+                                      duration_s=self.duration_s, output=self.output,
+                                      ready=self.ready, stop=self.stop_event)
         except BaseException as exc:  # handed to the main thread
             self.error = exc
         finally:
@@ -374,7 +352,7 @@ class TraceThread:
             self.thread.join()
             raise self.error
 
-    def finish(self) -> trace_cmd.TraceRun:
+    def finish(self) -> Traced:
         """Stop tracing (the run is over) and return the trace."""
         self.stop_event.set()
         self.thread.join(self.DETACH_TIMEOUT_S)
@@ -404,8 +382,12 @@ Progress = Callable[[str, LevelResult | None], None]
 
 def run(env: Env, p: Plan, progress: Progress | None = None,
         tool: LoadGenerator | None = None,
-        sampler_factory: Callable[[str | None], sysstat.Sampler] | None = None) -> SweepResult:
-    """Run the planned sweep. The JSON at `p.output` is rewritten after each level."""
+        sampler_factory: Callable[[str | None], sysstat.Sampler] | None = None,
+        trace_with: Tracer | None = None) -> SweepResult:
+    """Run the planned sweep. The JSON at `p.output` is rewritten after each level.
+    `trace_with`: the tracer for a plan with --trace (the CLI gives `statstorm trace`'s)."""
+    if p.trace and trace_with is None:
+        raise UsageError("this sweep traces the pool: give run() a tracer (trace_with=)")
     gen = tool or make_tool(p.tool)
     make_sampler = sampler_factory or (lambda url: sysstat.Sampler(url))
     say = progress or (lambda msg, lv: env.log(msg))
@@ -417,7 +399,7 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
                  "trace": p.trace},
         started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-    problem = validate_response(p.url, p.expect_status, p.expect_text, p.timeout_s)
+    problem = http.check_answer(p.url, p.expect_status, p.expect_text, p.timeout_s)
     if problem:
         raise ComponentError(f"{p.url}: {problem} — fix the target or --expect-status/--expect-text "
                              f"before sending load")
@@ -440,10 +422,11 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
                     with load_lock(env):
                         tracer = None
                         if p.trace:
-                            tracer = TraceThread(env, trace_cmd.TraceOptions(
-                                lab=p.trace_lab, pool=p.trace_pool, backend="bpftrace",
-                                counts=True, duration_s=p.duration_s + p.timeout_s + 30,
-                                output=p.trace_path(level, i + 1)))
+                            assert trace_with is not None
+                            tracer = TraceThread(
+                                env, trace_with, lab=p.trace_lab, pool=p.trace_pool,
+                                duration_s=p.duration_s + p.timeout_s + 30,
+                                output=p.trace_path(level, i + 1))
                             tracer.start()
                         sampler = make_sampler(p.fpm_status_url)
                         sampler.start()
@@ -470,7 +453,7 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
                              f"but the load was lower than planned")
                         result.warnings.append(w)
                         env.log("warning: " + w)
-                validation = validate_response(p.url, p.expect_status, p.expect_text, p.timeout_s)
+                validation = http.check_answer(p.url, p.expect_status, p.expect_text, p.timeout_s)
                 lv = aggregate(level, p.model, reps, validation)
                 result.levels.append(lv)
                 write_json_atomic(p.output, result.to_json())

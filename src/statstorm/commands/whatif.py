@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import inputcache
 from statstorm.model import latency_profile as lp
-from statstorm.model.inputcache import CachedInput
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
 from statstorm.model.replay import Prepared, ReplayResult, prepare, replay
+from statstorm.results import whatif_input
 from statstorm.results.trace import Trace, read_trace
-from statstorm.results.trace_raw import TraceRecords, measured_per_request, read_records
+from statstorm.results.trace.raw import TraceRecords, read_records
+from statstorm.results.whatif_input import CachedInput, measured_per_request
 
 FIND_MIN = ("realpath_cache_size",)
 UNLIMITED = 1 << 40
@@ -31,7 +31,7 @@ class WhatifOptions:
     sets: tuple[str, ...] = ()
     profile: str = "local"  # local | gluster | gluster-tuned | trace | FILE
     find_min: str | None = None
-    cache: bool = True  # use and keep the trace's input cache (model.inputcache)
+    cache: bool = True  # use and keep the trace's input cache (results.whatif_input)
 
 
 @dataclass
@@ -88,13 +88,13 @@ def load_input(path: Path, use_cache: bool = True) -> tuple[CachedInput, TraceRe
     and prepared from the trace's records (then cached for the next run when `use_cache`).
     The records are returned too when they were read (None when the cache answered)."""
     if use_cache:
-        cached = inputcache.load(path)
+        cached = whatif_input.load(path)
         if cached is not None:
             return cached, None
     records = read_records(path)
     cached = CachedInput(records.header, measured_per_request(records, path), prepare(records))
     if use_cache:
-        inputcache.save(path, cached)
+        whatif_input.save(path, cached)
     return cached, records
 
 

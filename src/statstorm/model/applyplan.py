@@ -1,7 +1,7 @@
 """What `statstorm apply` would change: a finding's lines, sorted by where they go, and the
 edits of the configuration texts that carry them. Pure code: texts in, texts out.
 
-A finding's `change` lines are meant for people (see model.findings); apply acts on the ones
+A finding's `change` lines are meant for people (see model.finding); apply acts on the ones
 it can place exactly and lists the rest as manual steps:
 - `key = value` of a PHP setting that a pool can set → `php_admin_value[key] = value` in the
   pool's section (it beats php.ini, conf.d and the master's -d options, and touches only
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from statstorm.model.findings import Finding
+from statstorm.model.finding import Finding
 
 POOL_INI, MASTER_INI, POOL, NGINX, MANUAL = "pool-ini", "master-ini", "pool", "nginx", "manual"
 MOUNT, VOLUME = "mount", "volume"

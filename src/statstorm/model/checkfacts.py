@@ -2,8 +2,9 @@
 huge pages, and what a trace or an fsbench run measured.
 
 Plain frozen dataclasses filled by commands.check (which does the I/O) or by a test. The
-helpers here are pure: PHP's realpath-cache byte accounting, ini value parsing, OPcache's
-prime rounding, and the figures `check` takes from a loaded trace.
+helpers here are pure: ini value parsing, OPcache's prime rounding, and the figures `check`
+takes from a loaded trace (PHP's realpath-cache byte accounting, which the code-tree scan
+uses too, is in results.facts).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import posixpath
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-# PHP >= 7.2 on 64-bit: sizeof(realpath_cache_bucket) (see docs/check.md, realpath cache).
-REALPATH_BUCKET_BYTES = 48
+from statstorm.results.facts import HugePageFacts, realpath_bytes, with_parents
+
 # opcache.max_accelerated_files is rounded up to the first of these primes (PHP 8).
 OPCACHE_PRIMES = (223, 463, 983, 1979, 3907, 7963, 16229, 32531, 65407, 130987, 262237,
                   524521, 1048793)
@@ -34,14 +35,6 @@ class MountFact:
     cache_options: dict[str, str] = field(default_factory=dict)
     volume_options: dict[str, str] = field(default_factory=dict)
     volume: str = ""
-
-
-@dataclass(frozen=True)
-class HugePageFacts:
-    thp_enabled: str  # always | madvise | never | "" (unknown)
-    nr_hugepages: int
-    free_hugepages: int
-    page_kb: int
 
 
 @dataclass(frozen=True)
@@ -148,30 +141,6 @@ def opcache_rounded(n: int) -> int:
         if p >= n:
             return p
     return OPCACHE_PRIMES[-1]
-
-
-# -- realpath cache accounting -----------------------------------------------------------------
-def with_parents(paths: Iterable[str]) -> set[str]:
-    """Every absolute path and each of its parent directories (each is a realpath entry)."""
-    out: set[str] = set()
-    for p in paths:
-        if not p.startswith("/"):
-            continue
-        p = p.rstrip("/") or "/"
-        while p not in out and p != "/":
-            out.add(p)
-            p = posixpath.dirname(p)
-    return out
-
-
-def realpath_bytes(entries: Iterable[str]) -> tuple[int, int]:
-    """(entries, bytes) the realpath cache needs to hold these keys: 48 + len + 1 each
-    (symlinked keys need their target's length + 1 more; not counted)."""
-    n = total = 0
-    for e in entries:
-        n += 1
-        total += REALPATH_BUCKET_BYTES + len(e.encode("utf-8", "surrogateescape")) + 1
-    return n, total
 
 
 # -- from a trace --------------------------------------------------------------------------------

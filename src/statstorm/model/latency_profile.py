@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.results.trace import CALLS
+from statstorm.results.trace.vocabulary import CALLS
 
 SCHEMA = "statstorm.latency-profile/1"
 

@@ -1,4 +1,4 @@
-"""Replay a trace's PHP operations through the what-if engine (`model.phpmodel`).
+"""Replay a trace's PHP operations through the what-if engine (`model.php_engine`).
 
 The trace is first turned into logical events per worker (`model.replay_input.prepare`);
 a replay feeds them to the engine under chosen settings: the workers' streams merged in time
@@ -14,12 +14,12 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from statstorm.model.phpmodel import E_REQ, NCALLS, Engine, Event, Tally
+from statstorm.model.php_engine import E_REQ, NCALLS, Engine, Event, Tally
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.realpath_cache import LINK
 from statstorm.model.replay_input import Prepared, build_fs, prepare
 from statstorm.results.common import collector_paused
-from statstorm.results.trace import CALLS, SUMMARY_KEYS
+from statstorm.results.trace.vocabulary import CALLS, SUMMARY_KEYS
 
 
 @dataclass

@@ -6,11 +6,10 @@ clears, `.user.ini` scans) become logical events; their recorded syscalls are dr
 the engine makes them again under the chosen settings. Every other recorded syscall (module
 start-up, session files, fopen, the primary script's open…) is kept as it was.
 
-The file system the engine sees (`FsView`) is built from the trace itself: every path that
-a call found or did not find, every symlink read, with each symlink's target taken from the
-next `lstat` of the same resolution.
+The file system the engine sees (`FsView`) is built from the trace itself (model.replay_fs);
+which operations are modelled, and which of their syscalls dropped, is model.replay_ops.
 
-The input is built from the trace's raw records (`results.trace_raw`): a million operations
+The input is built from the trace's raw records (`results.trace.raw`): a million operations
 are read and prepared without an object per record.
 """
 
@@ -26,21 +25,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model.phpmodel import (CALL_INDEX, E_CLEAR, E_INCLUDE, E_PASS, E_PROBE,
-                                      E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, Event)
+from statstorm.model import replay_fs, replay_ops
+from statstorm.model.php_engine import (CALL_INDEX, E_CLEAR, E_INCLUDE, E_PASS, E_PROBE,
+                                        E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, Event)
 from statstorm.model.phpsettings import from_recorded
-from statstorm.model.realpath_cache import (DIR, EXPAND, FILE, FILEPATH, LINK, MISSING,
-                                            REALPATH, FsView)
+from statstorm.model.realpath_cache import EXPAND, FILEPATH, REALPATH, FsView
+from statstorm.model.replay_ops import fallback_dir
 from statstorm.results.common import collector_paused
-from statstorm.results.trace import Trace
-from statstorm.results.trace_raw import (O_ARGS, O_ID, O_START, R_END, R_ID, R_PID, R_SCRIPT,
-                                         R_START, S_CALL, S_KIND, S_OP, S_PATH, S_PID, S_REQ,
-                                         S_RET, S_TS, TraceRecords, of_trace)
-
+from statstorm.results.trace.raw import (O_ARGS, R_END, R_ID, R_PID, R_SCRIPT, R_START, S_CALL,
+                                         S_KIND, S_OP, S_PATH, S_PID, S_REQ, S_RET, S_TS,
+                                         TraceRecords, of_trace)
+from statstorm.results.trace.vocabulary import Trace
 
 MODES = {"expand": EXPAND, "filepath": FILEPATH, "realpath": REALPATH}
-ENOENT, ENOTDIR = -2, -20
-MODELED_KINDS = ("include", "include_resolve", "file_probe", "stat_cache_clear", "user_ini")
 
 
 @dataclass
@@ -82,242 +79,10 @@ def _epoch_ns(trace: TraceRecords) -> int:
         return 0
 
 
-_OBSERVED = frozenset(("lstat", "stat", "access", "open"))
-
-
 def build_fs(trace: Trace | TraceRecords) -> FsView:
     """The file system as the trace saw it (see the module's docstring)."""
     t = trace if isinstance(trace, TraceRecords) else of_trace(trace)
-    return _build_fs(t, _scan_ops(t).named)
-
-
-def _observe_each_call(fs: FsView, t: TraceRecords) -> bool:
-    """FsView.observe of each call that found or missed a path, in order (inlined: half a
-    million calls in a big trace); whether there are readlink calls."""
-    pget = t.paths.get
-    seen = fs._seen
-    types = fs.types
-    links = False
-    for s in t.syscalls:
-        call = s[S_CALL]
-        if call in _OBSERVED:
-            ret = s[S_RET]
-            if ret >= 0:
-                kind = FILE
-            elif ret == ENOENT or ret == ENOTDIR:
-                kind = MISSING
-            else:
-                continue
-            ts = s[S_TS]
-        elif call == "getcwd" and s[S_RET] > 0:
-            kind = DIR
-            ts = 0
-        else:
-            if call == "readlink":
-                links = True
-            continue
-        path = pget(s[S_PATH], "")
-        if not path.startswith("/"):
-            continue
-        h = seen.get(path)
-        if h is None:
-            seen[path] = [(ts, kind != MISSING)]
-        else:
-            h.append((ts, kind != MISSING))
-        old = types.get(path)
-        if old is not None and (old == LINK or (old == DIR and kind == FILE)):
-            continue
-        types[path] = kind
-    return links
-
-
-def _observe_calls(fs: FsView, t: TraceRecords) -> bool:
-    """What _observe_each_call does, for a trace whose paths each have one id, quicker: a
-    call that repeats what its path last showed changes nothing, and the history of
-    observations (`FsView._seen`) matters only for paths seen both present and missing, so
-    those alone get it, in a second pass."""
-    pget = t.paths.get
-    types = fs.types
-    last: dict[int, int] = {}  # path id → its type so far (-1: not absolute: ignored)
-    first: dict[int, bool] = {}  # path id → whether its first call found it
-    mixed: set[int] = set()  # path ids seen both present and missing
-    links = False
-    for s in t.syscalls:
-        call = s[S_CALL]
-        if call in _OBSERVED:
-            ret = s[S_RET]
-            if ret >= 0:
-                kind = FILE
-            elif ret == ENOENT or ret == ENOTDIR:
-                kind = MISSING
-            else:
-                continue
-        elif call == "getcwd" and s[S_RET] > 0:
-            kind = DIR
-        else:
-            if call == "readlink":
-                links = True
-            continue
-        i = s[S_PATH]
-        prev = last.get(i)
-        if prev == kind or prev == -1:
-            continue
-        if prev is None:
-            path = pget(i, "")
-            if not path.startswith("/"):
-                last[i] = -1
-                continue
-            first[i] = kind != MISSING
-            types[path] = kind
-            last[i] = kind
-            continue
-        if (kind != MISSING) != first[i]:
-            mixed.add(i)
-        if prev == DIR and kind == FILE:
-            continue  # a directory stays one (FsView.observe)
-        types[pget(i, "")] = kind
-        last[i] = kind
-    if mixed:
-        seen = fs._seen
-        for s in t.syscalls:
-            i = s[S_PATH]
-            if i not in mixed:
-                continue
-            call = s[S_CALL]
-            if call in _OBSERVED:
-                ret = s[S_RET]
-                if ret >= 0:
-                    obs = (s[S_TS], True)
-                elif ret == ENOENT or ret == ENOTDIR:
-                    obs = (s[S_TS], False)
-                else:
-                    continue
-            elif call == "getcwd" and s[S_RET] > 0:
-                obs = (0, True)
-            else:
-                continue
-            seen.setdefault(pget(i, ""), []).append(obs)
-    return links
-
-
-def _build_fs(t: TraceRecords, named: list[str]) -> FsView:
-    fs = FsView()
-    pget = t.paths.get
-    if len(set(t.paths.values())) == len(t.paths):
-        links = _observe_calls(fs, t)
-    else:  # one path under two ids (not from TraceWriter): each call observed in turn
-        links = _observe_each_call(fs, t)
-    if links:
-        # symlinks: readlink(P) ok, then the next lstat of the same resolution is the target
-        by_op: dict[tuple[int, int], list[tuple[str, str, int]]] = defaultdict(list)
-        for s in t.syscalls:
-            call = s[S_CALL]
-            if call == "readlink" or call == "lstat":
-                path = pget(s[S_PATH], "")
-                if path.startswith("/"):
-                    by_op[(s[S_PID], s[S_OP])].append((call, path, s[S_RET]))
-        for calls in by_op.values():
-            for i, (call, path, ret) in enumerate(calls):
-                if call != "readlink" or ret < 0:
-                    continue
-                nxt = next((c for c in calls[i + 1:] if c[0] == "lstat"), None)
-                if nxt is None:
-                    continue
-                parent = posixpath.dirname(path)
-                target = nxt[1]
-                if target.startswith(parent.rstrip("/") + "/"):
-                    target = target[len(parent.rstrip("/")) + 1:]
-                fs.observe_link(path, target)
-    # A script an include named (absolutely) exists unless a call found it missing: with
-    # OPcache answering from its key the trace has no call on it at all.
-    types = fs.types
-    for names in (named, [r[R_SCRIPT] for r in t.requests.values()]):  # primary scripts too
-        for name in names:
-            if name not in types and name.startswith("/"):
-                fs.observe(name, FILE)
-    fs.finish()
-    return fs
-
-
-@dataclass
-class _OpScan:
-    """What one pass over a trace's operations finds."""
-
-    roots: list[list[Any]]  # the operations that become logical events, in start order
-    children: dict[int, list[int]]  # operation → its children's ids
-    resolve_of: dict[int, list[Any]]  # include → its first include_resolve child
-    named: list[str]  # the names includes and resolutions used, first uses in order
-    scripts: set[str]  # the names includes used
-    first_include: dict[int, int]  # request → start of its first include
-
-
-def _scan_ops(t: TraceRecords) -> _OpScan:
-    ops = t.operations
-    pget = t.paths.get
-    children: dict[int, list[int]] = {}
-    resolve_of: dict[int, list[Any]] = {}
-    roots: list[list[Any]] = []
-    named_raw: dict[Any, bool] = {}  # raw name argument → used by an include
-    named_odd: list[tuple[Any, bool]] = []  # unhashable ones (never from a trace file)
-    first_include: dict[int, int] = {}
-    big = 1 << 62
-    for o in ops.values():
-        _, oid, req, _, start, _, kind, parent, a = o
-        if parent < 0:
-            if kind == "file_probe":  # the commonest operation: a root, and nothing else
-                roots.append(o)
-                continue
-        else:
-            ch = children.get(parent)
-            if ch is None:
-                children[parent] = [oid]
-            else:
-                ch.append(oid)
-            if kind == "include_resolve" and parent not in resolve_of:
-                resolve_of[parent] = o
-        if kind == "include" or kind == "include_resolve":
-            v = a.get("name", "")
-            inc = kind == "include"
-            try:
-                if inc:
-                    named_raw[v] = True
-                elif v not in named_raw:
-                    named_raw[v] = False
-            except TypeError:
-                named_odd.append((v, inc))
-            if inc and start < first_include.get(req, big):
-                first_include[req] = start
-        if (parent < 0 or parent not in ops) and (
-                kind in _MODELED or (kind in ("realpath", "main_script") and "path" in a)):
-            roots.append(o)
-    if roots and min(ops) >= 0 and max(ops) < 1 << 40:
-        # (start, id) as one int: sorting ints is much quicker than sorting tuples
-        keyed = sorted([(o[O_START] << 40) + o[O_ID] for o in roots])
-        mask = (1 << 40) - 1
-        roots = [ops[k & mask] for k in keyed]
-    else:
-        roots.sort(key=lambda o: (o[O_START], o[O_ID]))
-    named: list[str] = []
-    scripts: set[str] = set()
-    for v, inc in itertools.chain(named_raw.items(), named_odd):
-        name = pget(v, "") if isinstance(v, int) else str(v)
-        named.append(name)
-        if inc:
-            scripts.add(name)
-    return _OpScan(roots, children, resolve_of, named, scripts, first_include)
-
-
-def _dropped(roots: list[list[Any]], children: dict[int, list[int]]) -> set[int]:
-    """The operations whose syscalls the engine makes again: the roots and all below them."""
-    out = {o[O_ID] for o in roots}
-    stack = [c for r in out.intersection(children) for c in children[r]]
-    while stack:
-        i = stack.pop()
-        if i in out:
-            continue
-        out.add(i)
-        stack.extend(children.get(i, ()))
-    return out
+    return replay_fs.from_records(t, replay_ops.scan(t).named)
 
 
 def prepare(trace: Trace | TraceRecords) -> Prepared:
@@ -327,7 +92,6 @@ def prepare(trace: Trace | TraceRecords) -> Prepared:
         return _prepare(trace if isinstance(trace, TraceRecords) else of_trace(trace))
 
 
-_MODELED = frozenset(MODELED_KINDS)
 _NO_ARGS: dict[str, Any] = {}  # never changed
 _G = 1_000_000_000
 
@@ -339,15 +103,15 @@ def _prepare(t: TraceRecords) -> Prepared:
     if not t.operations:
         raise UsageError("this trace has no PHP operations (an strace import or an old "
                          "trace); record it with `statstorm trace` (eBPF) to replay it")
-    scan = _scan_ops(t)
-    fs = _build_fs(t, scan.named)
+    scan = replay_ops.scan(t)
+    fs = replay_fs.from_records(t, scan.named)
     epoch_ns = _epoch_ns(t)
     settings = t.header.get("settings", {})
     single = t.header.get("targets", {}).get("mode") == "cmd"
     arg = t.path
     pget = t.paths.get
 
-    dropped = _dropped(scan.roots, scan.children)
+    dropped = replay_ops.dropped(scan.roots, scan.children)
     resolve_of = scan.resolve_of
 
     # pid → [(trace ns, event)]: sorted by time at the end, a stable sort, so events at the
@@ -413,14 +177,15 @@ def _prepare(t: TraceRecords) -> Prepared:
                 fkey = (name, ip, script, last, len(cands))
                 fallback = fallbacks.get(fkey)
                 if fallback is None:
-                    fallback = fallbacks[fkey] = _fallback(last, len(cands), name, ip, script)
+                    fallback = fallbacks[fkey] = fallback_dir(last, len(cands), name, ip,
+                                                              script)
             else:
                 if ip is not fb_ip or script is not fb_script:
                     fb_ip, fb_script = ip, script
                     fb_names = by_dir.setdefault((ip, script), {})
                 fallback = fb_names.get(name)
                 if fallback is None:
-                    fallback = fb_names[name] = _fallback(None, 0, name, ip, script)
+                    fallback = fb_names[name] = fallback_dir(None, 0, name, ip, script)
             if kind == "include_resolve" and req not in primary_seen and (
                     name == script_of.get(req)):
                 # CGI/FPM: the primary script's resolution (its open is kept as traced)
@@ -632,24 +397,3 @@ def _script_arg(argv: list[str]) -> str:
             return a
         i += 1
     return ""
-
-
-_ENTRIES: dict[str, int] = {}
-_DIRS: dict[str, str] = {}
-
-
-def _fallback(last: str | None, ncands: int, name: str, include_path: str,
-              script: str) -> str:
-    """The including script's directory, php_resolve_path's last try (`last`: the last of
-    the resolution's `ncands` candidate paths, if recorded)."""
-    if last is not None:
-        n = _ENTRIES.get(include_path)
-        if n is None:
-            n = _ENTRIES[include_path] = len([e for e in include_path.split(":")
-                                              if "://" not in e])
-        if ncands == n + 1 and last.endswith("/" + name):
-            return last[: -len(name) - 1]
-    d = _DIRS.get(script)
-    if d is None:
-        d = _DIRS[script] = posixpath.dirname(script) if script else ""
-    return d

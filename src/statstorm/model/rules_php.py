@@ -1,5 +1,5 @@
 """`statstorm check` rules about PHP itself: realpath cache, open_basedir, OPcache, include_path,
-the Composer autoloader and `.user.ini`. Pure code; see model.findings for the engine."""
+the Composer autoloader and `.user.ini`. Pure code; see model.rules for the registry."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import math
 
 from statstorm.model.checkfacts import (OPCACHE_MAX_FILES, Facts, human_bytes, ini_bool,
                                         ini_bytes, ini_int, ini_size, opcache_rounded)
-from statstorm.model.findings import (NO_TRACE, REALPATH_DEFAULT, Finding, code_on_network,
-                                      finding, gain_estimate, opcache_on, rule, setting)
+from statstorm.model.finding import (NO_TRACE, REALPATH_DEFAULT, Finding, Rule,
+                                     code_on_network, finding, gain_estimate, opcache_on,
+                                     setting)
 
 # -- realpath cache ------------------------------------------------------------------------------
-@rule("realpath-cache-small")
 def realpath_cache_small(facts: Facts) -> list[Finding]:
     limit = ini_bytes(setting(facts, "realpath_cache_size"))
     if limit is None:
@@ -63,7 +63,6 @@ def realpath_cache_small(facts: Facts) -> list[Finding]:
                "allocated); nothing else", gain, note)]
 
 
-@rule("realpath-cache-ttl")
 def realpath_cache_ttl(facts: Facts) -> list[Finding]:
     ttl = setting(facts, "realpath_cache_ttl")
     if ttl is None or setting(facts, "open_basedir"):
@@ -85,7 +84,6 @@ def realpath_cache_ttl(facts: Facts) -> list[Finding]:
                "(not part of check)")]
 
 
-@rule("open-basedir")
 def open_basedir(facts: Facts) -> list[Finding]:
     value = setting(facts, "open_basedir")
     if not value:
@@ -118,7 +116,6 @@ def open_basedir(facts: Facts) -> list[Finding]:
 
 
 # -- OPcache -------------------------------------------------------------------------------------
-@rule("opcache-disabled")
 def opcache_disabled(facts: Facts) -> list[Finding]:
     if "opcache.enable" in facts.settings and opcache_on(facts):
         return []
@@ -142,7 +139,6 @@ def opcache_disabled(facts: Facts) -> list[Finding]:
                "changes are then seen only after revalidation", gain, note)]
 
 
-@rule("opcache-revalidate")
 def opcache_revalidate(facts: Facts) -> list[Finding]:
     if not opcache_on(facts) or not ini_bool(setting(facts, "opcache.validate_timestamps"), True):
         return []
@@ -171,7 +167,6 @@ def opcache_revalidate(facts: Facts) -> list[Finding]:
                "after a php-fpm reload or opcache_reset())", gain, note)]
 
 
-@rule("opcache-revalidate-path")
 def opcache_revalidate_path(facts: Facts) -> list[Finding]:
     if not opcache_on(facts) or not ini_bool(setting(facts, "opcache.revalidate_path")):
         return []
@@ -184,7 +179,6 @@ def opcache_revalidate_path(facts: Facts) -> list[Finding]:
                None, "the open per include is not in a trace summary; whatif models it")]
 
 
-@rule("opcache-max-files")
 def opcache_max_files(facts: Facts) -> list[Finding]:
     if not opcache_on(facts) or facts.php_files is None:
         return []
@@ -207,7 +201,6 @@ def opcache_max_files(facts: Facts) -> list[Finding]:
                "the count of those requests is not in a trace summary")]
 
 
-@rule("opcache-memory")
 def opcache_memory(facts: Facts) -> list[Finding]:
     st = facts.opcache_status
     if not opcache_on(facts) or not st:
@@ -231,7 +224,6 @@ def opcache_memory(facts: Facts) -> list[Finding]:
                "restart counts come from the pool's status; their cost is not predicted")]
 
 
-@rule("opcache-file-override")
 def opcache_file_override(facts: Facts) -> list[Finding]:
     if not opcache_on(facts) or ini_bool(setting(facts, "opcache.enable_file_override")):
         return []
@@ -249,7 +241,6 @@ def opcache_file_override(facts: Facts) -> list[Finding]:
                "estimate: upper bound, only probes of files already in OPcache go")]
 
 
-@rule("opcache-file-update-protection")
 def opcache_file_update_protection(facts: Facts) -> list[Finding]:
     prot = ini_int(setting(facts, "opcache.file_update_protection"), 2)
     files = facts.future_php_files or facts.recent_php_files
@@ -284,7 +275,6 @@ def _dead_entries(facts: Facts) -> list[str]:
     return [e for i, (e, n) in enumerate(counts) if n <= 0 and i < last_live]
 
 
-@rule("include-path-misses")
 def include_path_misses(facts: Facts) -> list[Finding]:
     t = facts.trace
     inc = setting(facts, "include_path") or ""
@@ -323,7 +313,6 @@ def include_path_misses(facts: Facts) -> list[Finding]:
                "check that none does", gain, note)]
 
 
-@rule("autoloader-storm")
 def autoloader_storm(facts: Facts) -> list[Finding]:
     t = facts.trace
     if t is None or t.vendor_failed_per_request < 1:
@@ -343,7 +332,6 @@ def autoloader_storm(facts: Facts) -> list[Finding]:
                "system")]
 
 
-@rule("user-ini-lookups")
 def user_ini_lookups(facts: Facts) -> list[Finding]:
     name = setting(facts, "user_ini.filename")
     if not name or facts.user_ini_files is None or facts.user_ini_files > 0:
@@ -366,3 +354,22 @@ def user_ini_lookups(facts: Facts) -> list[Finding]:
                     f"user_ini.cache_ttl and after every respawn")
     return [finding("info", f"{name} lookups although none exists", ev, ["user_ini.filename ="],
                f"a {name} added later is ignored until the setting is restored", gain, note)]
+
+
+# The rules in the order they are evaluated, each under its id (the anchor of its section
+# in docs/check.md).
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("realpath-cache-small", realpath_cache_small),
+    ("realpath-cache-ttl", realpath_cache_ttl),
+    ("open-basedir", open_basedir),
+    ("opcache-disabled", opcache_disabled),
+    ("opcache-revalidate", opcache_revalidate),
+    ("opcache-revalidate-path", opcache_revalidate_path),
+    ("opcache-max-files", opcache_max_files),
+    ("opcache-memory", opcache_memory),
+    ("opcache-file-override", opcache_file_override),
+    ("opcache-file-update-protection", opcache_file_update_protection),
+    ("include-path-misses", include_path_misses),
+    ("autoloader-storm", autoloader_storm),
+    ("user-ini-lookups", user_ini_lookups),
+)

@@ -1,12 +1,12 @@
 """`statstorm check` rules about the stack around PHP: network mounts, writable data, symlink
 deploys, the php-fpm process manager, huge pages, and the CLI's settings. Pure code; see
-model.findings for the engine."""
+model.rules for the registry."""
 
 from __future__ import annotations
 
 from statstorm.model.checkfacts import Facts, ini_bool, ini_int
-from statstorm.model.findings import (CODE_ROLES, NETWORK_KINDS, Finding, finding, opcache_on,
-                                      rule, setting)
+from statstorm.model.finding import (CODE_ROLES, NETWORK_KINDS, Finding, Rule, finding,
+                                     opcache_on, setting)
 
 # -- storage -------------------------------------------------------------------------------------
 def _roles(facts: Facts, mp: str) -> str:
@@ -14,7 +14,6 @@ def _roles(facts: Facts, mp: str) -> str:
                              if m.mount_point == mp and m.role in CODE_ROLES}))
 
 
-@rule("nfs-mount-caching")
 def nfs_mount_caching(facts: Facts) -> list[Finding]:
     out = []
     seen: set[str] = set()
@@ -45,7 +44,6 @@ def nfs_mount_caching(facts: Facts) -> list[Finding]:
     return out
 
 
-@rule("glusterfs-mount-caching")
 def glusterfs_mount_caching(facts: Facts) -> list[Finding]:
     out = []
     seen: set[str] = set()
@@ -99,7 +97,6 @@ LOCAL_HOMES = {"session files": "session.save_path = /var/lib/php/sessions",
                "temp dir": "sys_temp_dir = /tmp"}
 
 
-@rule("writable-data-on-network")
 def writable_data_on_network(facts: Facts) -> list[Finding]:
     hits = [m for m in facts.mounts if m.role.startswith("writable:") and m.kind in NETWORK_KINDS]
     if not hits:
@@ -118,7 +115,6 @@ def writable_data_on_network(facts: Facts) -> list[Finding]:
                "rename wipes the worker's realpath cache); not in a trace summary")]
 
 
-@rule("symlink-deploy-stale")
 def symlink_deploy_stale(facts: Facts) -> list[Finding]:
     if not facts.symlinks:
         return []
@@ -148,7 +144,6 @@ def symlink_deploy_stale(facts: Facts) -> list[Finding]:
 
 
 # -- php-fpm process manager ---------------------------------------------------------------------
-@rule("pm-max-requests")
 def pm_max_requests(facts: Facts) -> list[Finding]:
     mr = ini_int(facts.pm.get("pm.max_requests"), 0)
     if mr <= 0 or mr >= 1000:
@@ -169,7 +164,6 @@ def pm_max_requests(facts: Facts) -> list[Finding]:
                "a worker that leaks memory lives longer before it is replaced", gain, note)]
 
 
-@rule("pm-max-children-memory")
 def pm_max_children_memory(facts: Facts) -> list[Finding]:
     children = ini_int(facts.pm.get("pm.max_children"), 0)
     pss = sorted(facts.worker_pss_kb)
@@ -193,7 +187,6 @@ def pm_max_children_memory(facts: Facts) -> list[Finding]:
 
 
 # -- huge pages -----------------------------------------------------------------------------------
-@rule("huge-code-pages")
 def huge_code_pages(facts: Facts) -> list[Finding]:
     hp = facts.hugepages
     if not opcache_on(facts) or hp is None or not facts.text_bytes:
@@ -242,7 +235,6 @@ def _norm(value: str) -> str:
     return value.strip()
 
 
-@rule("cli-differs")
 def cli_differs(facts: Facts) -> list[Finding]:
     if not facts.cli_settings:
         return []
@@ -256,3 +248,17 @@ def cli_differs(facts: Facts) -> list[Finding]:
                ["# nothing to change: judge the pool by its own settings (as check does), not "
                 "by php -i"],
                "none", None, "informational")]
+
+
+# The rules in the order they are evaluated, each under its id (the anchor of its section
+# in docs/check.md).
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("nfs-mount-caching", nfs_mount_caching),
+    ("glusterfs-mount-caching", glusterfs_mount_caching),
+    ("writable-data-on-network", writable_data_on_network),
+    ("symlink-deploy-stale", symlink_deploy_stale),
+    ("pm-max-requests", pm_max_requests),
+    ("pm-max-children-memory", pm_max_children_memory),
+    ("huge-code-pages", huge_code_pages),
+    ("cli-differs", cli_differs),
+)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import posixpath
 from array import array
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, Protocol
 
-from statstorm.results.trace import (CALLS, SUMMARY_KEYS, CountRow, Operation, Request,
-                                     RequestCounts, Syscall, Trace)
-from statstorm.results.trace import call_type as _call_type
+from statstorm.results.trace.vocabulary import (CALLS, SUMMARY_KEYS, CountRow, Operation,
+                                                Request, RequestCounts, Syscall, Trace)
+from statstorm.results.trace.vocabulary import call_type as _call_type
 
 TOP = 15
 
@@ -273,3 +273,51 @@ def summarize(trace: Trace) -> dict[str, Any]:
     b = SummaryBuilder(trace.header)
     trace.feed(b)
     return b.finish(trace.trailer)
+
+
+class _Sink(Protocol):
+    def syscall(self, s: Syscall) -> None: ...
+    def request(self, r: Request) -> None: ...
+    def operation(self, o: Operation) -> None: ...
+    def request_counts(self, rc: RequestCounts) -> None: ...
+
+
+class Tee:
+    """Hands each record to two sinks: the trace writer and the summary, as it comes."""
+
+    def __init__(self, first: _Sink, second: _Sink) -> None:
+        self.first, self.second = first, second
+
+    def syscall(self, s: Syscall) -> None:
+        self.first.syscall(s)
+        self.second.syscall(s)
+
+    def request(self, r: Request) -> None:
+        self.first.request(r)
+        self.second.request(r)
+
+    def operation(self, o: Operation) -> None:
+        self.first.operation(o)
+        self.second.operation(o)
+
+    def request_counts(self, rc: RequestCounts) -> None:
+        self.first.request_counts(rc)
+        self.second.request_counts(rc)
+
+
+def diff_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two summaries per request, call type by call type (`statstorm trace diff`)."""
+    change = {}
+    for key in SUMMARY_KEYS:
+        va, vb = a["per_request"][key], b["per_request"][key]
+        change[key] = {"a": va, "b": vb, "delta": round(vb - va, 3),
+                       "ratio": round(vb / va, 3) if va else None}
+    out = {"a": {"requests": a["requests"], "per_request": a["per_request"]},
+           "b": {"requests": b["requests"], "per_request": b["per_request"]},
+           "per_request": change}
+    ta = (a.get("syscall_time_us") or {}).get("per_request")
+    tb = (b.get("syscall_time_us") or {}).get("per_request")
+    if ta and tb:  # both traces timed their calls (an `strace -c` import does not per request)
+        out["syscall_time_us"] = {"a": ta, "b": tb, "delta": round(tb - ta, 1),
+                                  "ratio": round(tb / ta, 3)}
+    return out

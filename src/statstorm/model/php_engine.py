@@ -16,7 +16,7 @@ from typing import Any, Callable
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.realpath_cache import (FILEPATH, REALPATH, FsView, RealpathCache,
                                             Resolver)
-from statstorm.results.trace import CALLS
+from statstorm.results.trace.vocabulary import CALLS
 
 CALL_INDEX = {c: i for i, c in enumerate(CALLS)}
 NCALLS = len(CALLS)

@@ -3,7 +3,7 @@
 Decoding JSON is most of the cost of reading a big trace. `TraceWriter` therefore also writes
 every record it writes as a JSON line to `TRACE.records` (format `statstorm-trace-records`,
 documented in docs/trace.md), in `marshal` chunks as the trace streams; readers
-(`trace.iter_batches`) use it instead of the JSON lines while it still matches the trace.
+(`results.trace.jsonl.iter_batches`) use it instead of the JSON lines while it still matches the trace.
 
 The JSON-lines file stays the trace: the sidecar only ever repeats it, and it is ignored
 (the JSON lines are decoded) when it is missing, damaged, of another format version, not

@@ -3,21 +3,19 @@
 `read_trace` builds a `Syscall` or an `Operation` for every record, which costs more than
 anything the model then does with a big trace. `read_records` keeps each record as the list
 the trace file holds (path ids and all, see `results.trace`), grouped by kind; `of_trace`
-gives the same form for a trace already in memory. `measured_per_request` is the trace's own
-per-request counts (`tracestats.summarize`'s `per_request`) from that form.
+gives the same form for a trace already in memory.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.results.common import collector_paused
-from statstorm.results.trace import (CALLS, INTERNED_ARGS, SUMMARY_KEYS, Trace, iter_batches,
-                                     read_trace)
+from statstorm.results.trace.jsonl import iter_batches
+from statstorm.results.trace.vocabulary import INTERNED_ARGS, Trace
 
 # Field positions in the raw records (the trace file's arrays, tag first).
 S_TS, S_PID, S_REQ, S_OP, S_CALL, S_SYSCALL, S_PATH, S_RET, S_LAT, S_MOUNT, S_KIND = range(1, 12)
@@ -128,28 +126,3 @@ def of_trace(trace: Trace) -> TraceRecords:
     t.paths = {i: p for p, i in ids.items()}
     t.paths[-1] = ""
     return t
-
-
-def measured_per_request(t: TraceRecords, path: Path) -> dict[str, float]:
-    """The trace's own mean calls per request (`summarize(trace)["per_request"]`)."""
-    if t.request_counts or t.count_rows:  # counts (kernel-counted, or an strace -c table): the full summary
-        from statstorm.model.tracestats import summarize
-        return dict(summarize(read_trace(path))["per_request"])
-    calls = frozenset(CALLS)
-    tally = Counter((s[S_REQ], s[S_CALL], s[S_RET] < 0) for s in t.syscalls
-                    if s[S_CALL] in calls)
-    per_req: dict[int, Counter[str]] = {}
-    for (req, call, failed), n in tally.items():
-        c = per_req.get(req)
-        if c is None:
-            c = per_req[req] = Counter()
-        c[call] += n
-        c["total"] += n
-        if failed:
-            c["failed"] += n
-    ids = [i for i, r in t.requests.items() if r[R_END] >= 0 and i in per_req]
-    if not ids and t.header.get("source") != "bpftrace":
-        ids = [i for i in t.requests if i in per_req]
-    n_req = len(ids)
-    return {key: round(sum(per_req[i][key] for i in ids) / n_req, 3) if n_req else 0.0
-            for key in SUMMARY_KEYS}

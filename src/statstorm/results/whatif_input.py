@@ -1,4 +1,5 @@
-"""The what-if input cache: a trace's model input, kept beside the trace for the next run.
+"""The what-if input: a trace's model input, read from the trace or from its cache kept
+beside the trace for the next run, and the trace's own per-request counts.
 
 Decoding a big JSON-lines trace and building the model's input from it (`replay.prepare`)
 costs several times the replay itself. `statstorm whatif` therefore keeps what it built in a
@@ -11,6 +12,9 @@ model input has changed. Deleting it is always safe.
 The sidecar is a `marshal` dump of plain values (dicts, lists, tuples, sets, str, int): the
 fastest stdlib form to load, and one that, unlike pickle, runs no code when loaded. A cache
 is read only if the current user owns it, or root does and no one else can write it.
+
+`measured_per_request` gives the trace's own mean calls per request from its raw records
+(`results.trace.raw`), which is what `statstorm whatif` shows as measured.
 """
 
 from __future__ import annotations
@@ -19,25 +23,30 @@ import dataclasses
 import hashlib
 import marshal
 import os
+import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import (phpmodel, phpsettings, realpath_cache, replay, replay_input,
-                             tracestats)
+from statstorm.model import (php_engine, phpsettings, realpath_cache, replay, replay_fs,
+                             replay_input, replay_ops, tracestats)
 from statstorm.model.realpath_cache import FsView
 from statstorm.model.replay_input import Prepared
-from statstorm.results import trace as trace_format
-from statstorm.results import trace_raw, trace_records
+from statstorm.model.tracestats import summarize
 from statstorm.results.common import collector_paused, trusted, write_atomic
+from statstorm.results.trace import jsonl, raw, sidecar, vocabulary
+from statstorm.results.trace.jsonl import read_trace
+from statstorm.results.trace.raw import R_END, S_CALL, S_REQ, S_RET, TraceRecords, read_records
+from statstorm.results.trace.vocabulary import CALLS, SUMMARY_KEYS
 
 FORMAT = "statstorm-whatif-input"
 VERSION = 1
 SUFFIX = ".whatif-cache"
 # The modules whose code decides what the cache holds: any change to them invalidates it.
-_CODE = (trace_format, trace_records, trace_raw, tracestats, replay, replay_input,
-         realpath_cache, phpmodel, phpsettings)
+_CODE = (vocabulary, jsonl, sidecar, raw, sys.modules[__name__], tracestats, replay,
+         replay_input, replay_fs, replay_ops, realpath_cache, php_engine, phpsettings)
 
 
 @dataclass
@@ -116,10 +125,10 @@ def build(trace: Path) -> bool:
     the trace has nothing to replay (counts only, no PHP operations) or the cache cannot be
     written; never an error: `statstorm whatif` builds the input itself then."""
     try:
-        records = trace_raw.read_records(trace)
+        records = read_records(trace)
         if records.header.get("detail") == "counts" or not records.operations:
             return False
-        cached = CachedInput(records.header, trace_raw.measured_per_request(records, trace),
+        cached = CachedInput(records.header, measured_per_request(records, trace),
                              replay_input.prepare(records))
     except (OSError, UsageError):
         return False
@@ -134,3 +143,27 @@ def save(trace: Path, cached: CachedInput) -> bool:
     except (OSError, ValueError):
         return False
     return True
+
+
+def measured_per_request(t: TraceRecords, path: Path) -> dict[str, float]:
+    """The trace's own mean calls per request (`summarize(trace)["per_request"]`)."""
+    if t.request_counts or t.count_rows:  # counts (kernel-counted, or an strace -c table): the full summary
+        return dict(summarize(read_trace(path))["per_request"])
+    calls = frozenset(CALLS)
+    tally = Counter((s[S_REQ], s[S_CALL], s[S_RET] < 0) for s in t.syscalls
+                    if s[S_CALL] in calls)
+    per_req: dict[int, Counter[str]] = {}
+    for (req, call, failed), n in tally.items():
+        c = per_req.get(req)
+        if c is None:
+            c = per_req[req] = Counter()
+        c[call] += n
+        c["total"] += n
+        if failed:
+            c["failed"] += n
+    ids = [i for i, r in t.requests.items() if r[R_END] >= 0 and i in per_req]
+    if not ids and t.header.get("source") != "bpftrace":
+        ids = [i for i in t.requests if i in per_req]
+    n_req = len(ids)
+    return {key: round(sum(per_req[i][key] for i in ids) / n_req, 3) if n_req else 0.0
+            for key in SUMMARY_KEYS}

@@ -26,8 +26,8 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from statstorm.results.trace import (Operation, Request, RequestCounts, Syscall, call_type,
-                                     decode_path)
+from statstorm.results.trace.vocabulary import (Operation, Request, RequestCounts, Syscall,
+                                                call_type, decode_path)
 
 AT_FDCWD = -100
 

@@ -1,27 +1,7 @@
-"""The trace file: a streamable, versioned record of PHP's file-metadata syscalls.
-
-Format `statstorm-trace` version 1 (documented in docs/trace.md): JSON Lines, optionally gzip
-compressed (detected by its magic bytes, chosen by a `.gz` suffix when writing).
-
-- Line 1 is a header object: {"format": "statstorm-trace", "version": 1, "source", "created",
-  "host", "targets", "settings", "mounts": [[mount_point, fstype], ...]}.
-- Every other line is a JSON array whose first element names the record:
-  - ["p", id, path]                     a path, interned once before its first use
-  - ["r", id, pid, start_ns, end_ns, script, uri]  a request, written once it has ended
-    (after its syscalls); script/uri may be ""
-  - ["o", id, req, pid, start_ns, end_ns, kind, parent, args]  a logical PHP operation;
-    path-valued args (INTERNED_ARGS, and the list "candidates") hold path ids
-  - ["s", ts_ns, pid, req, op, call, syscall, path_id, ret, lat_ns, mount, kind]  one syscall;
-    `kind` is the PHP operation it belongs to (one of OP_KINDS)
-  - ["k", req, pid, {call: [calls, failed, latency_ns]}]  a request's counts, counted in the
-    kernel (`statstorm trace --counts`: no "s" records then); req -1: calls outside requests
-  - ["c", syscall, calls, errors, seconds]  aggregated counts (an imported `strace -c` table)
-  - ["e", trailer]                      the end: events, dropped, stop reason, duration_ns
-- Times are nanoseconds since the trace started. `ret` is the syscall's return value;
-  negative values are -errno. `req`, `op`, `mount` and `path_id` are -1 when unknown.
-
-Paths are bytes on Linux; they are stored as str decoded with `surrogateescape`, which JSON
-writes as `\\udcXX` escapes, so non-UTF-8 names survive a round trip.
+"""The trace file itself: JSON Lines, optionally gzip compressed (see the package's docstring
+and docs/trace.md). `TraceWriter` streams one (and its record sidecar, `results.trace.sidecar`);
+`iter_batches`, `iter_records` and `read_trace` read one back, with one-line errors when it is
+malformed.
 """
 
 from __future__ import annotations
@@ -31,162 +11,16 @@ import io
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Protocol
+from typing import IO, Any, Iterator
 
 from statstorm.errors import UsageError
-from statstorm.results import trace_records
 from statstorm.results.common import collector_paused
-
-FORMAT = "statstorm-trace"
-VERSION = 1
-
-# The call types a summary counts; `total` is their sum. chdir is recorded but not counted.
-CALLS = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd")
-SUMMARY_KEYS = CALLS + ("total", "failed")
-EXTRA_CALLS = ("chdir",)
-
-# Syscall name → call type, for the names whose type does not depend on flags.
-SYSCALL_CALL = {
-    "stat": "stat", "stat64": "stat", "oldstat": "stat",
-    "lstat": "lstat", "lstat64": "lstat", "oldlstat": "lstat",
-    "fstat": "fstat", "fstat64": "fstat", "oldfstat": "fstat",
-    "access": "access", "faccessat": "access", "faccessat2": "access",
-    "open": "open", "openat": "open", "openat2": "open", "creat": "open",
-    "readlink": "readlink", "readlinkat": "readlink",
-    "getcwd": "getcwd", "chdir": "chdir", "fchdir": "chdir",
-}
-# Flag-dependent names: newfstatat/fstatat64/statx → lstat, stat or fstat by their flags.
-FLAGGED_STAT = ("newfstatat", "fstatat64", "fstatat", "statx")
-AT_SYMLINK_NOFOLLOW = 0x100
-AT_EMPTY_PATH = 0x1000
-
-# Operation arguments holding paths: stored as path ids (lists of ids for "candidates").
-INTERNED_ARGS = ("name", "path", "cwd", "include_path", "filename")
-
-OP_KINDS = ("startup", "main_script", "include", "include_resolve", "file_probe", "opcache_revalidate",
-            "user_ini", "realpath", "stat_cache_clear", "other")
-
-
-def call_type(syscall: str, flags: int = 0, path: str | None = None) -> str | None:
-    """The call type (`lstat`, `stat`, ...) of a syscall, or None if it is not traced."""
-    if syscall in FLAGGED_STAT:
-        if flags & AT_EMPTY_PATH and not path:
-            return "fstat"
-        if flags & AT_SYMLINK_NOFOLLOW:
-            return "lstat"
-        return "stat"
-    return SYSCALL_CALL.get(syscall)
-
-
-def decode_path(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
-
-
-@dataclass
-class Syscall:
-    ts_ns: int
-    pid: int
-    call: str
-    syscall: str
-    path: str
-    ret: int
-    lat_ns: int = 0
-    req: int = -1
-    op: int = -1
-    mount: int = -1
-    kind: str = "other"
-
-    @property
-    def failed(self) -> bool:
-        return self.ret < 0
-
-
-@dataclass
-class Request:
-    id: int
-    pid: int
-    start_ns: int
-    end_ns: int = -1
-    script: str = ""
-    uri: str = ""
-
-
-@dataclass
-class Operation:
-    id: int
-    req: int
-    pid: int
-    start_ns: int
-    end_ns: int
-    kind: str
-    parent: int = -1
-    args: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class RequestCounts:
-    """One request's calls as counted in the kernel: {call: (calls, failed, latency_ns)}."""
-
-    req: int
-    pid: int
-    calls: dict[str, tuple[int, int, int]]
-
-
-@dataclass
-class CountRow:
-    syscall: str
-    calls: int
-    errors: int
-    seconds: float
-
-
-@dataclass
-class Trace:
-    """A whole trace in memory (for show/diff/import; the tracer itself streams)."""
-
-    header: dict[str, Any]
-    syscalls: list[Syscall] = field(default_factory=list)
-    requests: dict[int, Request] = field(default_factory=dict)
-    operations: dict[int, Operation] = field(default_factory=dict)
-    counts: list[CountRow] = field(default_factory=list)
-    request_counts: list[RequestCounts] = field(default_factory=list)
-    trailer: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def mounts(self) -> list[tuple[str, str]]:
-        return [(m[0], m[1]) for m in self.header.get("mounts", [])]
-
-    def feed(self, sink: RecordSink) -> None:
-        """Hand every record to `sink` (a TraceWriter, a SummaryBuilder), in file order."""
-        for s in self.syscalls:
-            sink.syscall(s)
-        for r in self.requests.values():
-            sink.request(r)
-        for o in self.operations.values():
-            sink.operation(o)
-        for c in self.counts:
-            sink.count(c)
-        for rc in self.request_counts:
-            sink.request_counts(rc)
-
-
-class RecordSink(Protocol):
-    def syscall(self, s: Syscall) -> None: ...
-    def request(self, r: Request) -> None: ...
-    def operation(self, o: Operation) -> None: ...
-    def count(self, c: CountRow) -> None: ...
-    def request_counts(self, rc: RequestCounts) -> None: ...
-
-
-def new_header(source: str, *, created: str, host: str, targets: dict[str, Any],
-               settings: dict[str, Any], mounts: list[tuple[str, str]],
-               detail: str = "events") -> dict[str, Any]:
-    """`detail`: "events" (every syscall recorded) or "counts" (per-request counts only)."""
-    return {"format": FORMAT, "version": VERSION, "source": source, "created": created,
-            "host": host, "detail": detail, "targets": targets, "settings": settings,
-            "mounts": [list(m) for m in mounts]}
+from statstorm.results.trace.sidecar import CHUNK, PLAIN, RecordsWriter
+from statstorm.results.trace.sidecar import load as load_sidecar
+from statstorm.results.trace.vocabulary import (FORMAT, INTERNED_ARGS, VERSION, CountRow,
+                                                Operation, Request, RequestCounts, Syscall,
+                                                Trace)
 
 
 class TraceWriter:
@@ -195,13 +29,10 @@ class TraceWriter:
     Use as a context manager: on an exception the trailer is still written (with the
     exception's name as the stop reason) so whatever was captured stays readable.
     With `records` (the default) the same records also go to the record sidecar
-    (`trace_records`), which readers load instead of decoding the JSON lines. `after_close`
-    is called with the trace's path once it is in place (not after an error): the tracer
-    builds the what-if input cache there (`model.inputcache.build`).
+    (`results.trace.sidecar`), which readers load instead of decoding the JSON lines.
     """
 
-    def __init__(self, path: Path, header: dict[str, Any], records: bool = True,
-                 after_close: Callable[[Path], object] | None = None) -> None:
+    def __init__(self, path: Path, header: dict[str, Any], records: bool = True) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -216,17 +47,16 @@ class TraceWriter:
         self._paths: dict[str, int] = {}
         self.events = 0
         self._closed = False
-        self._after_close = after_close
         # json.dumps(obj, separators=(",", ":"), ensure_ascii=True), without making an
         # encoder for every line
         self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
         self._line(header)
-        self._rec: trace_records.RecordsWriter | None = None
+        self._rec: RecordsWriter | None = None
         if records:
             fd, rec_tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".records",
                                            dir=path.parent)
             os.close(fd)
-            self._rec = trace_records.RecordsWriter(rec_tmp, header)
+            self._rec = RecordsWriter(rec_tmp, header)
 
     def _record(self, rec: list[Any], plain: bool = True) -> None:
         """A record line, also kept for the sidecar (see RecordsWriter.add for `plain`)."""
@@ -260,7 +90,7 @@ class TraceWriter:
                 args[k] = [self.path_id(str(c)) for c in v]
             else:
                 args[k] = v
-                if type(v) not in trace_records.PLAIN:
+                if type(v) not in PLAIN:
                     plain = False
         self._record(["o", o.id, o.req, o.pid, o.start_ns, o.end_ns, o.kind, o.parent, args],
                      plain and type(o.kind) is str)
@@ -272,7 +102,7 @@ class TraceWriter:
         if self._rec is not None:  # self._rec.add(rec), inlined: the commonest record
             buf = self._rec.buf
             buf.append(rec)
-            if len(buf) >= trace_records.CHUNK:
+            if len(buf) >= CHUNK:
                 self._rec.flush()
         self.events += 1
 
@@ -283,9 +113,8 @@ class TraceWriter:
         self._record(["k", rc.req, rc.pid, {k: list(v) for k, v in rc.calls.items()}], False)
         self.events += sum(v[0] for v in rc.calls.values())
 
-    def close(self, trailer: dict[str, Any], after: bool = True) -> None:
-        """Write the trailer and put the trace in place; then, if `after`, the after_close
-        hook."""
+    def close(self, trailer: dict[str, Any]) -> None:
+        """Write the trailer and put the trace in place."""
         if self._closed:
             return
         self._closed = True
@@ -301,8 +130,6 @@ class TraceWriter:
         except BaseException:
             self.abort()
             raise
-        if after and self._after_close is not None:
-            self._after_close(self.path)
 
     def abort(self) -> None:
         self._closed = True
@@ -324,7 +151,7 @@ class TraceWriter:
         if exc_type is None:
             self.close({"stopped": "end"})
         elif issubclass(exc_type, (KeyboardInterrupt, Exception)):
-            self.close({"stopped": exc_type.__name__}, after=False)
+            self.close({"stopped": exc_type.__name__})
         else:
             self.abort()
 
@@ -404,9 +231,9 @@ def _decode_lines(path: Path, first: int, lines: list[str]) -> list[Any]:
 def iter_batches(path: Path, sidecar: bool = True) -> Iterator[list[Any]]:
     """The header (alone in the first batch), then every record of a trace file in batches;
     one-line errors when malformed. The same records, in order, as `iter_records`. They
-    come from the record sidecar (`trace_records`) when it matches the trace and `sidecar`
-    is set, else from the JSON lines."""
-    loaded = trace_records.load(path) if sidecar else None
+    come from the record sidecar (`results.trace.sidecar`) when it matches the trace and
+    `sidecar` is set, else from the JSON lines."""
+    loaded = load_sidecar(path) if sidecar else None
     if loaded is not None:
         header, batches = loaded
         _check_header(path, header)

@@ -1,12 +1,7 @@
-"""The rules of `statstorm check`: Facts in, graded findings out. Pure code.
-
-Each rule is a function `Facts -> list[Finding]` registered in RULES under its stable id (the
-rules live in model.rules_php and model.rules_stack, imported at the end); the id is the anchor
-of its section in docs/check.md (a test fails if a rule has none). A finding carries the
-evidence (settings and measured figures), the exact lines to change, the trade-off, and a
-predicted gain where statstorm can estimate one from the trace (syscalls per request it
-removes, and with an fsbench result their time); otherwise `predicted_gain` is None and
-`gain_note` says why.
+"""What a rule of `statstorm check` gives, a Finding, and the helpers the rules share to make
+one: the pool's settings, a predicted gain from the trace and fsbench, the network mounts
+holding code. Pure code; the rules are in model.rules_php and model.rules_stack, their
+registry in model.rules.
 """
 
 from __future__ import annotations
@@ -16,8 +11,6 @@ from typing import Any, Callable
 
 from statstorm.model.checkfacts import Facts, MountFact, ini_bool
 
-SEVERITIES = ("info", "warning", "critical")
-DOCS = "docs/check.md#"
 NETWORK_KINDS = ("nfs", "glusterfs-fuse", "sshfs", "fuse")
 REALPATH_DEFAULT = 4 << 20
 NO_TRACE = "no trace given: run `statstorm trace` and pass it with --trace to measure this"
@@ -43,30 +36,7 @@ class Finding:
         return data
 
 
-def rank(severity: str) -> int:
-    return SEVERITIES.index(severity)
-
-
-Rule = Callable[[Facts], list["Finding"]]
-RULES: dict[str, Rule] = {}
-
-
-def rule(rule_id: str) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        RULES[rule_id] = fn
-        return fn
-    return register
-
-
-def evaluate(facts: Facts) -> list[Finding]:
-    """All findings for one pool, most severe first (stable order within a severity)."""
-    out: list[Finding] = []
-    for rule_id, fn in RULES.items():
-        for f in fn(facts):
-            out.append(Finding(**{**asdict(f), "evidence": tuple(f.evidence),
-                                  "change": tuple(f.change), "id": rule_id, "pool": facts.pool,
-                                  "docs": DOCS + rule_id}))
-    return sorted(out, key=lambda f: -rank(f.severity))
+Rule = Callable[[Facts], list[Finding]]  # a rule: one pool's facts in, its findings out
 
 
 def finding(severity: str, title: str, evidence: list[str], change: list[str], tradeoff: str,
@@ -100,8 +70,3 @@ CODE_ROLES = ("docroot", "include_path")
 def code_on_network(facts: Facts) -> list[MountFact]:
     """The network mounts holding code (not writable data)."""
     return [m for m in facts.mounts if m.kind in NETWORK_KINDS and m.role in CODE_ROLES]
-
-
-
-# The rules register themselves on import (kept last: they import the helpers above).
-from statstorm.model import rules_php, rules_stack  # noqa: E402,F401

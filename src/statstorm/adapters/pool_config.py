@@ -1,0 +1,129 @@
+"""A php-fpm pool's configuration as apply changes it: the files it may touch, how they
+are tested (`php-fpm -t`, `nginx -t`, `findmnt --verify`), how the pool and its web server
+reload gracefully, and whether the pool (and the app's page) still answers after."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from statstorm.adapters import fastcgi, http, mounts, nginx, php_targets, phpfpm, procs
+from statstorm.env import Env
+from statstorm.errors import ComponentError
+from statstorm.model.applyplan import MASTER_INI, POOL_INI, Change
+
+
+@dataclass
+class Target:
+    """What apply may touch for one pool, and how to check and reload it."""
+
+    pool: str
+    fpm_binary: str
+    fpm_argv: list[str]  # binary + the options that decide its configuration (for -t)
+    pool_file: Path
+    master_pid: int
+    listen: str
+    master_ini: Path | None  # statstorm's own conf.d file; None: the lab (its -d options)
+    nginx_files: list[Path] = field(default_factory=list)
+    nginx_test: list[str] = field(default_factory=list)  # argv of `nginx -t`
+    nginx_pid: int = 0
+    url: str = ""  # a page of the app (health check and --verify)
+    lab: str = ""
+    control_timeout: str = ""  # php-fpm's process_control_timeout, as `php-fpm -tt` shows it
+    fstab: Path | None = None  # where mount options persist (None: the lab, whose mount is its own)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pool": self.pool, "lab": self.lab, "pool_file": str(self.pool_file),
+                "master_ini": str(self.master_ini) if self.master_ini else None,
+                "nginx_files": [str(p) for p in self.nginx_files], "url": self.url}
+
+
+class ApplyFailed(Exception):
+    """Validation, reload or the health check failed: the caller rolls back."""
+
+
+def test_config(env: Env, target: Target, paths: list[Path],
+                mount_points: list[str] | None = None) -> None:
+    """`php-fpm -t` (and `nginx -t` when an nginx file changed, `findmnt --verify` when fstab
+    did) on the files as written."""
+    if target.fstab is not None and target.fstab in paths and mount_points:
+        problem = mounts.verify_fstab(env, target.fstab, mount_points)
+        if problem:
+            raise ApplyFailed(problem)
+    res = env.run([target.fpm_argv[0], "-t", *target.fpm_argv[1:]], check=False,
+                  what="php-fpm -t")
+    if res.returncode != 0:
+        lines = [ln for ln in (res.stderr + res.stdout).splitlines() if "ERROR" in ln]
+        first = (lines or [res.first_error_line()])[0].strip()
+        raise ApplyFailed(f"php-fpm -t rejected the change ({first.split('ERROR: ')[-1]})")
+    if any(p in target.nginx_files for p in paths) and target.nginx_test:
+        res = env.run(target.nginx_test, check=False, what="nginx -t")
+        if res.returncode != 0:
+            raise ApplyFailed(f"nginx -t rejected the change ({res.first_error_line()})")
+
+
+def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> None:
+    """Reload what the changed files belong to; `fpm`: php-fpm anyway (its workers then
+    open the code through a new mount, with cold caches)."""
+    fpm_files = {target.pool_file, *([target.master_ini] if target.master_ini else [])}
+    try:
+        if fpm or any(p in fpm_files for p in paths):
+            env.log(f"reloading php-fpm gracefully (master {target.master_pid})…")
+            phpfpm.reload(target.master_pid, procs.children(target.master_pid))
+        if any(p in target.nginx_files for p in paths):
+            if not target.nginx_pid:
+                raise ComponentError("nginx changed but its master is unknown: reload it by hand")
+            env.log(f"reloading nginx gracefully (master {target.nginx_pid})…")
+            nginx.reload(target.nginx_pid)
+    except (ComponentError, OSError) as exc:
+        raise ApplyFailed(f"the reload failed ({exc})") from None
+
+
+def _same(got: str, want: str) -> bool:
+    words = {"on": "1", "yes": "1", "true": "1", "off": "0", "no": "0", "false": "0", "": "0"}
+    if want in ("0", "1"):
+        return words.get(got.strip().lower(), got.strip()) == want
+    return got.strip() == want.strip()
+
+
+def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.0) -> list[str]:
+    """Raise ApplyFailed unless the pool (and the app's page) answers; return notes on settings
+    that are not in effect although written."""
+    keys = tuple(c.key for c in changes if c.kind in (POOL_INI, MASTER_INI))
+    deadline = time.monotonic() + timeout
+    answers: list[dict[str, Any]] = []
+    while True:
+        try:
+            answers = php_targets.query_pool(env, target.listen, 1, keys)
+            break
+        except fastcgi.AnsweredError:
+            break  # it answered, without the query's JSON (open_basedir keeps the script out)
+        except ComponentError as exc:
+            if time.monotonic() > deadline:
+                raise ApplyFailed(f"the pool stopped answering ({exc})") from None
+            time.sleep(0.5)
+    if target.url:
+        status, body = 0, ""
+        while time.monotonic() < deadline + 10:
+            try:
+                status, body = http.fetch(target.url, timeout=30)
+                if status not in (502, 503, 504):  # a gateway error may pass; others will not
+                    break
+            except OSError as exc:
+                body = str(exc)
+            time.sleep(0.5)
+        if status != 200:
+            raise ApplyFailed(f"{target.url} answered {status or 'nothing'} after the reload "
+                              f"({' '.join(body.split())[:80]!r})")
+    notes = []
+    ini = (answers[0].get("ini") or {}) if answers else {}
+    for c in changes:
+        if c.kind in (POOL_INI, MASTER_INI) and c.key in ini and not _same(str(ini[c.key]), c.value):
+            notes.append(f"{c.key} is {ini[c.key]!r} in the pool after the reload, not "
+                         f"{c.value!r}: something else sets it (a .user.ini, ini_set)")
+    if not answers:
+        notes.append("the pool answered but could not run the settings query (open_basedir?): "
+                     "the new values are not confirmed")
+    return notes

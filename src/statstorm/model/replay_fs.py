@@ -1,0 +1,167 @@
+"""The file system the replay's engine sees (`FsView`), built from the trace itself: every
+path a call found or did not find, every symlink read, with each symlink's target taken from
+the next `lstat` of the same resolution. Read from the trace's raw records
+(`results.trace.raw`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+
+from statstorm.model.realpath_cache import DIR, FILE, LINK, MISSING, FsView
+from statstorm.results.trace.raw import (R_SCRIPT, S_CALL, S_OP, S_PATH, S_PID, S_RET, S_TS,
+                                         TraceRecords)
+
+ENOENT, ENOTDIR = -2, -20
+_OBSERVED = frozenset(("lstat", "stat", "access", "open"))
+
+
+def _observe_each_call(fs: FsView, t: TraceRecords) -> bool:
+    """FsView.observe of each call that found or missed a path, in order (inlined: half a
+    million calls in a big trace); whether there are readlink calls."""
+    pget = t.paths.get
+    seen = fs._seen
+    types = fs.types
+    links = False
+    for s in t.syscalls:
+        call = s[S_CALL]
+        if call in _OBSERVED:
+            ret = s[S_RET]
+            if ret >= 0:
+                kind = FILE
+            elif ret == ENOENT or ret == ENOTDIR:
+                kind = MISSING
+            else:
+                continue
+            ts = s[S_TS]
+        elif call == "getcwd" and s[S_RET] > 0:
+            kind = DIR
+            ts = 0
+        else:
+            if call == "readlink":
+                links = True
+            continue
+        path = pget(s[S_PATH], "")
+        if not path.startswith("/"):
+            continue
+        h = seen.get(path)
+        if h is None:
+            seen[path] = [(ts, kind != MISSING)]
+        else:
+            h.append((ts, kind != MISSING))
+        old = types.get(path)
+        if old is not None and (old == LINK or (old == DIR and kind == FILE)):
+            continue
+        types[path] = kind
+    return links
+
+
+def _observe_calls(fs: FsView, t: TraceRecords) -> bool:
+    """What _observe_each_call does, for a trace whose paths each have one id, quicker: a
+    call that repeats what its path last showed changes nothing, and the history of
+    observations (`FsView._seen`) matters only for paths seen both present and missing, so
+    those alone get it, in a second pass."""
+    pget = t.paths.get
+    types = fs.types
+    last: dict[int, int] = {}  # path id → its type so far (-1: not absolute: ignored)
+    first: dict[int, bool] = {}  # path id → whether its first call found it
+    mixed: set[int] = set()  # path ids seen both present and missing
+    links = False
+    for s in t.syscalls:
+        call = s[S_CALL]
+        if call in _OBSERVED:
+            ret = s[S_RET]
+            if ret >= 0:
+                kind = FILE
+            elif ret == ENOENT or ret == ENOTDIR:
+                kind = MISSING
+            else:
+                continue
+        elif call == "getcwd" and s[S_RET] > 0:
+            kind = DIR
+        else:
+            if call == "readlink":
+                links = True
+            continue
+        i = s[S_PATH]
+        prev = last.get(i)
+        if prev == kind or prev == -1:
+            continue
+        if prev is None:
+            path = pget(i, "")
+            if not path.startswith("/"):
+                last[i] = -1
+                continue
+            first[i] = kind != MISSING
+            types[path] = kind
+            last[i] = kind
+            continue
+        if (kind != MISSING) != first[i]:
+            mixed.add(i)
+        if prev == DIR and kind == FILE:
+            continue  # a directory stays one (FsView.observe)
+        types[pget(i, "")] = kind
+        last[i] = kind
+    if mixed:
+        seen = fs._seen
+        for s in t.syscalls:
+            i = s[S_PATH]
+            if i not in mixed:
+                continue
+            call = s[S_CALL]
+            if call in _OBSERVED:
+                ret = s[S_RET]
+                if ret >= 0:
+                    obs = (s[S_TS], True)
+                elif ret == ENOENT or ret == ENOTDIR:
+                    obs = (s[S_TS], False)
+                else:
+                    continue
+            elif call == "getcwd" and s[S_RET] > 0:
+                obs = (0, True)
+            else:
+                continue
+            seen.setdefault(pget(i, ""), []).append(obs)
+    return links
+
+
+def from_records(t: TraceRecords, named: list[str]) -> FsView:
+    """The file system as the trace `t` saw it; `named`: the names its includes and
+    resolutions used (a script an include named exists unless a call found it missing)."""
+    fs = FsView()
+    pget = t.paths.get
+    if len(set(t.paths.values())) == len(t.paths):
+        links = _observe_calls(fs, t)
+    else:  # one path under two ids (not from TraceWriter): each call observed in turn
+        links = _observe_each_call(fs, t)
+    if links:
+        # symlinks: readlink(P) ok, then the next lstat of the same resolution is the target
+        by_op: dict[tuple[int, int], list[tuple[str, str, int]]] = defaultdict(list)
+        for s in t.syscalls:
+            call = s[S_CALL]
+            if call == "readlink" or call == "lstat":
+                path = pget(s[S_PATH], "")
+                if path.startswith("/"):
+                    by_op[(s[S_PID], s[S_OP])].append((call, path, s[S_RET]))
+        for calls in by_op.values():
+            for i, (call, path, ret) in enumerate(calls):
+                if call != "readlink" or ret < 0:
+                    continue
+                nxt = next((c for c in calls[i + 1:] if c[0] == "lstat"), None)
+                if nxt is None:
+                    continue
+                parent = posixpath.dirname(path)
+                target = nxt[1]
+                if target.startswith(parent.rstrip("/") + "/"):
+                    target = target[len(parent.rstrip("/")) + 1:]
+                fs.observe_link(path, target)
+    # A script an include named (absolutely) exists unless a call found it missing: with
+    # OPcache answering from its key the trace has no call on it at all.
+    types = fs.types
+    for names in (named, [r[R_SCRIPT] for r in t.requests.values()]):  # primary scripts too
+        for name in names:
+            if name not in types and name.startswith("/"):
+                fs.observe(name, FILE)
+    fs.finish()
+    return fs

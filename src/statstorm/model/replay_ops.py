@@ -1,0 +1,121 @@
+"""The trace's PHP operations that the replay models: the includes and their resolution,
+`file_exists`-style probes, path resolutions, stat-cache clears and `.user.ini` scans. One
+pass over the operations (`scan`) finds those that become logical events and what they name;
+`dropped` gives the operations whose recorded syscalls the engine makes again, and
+`fallback_dir` the directory an include's resolution tries last.
+"""
+
+from __future__ import annotations
+
+import itertools
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+from statstorm.results.trace.raw import O_ID, O_START, TraceRecords
+
+MODELED_KINDS = ("include", "include_resolve", "file_probe", "stat_cache_clear", "user_ini")
+_MODELED = frozenset(MODELED_KINDS)
+
+
+@dataclass
+class OpScan:
+    """What one pass over a trace's operations finds."""
+
+    roots: list[list[Any]]  # the operations that become logical events, in start order
+    children: dict[int, list[int]]  # operation → its children's ids
+    resolve_of: dict[int, list[Any]]  # include → its first include_resolve child
+    named: list[str]  # the names includes and resolutions used, first uses in order
+    scripts: set[str]  # the names includes used
+    first_include: dict[int, int]  # request → start of its first include
+
+
+def scan(t: TraceRecords) -> OpScan:
+    """One pass over the trace's operations (see OpScan)."""
+    ops = t.operations
+    pget = t.paths.get
+    children: dict[int, list[int]] = {}
+    resolve_of: dict[int, list[Any]] = {}
+    roots: list[list[Any]] = []
+    named_raw: dict[Any, bool] = {}  # raw name argument → used by an include
+    named_odd: list[tuple[Any, bool]] = []  # unhashable ones (never from a trace file)
+    first_include: dict[int, int] = {}
+    big = 1 << 62
+    for o in ops.values():
+        _, oid, req, _, start, _, kind, parent, a = o
+        if parent < 0:
+            if kind == "file_probe":  # the commonest operation: a root, and nothing else
+                roots.append(o)
+                continue
+        else:
+            ch = children.get(parent)
+            if ch is None:
+                children[parent] = [oid]
+            else:
+                ch.append(oid)
+            if kind == "include_resolve" and parent not in resolve_of:
+                resolve_of[parent] = o
+        if kind == "include" or kind == "include_resolve":
+            v = a.get("name", "")
+            inc = kind == "include"
+            try:
+                if inc:
+                    named_raw[v] = True
+                elif v not in named_raw:
+                    named_raw[v] = False
+            except TypeError:
+                named_odd.append((v, inc))
+            if inc and start < first_include.get(req, big):
+                first_include[req] = start
+        if (parent < 0 or parent not in ops) and (
+                kind in _MODELED or (kind in ("realpath", "main_script") and "path" in a)):
+            roots.append(o)
+    if roots and min(ops) >= 0 and max(ops) < 1 << 40:
+        # (start, id) as one int: sorting ints is much quicker than sorting tuples
+        keyed = sorted([(o[O_START] << 40) + o[O_ID] for o in roots])
+        mask = (1 << 40) - 1
+        roots = [ops[k & mask] for k in keyed]
+    else:
+        roots.sort(key=lambda o: (o[O_START], o[O_ID]))
+    named: list[str] = []
+    scripts: set[str] = set()
+    for v, inc in itertools.chain(named_raw.items(), named_odd):
+        name = pget(v, "") if isinstance(v, int) else str(v)
+        named.append(name)
+        if inc:
+            scripts.add(name)
+    return OpScan(roots, children, resolve_of, named, scripts, first_include)
+
+
+def dropped(roots: list[list[Any]], children: dict[int, list[int]]) -> set[int]:
+    """The operations whose syscalls the engine makes again: the roots and all below them."""
+    out = {o[O_ID] for o in roots}
+    stack = [c for r in out.intersection(children) for c in children[r]]
+    while stack:
+        i = stack.pop()
+        if i in out:
+            continue
+        out.add(i)
+        stack.extend(children.get(i, ()))
+    return out
+
+
+_ENTRIES: dict[str, int] = {}
+_DIRS: dict[str, str] = {}
+
+
+def fallback_dir(last: str | None, ncands: int, name: str, include_path: str,
+                 script: str) -> str:
+    """The including script's directory, php_resolve_path's last try (`last`: the last of
+    the resolution's `ncands` candidate paths, if recorded)."""
+    if last is not None:
+        n = _ENTRIES.get(include_path)
+        if n is None:
+            n = _ENTRIES[include_path] = len([e for e in include_path.split(":")
+                                              if "://" not in e])
+        if ncands == n + 1 and last.endswith("/" + name):
+            return last[: -len(name) - 1]
+    d = _DIRS.get(script)
+    if d is None:
+        d = _DIRS[script] = posixpath.dirname(script) if script else ""
+    return d

@@ -1,0 +1,38 @@
+"""The rules of `statstorm check`: Facts in, graded findings out. Pure code.
+
+Each rule is a function `Facts -> list[Finding]` listed under its stable id in its module's
+RULES (model.rules_php, then model.rules_stack); RULES here is all of them, in the order they
+are evaluated. The id is the anchor of its section in docs/check.md (a test fails if a rule
+has none). A finding (model.finding) carries the evidence (settings and measured figures),
+the exact lines to change, the trade-off, and a predicted gain where statstorm can estimate
+one from the trace (syscalls per request it removes, and with an fsbench result their time);
+otherwise `predicted_gain` is None and `gain_note` says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from statstorm.model import rules_php, rules_stack
+from statstorm.model.checkfacts import Facts
+from statstorm.model.finding import Finding, Rule
+
+SEVERITIES = ("info", "warning", "critical")
+DOCS = "docs/check.md#"
+
+RULES: dict[str, Rule] = dict(rules_php.RULES + rules_stack.RULES)
+
+
+def rank(severity: str) -> int:
+    return SEVERITIES.index(severity)
+
+
+def evaluate(facts: Facts) -> list[Finding]:
+    """All findings for one pool, most severe first (stable order within a severity)."""
+    out: list[Finding] = []
+    for rule_id, fn in RULES.items():
+        for f in fn(facts):
+            out.append(Finding(**{**asdict(f), "evidence": tuple(f.evidence),
+                                  "change": tuple(f.change), "id": rule_id, "pool": facts.pool,
+                                  "docs": DOCS + rule_id}))
+    return sorted(out, key=lambda f: -rank(f.severity))
