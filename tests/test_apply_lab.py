@@ -16,7 +16,7 @@ import pytest
 
 from conftest import run_cli, unique_name
 
-from statstorm.adapters import gluster, mounts
+from statstorm.adapters import backups, gluster, mounts, pool_config
 from statstorm.commands import apply as apply_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError
@@ -64,7 +64,7 @@ class Load:
         self.thread.join()
 
 
-def execute(env: Env, target: apply_cmd.Target, opts: apply_cmd.ApplyOptions,
+def execute(env: Env, target: pool_config.Target, opts: apply_cmd.ApplyOptions,
             changes: list[Change]) -> apply_cmd.ApplyResult:
     """Plan and make `changes` (ones no finding would propose) the way `apply --yes` does."""
     placed, edits = apply_cmd.plan_edits(target, changes)
@@ -155,7 +155,7 @@ def test_rejected_change_rolls_back_and_graceful_apply_fails_no_request(
         time.sleep(0.5)
     assert conf.read_text() == original
     assert load.ok > 0 and not load.failed
-    sets = apply_cmd.backup_sets(env)
+    sets = backups.sets(env)
     assert json.loads((sets[-1] / "manifest.json").read_text())["status"] == "rolled-back"
 
     # a change php-fpm accepts but the app cannot serve with: the page check rolls it back

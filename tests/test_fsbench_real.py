@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from statstorm.adapters import fsbench_ops, mounts
+from statstorm.adapters import fsbench_ops, labs, mounts
 from statstorm.apps import synthetic
 from statstorm.commands import fsbench as cmd
 from statstorm.commands import lab as lab_cmd
@@ -157,7 +157,7 @@ def test_gluster_default_vs_tuned_vs_local(local_tree: Path, lab_default: lab_cm
         assert c.check is not None and c.check.remounted
         assert c.check.client_pid_after != c.check.client_pid_before
         assert any("FUSE client cache reset" in x for x in c.reached)
-        now = lab_cmd.load_state(Env(), lab.name).fuse_client_pid
+        now = labs.load(Env(), lab.name).fuse_client_pid
         assert now and mounts.fuse_client(lab.mount_point, "glusterfs")[0] == now  # type: ignore[index]
     data = json.loads(out.read_text())
     assert all("ratio_to_first" in row for row in data["results"] if row["path_index"] > 0)

@@ -13,6 +13,7 @@ from typing import Iterator
 
 import pytest
 
+from statstorm.adapters import http
 from statstorm.adapters.loadgen import RunSpec, load_lock
 from statstorm.adapters.wrk import Wrk
 from statstorm.cli import main
@@ -102,7 +103,7 @@ def test_wrk_script_counts_every_wrong_body(lab: str, tmp_path: Path) -> None:
 
 
 def test_direct_validation() -> None:
-    assert "no answer" in sweep_cmd.validate_response("http://127.0.0.1:9/", 200, "", 2)
+    assert "no answer" in http.check_answer("http://127.0.0.1:9/", 200, "", 2)
 
 
 def test_traced_sweep_records_file_syscalls(lab: str, tmp_path: Path,
