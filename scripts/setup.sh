@@ -60,6 +60,29 @@ if [[ ! -x $venv/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; the
 fi
 
 # ---------------------------------------------------------------------------------------------
+# APCu for `statstorm apply`: the object cache an app's own caches go to, loaded into one pool
+# only (php_admin_value[extension]). Debian's php8.2-apcu would enable it for every SAPI and
+# pool, so its apcu.so is unpacked into statstorm's own directory instead. Skipped when there.
+php_api=$(php-config8.2 --phpapi 2>/dev/null || ls /usr/lib/php | grep -E '^20[0-9]{6}$' | sort | tail -1)
+apcu_so=/opt/statstorm/php/$php_api/apcu.so
+if [[ -n $php_api && ! -f $apcu_so && ! -f /usr/lib/php/$php_api/apcu.so ]]; then
+    echo "statstorm setup: unpacking php8.2-apcu's apcu.so into ${apcu_so%/*} (not enabled anywhere)"
+    tmpdeb=$(mktemp -d)
+    chmod 755 "$tmpdeb"
+    if (cd "$tmpdeb" && apt-get download -qq php8.2-apcu >/dev/null 2>&1) \
+            && dpkg-deb -x "$tmpdeb"/php8.2-apcu_*.deb "$tmpdeb/x" \
+            && [[ -f $tmpdeb/x/usr/lib/php/$php_api/apcu.so ]]; then
+        mkdir -p "${apcu_so%/*}"
+        chmod 755 /opt/statstorm /opt/statstorm/php "${apcu_so%/*}"
+        install -m 0644 "$tmpdeb/x/usr/lib/php/$php_api/apcu.so" "$apcu_so"
+    else
+        echo "statstorm setup: could not fetch php8.2-apcu (is the Debian mirror reachable?);" \
+             "statstorm apply cannot give apps an object cache" >&2
+    fi
+    rm -rf "$tmpdeb"
+fi
+
+# ---------------------------------------------------------------------------------------------
 # sweep: vegeta, the open-model (constant arrival rate) load generator, from the Go module proxy.
 # Installed once into /opt/statstorm/bin (the sweep adapter looks there first); skipped when
 # that binary is already present.  Built through a throw-away module because the proxy refuses

@@ -196,3 +196,52 @@ def test_rejected_change_rolls_back_and_graceful_apply_fails_no_request(
     assert r["mode"] == "applied" and "php_admin_value[realpath_cache_ttl] = 600" in conf.read_text()
     assert load.ok >= 5 and not load.failed, load.failed
     assert "realpath-cache-ttl" not in check_ids(state_home, name)
+
+
+def test_app_setting_and_apcu_for_one_pool(lab, state_home: Path) -> None:
+    """The app-data-on-network change on a real pool: APCu loaded into this pool only and the
+    app's setting appended to its PHP configuration file, checked with `php -l`; a file that
+    does not parse is refused and restored, with the pool file as it was."""
+    from statstorm.adapters import apcu
+    from statstorm.adapters.php_targets import query_pool
+    from statstorm.model.applyplan import APP
+    so = apcu.extension_path()
+    if not so:
+        pytest.skip(apcu.install_hint())
+    st = lab("--app", "synthetic", "--workers", "2")
+    name = str(st["name"])
+    url = str(st["url"]) + str(st["entry_path"])
+    root = Path(str(st["state_dir"]))
+    conf = root / "conf/php-fpm.conf"
+    settings = Path(str(st["code_path"])) / "settings.php"
+    settings.write_text("<?php\n$cacheType = 'none';\n")
+    original_conf = conf.read_text()
+    env = Env(state_root=state_home)
+    opts = apply_cmd.ApplyOptions(lab=name, yes=True)
+    target = apply_cmd.resolve(env, opts)
+    sock = str(root / "run/php-fpm.sock")
+    assert "apcu" not in [e.lower() for e in query_pool(env, sock, 1)[0]["extensions"]]
+
+    # a configuration file that does not parse: php -l refuses, both files come back
+    settings.write_text("<?php\n$cacheType = ;\n")
+    broken = settings.read_text()
+    change = [Change("app-data-on-network", POOL_INI, "extension", so, ""),
+              Change("app-data-on-network", APP, "$cacheType", "'apcu'", "",
+                     where=str(settings))]
+    with pytest.raises(ComponentError, match="php -l rejected.*rolled back"):
+        execute(env, target, opts, change)
+    assert settings.read_text() == broken and conf.read_text() == original_conf
+
+    settings.write_text("<?php\n$cacheType = 'none';\n")
+    assert execute(env, target, opts, change).mode == "applied"
+    assert settings.read_text().endswith("# statstorm apply\n$cacheType = 'apcu';\n")
+    assert f"php_admin_value[extension] = {so}" in conf.read_text()
+    answers = query_pool(env, sock, 2)
+    assert answers and all("apcu" in [e.lower() for e in a["extensions"]] for a in answers)
+    assert urllib.request.urlopen(url, timeout=30).status == 200
+    # the CLI PHP and other pools are untouched: nothing was enabled system-wide
+    assert not Path("/etc/php/8.2/fpm/conf.d/20-apcu.ini").exists() or so.startswith("/usr/lib")
+    rb = apply(state_home, "--lab", name, "--rollback")
+    assert rb["mode"] == "rolled-back"
+    assert conf.read_text() == original_conf
+    assert settings.read_text() == "<?php\n$cacheType = 'none';\n"

@@ -342,6 +342,15 @@ def test_cli_differs() -> None:
     assert "cli-differs" not in ids(facts(pool, cli_settings=dict(GOOD)))
 
 
+def test_app_rules_need_a_trace_of_code_on_network_storage() -> None:
+    """The app rules (more in test_app_cache.py) read only measured figures: no trace, no
+    finding; a trace of local code, none either."""
+    busy = dataclasses.replace(TRACE, data_opens_per_request=30.0, network_time_share=0.9)
+    assert "app-data-on-network" not in ids(facts(trace=busy))  # the code is on local disk
+    assert "network-bound" in ids(facts(trace=busy))  # measured, wherever the calls went
+    assert "network-bound" not in ids(facts())
+
+
 def test_every_rule_has_a_test_here() -> None:
     text = open(__file__).read()
     for rule_id in RULES:

@@ -1,4 +1,5 @@
-"""`statstorm demo` end to end on real components (synthetic app, to keep it short)."""
+"""`statstorm demo` end to end on real components: two labs (the synthetic app, to keep it
+short), measured, traced, checked, predicted, applied and measured again, then removed."""
 
 from __future__ import annotations
 
@@ -7,23 +8,52 @@ from pathlib import Path
 
 import pytest
 
-from conftest import leftovers, run_cli
+from conftest import leftovers, run_cli, unique_name
 
 pytestmark = pytest.mark.root
 
 
-def test_demo_runs_and_leaves_nothing(state_home: Path, tmp_path: Path) -> None:
+def test_demo_predicts_before_it_applies_and_leaves_nothing(state_home: Path,
+                                                           tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    proc = run_cli(["demo", "--app", "synthetic", "--storage", "glusterfs", "--views", "2",
-                    "-o", str(out)], state_home, check=True)
-    assert proc.stdout.count("HTTP 200") == 2
-    assert "sweep: " in proc.stdout and "lab removed." in proc.stdout
-    assert "trace: 2 page views" in proc.stdout
-    trace = json.loads(run_cli(["trace", "show", str(out / "trace.sst.gz"), "--json"],
-                               state_home, check=True).stdout)
-    assert trace["requests"] == 2 and trace["per_request"]["total"] > 0
-    sweep = json.loads((out / "sweep.json").read_text())
-    assert [lv["concurrency"] for lv in sweep["levels"]] == [1, 2, 4]
-    assert all(lv["rps"] > 0 for lv in sweep["levels"]) and sweep["knee"]
-    assert (out / "sweep.svg").read_text().lstrip().startswith("<")
-    assert leftovers(str(state_home / "labs" / "demo"), "statstorm-demo") == []
+    name = unique_name("dm")
+    proc = run_cli(["demo", "--app", "synthetic", "--rounds", "1", "--duration", "2",
+                    "--views", "3", "--name", name, "-o", str(out), "--json"], state_home,
+                   check=True)
+    result = json.loads(proc.stdout)
+    assert result == json.loads((out / "demo.json").read_text())
+    assert result["schema"] == "statstorm.demo/1"
+    for phase in ("before", "after"):
+        for role in ("local", "network"):
+            side = result[phase][role]
+            assert side["rps"] > 0 and side["p99_ms"] >= side["p50_ms"] > 0
+            assert side["errors"] == 0 and len(side["rounds"]) == 1
+        assert result[phase]["ratio_rps"] > 0 and result[phase]["ratio_p99"] > 0
+    rt = result["round_trips_per_request"]
+    assert rt["before"] > 0 and rt["after"] is not None and rt["predicted"] is not None
+    assert rt["after"] < rt["before"]  # the mount and volume caches answer what they can
+    calls = result["metadata_calls_per_request"]
+    assert calls["before"] > 0 and calls["after"] > 0 and calls["predicted"] is not None
+    # the prediction is made and printed before anything is applied
+    assert result["predicted_at"] <= result["applied_at"]
+    err = proc.stderr
+    assert err.index("prediction (before any change)") < err.index("[5/7]")
+    assert "glusterfs-mount-caching" in result["applied"]
+    assert any("attribute-timeout" in c for c in result["settings"]["network"]["changes"])
+    assert "glusterfs-mount-caching" not in " ".join(result["findings_after"])
+    for f in ("demo.json", "before.sst.gz", "after.sst.gz", "check-before.json", "apply.json",
+              "check-after.json"):
+        assert (out / f).is_file(), f
+    for role in ("local", "net"):
+        lab = f"{name}-{role}"
+        assert leftovers(str(state_home / "labs" / lab), f"statstorm-{lab}") == []
+    assert not result["kept"]
+
+
+def test_demo_bad_usage_is_one_line(state_home: Path, tmp_path: Path) -> None:
+    p = run_cli(["demo", "--rounds", "0", "-o", str(tmp_path / "d")], state_home)
+    assert p.returncode == 2 and "--rounds" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    f = tmp_path / "file"
+    f.write_text("x")
+    p = run_cli(["demo", "-o", str(f)], state_home)
+    assert p.returncode == 2 and "choose a directory" in p.stderr

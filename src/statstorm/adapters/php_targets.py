@@ -43,6 +43,7 @@ foreach (explode(',', (string)($_GET['keys'] ?? '')) as $k) {
   $v = $k === '' ? false : ini_get($k); if ($v !== false) { $ini[$k] = $v; } }
 if (isset($_GET['hold'])) { usleep(min(200000, (int)$_GET['hold'])); }
 echo json_encode(['ini' => $ini, 'realpath_used' => realpath_cache_size(),
+  'extensions' => get_loaded_extensions(),
   'opcache' => function_exists('opcache_get_status') ? opcache_get_status(false) : null,
   'sapi' => PHP_SAPI, 'pid' => getmypid()]);
 """

@@ -62,6 +62,21 @@ def test_config(env: Env, target: Target, paths: list[Path],
         res = env.run(target.nginx_test, check=False, what="nginx -t")
         if res.returncode != 0:
             raise ApplyFailed(f"nginx -t rejected the change ({res.first_error_line()})")
+    for p in app_files(target, paths):
+        res = env.run([php_cli(target), "-n", "-l", str(p)], check=False, what="php -l")
+        if res.returncode != 0:
+            raise ApplyFailed(f"php -l rejected {p} ({res.first_error_line()})")
+
+
+def app_files(target: Target, paths: list[Path]) -> list[Path]:
+    """The changed files that are the app's own PHP (its configuration file)."""
+    own = {target.pool_file, target.master_ini, *target.nginx_files, target.fstab}
+    return [p for p in paths if p not in own and p.suffix == ".php"]
+
+
+def php_cli(target: Target) -> str:
+    binary = target.fpm_binary
+    return phpfpm.php_cli_for(binary) if Path(binary).name.startswith("php-fpm") else "php"
 
 
 def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> None:
@@ -69,7 +84,9 @@ def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> No
     open the code through a new mount, with cold caches)."""
     fpm_files = {target.pool_file, *([target.master_ini] if target.master_ini else [])}
     try:
-        if fpm or any(p in fpm_files for p in paths):
+        # an app's configuration file too: with opcache.validate_timestamps=0 the workers
+        # would keep running the old one
+        if fpm or any(p in fpm_files for p in paths) or app_files(target, paths):
             env.log(f"reloading php-fpm gracefully (master {target.master_pid})…")
             phpfpm.reload(target.master_pid, procs.children(target.master_pid))
         if any(p in target.nginx_files for p in paths):
@@ -123,6 +140,11 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
         if c.kind in (POOL_INI, MASTER_INI) and c.key in ini and not _same(str(ini[c.key]), c.value):
             notes.append(f"{c.key} is {ini[c.key]!r} in the pool after the reload, not "
                          f"{c.value!r}: something else sets it (a .user.ini, ini_set)")
+    loaded = {str(e).lower() for e in (answers[0].get("extensions") or [])} if answers else set()
+    for c in changes:
+        name = Path(c.value).name.removesuffix(".so")
+        if c.key == "extension" and answers and name.lower() not in loaded:
+            raise ApplyFailed(f"the pool's workers did not load {c.value} (see the php-fpm log)")
     if not answers:
         notes.append("the pool answered but could not run the settings query (open_basedir?): "
                      "the new values are not confirmed")

@@ -2,57 +2,114 @@
 
 from __future__ import annotations
 
-import statistics
+import json
 from pathlib import Path
+from typing import Any
 
 import click
+from rich.console import Console
+from rich.table import Table
 
 from statstorm.cli import cli
 from statstorm.commands import demo as demo_cmd
 from statstorm.env import Env
+from statstorm.results.demo import DemoResult
+
+
+def _fmt(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.2f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+
+def render(env: Env, r: DemoResult) -> None:
+    con = Console(file=env.stdout, highlight=False, soft_wrap=True)
+    t = Table(title=f"{r.app}: {r.storage} against local disk, before and after the fix")
+    for h in ("", "local req/s", f"{r.storage} req/s", "ratio", "local p50/p99 ms",
+              f"{r.storage} p50/p99 ms", "p99 ratio"):
+        t.add_column(h, justify="left" if not h else "right")
+    for name, ph in (("before", r.before), ("after", r.after)):
+        if ph is None:
+            continue
+        rps, p99 = ph.ratios()
+        t.add_row(name, _fmt(ph.local.median("rps")), _fmt(ph.network.median("rps")),
+                  _fmt(rps, "x"),
+                  f"{ph.local.median('p50_ms'):g} / {ph.local.median('p99_ms'):g}",
+                  f"{ph.network.median('p50_ms'):g} / {ph.network.median('p99_ms'):g}",
+                  _fmt(p99, "x"))
+    con.print(t)
+    rt = r.round_trips()
+    mc = r.metadata_calls_per_request
+    t2 = Table(title="per request, on the network lab")
+    for h in ("", "before", "predicted", "after"):
+        t2.add_column(h, justify="left" if not h else "right")
+    t2.add_row("network round trips", _fmt(rt["before"]), _fmt(rt["predicted"]),
+               _fmt(rt["after"]))
+    t2.add_row("metadata calls (traced)", _fmt(mc.get("before")), _fmt(mc.get("predicted")),
+               _fmt(mc.get("after")))
+    con.print(t2)
+    if r.applied:
+        con.print(f"applied: {', '.join(r.applied)} (at {r.applied_at}; predicted at "
+                  f"{r.predicted_at})")
+    for line in r.manual:
+        con.print(f"left to do by hand: {line}")
+    if r.findings_after:
+        con.print("check after the fix: " + "; ".join(r.findings_after))
+    con.print(f"results: {r.output_dir}/ (demo.json, before/after traces, check and apply "
+              f"JSON); took {r.timings_s.get('total', 0):.0f} s")
+    if r.kept:
+        for role, lab in r.labs.items():
+            con.print(f"kept {role} lab {lab['name']}: {lab['url']} (statstorm lab down "
+                      f"--name {lab['name']})")
+    else:
+        con.print("labs removed.")
 
 
 @cli.command()
 @click.option("--app", type=click.Choice(["mediawiki", "synthetic"]), default="mediawiki",
-              show_default=True, help="The application the demo lab serves.")
-@click.option("--storage", type=click.Choice(["local", "glusterfs"]), default="glusterfs",
-              show_default=True, help="Where the demo lab keeps the code.")
-@click.option("--views", type=click.IntRange(1, 1000), default=5, show_default=True,
-              help="Page views to fetch and time.")
+              show_default=True, help="The application both labs serve.")
+@click.option("--storage", type=click.Choice(["glusterfs"]), default="glusterfs",
+              show_default=True, help="The network storage compared with local disk.")
 @click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("statstorm-demo"), show_default=True,
-              help="Where the demo writes its result files (sweep.json, sweep.svg).")
-@click.option("--keep", is_flag=True, help="Leave the lab running (stop it with `statstorm lab down --name demo`).")
+              help="Where the demo writes demo.json, the traces and check/apply results.")
+@click.option("--rounds", type=int, default=3, show_default=True,
+              help="Measured rounds per lab and phase (interleaved local, network, …).")
+@click.option("-d", "--duration", "duration_s", type=float, default=8.0, show_default=True,
+              help="Seconds of load per round.")
+@click.option("-c", "--concurrency", type=int, default=4, show_default=True,
+              help="Concurrent users (wrk connections) in every round.")
+@click.option("--views", type=int, default=10, show_default=True,
+              help="Page views traced before and after the fix.")
+@click.option("--name", default="demo", show_default=True,
+              help="Lab name prefix (labs NAME-local and NAME-net).")
+@click.option("--keep", is_flag=True, help="Leave both labs running and print their URLs.")
+@click.option("--json", "as_json", is_flag=True, help="Print demo.json on stdout.")
 @click.pass_obj
-def demo(env: Env, app: str, storage: str, views: int, output_dir: Path, keep: bool) -> None:
-    """The main job on the built-in default: MediaWiki on GlusterFS, measured, then removed.
+def demo(env: Env, app: str, storage: str, output_dir: Path, rounds: int, duration_s: float,
+         concurrency: int, views: int, name: str, keep: bool, as_json: bool) -> None:
+    """The main job on the built-in default: find, explain, fix and prove.
+
+    MediaWiki on local disk and on GlusterFS (default mount and volume options, Debian's PHP
+    defaults): both measured side by side, the GlusterFS pool traced and checked, the fix
+    predicted, applied, and both measured again. About 8 minutes on 2 cores.
 
     \b
     Examples:
       statstorm demo
-      statstorm demo --storage local --views 20
-      statstorm demo --keep && statstorm lab status --name demo
+      statstorm demo --json > demo.json
+      statstorm demo --keep --rounds 5 -o /var/tmp/demo
+      statstorm demo --app synthetic --rounds 1 --duration 3
     """
-    result = demo_cmd.run(env, app=app, storage=storage, views=views, keep=keep,
-                          output_dir=output_dir)
-    lab = result.lab
-    click.echo(f"lab: {lab.app} on {lab.storage} ({lab.code_path}), pool {lab.pool} with "
-               f"{len(lab.worker_pids)} workers, served at {lab.url}")
-    for i, view in enumerate(result.views, 1):
-        click.echo(f"  view {i}: HTTP {view.status}, {view.size} bytes, {view.seconds * 1000:.0f} ms"
-                   f"  {view.title!r}")
-    warm = [v.seconds for v in result.views[1:]] or [result.views[0].seconds]
-    click.echo(f"median page time after the first view: {statistics.median(warm) * 1000:.0f} ms "
-               f"(single client, no tuning)")
-    if result.trace_summary:
-        pr = result.trace_summary["per_request"]
-        click.echo(f"trace: {result.trace_summary['requests']} page views, per view "
-                   f"{pr['total']:.0f} file syscalls ({pr['lstat']:.0f} lstat, {pr['stat']:.0f} "
-                   f"stat, {pr['access']:.0f} access, {pr['open']:.0f} open), "
-                   f"{pr['failed']:.0f} failed")
-        click.echo(f"  trace file: {result.trace_file} (statstorm trace show {result.trace_file})")
-    if result.sweep_sentence:
-        click.echo(f"sweep: {result.sweep_sentence}")
-        click.echo(f"  results: {result.sweep_json} (plot {result.sweep_plot})")
-    click.echo("lab left running: stop it with `statstorm lab down --name demo`" if keep
-               else "lab removed.")
+    opts = demo_cmd.DemoOptions(name=name, app=app, storage=storage, output_dir=output_dir,
+                                rounds=rounds, duration_s=duration_s, concurrency=concurrency,
+                                views=views, keep=keep)
+    demo_cmd.validate(env, opts)
+    env.log(f"statstorm demo: {app} on local disk vs {storage} — measure, trace, check, "
+            f"predict, apply, measure again ({rounds} rounds of {duration_s:g} s per lab and "
+            f"phase); results in {output_dir}/. Ctrl-C stops it and removes the labs.")
+    result = demo_cmd.run(env, opts)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        render(env, result)

@@ -35,7 +35,7 @@ from statstorm.commands import trace as trace_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError, PrivilegeError, UsageError
 from statstorm.model import applyplan
-from statstorm.model.applyplan import (MANUAL, MASTER_INI, MOUNT, NGINX, POOL, POOL_INI,
+from statstorm.model.applyplan import (APP, MANUAL, MASTER_INI, MOUNT, NGINX, POOL, POOL_INI,
                                        VOLUME, Change)
 from statstorm.model.finding import Finding
 from statstorm.model.rules import RULES
@@ -194,6 +194,12 @@ def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], lis
         for path in target.nginx_files if params else []:
             text = backups.read_text(path) or ""
             edits.append(FileEdit(path, text, applyplan.edit_nginx(text, params, target.listen)))
+        for where in dict.fromkeys(c.where for c in out if c.kind == APP):
+            app_text = backups.read_text(Path(where))
+            if app_text is None:
+                raise ValueError(f"{where} does not exist")
+            edits.append(FileEdit(Path(where), app_text, applyplan.edit_app(
+                app_text, [c for c in out if c.kind == APP and c.where == where])))
     except ValueError as exc:
         raise UsageError(f"cannot write this change: {exc}") from None
     return out, [e for e in edits if e.before != e.after]

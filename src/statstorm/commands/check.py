@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters import (codetree, elf, gluster, labs, memory, mounts, nginx,
+from statstorm.adapters import (apcu, codetree, elf, gluster, labs, memory, mounts, nginx,
+                                php_apps,
                                 php_targets, phpfpm)
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
@@ -182,6 +183,7 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
     status: dict[str, Any] | None = None
     used: int | None = None
     used_by: tuple[int, ...] = ()
+    extensions: tuple[str, ...] | None = None
     if opts.query_pool and not listen:
         notes.append("the pool's listen address is unknown (php-fpm -tt did not show it): "
                      "not asked over FastCGI")
@@ -195,6 +197,8 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
             used_by = tuple(int(a["realpath_used"]) for a in answers
                             if a.get("realpath_used") is not None)
             used = max(used_by) if used_by else None
+            if isinstance(data.get("extensions"), list):
+                extensions = tuple(str(e) for e in data["extensions"])
             source = f"{len(answers)} worker(s) of the pool over FastCGI ({listen})"
         except ComponentError as exc:
             notes.append(f"could not ask the pool over FastCGI ({exc}; open_basedir or "
@@ -219,6 +223,7 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
                           ini_int(settings.get("opcache.file_update_protection"), 2))
     inc_php = tuple((e, codetree.count_php(e)) for e in str(settings.get("include_path", "")).split(":")
                     if e.startswith("/")) if docroot else ()
+    app, app_config = php_apps.recognise(docroot)
     info = memory.meminfo()
     pss = [p for p in (memory.pss_kb(w) for w in fpm.workers) if p]
     return PoolCheck(pool.name, source, Facts(
@@ -235,7 +240,8 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
         text_bytes=elf.read_text_segment(fpm.binary), worker_pss_kb=tuple(pss),
         mem_available_kb=info.get("MemAvailable"), mem_total_kb=info.get("MemTotal"),
         opcache_status=status, realpath_used=used, realpath_used_by_worker=used_by,
-        trace=trace, fsbench_p50_us=fsb),
+        trace=trace, fsbench_p50_us=fsb, app=app, app_config=app_config,
+        extensions=extensions, apcu_path=apcu.extension_path()),
         [], notes)
 
 

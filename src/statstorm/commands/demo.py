@@ -1,101 +1,355 @@
-"""`statstorm demo`: the main job on the built-in default, end to end.
+"""`statstorm demo`: the main job on the built-in default — find, explain, fix and prove.
 
-Today: a lab with MediaWiki on GlusterFS (default mount options), real page views timed from
-outside while `statstorm trace` records the pool's file syscalls (the trace file lands in the
-output directory), a short closed-model `sweep` (JSON and SVG there too), then the lab
-removed — whatever happens. Each verb that lands (check, apply, report) adds its step here.
+Two labs side by side, the same app on local disk (the reference) and on network storage
+(GlusterFS with its default mount and volume options, Debian's PHP defaults), then:
+
+1. **before**: both measured with the same closed-model load, rounds interleaved (local,
+   network, local, network, …) so the ratio is taken under the same machine conditions;
+   on GlusterFS the volume's profile counts the round trips the storage served meanwhile;
+2. **find**: `trace` of the network lab's pool during a few page views, `check --trace`;
+3. **predict**: `whatif` of check's PHP changes and the round-trip forecast of the mount
+   changes (model.network_forecast) — printed before anything changes;
+4. **fix**: `apply --all --yes` on the network lab (storage, PHP and app changes), and the
+   same PHP and app changes on the local lab, so the ratio still measures the storage;
+5. **prove**: the same interleaved measurement again, a second trace and check.
+
+Every result is written to the output directory as soon as it exists (`demo.json` after each
+step); both labs are removed whatever happens, unless `keep`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from statstorm.adapters import http
+from statstorm.adapters import gluster_profile, http, labs
+from statstorm.adapters.loadgen import RunSpec, load_lock
+from statstorm.adapters.wrk import Wrk
+from statstorm.commands import apply as apply_cmd
+from statstorm.commands import check as check_cmd
 from statstorm.commands import lab as lab_cmd
-from statstorm.commands import sweep as sweep_cmd
 from statstorm.commands import trace as trace_cmd
+from statstorm.commands import whatif as whatif_cmd
 from statstorm.env import Env
+from statstorm.errors import (ComponentError, DependencyError, PrivilegeError, StatstormError,
+                              UsageError)
+from statstorm.model import applyplan, network_forecast
+from statstorm.model.checkfacts import is_network_fstype
+from statstorm.model.phpsettings import SETTABLE
+from statstorm.results.common import write_json_atomic
+from statstorm.results.demo import DemoResult, Phase, Round
 from statstorm.results.lab import LabState
+from statstorm.results.trace import read_trace
+
+ROLES = ("local", "network")
+STEPS = 7
 
 
 @dataclass(frozen=True)
-class PageView:
-    url: str
-    status: int
-    size: int
-    seconds: float
-    title: str
+class DemoOptions:
+    name: str = "demo"
+    app: str = "mediawiki"
+    storage: str = "glusterfs"
+    output_dir: Path = Path("statstorm-demo")
+    rounds: int = 3
+    duration_s: float = 8.0
+    warmup_s: float = 3.0
+    concurrency: int = 4
+    workers: int = 4
+    views: int = 10  # page views traced
+    keep: bool = False
 
 
-@dataclass
-class DemoResult:
-    lab: LabState
-    views: list[PageView] = field(default_factory=list)
-    sweep_json: Path | None = None
-    sweep_plot: Path | None = None
-    sweep_sentence: str = ""
-    trace_file: Path | None = None
-    trace_summary: dict[str, Any] = field(default_factory=dict)
+def validate(env: Env, opts: DemoOptions) -> None:
+    if not env.is_root():
+        raise PrivilegeError("statstorm demo starts labs (php-fpm, nginx, GlusterFS) and "
+                             "traces them: run it as root")
+    if not 1 <= opts.rounds <= 10:
+        raise UsageError("--rounds must be between 1 and 10")
+    if not 2 <= opts.duration_s <= 120:
+        raise UsageError("--duration must be between 2 and 120 s")
+    if not 1 <= opts.concurrency <= 64:
+        raise UsageError("--concurrency must be between 1 and 64")
+    if not 1 <= opts.views <= 200:
+        raise UsageError("--views must be between 1 and 200")
+    if Wrk().available() is None:
+        raise DependencyError("wrk is not installed: run scripts/setup.sh as root")
+    out = opts.output_dir
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"-o {out}: a file of that name exists; choose a directory")
+    for role in ROLES:
+        name = lab_name(opts, role)
+        if labs.lab_dir(env, name).exists():
+            raise UsageError(f"a lab named {name!r} exists: remove it with `statstorm lab down "
+                             f"--name {name}` or give the demo another --name")
 
 
-def _title(body: str) -> str:
-    start = body.find("<title>")
-    end = body.find("</title>", start)
-    return body[start + 7:end].strip() if start >= 0 and end > start else ""
+def lab_name(opts: DemoOptions, role: str) -> str:
+    return f"{opts.name}-{'local' if role == 'local' else 'net'}"
 
 
-def run(env: Env, *, name: str = "demo", app: str = "mediawiki", storage: str = "glusterfs",
-        views: int = 5, keep: bool = False, output_dir: Path = Path("statstorm-demo"),
-        concurrency: tuple[int, ...] = (1, 2, 4), duration_s: float = 5.0) -> DemoResult:
-    output_dir.mkdir(parents=True, exist_ok=True)
-    sweep_opts = sweep_cmd.SweepOptions(
-        lab=name, concurrency=concurrency, duration_s=duration_s, warmup_s=2.0, repeats=2,
-        output=output_dir / "sweep.json", plot=output_dir / "sweep.svg")
-    opts = lab_cmd.LabOptions(name=name, app=app, storage=storage)
-    state = lab_cmd.up(env, opts)
-    result = DemoResult(lab=state)
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# -- measuring ------------------------------------------------------------------------------------
+def measure(env: Env, states: dict[str, LabState], opts: DemoOptions, label: str,
+            say: Callable[[str], None]) -> Phase:
+    """Both labs under the same closed-model load, rounds interleaved; the network lab's
+    round trips from its volume's profile (GlusterFS)."""
+    phase = Phase()
+    wrk = Wrk()
+    volume = states["network"].volume
+    with tempfile.TemporaryDirectory(prefix="statstorm-demo-") as tmp:
+        work = Path(tmp)
+        for role in ROLES:
+            url = states[role].url + states[role].entry_path
+            with load_lock(env):
+                wrk.run(env, RunSpec(url, opts.warmup_s, 10.0, concurrency=opts.concurrency,
+                                     max_requests=100_000), work)
+        for i in range(opts.rounds):
+            for role in ROLES:
+                url = states[role].url + states[role].entry_path
+                say(f"{label}: round {i + 1}/{opts.rounds}, {role} lab, {opts.duration_s:g} s "
+                    f"at {opts.concurrency} users…")
+                snap = gluster_profile.info(env, volume) if role == "network" and volume else None
+                with load_lock(env):
+                    run = wrk.run(env, RunSpec(url, opts.duration_s, 10.0,
+                                               concurrency=opts.concurrency,
+                                               max_requests=int(opts.duration_s * 50_000)), work)
+                rt = None
+                if snap is not None:
+                    rt = gluster_profile.round_trips(gluster_profile.delta(
+                        snap, gluster_profile.info(env, volume)))
+                side = phase.local if role == "local" else phase.network
+                side.rounds.append(Round(round(run.rps, 2), round(run.p50, 2), round(run.p99, 2),
+                                         run.errors.total, run.requests, rt))
+    return phase
+
+
+def trace_views(env: Env, state: LabState, views: int, output: Path) -> dict[str, Any]:
+    """`statstorm trace` of the lab's pool while `views` page views are fetched; its summary."""
+    attached = threading.Event()
+    done: list[trace_cmd.TraceRun] = []
+    errors: list[BaseException] = []
+
+    def tracer() -> None:
+        try:
+            done.append(trace_cmd.run(env, trace_cmd.TraceOptions(
+                lab=state.name, requests=views, duration_s=120.0, output=output),
+                ready=attached))
+        except BaseException as exc:  # handed to the caller
+            errors.append(exc)
+        finally:
+            attached.set()
+
+    thread = threading.Thread(target=tracer, name="statstorm-demo-trace", daemon=True)
+    thread.start()
+    attached.wait(150)
+    url = state.url + state.entry_path
+    for _ in range(views if not errors else 0):
+        try:
+            http.fetch(url, timeout=60)
+        except OSError as exc:
+            raise ComponentError(f"{url}: no answer while tracing ({exc})") from None
+    thread.join(180)
+    if errors:
+        raise errors[0]
+    if not done:
+        raise ComponentError("the trace did not finish within 180 s")
+    return done[0].summary
+
+
+# -- predicting -----------------------------------------------------------------------------------
+def predict(env: Env, findings: list[Any], settings: dict[str, str], trace_path: Path,
+            round_trips_before: float | None) -> dict[str, Any]:
+    """What check's changes will do, before any is made: metadata calls per request from
+    `whatif` (the PHP changes), round trips per request from the measured ones scaled by the
+    forecast of the mount and app changes."""
+    changes = applyplan.merge([c for f in findings for c in applyplan.classify(f, settings)])
+    sets = [f"{c.key}={c.value}" for c in changes
+            if c.kind in (applyplan.POOL_INI, applyplan.MASTER_INI) and c.key in SETTABLE]
+    wi = whatif_cmd.run(whatif_cmd.WhatifOptions(trace_path, sets=tuple(sets)))
+    tr = read_trace(trace_path)
+    network = {i for i, (_, fstype) in enumerate(tr.mounts) if is_network_fstype(str(fstype))}
+    requests = sum(1 for r in tr.requests.values() if r.end_ns >= 0) or len(tr.requests)
+    mount = {c.key: c.value for c in changes if c.kind == applyplan.MOUNT}
+
+    def secs(key: str, default: float) -> float:
+        try:
+            return float(mount.get(key, default))
+        except ValueError:
+            return default
+    now = network_forecast.forecast(tr.syscalls, network, requests,
+                                    network_forecast.MountCaches())
+    then = network_forecast.forecast(
+        tr.syscalls, network, requests,
+        network_forecast.MountCaches(secs("attribute-timeout", 1), secs("entry-timeout", 1),
+                                     secs("negative-timeout", 0)),
+        app_cache=any(c.kind == applyplan.APP for c in changes))
+    rt = None
+    if round_trips_before is not None and now.reaching_per_request:
+        rt = round(round_trips_before * then.reaching_per_request / now.reaching_per_request, 2)
+    return {"php_settings": sets, "metadata_calls_per_request": wi.proposed["per_request"]["total"],
+            "metadata_calls_per_request_now": wi.current["per_request"]["total"],
+            "network_calls_reaching_storage_per_request": {
+                "now": now.reaching_per_request, "after": then.reaching_per_request},
+            "round_trips_per_request": rt,
+            "changes": [c.line for c in changes if c.kind != applyplan.MANUAL]}
+
+
+def prediction_text(result: DemoResult) -> str:
+    p = result.predicted
+    rt = p.get("round_trips_per_request")
+    before = result.round_trips()["before"]
+    return (f"prediction (before any change): metadata calls per request "
+            f"{p.get('metadata_calls_per_request_now')} → {p.get('metadata_calls_per_request')} "
+            f"(whatif: {', '.join(p.get('php_settings') or []) or 'no PHP change'}); "
+            f"network round trips per request {before if before is not None else '?'} → "
+            f"{rt if rt is not None else '?'} (mount and app changes)")
+
+
+# -- fixing ---------------------------------------------------------------------------------------
+def same_settings(env: Env, applied: apply_cmd.ApplyResult, states: dict[str, LabState],
+                  opts: DemoOptions) -> list[str]:
+    """The network lab's PHP and app changes made on the local lab too (its own files): the
+    ratio after must measure the storage, not the app's own cache."""
+    net, local = states["network"], states["local"]
+    changes = []
+    for c in applied.changes:
+        if c.kind in (applyplan.POOL_INI, applyplan.POOL):
+            changes.append(c)
+        elif c.kind == applyplan.APP and c.where.startswith(net.code_path):
+            changes.append(dataclasses.replace(
+                c, where=local.code_path + c.where[len(net.code_path):]))
+    if not changes:
+        return []
+    aopts = apply_cmd.ApplyOptions(lab=local.name, all=True, yes=True)
+    target = apply_cmd.resolve(env, aopts)
+    placed, edits = apply_cmd.plan_edits(target, changes)
+    if edits:
+        apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, placed, edits), aopts)
+    return [c.line for c in placed if c.kind != applyplan.MANUAL]
+
+
+# -- the command ----------------------------------------------------------------------------------
+def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -> DemoResult:
+    validate(env, opts)
+    log = say or env.log
+    out = opts.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    result = DemoResult(opts.app, opts.storage, str(out), kept=opts.keep)
+    path = out / "demo.json"
+
+    def save() -> None:
+        write_json_atomic(path, result.to_json())
+
+    states: dict[str, LabState] = {}
+    t_start = time.monotonic()
+    mark = [t_start]
+
+    def step(n: int, text: str) -> None:
+        now = time.monotonic()
+        if n > 1:
+            result.timings_s[f"step{n - 1}"] = round(now - mark[0], 1)
+        mark[0] = now
+        log(f"[{n}/{STEPS}] {text}")
+
+    profiling = ""
     try:
-        url = state.url + state.entry_path
-        env.log(f"demo: tracing the pool while fetching {url} {views} times…")
-        trace_opts = trace_cmd.TraceOptions(lab=name, requests=views, duration_s=120.0,
-                                            output=output_dir / "trace.sst.gz")
-        traced: list[trace_cmd.TraceRun] = []
-        failed: list[BaseException] = []
+        step(1, f"two labs: {opts.app} on local disk and on {opts.storage} (default options)…")
+        for role in ROLES:
+            storage = "local" if role == "local" else opts.storage
+            st = lab_cmd.up(env, lab_cmd.LabOptions(name=lab_name(opts, role), app=opts.app,
+                                                    storage=storage, workers=opts.workers))
+            states[role] = st
+            result.labs[role] = {"name": st.name, "url": st.url + st.entry_path}
+            save()
+        if states["network"].volume:
+            gluster_profile.start(env, states["network"].volume)
+            profiling = states["network"].volume
 
-        attached = threading.Event()
+        step(2, "before: both labs under the same load, rounds interleaved…")
+        result.before = measure(env, states, opts, "before", log)
+        result.files["demo"] = str(path)
+        save()
 
-        def tracer() -> None:
-            try:
-                traced.append(trace_cmd.run(env, trace_opts, ready=attached))
-            except Exception as exc:  # reported after the views; the demo goes on
-                failed.append(exc)
-            finally:
-                attached.set()
+        step(3, f"find: tracing {opts.views} page views of the {opts.storage} lab, then check…")
+        before_trace = out / "before.sst.gz"
+        summary = trace_views(env, states["network"], opts.views, before_trace)
+        result.files["trace_before"] = str(before_trace)
+        result.metadata_calls_per_request["before"] = summary["per_request"]["total"]
+        chk = check_cmd.run(env, check_cmd.CheckOptions(lab=states["network"].name,
+                                                        trace=before_trace))
+        write_json_atomic(out / "check-before.json", chk.to_json())
+        result.files["check_before"] = str(out / "check-before.json")
+        result.findings_before = [f"{f.severity}: {f.id}" for f in chk.findings]
+        save()
 
-        thread = threading.Thread(target=tracer, daemon=True)
-        thread.start()
-        attached.wait(timeout=180)
-        for _ in range(views):
-            t0 = time.monotonic()
-            status, body = http.fetch(url)
-            result.views.append(PageView(url, status, len(body.encode()), time.monotonic() - t0,
-                                         _title(body)))
-        thread.join()
-        if traced:
-            result.trace_file, result.trace_summary = traced[0].output, traced[0].summary
-        for exc in failed:
-            env.log(f"demo: trace failed: {exc}")
-        plan = sweep_cmd.plan(env, sweep_opts)
-        env.log(f"demo: sweep at concurrency {','.join(map(str, concurrency))} "
-                f"(about {plan.estimated_s:.0f} s)…")
-        sweep = sweep_cmd.run(env, plan, trace_with=trace_cmd.counting_tracer)
-        result.sweep_json, result.sweep_plot = plan.output, plan.plot
-        result.sweep_sentence = sweep.knee.sentence if sweep.knee else ""
+        step(4, "predict: whatif of check's PHP changes, forecast of the storage changes…")
+        settings = {k: str(v) for k, v in (chk.pools[0].facts.settings if chk.pools else {}).items()}
+        rt_before = result.before.network.round_trips_per_request()
+        result.predicted = predict(env, chk.findings, settings, before_trace, rt_before)
+        result.predicted_at = _now()
+        save()
+        log(prediction_text(result))
+
+        step(5, f"fix: statstorm apply --all --yes on the {opts.storage} lab, the same PHP and "
+                "app settings on the local lab…")
+        applied = apply_cmd.run(env, apply_cmd.ApplyOptions(
+            lab=states["network"].name, all=True, yes=True, trace=before_trace))
+        write_json_atomic(out / "apply.json", applied.to_json())
+        result.files["apply"] = str(out / "apply.json")
+        result.applied = sorted({c.finding for c in applied.changes
+                                 if c.kind != applyplan.MANUAL})
+        result.manual = [c.line for c in applied.manual]
+        result.applied_at = _now()
+        local_lines = same_settings(env, applied, states, opts)
+        result.settings = {
+            "network": {"changes": [c.line for c in applied.changes
+                                    if c.kind != applyplan.MANUAL],
+                        "mount_options": labs.load(env, states["network"].name).mount_options},
+            "local": {"changes": local_lines}}
+        save()
+
+        step(6, "after: both labs under the same load again…")
+        result.after = measure(env, states, opts, "after", log)
+        save()
+
+        step(7, "prove: a second trace and check of the fixed lab…")
+        after_trace = out / "after.sst.gz"
+        summary = trace_views(env, states["network"], opts.views, after_trace)
+        result.files["trace_after"] = str(after_trace)
+        result.metadata_calls_per_request["after"] = summary["per_request"]["total"]
+        result.metadata_calls_per_request["predicted"] = result.predicted.get(
+            "metadata_calls_per_request")
+        chk2 = check_cmd.run(env, check_cmd.CheckOptions(lab=states["network"].name,
+                                                         trace=after_trace))
+        write_json_atomic(out / "check-after.json", chk2.to_json())
+        result.files["check_after"] = str(out / "check-after.json")
+        result.findings_after = [f"{f.severity}: {f.id}" for f in chk2.findings]
+        result.timings_s["step7"] = round(time.monotonic() - mark[0], 1)
+        save()
     finally:
-        if not keep:
-            lab_cmd.down(env, name)
+        if profiling:
+            try:
+                gluster_profile.stop(env, profiling)
+            except StatstormError:
+                pass
+        if not opts.keep:
+            for role in reversed(ROLES):
+                if role in states or labs.lab_dir(env, lab_name(opts, role)).exists():
+                    try:
+                        lab_cmd.down(env, lab_name(opts, role), quiet=True)
+                    except StatstormError as exc:
+                        result.notes.append(f"lab {lab_name(opts, role)}: {exc}")
+        result.timings_s["total"] = round(time.monotonic() - t_start, 1)
+        if out.is_dir():
+            save()
     return result

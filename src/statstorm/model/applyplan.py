@@ -14,6 +14,10 @@ it can place exactly and lists the rest as manual steps:
 - `name=value,…` after `# mount options for MOUNT POINT:` → options of that mount, one change
   each (GlusterFS FUSE mounts take them live; see commands.apply);
 - `gluster volume set VOLUME KEY VALUE` → that volume option;
+- `$name = value;` after `# in FILE.php:` → that setting in the app's PHP configuration file
+  (MediaWiki's LocalSettings.php), appended in a block of statstorm's own;
+- `extension = PATH` → `php_admin_value[extension] = PATH` in the pool: php-fpm loads an
+  extension named there into that pool's workers only;
 - other comments, shell commands, sysctls → manual.
 """
 
@@ -25,11 +29,11 @@ from dataclasses import dataclass
 from statstorm.model.finding import Finding
 
 POOL_INI, MASTER_INI, POOL, NGINX, MANUAL = "pool-ini", "master-ini", "pool", "nginx", "manual"
-MOUNT, VOLUME = "mount", "volume"
+MOUNT, VOLUME, APP = "mount", "volume", "app"
 # Read once by the master (OPcache's shared memory is made before the workers fork, and the
 # file-function overrides are installed at start-up): a pool's php_admin_value cannot change them.
 MASTER_ONLY = frozenset({
-    "zend_extension", "extension", "opcache.enable", "opcache.memory_consumption",
+    "zend_extension", "opcache.enable", "opcache.memory_consumption",
     "opcache.interned_strings_buffer", "opcache.max_accelerated_files",
     "opcache.huge_code_pages", "opcache.enable_file_override", "opcache.file_cache",
     "opcache.preload", "opcache.preload_user", "opcache.jit_buffer_size",
@@ -41,19 +45,22 @@ _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_./:,+@-]*")
 _MOUNT_HEAD = re.compile(r"^# (?:mount|/etc/fstab) options for (/\S*?):?$")
 _MOUNT_OPTS = re.compile(r"^[a-z][a-z0-9-]*(?:=[^,\s]+)?(?:,[a-z][a-z0-9-]*(?:=[^,\s]+)?)*$")
 _VOLUME_SET = re.compile(r"^gluster volume set (\S+) (\S+) (\S+)$")
+_APP_HEAD = re.compile(r"^# in (/\S+\.php):$")
+_PHP_ASSIGN = re.compile(r"^(\$[A-Za-z_]\w*)\s*=\s*([A-Za-z0-9_:'\" .-]+);$")
+APP_MARK = "# statstorm apply"
 MARK = "; statstorm apply"
 
 
 @dataclass(frozen=True)
 class Change:
     finding: str  # the rule id
-    kind: str  # POOL_INI | MASTER_INI | POOL | NGINX | MOUNT | VOLUME | MANUAL
+    kind: str  # POOL_INI | MASTER_INI | POOL | NGINX | MOUNT | VOLUME | APP | MANUAL
     key: str  # the ini key, pool directive, fastcgi_param, mount or volume option ("" manual)
     value: str
     line: str  # as the finding wrote it
     why: str = ""
     current: str | None = None  # the pool's value now, where known
-    where: str = ""  # MOUNT: the mount point; VOLUME: the volume
+    where: str = ""  # MOUNT: the mount point; VOLUME: the volume; APP: the file
 
     def to_json(self) -> dict[str, object]:
         return {"finding": self.finding, "kind": self.kind, "key": self.key, "value": self.value,
@@ -73,7 +80,7 @@ def classify(f: Finding, settings: dict[str, str] | None = None) -> list[Change]
     comment lines only explain them or offer alternatives (`; or: …`), and are dropped."""
     settings = settings or {}
     out: list[Change] = []
-    mount_point = ""
+    mount_point = app_file = ""
     for raw in f.change:
         line = raw.strip()
         if not line:
@@ -81,7 +88,14 @@ def classify(f: Finding, settings: dict[str, str] | None = None) -> list[Change]
         if line.startswith((";", "#")):
             head = _MOUNT_HEAD.match(line)
             mount_point = head.group(1) if head else ""
+            app = _APP_HEAD.match(line)
+            app_file = app.group(1) if app else ""
             out.append(Change(f.id, MANUAL, "", "", line, f.title))
+            continue
+        a = _PHP_ASSIGN.match(line)
+        if app_file and a:
+            out.append(Change(f.id, APP, a.group(1), a.group(2).strip(), line, f.title,
+                              where=app_file))
             continue
         m = _INI_LINE.match(line)
         p = _PARAM_LINE.match(line)
@@ -217,7 +231,11 @@ def edit_pool(text: str, pool: str, changes: list[Change]) -> str:
         raise ValueError(f"no [{pool}] section")
     for c in changes:
         lo, hi = _section_bounds(lines, pool)
-        if c.kind == POOL_INI:
+        if c.kind == POOL_INI and c.key == "extension":  # several may load: match this one
+            pat = re.compile(r"\s*php(?:_admin)?_value\[extension\]\s*=\s*\S*"
+                             rf"{re.escape(c.value.rsplit('/', 1)[-1])}\s*$")
+            new = f"php_admin_value[extension] = {ini_value(c.value)}"
+        elif c.kind == POOL_INI:
             pat = re.compile(rf"\s*php(?:_admin)?_(?:value|flag)\[{re.escape(c.key)}\]\s*=")
             new = f"php_admin_value[{c.key}] = {ini_value(c.value)}".rstrip()
         elif c.kind == POOL:
@@ -239,6 +257,33 @@ def edit_ini(text: str, changes: list[Change]) -> str:
         pat = re.compile(rf"\s*{re.escape(c.key)}\s*=")
         new = f"{c.key} = {ini_value(c.value)}".rstrip()
         lines = _set_lines(lines, 0, len(lines), pat, new, lines[0] if lines else MARK)
+    return "\n".join(lines) + "\n"
+
+
+def edit_app(text: str, changes: list[Change]) -> str:
+    """An app's PHP configuration file (MediaWiki's LocalSettings.php) with its APP changes:
+    each setting once, in a block of statstorm's own at the end (after the app's own lines,
+    so it wins); a setting already in that block is replaced."""
+    if "?>" in text.rsplit("\n", 3)[-1] if text.strip() else False:
+        raise ValueError("the file ends with ?>: add the settings by hand")
+    lines = text.splitlines()
+    if not any(ln.lstrip().startswith("<?php") for ln in lines[:3]):
+        raise ValueError("not a PHP file (no <?php at its start)")
+    try:
+        start = lines.index(APP_MARK)
+    except ValueError:
+        start = len(lines)
+        lines.append(APP_MARK)
+    for c in changes:
+        if c.kind != APP:
+            continue
+        new = f"{c.key} = {c.value};"
+        pat = re.compile(rf"\s*{re.escape(c.key)}\s*=")
+        hits = [i for i in range(start + 1, len(lines)) if pat.match(lines[i])]
+        if hits:
+            lines[hits[0]] = new
+        else:
+            lines.append(new)
     return "\n".join(lines) + "\n"
 
 

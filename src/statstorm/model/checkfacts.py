@@ -57,6 +57,10 @@ class TraceFacts:
     working_set_bytes: int = 0
     cold_extra_calls: float | None = None  # first request of a worker minus the median
     mounts: tuple[tuple[str, str, float], ...] = ()  # mount point, fstype, calls per request
+    data_opens_per_request: float = 0.0  # opens of non-PHP files on network mounts
+    data_open_examples: tuple[tuple[str, float], ...] = ()  # path, opens per request
+    network_time_share: float | None = None  # of request time, in calls on network mounts
+    network_ms_per_request: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,10 @@ class Facts:
     realpath_used: int | None = None  # the largest realpath_cache_size() of the workers asked
     realpath_used_by_worker: tuple[int, ...] = ()
     trace: TraceFacts | None = None
+    app: str = ""  # the app recognised under the docroot (mediawiki, wordpress, …)
+    app_config: str = ""  # its configuration file
+    extensions: tuple[str, ...] | None = None  # loaded in the pool's workers (None: not asked)
+    apcu_path: str = ""  # an apcu.so this machine can load into the pool ('' : none)
     fsbench_p50_us: dict[str, dict[str, float]] = field(default_factory=dict)  # mount → op → µs
 
 
@@ -158,6 +166,10 @@ def trace_facts(trace: Any, summary: dict[str, Any]) -> TraceFacts:
                           failed_by_entry=entries, mounts=mounts)
     done = {i for i, r in trace.requests.items() if r.end_ns >= 0}
     div = max(len(done), 1)
+    network = {i for i, (_, fstype) in enumerate(trace.header.get("mounts") or [])
+               if is_network_fstype(str(fstype))}
+    data_opens: Counter[str] = Counter()
+    net_ns = 0
     ok_lstat: Counter[int] = Counter()
     totals: Counter[int] = Counter()
     vendor_failed = 0
@@ -187,6 +199,10 @@ def trace_facts(trace: Any, summary: dict[str, Any]) -> TraceFacts:
             revalidate += 1
         if s.call == "open" and s.path.endswith(".php") and s.ret >= 0:
             php_opens += 1
+        if s.mount in network:
+            net_ns += s.lat_ns
+            if s.call == "open" and s.ret >= 0 and not s.path.endswith((".php", "/")):
+                data_opens[s.path] += 1
     ws_entries, ws_bytes = realpath_bytes(with_parents(seen))
     return TraceFacts(
         requests=n, detail=detail, per_request=per_request,
@@ -199,7 +215,22 @@ def trace_facts(trace: Any, summary: dict[str, Any]) -> TraceFacts:
         revalidate_per_request=round(revalidate / div, 2),
         php_opens_per_request=round(php_opens / div, 2),
         working_set_entries=ws_entries, working_set_bytes=ws_bytes,
-        cold_extra_calls=_cold_extra(trace, done, totals), mounts=mounts)
+        cold_extra_calls=_cold_extra(trace, done, totals), mounts=mounts,
+        data_opens_per_request=round(sum(data_opens.values()) / div, 2),
+        data_open_examples=tuple((p, round(c / div, 2)) for p, c in data_opens.most_common(5)),
+        network_time_share=_share(net_ns, trace, done),
+        network_ms_per_request=round(net_ns / div / 1e6, 2))
+
+
+def is_network_fstype(fstype: str) -> bool:
+    """NFS and FUSE file systems (GlusterFS, sshfs, …): a metadata call may leave the machine."""
+    return fstype.startswith(("nfs", "fuse", "glusterfs", "ceph", "cifs", "smb3", "9p"))
+
+
+def _share(net_ns: int, trace: Any, done: set[int]) -> float | None:
+    """The share of the finished requests' time spent in metadata calls on network mounts."""
+    wall = sum(trace.requests[i].end_ns - trace.requests[i].start_ns for i in done)
+    return round(min(net_ns / wall, 1.0), 3) if wall > 0 else None
 
 
 def _cold_extra(trace: Any, done: set[int], totals: Counter[int]) -> float | None:
