@@ -4,6 +4,7 @@ a graceful apply under light load fails no request; --rollback restores the file
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -19,7 +20,7 @@ from conftest import run_cli, unique_name
 from statstorm.adapters import backups, gluster, mounts, pool_config
 from statstorm.commands import apply as apply_cmd
 from statstorm.env import Env
-from statstorm.errors import ComponentError
+from statstorm.errors import ComponentError, UsageError
 from statstorm.model.applyplan import NGINX, POOL, POOL_INI, Change
 
 pytestmark = pytest.mark.root
@@ -222,15 +223,22 @@ def test_app_setting_and_apcu_for_one_pool(lab, state_home: Path) -> None:
     sock = str(root / "run/php-fpm.sock")
     assert "apcu" not in [e.lower() for e in query_pool(env, sock, 1)[0]["extensions"]]
 
-    # a configuration file that does not parse: php -l refuses, both files come back
+    # a configuration file that does not parse: refused before anything changes
     settings.write_text("<?php\n$cacheType = ;\n")
     broken = settings.read_text()
     change = [Change("app-data-on-network", POOL_INI, "extension", so, ""),
               Change("app-data-on-network", APP, "$cacheType", "'apcu'", "",
                      where=str(settings))]
-    with pytest.raises(ComponentError, match="php -l rejected.*rolled back"):
+    with pytest.raises(UsageError, match="does not parse now.*nothing was changed"):
         execute(env, target, opts, change)
     assert settings.read_text() == broken and conf.read_text() == original_conf
+    # a value that makes it not parse: php -l refuses it, both files come back
+    settings.write_text("<?php\n$cacheType = 'none';\n")
+    bad = [change[0], dataclasses.replace(change[1], value="'a' 'b'")]
+    with pytest.raises(ComponentError, match="php -l rejected.*rolled back"):
+        execute(env, target, opts, bad)
+    assert settings.read_text() == "<?php\n$cacheType = 'none';\n"
+    assert conf.read_text() == original_conf
 
     settings.write_text("<?php\n$cacheType = 'none';\n")
     assert execute(env, target, opts, change).mode == "applied"

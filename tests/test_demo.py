@@ -56,4 +56,4 @@ def test_demo_bad_usage_is_one_line(state_home: Path, tmp_path: Path) -> None:
     f = tmp_path / "file"
     f.write_text("x")
     p = run_cli(["demo", "-o", str(f)], state_home)
-    assert p.returncode == 2 and "choose a directory" in p.stderr
+    assert p.returncode == 2 and "is a file" in p.stderr

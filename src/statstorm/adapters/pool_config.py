@@ -45,7 +45,7 @@ class ApplyFailed(Exception):
 
 
 def test_config(env: Env, target: Target, paths: list[Path],
-                mount_points: list[str] | None = None) -> None:
+                mount_points: list[str] | None = None, apps: bool = True) -> None:
     """`php-fpm -t` (and `nginx -t` when an nginx file changed, `findmnt --verify` when fstab
     did) on the files as written."""
     if target.fstab is not None and target.fstab in paths and mount_points:
@@ -62,10 +62,16 @@ def test_config(env: Env, target: Target, paths: list[Path],
         res = env.run(target.nginx_test, check=False, what="nginx -t")
         if res.returncode != 0:
             raise ApplyFailed(f"nginx -t rejected the change ({res.first_error_line()})")
-    for p in app_files(target, paths):
-        res = env.run([php_cli(target), "-n", "-l", str(p)], check=False, what="php -l")
-        if res.returncode != 0:
-            raise ApplyFailed(f"php -l rejected {p} ({res.first_error_line()})")
+    for p in app_files(target, paths) if apps else []:
+        problem = php_lint(env, target, p)
+        if problem:
+            raise ApplyFailed(f"php -l rejected {p} ({problem})")
+
+
+def php_lint(env: Env, target: Target, path: Path) -> str:
+    """'' when `php -l` accepts the PHP file, else its first error line."""
+    res = env.run([php_cli(target), "-n", "-l", str(path)], check=False, what="php -l")
+    return "" if res.returncode == 0 else res.first_error_line()
 
 
 def app_files(target: Target, paths: list[Path]) -> list[Path]:

@@ -307,7 +307,7 @@ def _roll_back(env: Env, target: Target, backup: Path, reason: str,
     try:
         for st in reversed(undone):
             storage_steps.undo(env, st, target.lab)
-        pool_config.test_config(env, target, paths)
+        pool_config.test_config(env, target, paths, apps=False)  # as they were
         pool_config.reload(env, target, paths, fpm=bool(undone))
         pool_config.health(env, target, [])
     except (ApplyFailed, ComponentError) as exc:
@@ -383,6 +383,11 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
     if opts.verify:
         env.log("verify: measuring before the change…")
         before = measure(env, target, opts)
+    for path in pool_config.app_files(target, [e.path for e in result.edits]):
+        problem = pool_config.php_lint(env, target, path)
+        if problem:
+            raise UsageError(f"{path} does not parse now (php -l: {problem}): fix it first; "
+                             "nothing was changed")
     backup = backups.save(env, target.pool, target.to_json(), result.edits, result.steps)
     result.backup = str(backup)
     env.log(f"backed up {len(result.edits)} file(s) to {backup}")
