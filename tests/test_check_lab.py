@@ -125,6 +125,12 @@ def test_bad_glusterfs_lab(lab, state_home: Path, tmp_path: Path) -> None:
     assert rv["predicted_gain"]["syscalls_per_request"] < 0
     g = f["glusterfs-mount-caching"]
     assert "negative-timeout = 0 s" in " ".join(g["evidence"])
+    # the trace of a lab on GlusterFS measured the round trips its volume served
+    net = s["trace"]["network"]
+    assert net["volume"] == f"statstorm-{name}" and net["round_trips"] > 0
+    assert net["per_request"] > 0
+    assert net["by_fop"].get("LOOKUP", 0) > 0
+    assert f"{net['per_request']:g} network round trips per request" in " ".join(g["evidence"])
     assert any("negative-timeout=600" in c for c in g["change"])
     ip = f["include-path-misses"]
     app = f"{mnt}/app/lib"

@@ -64,7 +64,8 @@ def render(env: Env, r: apply_cmd.ApplyResult) -> None:
         for col in ("", "before", "after", "change"):
             t.add_column(col, justify="right")
         for key, label in (("rps", "requests/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"),
-                           ("syscalls_per_request", "metadata calls/request")):
+                           ("syscalls_per_request", "metadata calls/request"),
+                           ("round_trips_per_request", "network round trips/request")):
             ch = v["change"].get(key)
             t.add_row(label, str(v["before"].get(key)), str(v["after"].get(key)),
                       "-" if ch is None else f"{ch:+.1%}")

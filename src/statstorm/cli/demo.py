@@ -23,7 +23,7 @@ def _fmt(v: Any, unit: str = "") -> str:
 
 
 def render(env: Env, r: DemoResult) -> None:
-    con = Console(file=env.stdout, highlight=False, soft_wrap=True)
+    con = Console(file=env.stdout, highlight=False, soft_wrap=True, width=110)
     t = Table(title=f"{r.app}: {r.storage} against local disk, before and after the fix")
     for h in ("", "local req/s", f"{r.storage} req/s", "ratio", "local p50/p99 ms",
               f"{r.storage} p50/p99 ms", "p99 ratio"):

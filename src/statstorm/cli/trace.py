@@ -60,6 +60,10 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
     if st.get("per_request"):
         out.print(f"time in these syscalls: {st['per_request']:,.1f} µs per request "
                   f"(p50 {st['p50']:,.1f}, p95 {st['p95']:,.1f})")
+    net = (s.get("trace") or {}).get("network") or {}
+    if net.get("per_request") is not None:
+        out.print(f"network round trips: {net['per_request']:,.2f} per request "
+                  f"({net['round_trips']:,} in all, GlusterFS profile of volume {net['volume']})")
     if s.get("detail") == "counts":
         out.print("counted in the kernel (--counts): no paths, mounts or PHP operations")
     ops = s.get("by_operation") or {}

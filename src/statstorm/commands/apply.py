@@ -41,6 +41,7 @@ from statstorm.model.finding import Finding
 from statstorm.model.rules import RULES
 from statstorm.results.apply import SCHEMA, FileEdit, StorageStep
 from statstorm.results.common import write_atomic
+from statstorm.results.trace import read_trace
 
 MASTER_INI_NAME = "99-statstorm.ini"
 FSTAB = Path("/etc/fstab")
@@ -334,11 +335,14 @@ def measure(env: Env, target: Target, opts: ApplyOptions) -> dict[str, Any]:
             trace_lab=target.lab or None, trace_pool=None if target.lab else target.pool)
         res = sweep_cmd.run(env, p, progress=lambda msg, lv: env.log(f"verify: {msg}"),
                             trace_with=trace_cmd.counting_tracer)
-    lv = res.levels[0]
+        lv = res.levels[0]
+        traced = lv.server.trace_file
+        network = read_trace(Path(traced)).trailer.get("network") if traced else None
     return {"rps": round(lv.rps, 1), "p50_ms": round(lv.p50, 2),
             "p99_ms": round(lv.p99, 2), "errors": lv.errors.total,
             "syscalls_per_request": lv.server.file_syscalls_per_request,
             "failed_per_request": lv.server.failed_per_request,
+            "round_trips_per_request": (network or {}).get("per_request"),
             "requests": sum(r.run.requests for r in lv.repeats)}
 
 
@@ -359,7 +363,8 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         why.append(f"{after['errors']} failed requests (before: {before.get('errors', 0)})")
     return {"before": before, "after": after,
             "change": {"rps": rps, "p50_ms": rel("p50_ms"), "p99_ms": rel("p99_ms"),
-                       "syscalls_per_request": sc},
+                       "syscalls_per_request": sc,
+                       "round_trips_per_request": rel("round_trips_per_request")},
             "worse": "; ".join(why)}
 
 

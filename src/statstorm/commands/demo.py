@@ -153,12 +153,19 @@ def trace_views(env: Env, state: LabState, views: int, output: Path) -> dict[str
     thread.start()
     attached.wait(150)
     url = state.url + state.entry_path
-    for _ in range(views if not errors else 0):
+    deadline = time.monotonic() + 180
+    fetched = 0
+    # The tracer counts a request once later events show it over: views go on (beyond
+    # `views`, not counted) until it has its `views` finished requests and stops.
+    while thread.is_alive() and not errors and time.monotonic() < deadline:
         try:
             http.fetch(url, timeout=60)
         except OSError as exc:
             raise ComponentError(f"{url}: no answer while tracing ({exc})") from None
-    thread.join(180)
+        fetched += 1
+        if fetched >= views:
+            thread.join(0.2)
+    thread.join(max(1.0, deadline - time.monotonic()))
     if errors:
         raise errors[0]
     if not done:
@@ -262,6 +269,7 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
         log(f"[{n}/{STEPS}] {text}")
 
     profiling = ""
+    manual: dict[str, str] = {}
     try:
         step(1, f"two labs: {opts.app} on local disk and on {opts.storage} (default options)…")
         for role in ROLES:
@@ -308,12 +316,12 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
         result.files["apply"] = str(out / "apply.json")
         result.applied = sorted({c.finding for c in applied.changes
                                  if c.kind != applyplan.MANUAL})
-        result.manual = [c.line for c in applied.manual]
+        manual = {c.line: c.finding for c in applied.manual}
         result.applied_at = _now()
         local_lines = same_settings(env, applied, states, opts)
         result.settings = {
-            "network": {"changes": [c.line for c in applied.changes
-                                    if c.kind != applyplan.MANUAL],
+            "network": {"changes": list(dict.fromkeys(c.line for c in applied.changes
+                                                      if c.kind != applyplan.MANUAL)),
                         "mount_options": labs.load(env, states["network"].name).mount_options},
             "local": {"changes": local_lines}}
         save()
@@ -334,6 +342,8 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
         write_json_atomic(out / "check-after.json", chk2.to_json())
         result.files["check_after"] = str(out / "check-after.json")
         result.findings_after = [f"{f.severity}: {f.id}" for f in chk2.findings]
+        still = {f.id for f in chk2.findings}
+        result.manual = [line for line, fid in manual.items() if fid in still]
         result.timings_s["step7"] = round(time.monotonic() - mark[0], 1)
         save()
     finally:

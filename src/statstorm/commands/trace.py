@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import bpftrace, labs, mounts, php_targets, procs, strace_log
+from statstorm.adapters import (bpftrace, gluster_profile, labs, mounts, php_targets, procs,
+                                strace_log)
 from statstorm.adapters.bpftrace_session import BpftraceSession, EventFramer, Refused
 from statstorm.adapters.strace_session import StraceSession
 from statstorm.env import Env
@@ -63,6 +64,7 @@ class Target:
     settings: dict[str, Any] = field(default_factory=dict)
     argv: list[str] = field(default_factory=list)
     allow: Callable[[str], bool] | None = None  # given a process title: trace it?
+    volume: str = ""  # a GlusterFS volume of this machine holding the code (a lab's)
 
 
 @dataclass
@@ -118,6 +120,7 @@ def resolve(env: Env, opts: TraceOptions) -> Target:
         pool = php_targets.lab_pool(state, labs.fpm_argv(state))
         t = _pool_target(env, pool, "lab", f"lab {opts.lab} (pool {state.pool})")
         t.settings["lab"] = opts.lab
+        t.volume = state.volume
         return t
     if opts.pool:
         return _pool_target(env, php_targets.find_pool(opts.pool), "pool", f"pool {opts.pool}")
@@ -244,6 +247,7 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                   ready_event: threading.Event | None = None,
                   stop: threading.Event | None = None) -> TraceRun:
     binary = bpftrace.find()
+    network = gluster_profile.Window(env, target.volume) if target.volume else None
     held: procs.HeldCommand | None = None
     if target.mode == "cmd":
         held = procs.HeldCommand(target.argv)
@@ -334,6 +338,8 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                         attr.t0 = time.monotonic_ns()
                         if opts.duration_s is not None or target.mode != "cmd":
                             deadline = t_start + (opts.duration_s or DEFAULT_DURATION_S)
+                        if network is not None:
+                            network.open()
                         if held is not None:
                             held.release()
                         if ready_event is not None:
@@ -384,6 +390,10 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
             # wall clock of time 0 (event times are CLOCK_MONOTONIC ns from attr.t0): lets
             # `statstorm whatif` place events in PHP's seconds (TTLs, revalidation windows)
             trailer["t0_wall_ns"] = time.time_ns() - time.monotonic_ns() + attr.t0
+        if network is not None:
+            trailer["network"] = network.close(attr.completed)
+            if network.note:
+                warnings.append(network.note)
         if attr.truncated_paths:
             warnings.append(f"{attr.truncated_paths} paths were longer than "
                             f"{bpftrace.STRLEN - 1} bytes and were cut")

@@ -61,6 +61,7 @@ class TraceFacts:
     data_open_examples: tuple[tuple[str, float], ...] = ()  # path, opens per request
     network_time_share: float | None = None  # of request time, in calls on network mounts
     network_ms_per_request: float = 0.0
+    round_trips_per_request: float | None = None  # measured at the storage (GlusterFS profile)
 
 
 @dataclass(frozen=True)
@@ -161,9 +162,11 @@ def trace_facts(trace: Any, summary: dict[str, Any]) -> TraceFacts:
     mounts = tuple((str(m["mount"]), str(m["fstype"]), float(m["per_request"]))
                    for m in summary.get("by_mount") or [])
     detail = str(summary.get("detail") or "events")
+    net = ((summary.get("trace") or {}).get("network") or {}).get("per_request")
+    rt = float(net) if isinstance(net, (int, float)) else None
     if not trace.syscalls or n == 0:
         return TraceFacts(requests=n, detail=detail, per_request=per_request,
-                          failed_by_entry=entries, mounts=mounts)
+                          failed_by_entry=entries, mounts=mounts, round_trips_per_request=rt)
     done = {i for i, r in trace.requests.items() if r.end_ns >= 0}
     div = max(len(done), 1)
     network = {i for i, (_, fstype) in enumerate(trace.header.get("mounts") or [])
@@ -219,7 +222,7 @@ def trace_facts(trace: Any, summary: dict[str, Any]) -> TraceFacts:
         data_opens_per_request=round(sum(data_opens.values()) / div, 2),
         data_open_examples=tuple((p, round(c / div, 2)) for p, c in data_opens.most_common(5)),
         network_time_share=_share(net_ns, trace, done),
-        network_ms_per_request=round(net_ns / div / 1e6, 2))
+        network_ms_per_request=round(net_ns / div / 1e6, 2), round_trips_per_request=rt)
 
 
 def is_network_fstype(fstype: str) -> bool:

@@ -78,7 +78,9 @@ def network_bound(facts: Facts) -> list[Finding]:
                      f"metadata calls on network mounts{where}: "
                      f"{t.network_ms_per_request:g} ms per request",
                      "the pool is not healthy while this holds, even where no other rule "
-                     "has a fix"],
+                     "has a fix"] + ([f"{t.round_trips_per_request:g} network round trips per "
+                                      "request measured"]
+                                     if t.round_trips_per_request is not None else []),
                     ["# apply the other findings on this mount, then trace again",
                      "# if the share stays high: keep a local copy of the code on each web "
                      "server, synced at deploy"],

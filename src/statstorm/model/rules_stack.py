@@ -72,6 +72,9 @@ def glusterfs_mount_caching(facts: Facts) -> list[Finding]:
             continue
         ev = [f"{m.mount_point} (GlusterFS FUSE, volume {m.volume or '?'}) holds "
               f"{_roles(facts, m.mount_point)}", *bad]
+        if facts.trace is not None and facts.trace.round_trips_per_request is not None:
+            ev.append(f"{facts.trace.round_trips_per_request:g} network round trips per request "
+                      "measured while tracing (the volume's profile)")
         lat = facts.fsbench_p50_us.get(m.mount_point)
         if lat:
             ev.append("fsbench warm p50: " + ", ".join(f"{k} {v:g} µs" for k, v in sorted(lat.items())))
