@@ -223,8 +223,8 @@ def prediction_text(result: DemoResult) -> str:
 
 
 # -- fixing ---------------------------------------------------------------------------------------
-def same_settings(env: Env, applied: apply_cmd.ApplyResult, states: dict[str, LabState],
-                  opts: DemoOptions) -> list[str]:
+def same_settings(env: Env, applied: apply_cmd.ApplyResult,
+                  states: dict[str, LabState]) -> list[str]:
     """The network lab's PHP and app changes made on the local lab too (its own files): the
     ratio after must measure the storage, not the app's own cache."""
     net, local = states["network"], states["local"]
@@ -318,7 +318,7 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
                                  if c.kind != applyplan.MANUAL})
         manual = {c.line: c.finding for c in applied.manual}
         result.applied_at = _now()
-        local_lines = same_settings(env, applied, states, opts)
+        local_lines = same_settings(env, applied, states)
         result.settings = {
             "network": {"changes": list(dict.fromkeys(c.line for c in applied.changes
                                                       if c.kind != applyplan.MANUAL)),
