@@ -226,6 +226,20 @@ def test_nfs_snapshot_reads_a_file(tmp_path: Path) -> None:
         nm.snapshot("/x", source=tmp_path / "absent")
 
 
+def test_nfs_window_measures_between_open_and_close(tmp_path: Path) -> None:
+    src = tmp_path / "mountstats"
+    src.write_text((FIXTURES / "nfs" / "mountstats-before.txt").read_text())
+    w = nm.Window("/var/www/app", source=src)
+    w.open()
+    src.write_text((FIXTURES / "nfs" / "mountstats-after.txt").read_text())
+    got = w.close(17)
+    assert got is not None and got["round_trips"] == 170 and got["per_request"] == 10.0
+    assert list(got["by_op"])[0] == "GETATTR" and w.note == ""  # type: ignore[call-overload]
+    gone = nm.Window("/not/nfs", source=src)
+    gone.open()
+    assert gone.close(3) is None and "no NFS mount at /not/nfs" in gone.note
+
+
 def test_nfs_stacked_mount_keeps_the_top_one() -> None:
     block = ("device s:/e mounted on /m with fstype nfs statvers=1.1\n\tper-op statistics\n"
              "\t     GETATTR: {n} {n} 0 0 0 0 0 0 0\n\n")
@@ -283,3 +297,38 @@ def test_missing_path_stats_are_round_trips_on_a_real_volume(
         gp.info(env, volume)
     with pytest.raises(UsageError, match="does not exist"):
         gp.info(env, f"{volume}-absent")
+
+
+@pytest.mark.root
+def test_a_pool_trace_finds_its_volume_and_counts_round_trips(
+        lab: Callable[..., dict[str, object]], tmp_path: Path) -> None:
+    """`trace --pool` (not --lab): the code's storage is found from the nginx server that
+    passes to the pool, and the trace's trailer holds that volume's round trips."""
+    import subprocess
+    import sys
+    import threading
+    import urllib.request
+    if not Path("/usr/sbin/glusterd").exists():
+        pytest.skip("needs GlusterFS")
+    state = lab("--app", "synthetic", "--storage", "glusterfs", "--workers", "1")
+    url = str(state["url"]) + str(state["entry_path"])
+    out = tmp_path / "p.sst.gz"
+    proc = subprocess.Popen([sys.executable, "-m", "statstorm", "trace", "--pool",
+                             str(state["pool"]), "--requests", "3", "-d", "60", "-o", str(out),
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            urllib.request.urlopen(url, timeout=30).read()
+            stop.wait(0.3)
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        stop.set()
+        t.join()
+    assert proc.returncode == 0, stderr
+    net = json.loads(stdout)["trace"]["network"]
+    assert net["volume"] == state["volume"] and net["round_trips"] > 0

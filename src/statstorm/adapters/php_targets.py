@@ -20,7 +20,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from statstorm.adapters import fastcgi, phpfpm, procs
+from statstorm.adapters import fastcgi, nginx, phpfpm, procs
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.results.lab import LabState
@@ -186,6 +186,14 @@ class TitleFilter:
             if title.startswith("php-fpm: pool"):
                 self.known[pid] = ok
         return ok
+
+
+def docroot_of(env: Env, pool: FpmPool) -> str:
+    """Where the web server serves the pool's code from: the `root` of the nginx server that
+    passes to the pool's listen address ('' when none is found)."""
+    listen = phpfpm.pool_directives(fpm_tt(env, pool.argv), pool.name).get("listen", "")
+    server = nginx.server_passing_to(env, None, listen) if listen else None
+    return (server or {}).get("root", "")
 
 
 def pool_workers(pool: str) -> list[int]:

@@ -63,7 +63,9 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
     net = (s.get("trace") or {}).get("network") or {}
     if net.get("per_request") is not None:
         out.print(f"network round trips: {net['per_request']:,.2f} per request "
-                  f"({net['round_trips']:,} in all, GlusterFS profile of volume {net['volume']})")
+                  f"({net['round_trips']:,} in all, " + (
+                      f"GlusterFS profile of volume {net['volume']})" if net.get("volume")
+                      else f"NFS counters of {net.get('mount')}, every process's traffic)"))
     if s.get("detail") == "counts":
         out.print("counted in the kernel (--counts): no paths, mounts or PHP operations")
     ops = s.get("by_operation") or {}

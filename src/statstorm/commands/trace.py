@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import (bpftrace, gluster_profile, labs, mounts, php_targets, procs,
+from statstorm.adapters import (bpftrace, labs, mounts, php_targets, procs, round_trips,
                                 strace_log)
 from statstorm.adapters.bpftrace_session import BpftraceSession, EventFramer, Refused
 from statstorm.adapters.strace_session import StraceSession
@@ -65,6 +65,7 @@ class Target:
     argv: list[str] = field(default_factory=list)
     allow: Callable[[str], bool] | None = None  # given a process title: trace it?
     volume: str = ""  # a GlusterFS volume of this machine holding the code (a lab's)
+    code: str = ""  # where the code is served from (round trips of the storage under it)
 
 
 @dataclass
@@ -123,7 +124,10 @@ def resolve(env: Env, opts: TraceOptions) -> Target:
         t.volume = state.volume
         return t
     if opts.pool:
-        return _pool_target(env, php_targets.find_pool(opts.pool), "pool", f"pool {opts.pool}")
+        fpm = php_targets.find_pool(opts.pool)
+        t = _pool_target(env, fpm, "pool", f"pool {opts.pool}")
+        t.code = php_targets.docroot_of(env, fpm)
+        return t
     if opts.pids:
         for p in opts.pids:
             if not procs.alive(p):
@@ -247,7 +251,7 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                   ready_event: threading.Event | None = None,
                   stop: threading.Event | None = None) -> TraceRun:
     binary = bpftrace.find()
-    network = gluster_profile.Window(env, target.volume) if target.volume else None
+    network = round_trips.window_for(env, target.code, target.volume)
     held: procs.HeldCommand | None = None
     if target.mode == "cmd":
         held = procs.HeldCommand(target.argv)
