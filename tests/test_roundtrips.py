@@ -23,6 +23,7 @@ import pytest
 from statstorm import errors
 from statstorm.adapters import gluster_profile as gp
 from statstorm.adapters import nfs_mountstats as nm
+from statstorm.adapters import round_trips
 from statstorm.env import Env, RunResult
 from statstorm.errors import ComponentError, UsageError
 
@@ -229,13 +230,13 @@ def test_nfs_snapshot_reads_a_file(tmp_path: Path) -> None:
 def test_nfs_window_measures_between_open_and_close(tmp_path: Path) -> None:
     src = tmp_path / "mountstats"
     src.write_text((FIXTURES / "nfs" / "mountstats-before.txt").read_text())
-    w = nm.Window("/var/www/app", source=src)
+    w = round_trips.nfs("/var/www/app", source=src)
     w.open()
     src.write_text((FIXTURES / "nfs" / "mountstats-after.txt").read_text())
     got = w.close(17)
     assert got is not None and got["round_trips"] == 170 and got["per_request"] == 10.0
     assert list(got["by_op"])[0] == "GETATTR" and w.note == ""  # type: ignore[call-overload]
-    gone = nm.Window("/not/nfs", source=src)
+    gone = round_trips.nfs("/not/nfs", source=src)
     gone.open()
     assert gone.close(3) is None and "no NFS mount at /not/nfs" in gone.note
 

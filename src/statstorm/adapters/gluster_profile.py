@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from statstorm.env import Env, RunResult
-from statstorm.errors import ComponentError, StatstormError, UsageError
+from statstorm.errors import ComponentError, UsageError
 
 # FOPs that are no message from a client: not a round trip.
 NOT_RPC = frozenset({"FORGET"})
@@ -251,35 +251,3 @@ def _raise_for_message(text: str, volume: str) -> None:
     if first and not first.startswith("Brick:") and "Stats:" not in text:
         raise UsageError(f"not GlusterFS profile output: {first[:60]!r}: take it with "
                          f"`gluster volume profile {vol} info cumulative`")
-
-
-class Window:
-    """The round trips a GlusterFS volume serves over a window (a trace, a load run): start
-    its profile and take a snapshot at `open()`, the difference at `close(requests)`.
-    Profiling stays on afterwards (it is a volume option, cheap, and a later window needs it).
-    Never raises: a volume that cannot be profiled gives None and a note."""
-
-    def __init__(self, env: Env, volume: str) -> None:
-        self.env, self.volume = env, volume
-        self.before: ProfileSnapshot | None = None
-        self.note = ""
-
-    def open(self) -> None:
-        try:
-            start(self.env, self.volume)
-            self.before = info(self.env, self.volume)
-        except StatstormError as exc:
-            self.note = f"round trips not measured: {exc}"
-
-    def close(self, requests: int) -> dict[str, object] | None:
-        if self.before is None:
-            return None
-        try:
-            calls = delta(self.before, info(self.env, self.volume))
-        except StatstormError as exc:
-            self.note = f"round trips not measured: {exc}"
-            return None
-        n = round_trips(calls)
-        return {"volume": self.volume, "round_trips": n,
-                "per_request": round(n / requests, 2) if requests else None,
-                "by_fop": dict(sorted(calls.items(), key=lambda kv: -kv[1]))}

@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Mapping
 
-from statstorm.errors import ComponentError, StatstormError, UsageError
+from statstorm.errors import ComponentError, UsageError
 
 MOUNTSTATS = Path("/proc/self/mountstats")
 NFS_TYPES = frozenset({"nfs", "nfs4"})
@@ -126,33 +126,3 @@ def delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]
 def round_trips(calls: Mapping[str, int]) -> int:
     """Network round trips in a `delta`: the sum of operations sent (module docstring)."""
     return sum(calls.values())
-
-
-class Window:
-    """The round trips an NFS mount sent over a window (a trace, a load run): a snapshot at
-    `open()`, the difference at `close(requests)`. Every process's traffic on the mount
-    counts. Never raises: an unreadable mount gives None and a note."""
-
-    def __init__(self, mount_point: str, *, source: Path = MOUNTSTATS) -> None:
-        self.mount_point, self.source = mount_point, source
-        self.before: dict[str, int] | None = None
-        self.note = ""
-
-    def open(self) -> None:
-        try:
-            self.before = snapshot(self.mount_point, source=self.source)
-        except StatstormError as exc:
-            self.note = f"round trips not measured: {exc}"
-
-    def close(self, requests: int) -> dict[str, object] | None:
-        if self.before is None:
-            return None
-        try:
-            calls = delta(self.before, snapshot(self.mount_point, source=self.source))
-        except StatstormError as exc:
-            self.note = f"round trips not measured: {exc}"
-            return None
-        n = round_trips(calls)
-        return {"mount": self.mount_point, "round_trips": n,
-                "per_request": round(n / requests, 2) if requests else None,
-                "by_op": dict(sorted(calls.items(), key=lambda kv: -kv[1]))}

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import gluster_profile, http, labs
+from statstorm.adapters import http, labs, round_trips
 from statstorm.adapters.loadgen import RunSpec, load_lock
 from statstorm.adapters.wrk import Wrk
 from statstorm.commands import apply as apply_cmd
@@ -118,15 +118,19 @@ def measure(env: Env, states: dict[str, LabState], opts: DemoOptions, label: str
                 url = states[role].url + states[role].entry_path
                 say(f"{label}: round {i + 1}/{opts.rounds}, {role} lab, {opts.duration_s:g} s "
                     f"at {opts.concurrency} users…")
-                snap = gluster_profile.info(env, volume) if role == "network" and volume else None
+                window = round_trips.gluster(env, volume) if role == "network" and volume else None
+                if window is not None:
+                    window.open()
                 with load_lock(env):
                     run = wrk.run(env, RunSpec(url, opts.duration_s, 10.0,
                                                concurrency=opts.concurrency,
                                                max_requests=int(opts.duration_s * 50_000)), work)
                 rt = None
-                if snap is not None:
-                    rt = gluster_profile.round_trips(gluster_profile.delta(
-                        snap, gluster_profile.info(env, volume)))
+                if window is not None:
+                    window.close(run.requests)
+                    rt = window.round_trips
+                    if window.note:
+                        say(f"{label}: {window.note}")
                 side = phase.local if role == "local" else phase.network
                 side.rounds.append(Round(round(run.rps, 2), round(run.p50, 2), round(run.p99, 2),
                                          run.errors.total, run.requests, rt))
@@ -268,7 +272,6 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
         mark[0] = now
         log(f"[{n}/{STEPS}] {text}")
 
-    profiling = ""
     manual: dict[str, str] = {}
     try:
         step(1, f"two labs: {opts.app} on local disk and on {opts.storage} (default options)…")
@@ -279,9 +282,6 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
             states[role] = st
             result.labs[role] = {"name": st.name, "url": st.url + st.entry_path}
             save()
-        if states["network"].volume:
-            gluster_profile.start(env, states["network"].volume)
-            profiling = states["network"].volume
 
         step(2, "before: both labs under the same load, rounds interleaved…")
         result.before = measure(env, states, opts, "before", log)
@@ -347,11 +347,6 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
         result.timings_s["step7"] = round(time.monotonic() - mark[0], 1)
         save()
     finally:
-        if profiling:
-            try:
-                gluster_profile.stop(env, profiling)
-            except StatstormError:
-                pass
         if not opts.keep:
             for role in reversed(ROLES):
                 if role in states or labs.lab_dir(env, lab_name(opts, role)).exists():

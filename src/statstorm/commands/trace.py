@@ -64,7 +64,6 @@ class Target:
     settings: dict[str, Any] = field(default_factory=dict)
     argv: list[str] = field(default_factory=list)
     allow: Callable[[str], bool] | None = None  # given a process title: trace it?
-    volume: str = ""  # a GlusterFS volume of this machine holding the code (a lab's)
     code: str = ""  # where the code is served from (round trips of the storage under it)
 
 
@@ -121,7 +120,7 @@ def resolve(env: Env, opts: TraceOptions) -> Target:
         pool = php_targets.lab_pool(state, labs.fpm_argv(state))
         t = _pool_target(env, pool, "lab", f"lab {opts.lab} (pool {state.pool})")
         t.settings["lab"] = opts.lab
-        t.volume = state.volume
+        t.code = state.docroot
         return t
     if opts.pool:
         fpm = php_targets.find_pool(opts.pool)
@@ -251,7 +250,7 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
                   ready_event: threading.Event | None = None,
                   stop: threading.Event | None = None) -> TraceRun:
     binary = bpftrace.find()
-    network = round_trips.window_for(env, target.code, target.volume)
+    network = round_trips.window_for(env, target.code)
     held: procs.HeldCommand | None = None
     if target.mode == "cmd":
         held = procs.HeldCommand(target.argv)
