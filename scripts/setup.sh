@@ -17,6 +17,7 @@ debs=(
     php8.2-fpm php8.2-cli php8.2-cgi php8.2-sqlite3 php8.2-intl php8.2-mbstring php8.2-xml
     nginx composer glusterfs-server glusterfs-client fuse3 bpftrace strace wrk apache2-utils
     mediawiki procps iproute2 util-linux python3 python3-venv tar
+    apache2 libapache2-mod-php8.2 libapache2-mod-fcgid wordpress php8.2-mysql mariadb-server
 )
 missing=()
 for p in "${debs[@]}"; do
@@ -34,8 +35,8 @@ if ((${#missing[@]})); then
     trap 'if [[ $own_policy == 1 ]]; then rm -f "$policy"; fi' EXIT
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    # php8.2-fpm is listed first so that the `php` virtual dependency of mediawiki is
-    # satisfied by FPM, not by Apache's mod_php.
+    # Apache, mod_php, mod_fcgid, WordPress and MariaDB are for the Apache labs and
+    # `statstorm matrix`; the lab starts its own apache2 and mariadbd, never the system's.
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
