@@ -18,6 +18,8 @@ it can place exactly and lists the rest as manual steps:
   (MediaWiki's LocalSettings.php), appended in a block of statstorm's own;
 - `extension = PATH` → `php_admin_value[extension] = PATH` in the pool: php-fpm loads an
   extension named there into that pool's workers only;
+- Apache directives after `# apache <Directory DIR>:` or `# apache server config:` → the
+  Apache configuration (model.apacheplan);
 - other comments, shell commands, sysctls → manual.
 """
 
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from statstorm.model.finding import Finding
 
 POOL_INI, MASTER_INI, POOL, NGINX, MANUAL = "pool-ini", "master-ini", "pool", "nginx", "manual"
-MOUNT, VOLUME, APP = "mount", "volume", "app"
+MOUNT, VOLUME, APP, APACHE = "mount", "volume", "app", "apache"
 # Read once by the master (OPcache's shared memory is made before the workers fork, and the
 # file-function overrides are installed at start-up): a pool's php_admin_value cannot change them.
 MASTER_ONLY = frozenset({
@@ -47,6 +49,9 @@ _MOUNT_OPTS = re.compile(r"^[a-z][a-z0-9-]*(?:=[^,\s]+)?(?:,[a-z][a-z0-9-]*(?:=[
 _VOLUME_SET = re.compile(r"^gluster volume set (\S+) (\S+) (\S+)$")
 _APP_HEAD = re.compile(r"^# in (/\S+\.php):$")
 _PHP_ASSIGN = re.compile(r"^(\$[A-Za-z_]\w*)\s*=\s*([A-Za-z0-9_:'\" .-]+);$")
+_APACHE_HEAD = re.compile(r"^# apache (?:<Directory (/\S*?)>|server config):$")
+_APACHE_LINE = re.compile(r"^(AllowOverride|Options|MaxRequestWorkers|ServerLimit|"
+                          r"ThreadsPerChild|MaxConnectionsPerChild)\s+(\S.*)$")
 APP_MARK = "# statstorm apply"
 MARK = "; statstorm apply"
 
@@ -54,13 +59,14 @@ MARK = "; statstorm apply"
 @dataclass(frozen=True)
 class Change:
     finding: str  # the rule id
-    kind: str  # POOL_INI | MASTER_INI | POOL | NGINX | MOUNT | VOLUME | APP | MANUAL
+    kind: str  # POOL_INI | MASTER_INI | POOL | NGINX | MOUNT | VOLUME | APP | APACHE | MANUAL
     key: str  # the ini key, pool directive, fastcgi_param, mount or volume option ("" manual)
     value: str
     line: str  # as the finding wrote it
     why: str = ""
     current: str | None = None  # the pool's value now, where known
-    where: str = ""  # MOUNT: the mount point; VOLUME: the volume; APP: the file
+    where: str = ""  # MOUNT: the mount point; VOLUME: the volume; APP: the file;
+    # APACHE: the <Directory> ('' server level)
 
     def to_json(self) -> dict[str, object]:
         return {"finding": self.finding, "kind": self.kind, "key": self.key, "value": self.value,
@@ -80,7 +86,7 @@ def classify(f: Finding, settings: dict[str, str] | None = None) -> list[Change]
     comment lines only explain them or offer alternatives (`; or: …`), and are dropped."""
     settings = settings or {}
     out: list[Change] = []
-    mount_point = app_file = ""
+    mount_point = app_file = apache_where = ""
     for raw in f.change:
         line = raw.strip()
         if not line:
@@ -90,7 +96,14 @@ def classify(f: Finding, settings: dict[str, str] | None = None) -> list[Change]
             mount_point = head.group(1) if head else ""
             app = _APP_HEAD.match(line)
             app_file = app.group(1) if app else ""
+            ap = _APACHE_HEAD.match(line)
+            apache_where = (ap.group(1) or "/server") if ap else ""
             out.append(Change(f.id, MANUAL, "", "", line, f.title))
+            continue
+        d = _APACHE_LINE.match(line)
+        if apache_where and d:
+            out.append(Change(f.id, APACHE, d.group(1), d.group(2).strip(), line, f.title,
+                              where="" if apache_where == "/server" else apache_where))
             continue
         a = _PHP_ASSIGN.match(line)
         if app_file and a:

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from statstorm.results.facts import HugePageFacts, realpath_bytes, with_parents
+from statstorm.results.facts import ApacheFacts, HugePageFacts, realpath_bytes, with_parents
 
 # opcache.max_accelerated_files is rounded up to the first of these primes (PHP 8).
 OPCACHE_PRIMES = (223, 463, 983, 1979, 3907, 7963, 16229, 32531, 65407, 130987, 262237,
@@ -99,6 +99,8 @@ class Facts:
     extensions: tuple[str, ...] | None = None  # loaded in the pool's workers (None: not asked)
     apcu_path: str = ""  # an apcu.so this machine can load into the pool ('' : none)
     fsbench_p50_us: dict[str, dict[str, float]] = field(default_factory=dict)  # mount → op → µs
+    apache: ApacheFacts | None = None  # the Apache server in front of PHP, if any
+    huge_mapped_kb: tuple[int, ...] | None = None  # per PHP process: AnonHugePages+FilePmdMapped
 
 
 # -- value parsing -----------------------------------------------------------------------------

@@ -210,6 +210,16 @@ def huge_code_pages(facts: Facts) -> list[Finding]:
                     "# or: echo madvise > /sys/kernel/mm/transparent_hugepage/enabled"],
                    f"reserves {pages * hp.page_kb // 1024} MiB of RAM for huge pages", None,
                    "the gain is iTLB misses, not file-system calls (about 2-3 % QPS reported)")]
+    used = facts.huge_mapped_kb
+    if on and used is not None and used and not any(used):
+        ev.append(f"huge pages mapped in the PHP processes (AnonHugePages + FilePmdMapped): "
+                  f"0 kB in all {len(used)}")
+        return [finding("warning", "opcache.huge_code_pages is on but PHP got no huge pages", ev,
+                   ["# echo madvise > /sys/kernel/mm/transparent_hugepage/enabled",
+                    f"# or: vm.nr_hugepages = {hp.nr_hugepages + pages}",
+                    "# then restart the PHP master (a reload keeps the old mapping)"],
+                   "none: the setting costs nothing when it takes effect", None,
+                   "the gain is iTLB misses, not file-system calls (about 2-3 % QPS reported)")]
     if on:
         return []
     change = ["opcache.huge_code_pages = 1"]

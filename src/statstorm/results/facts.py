@@ -43,3 +43,23 @@ def realpath_bytes(entries: Iterable[str]) -> tuple[int, int]:
         n += 1
         total += REALPATH_BUCKET_BYTES + len(e.encode("utf-8", "surrogateescape")) + 1
     return n, total
+
+
+@dataclass(frozen=True)
+class ApacheFacts:
+    """An Apache server in front of PHP, as its configuration and processes show it."""
+
+    config: str  # the main configuration file
+    mpm: str  # event | worker | prefork
+    handler: str  # mod_php | fpm | fcgid | "" (PHP is served some other way)
+    max_request_workers: int  # effective (the MPM's default where unset)
+    server_limit: int
+    threads_per_child: int  # 1 for prefork
+    docroot: str
+    # (directory, AllowOverride, Options) in effect from / down to the docroot, each after
+    # merging the <Directory> sections that cover it (shortest path first, as Apache does)
+    walk: tuple[tuple[str, str, str], ...] = ()
+    htaccess_files: tuple[str, ...] = ()  # .htaccess files under the docroot (rules in them)
+    directory_source: str = ""  # file:line of the <Directory> block for the docroot, if any
+    fcgid_max_processes: int | None = None  # FcgidMaxProcessesPerClass (fcgid only)
+    child_pss_kb: tuple[int, ...] = ()  # the server's PHP-running children (mod_php)

@@ -1,0 +1,118 @@
+"""`statstorm check` rules about an Apache server in front of PHP: `.htaccess` lookups,
+symlink checks, and MaxRequestWorkers against memory. Pure code; see model.rules for the
+registry and model.checkfacts / results.facts.ApacheFacts for what they read.
+
+Apache's directory walk (server/request.c, ap_directory_walk) visits every directory from
+`/` down to the requested file's: where AllowOverride is not None it opens `.htaccess` there
+(a failed open, on network storage a round trip, when there is none), and where Options lack
+FollowSymLinks (or have SymLinksIfOwnerMatch) it lstat()s the component to check for a
+symlink. Both are once per request per directory; `tests/test_apache_check.py` counts them
+under strace on a real Apache lab.
+"""
+
+from __future__ import annotations
+
+from statstorm.model.checkfacts import Facts
+from statstorm.model.finding import Finding, Rule, code_on_network, finding
+from statstorm.results.facts import ApacheFacts
+
+def _overriding(a: ApacheFacts) -> list[tuple[str, str]]:
+    return [(d, ov) for d, ov, _ in a.walk if ov.strip().lower() != "none"]
+
+
+def _symlink_checked(options: str) -> bool:
+    """True when Apache lstat()s a component under these Options (no FollowSymLinks, or
+    SymLinksIfOwnerMatch). Options are merged by then, `-X`/`+X` resolved."""
+    words = {w.lstrip("+").lower() for w in options.split() if not w.startswith("-")}
+    if "symlinksifownermatch" in words:
+        return True
+    return "followsymlinks" not in words and "all" not in words
+
+
+def _network_note(facts: Facts) -> tuple[str, str]:
+    net = code_on_network(facts)
+    if net:
+        return "warning", f"the docroot is on {net[0].fstype} ({net[0].mount_point}): each is a network round trip"
+    return "info", "the docroot is on local disk: each is a cheap cached lookup"
+
+
+def htaccess_lookups(facts: Facts) -> list[Finding]:
+    a = facts.apache
+    if a is None or not a.docroot:
+        return []
+    dirs = _overriding(a)
+    if not dirs:
+        return []
+    severity, where = _network_note(facts)
+    ev = [f"AllowOverride {ov} in effect for {d}" for d, ov in dirs[-3:]]
+    ev.append(f"a request for a script in {a.docroot} looks for .htaccess in {len(dirs)} "
+              f"director{'y' if len(dirs) == 1 else 'ies'} (more for scripts below it); {where}")
+    if a.directory_source:
+        ev.append(f"set in {a.directory_source}")
+    gain = {"metric": "syscalls per request", "syscalls_per_request": -float(len(dirs))}
+    if a.htaccess_files:
+        ev.append(f"{len(a.htaccess_files)} .htaccess file(s) hold rules: "
+                  + ", ".join(a.htaccess_files[:3]))
+        change = [f"# move the rules of {', '.join(a.htaccess_files[:3])} into "
+                  f"<Directory {a.docroot}> of {a.config},",
+                  "# then set AllowOverride None there (apply leaves both to you)"]
+        return [finding(severity, ".htaccess is looked up on every request", ev, change,
+                        "the rules in .htaccess stop working until they are moved into the "
+                        "server configuration (apply leaves this to you)", gain,
+                        "one open() per directory per request (Apache's directory walk)")]
+    return [finding(severity, ".htaccess is looked up on every request", ev,
+                    [f"# apache <Directory {a.docroot}>:", "AllowOverride None"],
+                    "a .htaccess file added later is ignored; rules go into the server "
+                    "configuration", gain,
+                    "one open() per directory per request (Apache's directory walk)")]
+
+
+def symlink_checks(facts: Facts) -> list[Finding]:
+    a = facts.apache
+    if a is None or not a.docroot:
+        return []
+    checked = [d for d, _, opts in a.walk if _symlink_checked(opts)]
+    if not checked:
+        return []
+    severity, where = _network_note(facts)
+    opts = next((o for d, _, o in reversed(a.walk)), "")
+    ev = [f"Options {opts or '(none)'} in effect for {a.docroot}",
+          f"Apache lstat()s {len(checked)} path component(s) per request to refuse "
+          f"symlinks it may not follow; {where}"]
+    return [finding(severity, "Apache checks every path component for symlinks", ev,
+                    [f"# apache <Directory {a.docroot}>:", "Options FollowSymLinks"],
+                    "symlinks under the docroot are followed whoever owns them (keep "
+                    "untrusted users' files out of the docroot)",
+                    {"metric": "syscalls per request", "syscalls_per_request": -float(len(checked))},
+                    "one lstat() per path component per request")]
+
+
+def max_workers_memory(facts: Facts) -> list[Finding]:
+    """mod_php: every Apache child carries PHP; MaxRequestWorkers of them must fit in RAM."""
+    a = facts.apache
+    if a is None or a.handler != "mod_php" or not a.child_pss_kb or facts.mem_available_kb is None:
+        return []
+    pss = sorted(a.child_pss_kb)
+    per = pss[min(len(pss) - 1, int(len(pss) * 0.95))]
+    need = a.max_request_workers * per
+    have = facts.mem_available_kb + sum(pss)
+    if need <= have:
+        return []
+    fit = max(1, have // per)
+    ev = [f"MaxRequestWorkers {a.max_request_workers} ({a.mpm} MPM, mod_php): child PSS p95 "
+          f"{per / 1024:.1f} MiB over {len(pss)} children",
+          f"all children need about {need / 1024:.0f} MiB; available for them: "
+          f"{have / 1024:.0f} MiB (MemAvailable + what the children use now)"]
+    return [finding("critical" if need > 1.5 * have else "warning",
+                    "MaxRequestWorkers does not fit in memory", ev,
+                    ["# apache server config:", f"MaxRequestWorkers {fit}"],
+                    "fewer concurrent requests; under a burst connections wait in the listen "
+                    "queue instead of the machine swapping", None,
+                    "a memory bound, not a speed-up")]
+
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("apache-htaccess-lookups", htaccess_lookups),
+    ("apache-symlink-checks", symlink_checks),
+    ("apache-max-workers-memory", max_workers_memory),
+)
