@@ -56,7 +56,7 @@ def main() -> None:
             for op in r.ops:
                 c = [r.cell(op, state, i) for i in range(3)]
                 p = [x.stats.p50_us if x else 0.0 for x in c]
-                rt = [x.ratio_to_first if x and x.ratio_to_first else 0.0 for x in c[1:]]
+                rt = [x.stats.p50_us / p[0] if x and p[0] else 0.0 for x in c[1:]]  # p50 ratio
                 print(f"{op:9} {state:5} {p[0]:>8.1f}µs {p[1]:>10.1f}µs {p[2]:>8.1f}µs "
                       f"{rt[0]:>13.1f}x {rt[1]:>11.1f}x")
         print(json.dumps({"output": str(a.output)}))

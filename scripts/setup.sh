@@ -17,8 +17,12 @@ debs=(
     php8.2-fpm php8.2-cli php8.2-cgi php8.2-sqlite3 php8.2-intl php8.2-mbstring php8.2-xml
     nginx composer glusterfs-server glusterfs-client fuse3 bpftrace strace wrk apache2-utils
     mediawiki procps iproute2 util-linux python3 python3-venv tar
-    apache2 libapache2-mod-php8.2 libapache2-mod-fcgid wordpress php8.2-mysql mariadb-server
+    apache2 libapache2-mod-php8.2 libapache2-mod-fcgid wordpress wordpress-theme-twentytwentyone
+    php8.2-mysql mariadb-server
 )
+# --dev only: headless Chromium opens `statstorm report`'s HTML in the report tests.
+dev_debs=(chromium)
+((dev)) && debs+=("${dev_debs[@]}")
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -63,7 +63,8 @@ def test_htaccess_lookups_counts_directories_and_keeps_rules() -> None:
                             ("/srv/app/public", "All", "FollowSymLinks"))
     f = {x.id: x for x in evaluate(facts(apache=_apache(walk)))}["apache-htaccess-lookups"]
     assert f.severity == "info"  # local disk
-    assert f.predicted_gain == {"metric": "syscalls per request", "syscalls_per_request": -2.0}
+    # /srv/app and the docroot, plus the script's own name under the docroot
+    assert f.predicted_gain == {"metric": "syscalls per request", "syscalls_per_request": -3.0}
     assert f.change == ("# apache <Directory /srv/app/public>:", "AllowOverride None")
     with_rules = _apache(walk, htaccess_files=("/srv/app/public/.htaccess",))
     g = {x.id: x for x in evaluate(facts(apache=with_rules))}["apache-htaccess-lookups"]
@@ -125,3 +126,18 @@ def test_htaccess_with_rules_is_left_to_the_user() -> None:
     a = _apache(walk, htaccess_files=("/srv/app/public/.htaccess",))
     f = [x for x in evaluate(facts(apache=a)) if x.id == "apache-htaccess-lookups"][0]
     assert {c.kind for c in applyplan.classify(f)} == {applyplan.MANUAL}
+
+
+def test_huge_code_pages_window_at_the_load_address() -> None:
+    """PHP remaps only whole 2 MiB pages of the main binary's code: php-fpm8.2's 3.1 MiB
+    segment holds one or none depending on where the master was loaded."""
+    from statstorm.results.facts import HugePageFacts
+    hp = HugePageFacts(thp_enabled="madvise", nr_hugepages=0, free_hugepages=0, page_kb=2048)
+    none = ("/usr/sbin/php-fpm8.2", 0x5604E689D000, 0x5604E6BB3000)  # as seen on this machine
+    one = ("/usr/sbin/php-fpm8.2", 0x5604E6800000 - 0x1000, 0x5604E6A00000 + 0x16000)
+    f = [x for x in evaluate(facts(hugepages=hp, text_bytes=3 << 20, code_mapping=none))
+         if x.id == "huge-code-pages"][0]
+    assert f.title == "huge code pages have nothing to move here" and "0 whole" in f.evidence[-1]
+    g = [x for x in evaluate(facts(hugepages=hp, text_bytes=3 << 20, code_mapping=one))
+         if x.id == "huge-code-pages"][0]
+    assert g.change == ("opcache.huge_code_pages = 1",) and "1 whole" in g.evidence[-1]

@@ -42,8 +42,10 @@ def test_demo_predicts_before_it_applies_and_leaves_nothing(state_home: Path,
     assert any("attribute-timeout" in c for c in result["settings"]["network"]["changes"])
     assert "glusterfs-mount-caching" not in " ".join(result["findings_after"])
     for f in ("demo.json", "before.sst.gz", "after.sst.gz", "check-before.json", "apply.json",
-              "check-after.json"):
+              "check-after.json", "report.html"):
         assert (out / f).is_file(), f
+    assert result["files"]["report"] == str(out / "report.html")
+    assert "local throughput before" in (out / "report.html").read_text()
     for role in ("local", "net"):
         lab = f"{name}-{role}"
         assert leftovers(str(state_home / "labs" / lab), f"statstorm-{lab}") == []

@@ -81,10 +81,16 @@ def test_local_warm_counts_and_json(local_tree: Path, tmp_path: Path) -> None:
     r = cmd.run(Env(), opts)
     _check_counts(r, 2)
     data = json.loads(out.read_text())
-    assert data["schema"] == "statstorm.fsbench/1" and data["complete"]
+    assert data["schema"] == "statstorm.fsbench/2" and data["complete"]
     assert len(data["results"]) == 2 * len(cmd.fsworkload.OPS)
+    first = {(row["op"], row["state"]): row for row in data["results"] if row["path_index"] == 0}
     for row in data["results"]:
         assert ("ratio_to_first" in row) == (row["path_index"] > 0)
+        if row["path_index"] > 0 and row["ratio_to_first"] is not None:
+            # time per call relative to the first PATH: its throughput over this one's
+            ref = first[(row["op"], row["state"])]["stats"]["ops_per_s"]
+            assert row["ratio_to_first"] == pytest.approx(ref / row["stats"]["ops_per_s"],
+                                                          rel=1e-3)
     p = json.loads(prof.read_text())
     assert p["schema"] == "statstorm.latency-profile/1"
     (entry,) = p["mounts"].values()

@@ -88,3 +88,81 @@ class Ab:
             last = (err.strip().splitlines() or out.strip().splitlines() or [f"exit status {rc}"])[-1]
             raise ComponentError(f"ab failed: {last}")
         return parse(out, csv.read_text() if csv.exists() else "")
+
+
+# -- importing ab outputs written elsewhere (statstorm matrix import) ------------------------
+_REPORT_START = re.compile(r"^(?:This is ApacheBench|Server Software:|Concurrency Level:)", re.M)
+_BULLET = re.compile(r"^\s*[*•-]\s+(.+?):?\s*$")
+
+
+def split_reports(text: str) -> list[tuple[str, str]]:
+    """The ab reports in a text holding one or several (a blog post quoting runs), each with
+    its label: the nearest bulleted line (`* apache mpm_prefork + mod_php:`) above it, else ''.
+    A report starts at ab's banner, `Server Software:` or `Concurrency Level:` (whichever
+    comes first) and ends where the next one starts."""
+    starts: list[int] = []
+    for m in _REPORT_START.finditer(text):
+        # A banner or Server Software line belongs to the report whose Concurrency follows.
+        if starts and "Concurrency Level:" not in text[starts[-1]:m.start()]:
+            continue
+        starts.append(m.start())
+    out = []
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(text)
+        body = _trim(text[start:end])
+        if "Complete requests:" not in body:
+            continue
+        label = ""
+        for line in reversed(text[:start].splitlines()):
+            bm = _BULLET.match(line)
+            if bm:
+                label = bm.group(1).strip()
+                break
+            if "Complete requests:" in line:
+                break  # the previous report: no label between the two
+        out.append((label, body))
+    return out
+
+
+def _trim(body: str) -> str:
+    """Cut a report after ab's last line (the percentile table's longest request, else the
+    connection times' Total, else the transfer rate), dropping prose that follows it."""
+    for pattern in (r"^\s*100%.*$", r"^Total:.*$", r"^Transfer rate:.*$"):
+        found = list(re.finditer(pattern, body, re.M))
+        if found:
+            return body[:found[-1].end()] + "\n"
+    return body
+
+
+def parse_report(text: str) -> dict[str, object]:
+    """One ab report, leniently: what it says, even without a percentile table. Keys:
+    concurrency, complete, failed, failed_connect, failed_receive, failed_length,
+    failed_exceptions, non_2xx, time_taken_s, requests_per_second, total_transferred,
+    html_transferred, percentiles ([(percent, ms)], possibly empty)."""
+    def grab(pattern: str, kind: type = float, default: object = None) -> object:
+        m = re.search(pattern, text, re.M)
+        return kind(m.group(1)) if m else default
+
+    complete = grab(r"^Complete requests:\s+(\d+)", int)
+    taken = grab(r"^Time taken for tests:\s+([\d.]+) seconds", float)
+    if complete is None or taken is None:
+        raise ComponentError("not an ab report (no 'Complete requests' or 'Time taken for "
+                             "tests' line): " + " ".join(text.split())[:120])
+    fb = re.search(r"\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", text)
+    pct = [(float(m.group(1)), float(m.group(2)))
+           for m in re.finditer(r"^\s+(\d+)%\s+(\d+)", text, re.M)]
+    return {
+        "concurrency": grab(r"^Concurrency Level:\s+(\d+)", int, 0),
+        "complete": complete,
+        "failed": grab(r"^Failed requests:\s+(\d+)", int, 0),
+        "failed_connect": int(fb.group(1)) if fb else 0,
+        "failed_receive": int(fb.group(2)) if fb else 0,
+        "failed_length": int(fb.group(3)) if fb else 0,
+        "failed_exceptions": int(fb.group(4)) if fb else 0,
+        "non_2xx": grab(r"^Non-2xx responses:\s+(\d+)", int, 0),
+        "time_taken_s": taken,
+        "requests_per_second": grab(r"^Requests per second:\s+([\d.]+)", float, 0.0),
+        "total_transferred": grab(r"^Total transferred:\s+(\d+)", int, 0),
+        "html_transferred": grab(r"^HTML transferred:\s+(\d+)", int, 0),
+        "percentiles": pct,
+    }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from statstorm.adapters import phpfpm, procs
+from statstorm.adapters import apache_lab, phpfpm, procs
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.results.common import read_json, write_json_atomic
@@ -36,22 +36,34 @@ def load(env: Env, name: str) -> LabState:
     return LabState.from_json(read_json(path, "lab state"))
 
 
+def masters(state: LabState) -> list[int]:
+    """The masters the lab runs: the web server's, and php-fpm's unless Apache runs PHP."""
+    server = state.apache_pid if state.server == "apache" else state.nginx_pid
+    return [server, state.fpm_master_pid] if state.handler == "fpm" else [server]
+
+
 def status(env: Env, name: str) -> LabState:
     """The lab's state with its live workers; phase "degraded" if a master it started died."""
     state = load(env, name)
-    if state.fpm_master_pid and procs.alive(state.fpm_master_pid):
+    if state.handler != "fpm":
+        state.worker_pids = apache_lab.php_workers(state.apache_pid, state.handler)
+    elif state.fpm_master_pid and procs.alive(state.fpm_master_pid):
         state.worker_pids = phpfpm.worker_pids(state.fpm_master_pid)
     else:
         state.worker_pids = []
-    if state.phase == "up" and not (procs.alive(state.fpm_master_pid) and procs.alive(state.nginx_pid)):
+    if state.phase == "up" and not all(procs.alive(pid) for pid in masters(state)):
         state.phase = "degraded"
     return state
 
 
-def require_up(env: Env, name: str) -> LabState:
-    """The lab's state; a one-line error naming the fix unless it is up."""
+def require_up(env: Env, name: str, *, pool: bool = False) -> LabState:
+    """The lab's state; a one-line error naming the fix unless it is up (and, with `pool`,
+    runs its PHP in a php-fpm pool rather than in Apache's mod_php or mod_fcgid)."""
     state = status(env, name)
-    if state.phase != "up" or not state.pool:
+    if pool and state.phase == "up" and not state.pool:
+        raise UsageError(f"lab {name!r} runs PHP through Apache's {state.handler}, not a php-fpm "
+                         f"pool: start a lab with `--handler fpm` for this")
+    if state.phase != "up":
         raise UsageError(f"lab {name!r} is {state.phase}: start it with `statstorm lab up "
                          f"--name {name}` (or `statstorm lab down --name {name}` first)")
     return state
@@ -70,6 +82,15 @@ def fpm_conf(state: LabState) -> Path:
 
 def nginx_conf(state: LabState) -> Path:
     return Path(state.state_dir) / "conf/nginx.conf"
+
+
+def apache_conf(state: LabState) -> Path:
+    return Path(state.state_dir) / "conf/apache2.conf"
+
+
+def php_ini_file(state: LabState) -> Path:
+    """The ini file of the PHP overrides under mod_php and fcgid (see adapters.apache_lab)."""
+    return Path(state.state_dir) / "conf/php" / apache_lab.INI_FILE
 
 
 def fpm_argv(state: LabState) -> list[str]:

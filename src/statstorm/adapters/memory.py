@@ -50,3 +50,18 @@ def pss_kb(pid: int) -> int | None:
     except OSError:
         return None
     return parse_meminfo(text).get("Pss")
+
+
+def code_window(pid: int) -> tuple[str, int, int] | None:
+    """The first executable file mapping of a process (what `opcache.huge_code_pages` looks
+    at: PHP remaps only that one, the main binary's code): (path, start, end), or None."""
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 6 and parts[1].startswith("r-x") and parts[5].startswith("/"):
+            start, _, end = parts[0].partition("-")
+            return parts[5], int(start, 16), int(end, 16)
+    return None

@@ -20,9 +20,9 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from statstorm.adapters import fastcgi, nginx, phpfpm, procs
+from statstorm.adapters import apache_lab, fastcgi, nginx, phpfpm, procs
 from statstorm.env import Env
-from statstorm.errors import UsageError
+from statstorm.errors import ComponentError, UsageError
 from statstorm.results.lab import LabState
 
 # The settings a trace records (the ones that change what PHP asks the file system).
@@ -170,12 +170,19 @@ class FpmPool:
         return fpm_settings(env, self.binary, self.argv, self.name)
 
 
+def _fpm_settled(title: str) -> bool:
+    return title.startswith("php-fpm: pool")
+
+
 class TitleFilter:
     """Is a PID one of the target's PHP processes? Decided by its title through `allow`,
-    remembered once the title is settled (a php-fpm worker has renamed itself)."""
+    remembered once the title is settled (`settled`: a php-fpm worker has renamed itself, a
+    forked php-cgi has exec'd)."""
 
-    def __init__(self, allow: Callable[[str], bool]) -> None:
+    def __init__(self, allow: Callable[[str], bool],
+                 settled: Callable[[str], bool] = _fpm_settled) -> None:
         self.allow = allow
+        self.settled = settled
         self.known: dict[int, bool] = {}
 
     def __call__(self, pid: int) -> bool:
@@ -183,9 +190,80 @@ class TitleFilter:
         if ok is None:
             title = " ".join(procs.cmdline(pid))
             ok = self.allow(title)
-            if title.startswith("php-fpm: pool"):
+            if self.settled(title):
                 self.known[pid] = ok
         return ok
+
+
+# -- PHP inside the web server: Apache mod_php children, mod_fcgid's php-cgi ------------------
+SAPI_DIRS = {"mod_php": "apache2", "fcgid": "cgi"}
+SAPI_NAMES = {"mod_php": "apache2handler", "fcgid": "cgi-fcgi"}
+
+
+@dataclass
+class ServerPhp:
+    """PHP run by processes a web server starts: Apache's prefork children with mod_php in
+    them (`kind` mod_php), or the `php-cgi` processes mod_fcgid forks (`kind` fcgid). The
+    masters are the processes whose forks become new PHP processes (Apache's master; fcgid's
+    process manager)."""
+
+    name: str
+    workers: list[int]
+    masters: list[int]
+    binary: str  # the code PHP runs from: libphp8.2.so or php-cgi8.2
+    kind: str  # mod_php | fcgid
+    ini_dir: str = ""  # the lab's own scan directory (its overrides), if any
+    server_title: str = ""  # the Apache master's command line (its children carry it)
+    probe_url: str = ""  # the lab's loopback phpinfo page (adapters.apache_lab), if any
+    lab: str = ""
+    docroot: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def binaries(self) -> list[str]:
+        return [self.binary]
+
+    def allow(self, title: str) -> bool:
+        if self.kind == "fcgid":
+            return "php-cgi" in title
+        return title == self.server_title or not title
+
+    def settled(self, title: str) -> bool:
+        return bool(title) and (self.kind != "fcgid" or "php-cgi" in title
+                                or title != self.server_title)
+
+    def settings(self, env: Env) -> dict[str, Any]:
+        """The SAPI's php.ini and conf.d, then the lab's scan directory, read with the CLI
+        (`php -c … -i`): what these processes start with, as Debian lays the files out."""
+        sapi = SAPI_DIRS[self.kind]
+        version = re.search(r"(\d+\.\d+)", Path(self.binary).name)
+        etc = f"/etc/php/{version.group(1) if version else '8.2'}/{sapi}"
+        scan = ":".join(d for d in (f"{etc}/conf.d", self.ini_dir) if d)
+        php = shutil.which("php") or PHP_BINARIES[0]
+        res = env.run([php, "-c", f"{etc}/php.ini", "-i"], check=False, what="php -i",
+                      env={**os.environ, "PHP_INI_SCAN_DIR": scan})
+        settings: dict[str, Any] = parse_php_i(res.stdout)
+        if self.probe_url:  # the values the SAPI itself runs with, where the lab shows them
+            try:
+                settings.update(apache_lab.effective_ini(self.probe_url, sorted(settings)))
+            except (OSError, ComponentError) as exc:
+                env.debug(f"phpinfo probe {self.probe_url}: {exc}")
+        settings["sapi"] = SAPI_NAMES[self.kind]
+        return settings
+
+
+def lab_server_php(state: LabState, workers: list[int]) -> ServerPhp:
+    """The PHP processes of an Apache lab whose handler is mod_php or fcgid."""
+    binary = (state.php_cgi_binary or apache_lab.php_cgi_binary() if state.handler == "fcgid"
+              else apache_lab.php_module())
+    if state.handler == "fcgid":
+        masters = sorted({procs.ppid(w) for w in workers} - {0})
+    else:
+        masters = [state.apache_pid]
+    title = " ".join(procs.cmdline(state.apache_pid)) if state.apache_pid else ""
+    return ServerPhp(f"{state.handler} (lab {state.name})", list(workers), masters, binary,
+                     state.handler, str(Path(state.state_dir) / "conf/php"), title,
+                     state.url, state.name, state.docroot)
 
 
 def docroot_of(env: Env, pool: FpmPool) -> str:

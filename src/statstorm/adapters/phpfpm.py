@@ -96,10 +96,14 @@ def test_config(env: Env, binary: str, conf: Path, overrides: Mapping[str, str])
 
 
 def start(env: Env, binary: str, conf: Path, overrides: Mapping[str, str], log: Path,
-          workers: int, record: Callable[[int], None], timeout: float = 30) -> int:
-    """Start the master in the foreground of its own session; wait for all workers."""
-    pid = procs.spawn_daemon([binary, "--nodaemonize", "-y", str(conf), *ini_args(overrides)],
-                             log, record)
+          workers: int, record: Callable[[int], None], timeout: float = 30,
+          ini_dir: Path | None = None) -> int:
+    """Start the master in the foreground of its own session; wait for all workers.
+    `ini_dir`: a directory of ini files read after the SAPI's conf.d (PHP_INI_SCAN_DIR with a
+    leading `:`), at every start and every reload (SIGUSR2 re-executes the master)."""
+    scan = ["/usr/bin/env", f"PHP_INI_SCAN_DIR=:{ini_dir}"] if ini_dir else []
+    pid = procs.spawn_daemon([*scan, binary, "--nodaemonize", "-y", str(conf),
+                              *ini_args(overrides)], log, record)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not procs.alive(pid):

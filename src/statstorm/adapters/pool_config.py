@@ -5,11 +5,13 @@ reload gracefully, and whether the pool (and the app's page) still answers after
 from __future__ import annotations
 
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters import fastcgi, http, mounts, nginx, php_targets, phpfpm, procs
+from statstorm.adapters import (apache_lab, fastcgi, http, mounts, nginx, php_targets, phpfpm,
+                                procs)
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model.applyplan import MASTER_INI, POOL_INI, Change
@@ -33,11 +35,19 @@ class Target:
     lab: str = ""
     control_timeout: str = ""  # php-fpm's process_control_timeout, as `php-fpm -tt` shows it
     fstab: Path | None = None  # where mount options persist (None: the lab, whose mount is its own)
+    # Apache in front (a lab with --server apache): its configuration, `-t` argv and master.
+    # `php_in_apache`: PHP runs in Apache's children or mod_fcgid's php-cgi (no php-fpm):
+    # its settings are the lab's ini file (master_ini), applied by a graceful restart.
+    apache_conf: Path | None = None
+    apache_test: list[str] = field(default_factory=list)
+    apache_pid: int = 0
+    php_in_apache: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"pool": self.pool, "lab": self.lab, "pool_file": str(self.pool_file),
                 "master_ini": str(self.master_ini) if self.master_ini else None,
-                "nginx_files": [str(p) for p in self.nginx_files], "url": self.url}
+                "nginx_files": [str(p) for p in self.nginx_files], "url": self.url,
+                "apache_conf": str(self.apache_conf) if self.apache_conf else None}
 
 
 class ApplyFailed(Exception):
@@ -46,15 +56,24 @@ class ApplyFailed(Exception):
 
 def test_config(env: Env, target: Target, paths: list[Path],
                 mount_points: list[str] | None = None, apps: bool = True) -> None:
-    """`php-fpm -t` (and `nginx -t` when an nginx file changed, `findmnt --verify` when fstab
-    did) on the files as written."""
+    """`php-fpm -t` (`apache2 -t` when Apache's configuration changed or runs PHP itself,
+    `nginx -t` when an nginx file changed, `findmnt --verify` when fstab did) on the files as
+    written."""
     if target.fstab is not None and target.fstab in paths and mount_points:
         problem = mounts.verify_fstab(env, target.fstab, mount_points)
         if problem:
             raise ApplyFailed(problem)
-    res = env.run([target.fpm_argv[0], "-t", *target.fpm_argv[1:]], check=False,
-                  what="php-fpm -t")
-    if res.returncode != 0:
+    if target.apache_test and (target.php_in_apache or target.apache_conf in paths):
+        res = env.run(target.apache_test, check=False, what="apache2 -t")
+        if res.returncode != 0:
+            lines = [ln for ln in (res.stderr + res.stdout).splitlines()
+                     if ln.strip() and "Syntax OK" not in ln]
+            raise ApplyFailed("apache2 -t rejected the change ("
+                              + (lines[-1].strip() if lines else res.first_error_line()) + ")")
+    fpm_t = None if target.php_in_apache else env.run(
+        [target.fpm_argv[0], "-t", *target.fpm_argv[1:]], check=False, what="php-fpm -t")
+    if fpm_t is not None and fpm_t.returncode != 0:
+        res = fpm_t
         lines = [ln for ln in (res.stderr + res.stdout).splitlines() if "ERROR" in ln]
         first = (lines or [res.first_error_line()])[0].strip()
         raise ApplyFailed(f"php-fpm -t rejected the change ({first.split('ERROR: ')[-1]})")
@@ -89,12 +108,19 @@ def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> No
     """Reload what the changed files belong to; `fpm`: php-fpm anyway (its workers then
     open the code through a new mount, with cold caches)."""
     fpm_files = {target.pool_file, *([target.master_ini] if target.master_ini else [])}
+    if target.php_in_apache:
+        if fpm or any(p in fpm_files or p == target.apache_conf for p in paths) \
+                or app_files(target, paths):
+            _apache_graceful(env, target)
+        return
     try:
         # an app's configuration file too: with opcache.validate_timestamps=0 the workers
         # would keep running the old one
         if fpm or any(p in fpm_files for p in paths) or app_files(target, paths):
             env.log(f"reloading php-fpm gracefully (master {target.master_pid})…")
             phpfpm.reload(target.master_pid, procs.children(target.master_pid))
+        if target.apache_conf is not None and target.apache_conf in paths:
+            _apache_graceful(env, target)
         if any(p in target.nginx_files for p in paths):
             if not target.nginx_pid:
                 raise ComponentError("nginx changed but its master is unknown: reload it by hand")
@@ -102,6 +128,14 @@ def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> No
             nginx.reload(target.nginx_pid)
     except (ComponentError, OSError) as exc:
         raise ApplyFailed(f"the reload failed ({exc})") from None
+
+
+def _apache_graceful(env: Env, target: Target) -> None:
+    env.log(f"restarting Apache gracefully (master {target.apache_pid})…")
+    try:
+        apache_lab.graceful(target.apache_pid)
+    except (ComponentError, OSError) as exc:
+        raise ApplyFailed(f"the graceful restart failed ({exc})") from None
 
 
 def _same(got: str, want: str) -> bool:
@@ -117,7 +151,17 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
     keys = tuple(c.key for c in changes if c.kind in (POOL_INI, MASTER_INI))
     deadline = time.monotonic() + timeout
     answers: list[dict[str, Any]] = []
-    while True:
+    while target.php_in_apache and keys:  # no FastCGI to ask: the lab's phpinfo page
+        try:
+            site = urllib.parse.urlsplit(target.url)
+            answers = [{"ini": apache_lab.effective_ini(f"{site.scheme}://{site.netloc}",
+                                                        list(keys))}]
+            break
+        except (ComponentError, OSError) as exc:
+            if time.monotonic() > deadline:
+                raise ApplyFailed(f"PHP stopped answering ({exc})") from None
+            time.sleep(0.5)
+    while not target.php_in_apache:
         try:
             answers = php_targets.query_pool(env, target.listen, 1, keys)
             break
@@ -151,7 +195,7 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
         name = Path(c.value).name.removesuffix(".so")
         if c.key == "extension" and answers and name.lower() not in loaded:
             raise ApplyFailed(f"the pool's workers did not load {c.value} (see the php-fpm log)")
-    if not answers:
+    if not answers and (keys or not target.php_in_apache):
         notes.append("the pool answered but could not run the settings query (open_basedir?): "
                      "the new values are not confirmed")
     return notes

@@ -58,13 +58,12 @@ def resolve(env: Env, *, lab: str | None = None, pool: str | None = None,
             pids: list[int] | None = None, cmd: str | None = None) -> Target:
     """The one target given: a lab, a php-fpm pool, PIDs or a command line."""
     if lab:
-        state = labs.status(env, lab)
-        if state.phase == "up" and state.handler in ("mod_php", "fcgid"):
-            return _server_php_target(env, state)
         state = labs.require_up(env, lab)
+        if state.handler in ("mod_php", "fcgid"):
+            return _server_php_target(env, state)
         # The lab's master gets its ini overrides as -d options: read them back the same way.
-        pool = php_targets.lab_pool(state, labs.fpm_argv(state))
-        t = _pool_target(env, pool, "lab", f"lab {lab} (pool {state.pool})")
+        lab_pool = php_targets.lab_pool(state, labs.fpm_argv(state))
+        t = _pool_target(env, lab_pool, "lab", f"lab {lab} (pool {state.pool})")
         t.settings["lab"] = lab
         t.code = state.docroot
         return t

@@ -20,6 +20,7 @@ from pathlib import Path
 from statstorm.adapters.loadgen import RunSpec, find_binary, run_bounded
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
+from statstorm.model import stats
 from statstorm.results.sweep import ErrorCounts, LoadRun
 
 INSTALL_DIRS = ("/opt/statstorm/bin",)
@@ -27,11 +28,8 @@ PERCENTILES = (1, 5, 10, 20, 25, 30, 40, 50, 60, 70, 75, 80, 90, 95, 99, 99.9, 9
 
 
 def percentile(sorted_values: list[float], p: float) -> float:
-    """Nearest-rank percentile of an ascending list (0 for an empty list)."""
-    if not sorted_values:
-        return 0.0
-    rank = max(1, math.ceil(p / 100.0 * len(sorted_values)))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
+    """Percentile `p` (0-100): statstorm.model.stats's one definition (0 for an empty list)."""
+    return stats.percentile(sorted_values, p)
 
 
 def _ts(text: str) -> float:
@@ -91,12 +89,14 @@ def parse(jsonl: str, rate: float, expect_text: str = "") -> LoadRun:
     sent_rate = (len(rows) - 1) / send_span if send_span > 0 else float(len(rows))
     duration = max(last_end - t0, 1e-9)
     ok = len(rows) - sum(counts.values())
-    pct = tuple((float(p), round(percentile(latencies, p), 3)) for p in PERCENTILES)
+    spectrum = stats.percentiles(latencies, PERCENTILES)
+    pct = tuple((float(p), round(v, 3)) for p, v in zip(PERCENTILES, spectrum))
+    by_p = dict(zip(PERCENTILES, spectrum))
     return LoadRun(
         tool="vegeta", requests=len(rows), duration_s=round(duration, 3),
         rps=round(ok / duration, 3),
-        p50=round(percentile(latencies, 50), 3), p90=round(percentile(latencies, 90), 3),
-        p99=round(percentile(latencies, 99), 3), max=round(latencies[-1], 3),
+        p50=round(by_p[50], 3), p90=round(by_p[90], 3),
+        p99=round(by_p[99], 3), max=round(latencies[-1], 3),
         errors=ErrorCounts(**counts), percentiles=pct, target_rate=rate,
         sent_rate=round(sent_rate, 3),
     )

@@ -8,7 +8,7 @@ from typing import Any, Callable, TypeVar
 
 import click
 
-from statstorm.adapters import phpfpm
+from statstorm.adapters import apache_lab, phpfpm
 from statstorm.apps import synthetic
 from statstorm.cli import cli
 from statstorm.commands import lab as lab_cmd
@@ -63,7 +63,9 @@ def _render_state(state: LabState) -> str:
                                            f"{','.join(f'{k}={v}' for k, v in state.mount_options.items()) or 'defaults'})"
                                            if state.storage == "glusterfs" else ""),
         f"  code path  {state.code_path}",
-        f"  pool       {state.pool} (master {state.fpm_master_pid})",
+        _render_server(state),
+        (f"  pool       {state.pool} (master {state.fpm_master_pid})" if state.handler == "fpm"
+         else f"  php        {state.handler} ({state.php_cgi_binary or 'Apache children'})"),
         f"  workers    {' '.join(map(str, state.worker_pids)) or '-'}",
         f"  state      {state.state_dir}/lab.json",
     ]
@@ -72,13 +74,22 @@ def _render_state(state: LabState) -> str:
     return "\n".join(lines)
 
 
+def _render_server(state: LabState) -> str:
+    if state.server != "apache":
+        return f"  server     nginx (master {state.nginx_pid})"
+    return (f"  server     apache mpm_{state.mpm}, PHP through {state.handler}, AllowOverride "
+            f"{state.allow_override} (master {state.apache_pid})")
+
+
 @cli.group()
 def lab() -> None:
-    """Stand up, inspect and tear down a real PHP stack (php-fpm + nginx) on this machine.
+    """Stand up, inspect and tear down a real PHP stack (php-fpm + nginx, or Apache with
+    php-fpm, mod_php or mod_fcgid) on this machine.
 
     \b
     Examples:
       statstorm lab up --app mediawiki --storage glusterfs
+      statstorm lab up --server apache --mpm prefork --handler mod_php
       statstorm lab up --name fast --app synthetic --storage glusterfs \\
           --mount-opt attribute-timeout=600,entry-timeout=600,negative-timeout=600
       statstorm lab up --php-ini realpath_cache_size=16K --php-ini opcache.enable=0
@@ -95,27 +106,50 @@ def lab() -> None:
 @click.option("--mount-opt", "mount_opts", multiple=True, metavar="K=V[,K=V]",
               help="GlusterFS FUSE mount option, e.g. attribute-timeout=600 (repeatable).")
 @click.option("--php-ini", "php_ini", multiple=True, metavar="KEY=VALUE",
-              help="php.ini override for the pool's master, e.g. realpath_cache_size=16K (repeatable).")
-@click.option("--workers", type=int, default=4, show_default=True, help="php-fpm workers (pm=static).")
-@click.option("--port", type=int, default=None, help="nginx port on 127.0.0.1 [default: first free from 8080].")
+              help="php.ini override for the lab's PHP (php-fpm -d; the lab's ini file under mod_php and fcgid), e.g. realpath_cache_size=16K (repeatable).")
+@click.option("--workers", type=int, default=4, show_default=True,
+              help="PHP workers: php-fpm's (pm=static), prefork's children under mod_php, "
+                   "or mod_fcgid's php-cgi processes (started on demand).")
+@click.option("--server", type=click.Choice(lab_cmd.SERVERS), default="nginx", show_default=True,
+              help="The web server in front of PHP.")
+@click.option("--mpm", type=click.Choice(apache_lab.MPMS), default=None,
+              help="Apache's MPM [default: prefork with mod_php, else event].")
+@click.option("--handler", type=click.Choice(apache_lab.HANDLERS), default="fpm", show_default=True,
+              help="How Apache runs PHP: php-fpm via mod_proxy_fcgi, mod_php (prefork only), "
+                   "or php-cgi under mod_fcgid. nginx: fpm only.")
+@click.option("--allow-override", type=click.Choice(apache_lab.OVERRIDES), default=None,
+              help="Apache's AllowOverride for the docroot (All: .htaccess looked up per "
+                   "directory per request) [default: None].")
+@click.option("--port", type=int, default=None, help="Web server port on 127.0.0.1 [default: first free from 8080].")
 @click.option("--name", default="lab", show_default=True, help="Lab name; several labs can run side by side.")
 @click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
 @_spec_options
 @click.pass_obj
 def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], php_ini: tuple[str, ...],
-       workers: int, port: int | None, name: str, as_json: bool, **spec: object) -> None:
-    """Start a lab: php-fpm pool + nginx serving the app from the chosen storage.
+       workers: int, server: str, mpm: str | None, handler: str, allow_override: str | None,
+       port: int | None, name: str, as_json: bool, **spec: object) -> None:
+    """Start a lab: php-fpm pool + nginx (or Apache with the chosen MPM and PHP handler)
+    serving the app from the chosen storage.
+
+    \b
+    Apache runs these combinations (mod_php needs prefork: Debian's PHP is not thread-safe):
+      --mpm event|worker|prefork --handler fpm
+      --mpm event|worker|prefork --handler fcgid
+      --mpm prefork              --handler mod_php
 
     \b
     Examples:
       statstorm lab up                                   # MediaWiki on local disk
       statstorm lab up --app mediawiki --storage glusterfs
       statstorm lab up --app synthetic --touch 300 --port 8090 --name synth
+      statstorm lab up --server apache --mpm prefork --handler mod_php --name prefork
+      statstorm lab up --server apache --mpm worker --handler fcgid --allow-override All
     """
     opts = lab_cmd.LabOptions(
         name=name, app=app, storage=storage, mount_options=_pairs(mount_opts, "--mount-opt"),
         php_ini=phpfpm.parse_ini_overrides(list(php_ini)), workers=workers, port=port,
-        app_spec=_spec(spec),
+        app_spec=_spec(spec), server=server, mpm=mpm or "", handler=handler,
+        allow_override=allow_override or "",
     )
     state = lab_cmd.up(env, opts)
     click.echo(json.dumps(state.to_json(), indent=2) if as_json else _render_state(state))
@@ -172,7 +206,9 @@ def list_(env: Env, as_json: bool) -> None:
         click.echo("no labs")
     else:
         for s in states:
-            click.echo(f"{s.name:12} {s.phase:9} {s.app:10} {s.storage:10} {s.url}{s.entry_path}")
+            arch = f"apache-{s.mpm}-{s.handler}" if s.server == "apache" else "nginx-fpm"
+            click.echo(f"{s.name:12} {s.phase:9} {s.app:10} {s.storage:10} {arch:20} "
+                       f"{s.url}{s.entry_path}")
 
 
 @lab.command("gen-app")

@@ -15,6 +15,10 @@ from statstorm.commands import trace as trace_cmd
 from statstorm.env import Env
 from statstorm.results.trace import CALLS, SUMMARY_KEYS
 
+# the JSON of `trace --json`, `trace show/import --json` (a trace's summary) and `trace diff`
+SUMMARY_SCHEMA = "statstorm.trace-summary/1"
+DIFF_SCHEMA = "statstorm.trace-diff/1"
+
 
 def _console(env: Env) -> Console:
     return Console(file=env.stdout, highlight=False, width=None if env.stdout.isatty() else 120)
@@ -161,7 +165,7 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
     for w in result.warnings:
         err.print(f"warning: {w}", style="bold yellow" if "LOUD" in w else "yellow")
     if as_json:
-        click.echo(json.dumps({**result.summary, "file": str(result.output)}, indent=2))
+        click.echo(json.dumps({"schema": SUMMARY_SCHEMA, **result.summary, "file": str(result.output)}, indent=2))
     else:
         render(env, result.summary, f"trace ({result.backend})")
         _console(env).print(f"wrote {result.output}")
@@ -181,7 +185,7 @@ def show(env: Env, trace_file: Path, as_json: bool) -> None:
     """
     s = trace_cmd.show(trace_file)
     if as_json:
-        click.echo(json.dumps(s, indent=2))
+        click.echo(json.dumps({"schema": SUMMARY_SCHEMA, **s}, indent=2))
     else:
         render(env, s, str(trace_file))
 
@@ -201,7 +205,7 @@ def diff(env: Env, a: Path, b: Path, as_json: bool) -> None:
     """
     d = trace_cmd.diff(a, b)
     if as_json:
-        click.echo(json.dumps(d, indent=2))
+        click.echo(json.dumps({"schema": DIFF_SCHEMA, **d}, indent=2))
         return
     t = Table(title=f"per request: {a} ({d['a']['requests']} req) → {b} "
                     f"({d['b']['requests']} req)")
@@ -238,7 +242,7 @@ def import_(env: Env, source: Path, output: Path | None, requests: int | None, t
     """
     out, summary = trace_cmd.import_log(source, output, requests=requests, table=table)
     if as_json:
-        click.echo(json.dumps({**summary, "file": str(out)}, indent=2))
+        click.echo(json.dumps({"schema": SUMMARY_SCHEMA, **summary, "file": str(out)}, indent=2))
     else:
         render(env, summary, str(source))
         _console(env).print(f"wrote {out}")

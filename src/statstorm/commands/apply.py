@@ -26,17 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters import (backups, http, labs, nginx, php_targets, phpfpm, pool_config,
-                                storage_steps)
+from statstorm.adapters import (apache_lab, backups, http, labs, nginx, php_targets, phpfpm,
+                                pool_config, storage_steps)
 from statstorm.adapters.pool_config import ApplyFailed, Target
 from statstorm.commands import check as check_cmd
 from statstorm.commands import sweep as sweep_cmd
 from statstorm.commands import trace as trace_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError, PrivilegeError, UsageError
-from statstorm.model import applyplan
-from statstorm.model.applyplan import (APP, MANUAL, MASTER_INI, MOUNT, NGINX, POOL, POOL_INI,
-                                       VOLUME, Change)
+from statstorm.model import apacheplan, applyplan
+from statstorm.model.applyplan import (APACHE, APP, MANUAL, MASTER_INI, MOUNT, NGINX, POOL,
+                                       POOL_INI, VOLUME, Change)
 from statstorm.model.finding import Finding
 from statstorm.model.rules import RULES
 from statstorm.results.apply import SCHEMA, FileEdit, StorageStep
@@ -127,11 +127,24 @@ def validate(env: Env, opts: ApplyOptions) -> None:
 def resolve(env: Env, opts: ApplyOptions) -> Target:
     if opts.lab:
         state = labs.require_up(env, opts.lab)
+        # PHP inside Apache reads the lab's own ini file (its --php-ini): apply edits it;
+        # a php-fpm master reads its -d options, then settings only it reads from here
+        ini = (labs.php_ini_file(state) if state.handler != "fpm"
+               else labs.php_ini_file(state).parent / MASTER_INI_NAME)
+        url = state.url + state.entry_path
+        if state.server == "apache":
+            conf = labs.apache_conf(state)
+            apache_t = [*apache_lab.lab_argv(conf), "-t"]
+            return Target(state.pool or f"lab-{state.name}", state.fpm_binary,
+                          labs.fpm_argv(state) if state.pool else [], labs.fpm_conf(state),
+                          state.fpm_master_pid, state.fpm_socket, ini, [], [], 0, url,
+                          lab=opts.lab, apache_conf=conf, apache_test=apache_t,
+                          apache_pid=state.apache_pid, php_in_apache=state.handler != "fpm")
         ngx = labs.nginx_conf(state)
         return Target(state.pool, state.fpm_binary, labs.fpm_argv(state), labs.fpm_conf(state),
-                      state.fpm_master_pid, state.fpm_socket, None, [ngx],
+                      state.fpm_master_pid, state.fpm_socket, ini, [ngx],
                       [*nginx.lab_argv(ngx, Path(state.state_dir)), "-t", "-q"],
-                      state.nginx_pid, state.url + state.entry_path, lab=opts.lab)
+                      state.nginx_pid, url, lab=opts.lab)
     pools = [opts.pool] if opts.pool else php_targets.running_pools()
     if len(pools) != 1:
         raise UsageError("name the pool to change with --pool NAME" + (
@@ -169,6 +182,16 @@ def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], lis
     """The file edits that carry `changes`; changes with no file to go to become manual."""
     out: list[Change] = []
     for c in changes:
+        if target.php_in_apache and c.kind == POOL_INI:  # no pool: the lab's ini file
+            c = dataclasses.replace(c, kind=MASTER_INI)
+        if target.php_in_apache and c.kind == POOL:
+            c = Change(c.finding, MANUAL, c.key, c.value, c.line,
+                       "PHP runs inside Apache here: its process limits are Apache's "
+                       "(MaxRequestWorkers, FcgidMaxProcesses)", c.current)
+        elif c.kind == APACHE and target.apache_conf is None:
+            c = Change(c.finding, MANUAL, c.key, c.value, c.line,
+                       "no Apache configuration of this target is known: change it by hand",
+                       c.current)
         if c.kind == MASTER_INI and target.master_ini is None:
             c = Change(c.finding, MANUAL, c.key, c.value, c.line,
                        f"{c.key} is read by the php-fpm master at start-up and the lab passes "
@@ -191,6 +214,11 @@ def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], lis
             before_ini = backups.read_text(target.master_ini)
             edits.append(FileEdit(target.master_ini, before_ini,
                                   applyplan.edit_ini(before_ini or "", master)))
+        directives = [c for c in out if c.kind == APACHE]
+        if directives and target.apache_conf is not None:
+            conf_text = backups.read_text(target.apache_conf) or ""
+            edits.append(FileEdit(target.apache_conf, conf_text,
+                                  apacheplan.edit_apache(conf_text, directives)))
         params = [c for c in out if c.kind == NGINX]
         for path in target.nginx_files if params else []:
             text = backups.read_text(path) or ""

@@ -11,13 +11,12 @@ binary's code segment. `--trace` and `--fsbench` add measured evidence.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters import (apcu, codetree, elf, gluster, labs, memory, mounts, nginx,
-                                php_apps,
-                                php_targets, phpfpm)
+from statstorm.adapters import (apache_facts, apache_lab, apcu, codetree, elf, gluster, labs,
+                                memory, mounts, nginx, php_apps, php_targets, phpfpm, smaps)
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.model.checkfacts import (Facts, MountFact, TraceFacts, fsbench_p50, ini_int,
@@ -78,6 +77,10 @@ class CheckResult:
                        "realpath_used": p.facts.realpath_used,
                        "realpath_used_by_worker": list(p.facts.realpath_used_by_worker),
                        "opcache_memory": (p.facts.opcache_status or {}).get("memory_usage"),
+                       "huge_mapped_kb": (list(p.facts.huge_mapped_kb)
+                                          if p.facts.huge_mapped_kb is not None else None),
+                       "apache": asdict(p.facts.apache) if p.facts.apache else None,
+                       "code_mapping": list(p.facts.code_mapping) if p.facts.code_mapping else None,
                        "notes": p.notes} for p in self.pools],
         }
 
@@ -103,19 +106,37 @@ def validate(opts: CheckOptions) -> None:
 # -- targets -------------------------------------------------------------------------------------
 @dataclass
 class _Pool:
-    pool: php_targets.FpmPool
+    pool: php_targets.FpmPool | php_targets.ServerPhp
     nginx_conf: list[str] = field(default_factory=list)  # argv for `nginx -T`
+    apache_conf: Path | None = None  # the Apache in front of the pool, if any
+    apache_ask: list[str] = field(default_factory=list)  # argv that asks it (-M, DUMP_RUN_CFG)
+    fcgid_dir: str = ""  # mod_fcgid's socket directory (its php-cgi answer FastCGI there)
 
     @property
     def name(self) -> str:
         return self.pool.name
 
 
+def _lab_target(env: Env, name: str) -> _Pool:
+    state = labs.require_up(env, name)
+    if state.server != "apache":
+        return _Pool(php_targets.lab_pool(state, labs.fpm_argv(state)),
+                     nginx.lab_argv(labs.nginx_conf(state), Path(state.state_dir)))
+    conf = labs.apache_conf(state)
+    ask = apache_lab.lab_argv(conf)
+    if state.handler == "fpm":
+        return _Pool(php_targets.lab_pool(state, labs.fpm_argv(state)), [], conf, ask)
+    if not state.worker_pids:
+        raise UsageError(f"lab {name}: no PHP process is running yet (mod_fcgid starts php-cgi "
+                         f"on the first request): load {state.url}{state.entry_path} once")
+    php = php_targets.lab_server_php(state, state.worker_pids)
+    return _Pool(php, [], conf, ask,
+                 str(Path(state.state_dir) / "run/fcgid") if state.handler == "fcgid" else "")
+
+
 def _targets(env: Env, opts: CheckOptions) -> list[_Pool]:
     if opts.lab:
-        state = labs.require_up(env, opts.lab)
-        return [_Pool(php_targets.lab_pool(state, labs.fpm_argv(state)),
-                      nginx.lab_argv(labs.nginx_conf(state), Path(state.state_dir)))]
+        return [_lab_target(env, opts.lab)]
     names = list(opts.pools) or php_targets.running_pools()
     if not names:
         raise UsageError("no php-fpm pool is running: name one with --pool NAME, or check a "
@@ -167,24 +188,38 @@ def _load_fsbench(path: Path) -> dict[str, dict[str, float]]:
     return fsbench_p50(data)
 
 
+def _fcgid_socket(directory: str) -> str:
+    """A socket of one of mod_fcgid's php-cgi processes ('' if none)."""
+    socks = sorted(p for p in Path(directory).glob("**/*") if p.is_socket()) if directory else []
+    return str(socks[0]) if socks else ""
+
+
 def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
            fsb: dict[str, dict[str, float]]) -> PoolCheck:
     notes: list[str] = []
     fpm = pool.pool
     settings: dict[str, Any] = fpm.settings(env)
     settings.pop("sapi", None)
-    directives = phpfpm.pool_directives(php_targets.fpm_tt(env, fpm.argv), fpm.name)
+    if isinstance(fpm, php_targets.ServerPhp):
+        directives = {"listen": _fcgid_socket(pool.fcgid_dir)} if pool.fcgid_dir else {}
+        if fpm.kind == "mod_php" and opts.query_pool:
+            notes.append("mod_php: settings come from the SAPI's php.ini, conf.d and the lab's "
+                         "ini (php -c … -i), not asked of a child; no OPcache status")
+    else:
+        directives = phpfpm.pool_directives(php_targets.fpm_tt(env, fpm.argv), fpm.name)
     pm = {k: v for k, v in directives.items() if k.startswith("pm")}
     for k in list(settings):
         if k.startswith("pm"):
             settings.pop(k)
     listen = directives.get("listen", "")
-    source = "php-fpm -i and -tt (the master's ini, the pool's php_value/php_admin_value)"
+    source = ("php-fpm -i and -tt (the master's ini, the pool's php_value/php_admin_value)"
+              if isinstance(fpm, php_targets.FpmPool) else
+              "the SAPI's php.ini and conf.d and the lab's ini file (php -c … -i)")
     status: dict[str, Any] | None = None
     used: int | None = None
     used_by: tuple[int, ...] = ()
     extensions: tuple[str, ...] | None = None
-    if opts.query_pool and not listen:
+    if opts.query_pool and not listen and isinstance(fpm, php_targets.FpmPool):
         notes.append("the pool's listen address is unknown (php-fpm -tt did not show it): "
                      "not asked over FastCGI")
     if opts.query_pool and listen and not directives.get("chroot"):
@@ -210,10 +245,19 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
     cli.pop("sapi", None)
     server = nginx.server_passing_to(env, [pool.nginx_conf] if pool.nginx_conf else None,
                                      listen)
-    docroot = opts.docroot or fpm.docroot or (server or {}).get("root", "")
+    run_cfg: dict[str, str] = {}
+    modules: list[str] = []
+    if pool.apache_conf is None and server is None and isinstance(fpm, php_targets.FpmPool):
+        found = apache_facts.server_passing_to(listen)  # a system Apache in front of the pool
+        if found:
+            pool.apache_conf, pool.apache_ask, _ = found
+    if pool.apache_conf is not None:
+        run_cfg, modules = apache_facts.live(env, pool.apache_ask)
+    docroot = (opts.docroot or fpm.docroot or (server or {}).get("root", "")
+               or run_cfg.get("Main DocumentRoot", ""))
     if not docroot:
-        notes.append("no docroot found (no nginx server passes to this pool): file counts, "
-                     "mounts and symlinks are not checked; give --docroot")
+        notes.append("no docroot found (no nginx or Apache server passes to this pool): file "
+                     "counts, mounts and symlinks are not checked; give --docroot")
     include = [e for e in str(settings.get("include_path", "")).split(":")
                if e.startswith("/") and Path(e).is_dir()]
     tree = codetree.CodeTree()
@@ -225,7 +269,11 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
                     if e.startswith("/")) if docroot else ()
     app, app_config = php_apps.recognise(docroot)
     info = memory.meminfo()
-    pss = [p for p in (memory.pss_kb(w) for w in fpm.workers) if p]
+    mem = smaps.read_all(fpm.workers)
+    pss = [m.pss_kb for m in mem if m.pss_kb]
+    apache = apache_facts.gather(pool.apache_conf, docroot, php_pids=fpm.workers,
+                                 server_root=run_cfg.get("ServerRoot", "/etc/apache2"),
+                                 modules=modules) if pool.apache_conf and docroot else None
     return PoolCheck(pool.name, source, Facts(
         pool=pool.name, settings=settings, cli_settings=cli, pm=pm, settings_source=source,
         docroot=docroot, php_files=tree.php_files if docroot else None,
@@ -241,7 +289,9 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
         mem_available_kb=info.get("MemAvailable"), mem_total_kb=info.get("MemTotal"),
         opcache_status=status, realpath_used=used, realpath_used_by_worker=used_by,
         trace=trace, fsbench_p50_us=fsb, app=app, app_config=app_config,
-        extensions=extensions, apcu_path=apcu.extension_path()),
+        extensions=extensions, apcu_path=apcu.extension_path(), apache=apache,
+        huge_mapped_kb=tuple(m.huge_kb for m in mem) if mem else None,
+        code_mapping=memory.code_window(fpm.workers[0]) if fpm.workers else None),
         [], notes)
 
 
@@ -256,7 +306,8 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
     out = []
     for pool in pools:
         use = trace if trace is not None and (len(pools) == 1 or trace_pool == pool.name) else None
-        env.log(f"checking php-fpm pool {pool.name}…")
+        env.log(f"checking {'php-fpm pool ' if isinstance(pool.pool, php_targets.FpmPool) else ''}"
+                f"{pool.name}…")
         pc = gather(env, pool, opts, use, fsb)
         if trace is not None and use is None:
             pc.notes.append(f"the trace is of pool {trace_pool or '?'}, not this one: not used")

@@ -28,12 +28,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import http, labs, round_trips
+from statstorm.adapters import http, lab_build, labs, round_trips
 from statstorm.adapters.loadgen import RunSpec, load_lock
 from statstorm.adapters.wrk import Wrk
 from statstorm.commands import apply as apply_cmd
 from statstorm.commands import check as check_cmd
-from statstorm.commands import lab as lab_cmd
 from statstorm.commands import trace as trace_cmd
 from statstorm.commands import whatif as whatif_cmd
 from statstorm.env import Env
@@ -42,7 +41,8 @@ from statstorm.errors import (ComponentError, DependencyError, PrivilegeError, S
 from statstorm.model import applyplan, network_forecast
 from statstorm.model.checkfacts import is_network_fstype
 from statstorm.model.phpsettings import SETTABLE
-from statstorm.results.common import write_json_atomic
+from statstorm.results import result_files
+from statstorm.results.common import write_atomic, write_json_atomic
 from statstorm.results.demo import DemoResult, Phase, Round
 from statstorm.results.lab import LabState
 from statstorm.results.trace import read_trace
@@ -277,7 +277,7 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
         step(1, f"two labs: {opts.app} on local disk and on {opts.storage} (default options)…")
         for role in ROLES:
             storage = "local" if role == "local" else opts.storage
-            st = lab_cmd.up(env, lab_cmd.LabOptions(name=lab_name(opts, role), app=opts.app,
+            st = lab_build.up(env, lab_build.LabOptions(name=lab_name(opts, role), app=opts.app,
                                                     storage=storage, workers=opts.workers))
             states[role] = st
             result.labs[role] = {"name": st.name, "url": st.url + st.entry_path}
@@ -351,10 +351,28 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
             for role in reversed(ROLES):
                 if role in states or labs.lab_dir(env, lab_name(opts, role)).exists():
                     try:
-                        lab_cmd.down(env, lab_name(opts, role), quiet=True)
+                        lab_build.down(env, lab_name(opts, role), quiet=True)
                     except StatstormError as exc:
                         result.notes.append(f"lab {lab_name(opts, role)}: {exc}")
         result.timings_s["total"] = round(time.monotonic() - t_start, 1)
         if out.is_dir():
             save()
+            write_report(out, result, log)
+            save()
     return result
+
+
+def write_report(out: Path, result: DemoResult, log: Callable[[str], None]) -> None:
+    """`report.html` beside demo.json, rendered from the result files only (as `statstorm
+    report DIR/demo.json` would); a report that cannot be made is a note, not a failure."""
+    page = out / "report.html"
+    from statstorm.report import html  # matplotlib: loaded only when a page is drawn
+    from statstorm.report.page import build
+    try:
+        files = result_files.load_all([out / "demo.json"])
+        write_atomic(page, html.render(build(files, generated=_now())), new_mode=0o644)
+    except (StatstormError, OSError, ValueError, KeyError, TypeError) as exc:
+        result.notes.append(f"report.html not written: {exc}")
+        return
+    result.files["report"] = str(page)
+    log(f"report: {page}")

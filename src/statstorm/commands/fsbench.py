@@ -308,6 +308,14 @@ def run(env: Env, opts: FsbenchOptions,
     return result
 
 
+def _time_ratio(first_rate: float | None, rate: float) -> float | None:
+    """Time per call relative to the first PATH: the first's throughput over this one's
+    (not a p50 ratio: on network storage most calls hit the client's cache, the tail is
+    the cost)."""
+    r = ratio(first_rate or 0.0, rate)
+    return None if r is None else round(r, 3)
+
+
 def _run_cells(env: Env, opts: FsbenchOptions, result: res.FsbenchResult, state: str, op: str,
                workloads: list[fsworkload.Workload], owned: list[_Owned | None],
                pool: Any, iterations: int | None,
@@ -341,7 +349,7 @@ def _run_cells(env: Env, opts: FsbenchOptions, result: res.FsbenchResult, state:
     if state == "cold" and checks and not any(c.check for c in result.cold):
         result = replace(result, cold=tuple(replace(c, check=checks.get(k)) for k, c in enumerate(result.cold)))
     cells = list(result.cells)
-    first_p50 = None
+    first_rate = None
     for i, (w, acc) in enumerate(zip(workloads, accs)):
         stats = summarize(acc.samples, wall_s=acc.wall_ns / 1e9, errors=acc.other)
         parts_p50: dict[str, float] = {}
@@ -349,11 +357,11 @@ def _run_cells(env: Env, opts: FsbenchOptions, result: res.FsbenchResult, state:
             parts_p50["open"] = summarize(acc.open_ns, wall_s=0).p50_us
             parts_p50["fstat"] = summarize(acc.fstat_ns, wall_s=0).p50_us
         if i == 0:
-            first_p50 = stats.p50_us
+            first_rate = stats.ops_per_s
         cell = res.Cell(op=op, state=state, path_index=i, path=w.root, clients=opts.clients,
                         passes=acc.passes, calls_per_pass=w.calls_per_pass(op), ok=acc.ok,
                         enoent=acc.enoent, other_errors=acc.other, stats=stats,
-                        ratio_to_first=None if i == 0 else ratio(stats.p50_us, first_p50 or 0),
+                        ratio_to_first=None if i == 0 else _time_ratio(first_rate, stats.ops_per_s),
                         parts_p50_us=parts_p50)
         cells.append(cell)
         result = replace(result, cells=tuple(cells))

@@ -32,6 +32,7 @@ from statstorm.adapters.wrk import Wrk
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
 from statstorm.model import knee as knee_model
+from statstorm.model import stats
 from statstorm.results.common import write_json_atomic
 from statstorm.results.sweep import (ErrorCounts, LevelResult, LoadRun, RepeatResult,
                                      ServerSignals, SweepResult)
@@ -260,10 +261,17 @@ def aggregate(level: float, model: str, repeats: Sequence[RepeatResult], validat
         concurrency=int(level) if model == "closed" else None,
         rate=level if model == "open" else None,
         repeats=tuple(repeats), rps=med(rps), rps_spread=round(knee_model.spread(rps), 3),
-        p50=med([r.p50 for r in runs]), p90=med([r.p90 for r in runs]),
-        p99=med([r.p99 for r in runs]), max=round(max(r.max for r in runs), 3),
+        **_merged_latency(runs), max=round(max(r.max for r in runs), 3),
         errors=errors, server=server, validation=validation,
     )
+
+
+def _merged_latency(runs: Sequence[LoadRun]) -> dict[str, float]:
+    """p50/p90/p99 of all the level's requests: the runs' spectra merged (model.stats)."""
+    merged = stats.merged_percentiles([(r.percentiles, r.requests) for r in runs], (50, 90, 99))
+    if merged is None or not all(r.percentiles for r in runs):  # no spectrum: runs' medians
+        merged = [stats.median([getattr(r, k) for r in runs]) for k in ("p50", "p90", "p99")]
+    return {k: round(v, 3) for k, v in zip(("p50", "p90", "p99"), merged)}
 
 
 def _trace_medians(srv: Sequence[ServerSignals]) -> dict[str, Any]:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import os
-import re
 import shlex
-import shutil
 import signal
 import socket
 import threading
@@ -22,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import (bpftrace, labs, mounts, php_targets, procs, round_trips,
-                                strace_log)
+from statstorm.adapters import (bpftrace, mounts, php_targets, procs, round_trips, strace_log,
+                                trace_targets)
 from statstorm.adapters.bpftrace_session import BpftraceSession, EventFramer, Refused
 from statstorm.adapters.strace_session import StraceSession
 from statstorm.env import Env
@@ -51,20 +49,6 @@ class TraceOptions:
     output: Path | None = None
     backend: str = "auto"  # auto | bpftrace | strace
     counts: bool = False  # count per request in the kernel: no paths, mounts or operations
-
-
-@dataclass
-class Target:
-    mode: str  # pool | pids | lab | cmd
-    description: str
-    pids: list[int] = field(default_factory=list)
-    parents: list[int] = field(default_factory=list)
-    binaries: list[str] = field(default_factory=list)
-    pool: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
-    argv: list[str] = field(default_factory=list)
-    allow: Callable[[str], bool] | None = None  # given a process title: trace it?
-    code: str = ""  # where the code is served from (round trips of the storage under it)
 
 
 @dataclass
@@ -104,54 +88,6 @@ def validate(opts: TraceOptions) -> None:
         raise UsageError(f"{out}: directory {parent} is not writable; choose another -o")
     if opts.cmd is not None and not shlex.split(opts.cmd):
         raise UsageError("--cmd is empty; e.g. --cmd 'php script.php'")
-
-
-# -- targets ---------------------------------------------------------------------------------
-def _pool_target(env: Env, pool: php_targets.FpmPool, mode: str, description: str) -> Target:
-    return Target(mode=mode, description=description, pids=pool.workers, parents=pool.masters,
-                  binaries=pool.binaries, pool=pool.name, settings=pool.settings(env),
-                  allow=pool.allow)
-
-
-def resolve(env: Env, opts: TraceOptions) -> Target:
-    if opts.lab:
-        state = labs.require_up(env, opts.lab)
-        # The lab's master gets its ini overrides as -d options: read them back the same way.
-        pool = php_targets.lab_pool(state, labs.fpm_argv(state))
-        t = _pool_target(env, pool, "lab", f"lab {opts.lab} (pool {state.pool})")
-        t.settings["lab"] = opts.lab
-        t.code = state.docroot
-        return t
-    if opts.pool:
-        fpm = php_targets.find_pool(opts.pool)
-        t = _pool_target(env, fpm, "pool", f"pool {opts.pool}")
-        t.code = php_targets.docroot_of(env, fpm)
-        return t
-    if opts.pids:
-        for p in opts.pids:
-            if not procs.alive(p):
-                raise UsageError(f"PID {p} is not running")
-        binaries = [procs.exe(p) for p in opts.pids]
-        t = Target(mode="pids", description="PIDs " + ",".join(map(str, opts.pids)),
-                   pids=list(opts.pids), binaries=php_targets.php_binaries(binaries))
-        pool_name = php_targets.pool_of_worker(opts.pids[0])
-        if pool_name:
-            master = procs.ppid(opts.pids[0])
-            cm = re.search(r"\((\S+)\)", " ".join(procs.cmdline(master)))
-            t.settings = php_targets.fpm_settings(
-                env, binaries[0], [binaries[0]] + (["-y", cm.group(1)] if cm else []), pool_name)
-        elif os.path.basename(binaries[0]).startswith("php"):
-            t.settings = php_targets.cli_settings(env, [binaries[0], *procs.cmdline(opts.pids[0])[1:]])
-        return t
-    assert opts.cmd is not None
-    argv = shlex.split(opts.cmd)
-    exe = shutil.which(argv[0])
-    if exe is None:
-        raise UsageError(f"--cmd: {argv[0]!r} not found in PATH")
-    t = Target(mode="cmd", description=f"command {opts.cmd}", argv=argv,
-               binaries=php_targets.php_binaries([os.path.realpath(exe)]))
-    t.settings = php_targets.cli_settings(env, argv)
-    return t
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -197,7 +133,8 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
     validate(opts)
     if os.geteuid() != 0:
         bpftrace.check_privileges()
-    target = resolve(env, opts)
+    target = trace_targets.resolve(env, lab=opts.lab, pool=opts.pool,
+                                   pids=list(opts.pids) if opts.pids else None, cmd=opts.cmd)
     out = opts.output or default_output()
     backend = opts.backend
     warnings: list[str] = []
@@ -221,7 +158,7 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
         return _run_strace(env, opts, target, out, warnings, progress, ready, stop)
 
 
-def _header(source: str, target: Target, opts: TraceOptions) -> dict[str, Any]:
+def _header(source: str, target: trace_targets.Target, opts: TraceOptions) -> dict[str, Any]:
     targets: dict[str, Any] = {"mode": target.mode, "description": target.description,
                                "pids": target.pids}
     if target.pool:
@@ -245,7 +182,7 @@ def _build_input(env: Env, progress: Callable[[str], None] | None, path: Path) -
               f"{time.monotonic() - t0:.1f} s")
 
 
-def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
+def _run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
                   warnings: list[str], progress: Callable[[str], None] | None,
                   ready_event: threading.Event | None = None,
                   stop: threading.Event | None = None) -> TraceRun:
@@ -260,7 +197,8 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
     session = BpftraceSession(binary, make(bpftrace.Targets(tuple(target.pids),
                                                             tuple(target.parents)),
                                            target.binaries))
-    framer = EventFramer(php_targets.TitleFilter(target.allow) if target.allow else None)
+    framer = EventFramer(php_targets.TitleFilter(target.allow, *([target.settled] if target.settled
+                                                                 else [])) if target.allow else None)
     summary = SummaryBuilder(header)
     writer = TraceWriter(out, header)
     stopped = "end"
@@ -415,7 +353,7 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: Target, out: Path,
     return TraceRun(out, result, "bpftrace", warnings)
 
 
-def _run_strace(env: Env, opts: TraceOptions, target: Target, out: Path, warnings: list[str],
+def _run_strace(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path, warnings: list[str],
                 progress: Callable[[str], None] | None,
                 ready: threading.Event | None = None,
                 stop: threading.Event | None = None) -> TraceRun:

@@ -21,6 +21,7 @@ from statstorm.results.trace import Trace, read_trace
 from statstorm.results.trace.raw import TraceRecords, read_records
 from statstorm.results.whatif_input import CachedInput, measured_per_request
 
+SCHEMA = "statstorm.whatif/1"
 FIND_MIN = ("realpath_cache_size",)
 UNLIMITED = 1 << 40
 
@@ -44,7 +45,7 @@ class WhatifRun:
     find_min: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"current": self.current, "proposed": self.proposed,
+        out: dict[str, Any] = {"schema": SCHEMA, "current": self.current, "proposed": self.proposed,
                                "measured": {"per_request": self.measured},
                                "changes": {k: v for k, v in self.changes},
                                "profile": self.profile_source}

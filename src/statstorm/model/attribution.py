@@ -172,8 +172,16 @@ class Attributor:
         p.stack.clear()
 
     def on_startup(self, pid: int, ts: int, script: str) -> None:
-        self._rel(ts)
+        rel = self._rel(ts)
         p = self._proc(pid)
+        if not self._single and p.req is not None and p.ended:
+            # Another request on the same connection (HTTP keep-alive into Apache's mod_php
+            # children): it starts here. What the server did between the two (reading the
+            # request, its directory walk) stays with the one before.
+            self._finish_request(p)
+            p.req = Request(self._new_req_id(), pid, rel)
+            p.executing = p.included = False
+            p.stack.clear()
         p.started = True
         req = self._single_req if self._single else p.req
         if req is not None and not req.script:

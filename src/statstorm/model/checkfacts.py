@@ -101,6 +101,9 @@ class Facts:
     fsbench_p50_us: dict[str, dict[str, float]] = field(default_factory=dict)  # mount → op → µs
     apache: ApacheFacts | None = None  # the Apache server in front of PHP, if any
     huge_mapped_kb: tuple[int, ...] | None = None  # per PHP process: AnonHugePages+FilePmdMapped
+    # the code huge_code_pages would move: the first executable mapping of a PHP process
+    # (path, start, end), as its master loaded it (the addresses change at every start)
+    code_mapping: tuple[str, int, int] | None = None
 
 
 # -- value parsing -----------------------------------------------------------------------------

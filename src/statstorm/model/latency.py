@@ -1,4 +1,5 @@
-"""Latency statistics of timed samples (pure): percentiles, rate and a log2 histogram."""
+"""Latency statistics of timed samples (pure): percentiles, rate and a log2 histogram
+(definitions in statstorm.model.stats)."""
 
 from __future__ import annotations
 
@@ -6,27 +7,18 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from statstorm.model import stats
+
 
 def percentile(sorted_ns: Sequence[int], q: float) -> float:
-    """Nearest-rank-with-interpolation percentile `q` (0-100) of already sorted samples."""
-    if not sorted_ns:
-        return 0.0
-    if len(sorted_ns) == 1:
-        return float(sorted_ns[0])
-    pos = (len(sorted_ns) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_ns) - 1)
-    frac = pos - lo
-    return sorted_ns[lo] + (sorted_ns[hi] - sorted_ns[lo]) * frac
+    """Percentile `q` (0-100) of samples: the product's one definition (statstorm.model.stats)."""
+    return stats.percentile(sorted_ns, q)
 
 
 def log2_histogram(samples_ns: Sequence[int]) -> list[tuple[int, int]]:
-    """Buckets [2^k, 2^(k+1)) ns as (lower bound ns, count), only non-empty ones, ascending."""
-    counts: dict[int, int] = {}
-    for v in samples_ns:
-        k = max(int(v), 1).bit_length() - 1
-        counts[k] = counts.get(k, 0) + 1
-    return [(1 << k, counts[k]) for k in sorted(counts)]
+    """Buckets [2^k, 2^(k+1)) ns as (lower bound ns, count), only non-empty ones, ascending
+    (statstorm.model.stats's log2 bucketing; a sample below 1 ns counts in the 1 ns bucket)."""
+    return [(int(b), c) for b, c in stats.log2_histogram(max(int(v), 1) for v in samples_ns)]
 
 
 @dataclass(frozen=True)
@@ -55,12 +47,12 @@ def summarize(samples_ns: Sequence[int], *, wall_s: float, errors: int = 0) -> L
         return LatencyStats(0, errors, wall_s, 0.0, 0, 0, 0, 0, 0, 0, 0, ())
     mean = sum(s) / n
     var = sum((x - mean) ** 2 for x in s) / (n - 1) if n > 1 else 0.0
+    p50, p95, p99 = stats.percentiles(s, (50, 95, 99))
     return LatencyStats(
         count=n, errors=errors, wall_s=wall_s,
         ops_per_s=n / wall_s if wall_s > 0 else 0.0,
         min_us=s[0] / 1000, mean_us=mean / 1000,
-        p50_us=percentile(s, 50) / 1000, p95_us=percentile(s, 95) / 1000,
-        p99_us=percentile(s, 99) / 1000, max_us=s[-1] / 1000,
+        p50_us=p50 / 1000, p95_us=p95 / 1000, p99_us=p99 / 1000, max_us=s[-1] / 1000,
         stdev_us=math.sqrt(var) / 1000,
         histogram=tuple(log2_histogram(s)),
     )

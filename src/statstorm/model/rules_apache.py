@@ -6,8 +6,9 @@ Apache's directory walk (server/request.c, ap_directory_walk) visits every direc
 `/` down to the requested file's: where AllowOverride is not None it opens `.htaccess` there
 (a failed open, on network storage a round trip, when there is none), and where Options lack
 FollowSymLinks (or have SymLinksIfOwnerMatch) it lstat()s the component to check for a
-symlink. Both are once per request per directory; `tests/test_apache_check.py` counts them
-under strace on a real Apache lab.
+symlink. Both are once per request per directory (and once more under the script's own
+name: `index.php/.htaccess`); `tests/test_apache_check.py` counts them under strace on a
+real Apache lab.
 """
 
 from __future__ import annotations
@@ -44,12 +45,16 @@ def htaccess_lookups(facts: Facts) -> list[Finding]:
     if not dirs:
         return []
     severity, where = _network_note(facts)
+    # The walk also tries the script's own name as a directory (`index.php/.htaccess`, a
+    # failed open with ENOTDIR) where the docroot allows overrides: seen under strace.
+    lookups = len(dirs) + (1 if dirs[-1][0] == a.walk[-1][0] else 0)
     ev = [f"AllowOverride {ov} in effect for {d}" for d, ov in dirs[-3:]]
-    ev.append(f"a request for a script in {a.docroot} looks for .htaccess in {len(dirs)} "
-              f"director{'y' if len(dirs) == 1 else 'ies'} (more for scripts below it); {where}")
+    ev.append(f"a request for a script in {a.docroot} tries {lookups} .htaccess path(s): one "
+              f"in each of {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'} and one under "
+              f"the script's own name (more for scripts below the docroot); {where}")
     if a.directory_source:
         ev.append(f"set in {a.directory_source}")
-    gain = {"metric": "syscalls per request", "syscalls_per_request": -float(len(dirs))}
+    gain = {"metric": "syscalls per request", "syscalls_per_request": -float(lookups)}
     if a.htaccess_files:
         ev.append(f"{len(a.htaccess_files)} .htaccess file(s) hold rules: "
                   + ", ".join(a.htaccess_files[:3]))

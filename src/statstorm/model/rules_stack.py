@@ -190,6 +190,19 @@ def pm_max_children_memory(facts: Facts) -> list[Finding]:
 
 
 # -- huge pages -----------------------------------------------------------------------------------
+def _code_window(facts: Facts, page: int) -> tuple[int, str] | None:
+    """Whole huge pages in the code PHP would remap (the main binary's executable mapping, at
+    the address this master loaded it), and a line of evidence; None when not read."""
+    if facts.code_mapping is None:
+        return None
+    path, start, end = facts.code_mapping
+    lo, hi = -(-start // page) * page, end // page * page
+    n = max(0, (hi - lo) // page)
+    return n, (f"opcache.huge_code_pages remaps only the main binary's code: {path} at "
+               f"{start:#x}-{end:#x} ({(end - start) / (1 << 20):.1f} MiB) holds {n} whole "
+               f"{page >> 10} kB page(s) at this load address (it changes at every start)")
+
+
 def huge_code_pages(facts: Facts) -> list[Finding]:
     hp = facts.hugepages
     if not opcache_on(facts) or hp is None or not facts.text_bytes:
@@ -204,33 +217,42 @@ def huge_code_pages(facts: Facts) -> list[Finding]:
           f"{facts.text_bytes / (1 << 20):.1f} MiB = {pages} huge page(s) of {hp.page_kb} kB",
           f"explicit huge pages free: {hp.free_hugepages} of {hp.nr_hugepages}; "
           f"transparent huge pages: {hp.thp_enabled or 'unknown'}"]
+    window = _code_window(facts, page)
+    used = facts.huge_mapped_kb
+    if used:
+        ev.append("huge pages mapped in the PHP processes (AnonHugePages + FilePmdMapped): "
+                  + ", ".join(f"{kb} kB" for kb in used[:8]))
+    if window is not None:
+        ev.append(window[1])
+    gain_note = ("the gain is iTLB misses, not file-system calls (about 2-3 % QPS reported); "
+                 "`statstorm matrix --huge-code-pages off,on` measures it with its interval")
+    if window is not None and window[0] == 0:
+        return [finding("info", "huge code pages have nothing to move here", ev,
+                        ["# nothing to change: no whole huge page of PHP's code at this load "
+                         "address (a later start may load it elsewhere; PHP's code in a shared "
+                         "library, as mod_php's, is never moved)"],
+                        "none", None, gain_note)]
     if on and not explicit and not thp:
         return [finding("warning", "opcache.huge_code_pages is on but no huge pages are available", ev,
                    [f"vm.nr_hugepages = {hp.nr_hugepages + pages}",
                     "# or: echo madvise > /sys/kernel/mm/transparent_hugepage/enabled"],
                    f"reserves {pages * hp.page_kb // 1024} MiB of RAM for huge pages", None,
-                   "the gain is iTLB misses, not file-system calls (about 2-3 % QPS reported)")]
-    used = facts.huge_mapped_kb
+                   gain_note)]
     if on and used is not None and used and not any(used):
-        ev.append(f"huge pages mapped in the PHP processes (AnonHugePages + FilePmdMapped): "
-                  f"0 kB in all {len(used)}")
         return [finding("warning", "opcache.huge_code_pages is on but PHP got no huge pages", ev,
                    ["# echo madvise > /sys/kernel/mm/transparent_hugepage/enabled",
                     f"# or: vm.nr_hugepages = {hp.nr_hugepages + pages}",
                     "# then restart the PHP master (a reload keeps the old mapping)"],
-                   "none: the setting costs nothing when it takes effect", None,
-                   "the gain is iTLB misses, not file-system calls (about 2-3 % QPS reported)")]
+                   "none: the setting costs nothing when it takes effect", None, gain_note)]
     if on:
         return []
     change = ["opcache.huge_code_pages = 1"]
     if not explicit and not thp:
         change.append(f"vm.nr_hugepages = {hp.nr_hugepages + pages}")
     return [finding("info", "PHP's code could run from huge pages", ev, change,
-               "needs a php-fpm restart; "
+               "needs a restart of the PHP master (apply reloads it); "
                + ("uses transparent huge pages (no reservation)" if thp and not explicit else
-                  f"reserves {pages * hp.page_kb // 1024} MiB of RAM"), None,
-               "the gain is iTLB misses, not file-system calls (about 2-3 % QPS reported); "
-               "measure it with a sweep")]
+                  f"reserves {pages * hp.page_kb // 1024} MiB of RAM"), None, gain_note)]
 
 
 # -- comparison ------------------------------------------------------------------------------------

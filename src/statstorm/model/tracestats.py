@@ -11,6 +11,7 @@ from array import array
 from collections import Counter, defaultdict
 from typing import Any, Protocol
 
+from statstorm.model import stats
 from statstorm.results.trace.vocabulary import (CALLS, SUMMARY_KEYS, CountRow, Operation,
                                                 Request, RequestCounts, Syscall, Trace)
 from statstorm.results.trace.vocabulary import call_type as _call_type
@@ -18,13 +19,9 @@ from statstorm.results.trace.vocabulary import call_type as _call_type
 TOP = 15
 
 
-def percentile(sorted_vals: list[float] | list[int], q: float) -> float:
-    if not sorted_vals:
-        return 0.0
-    k = (len(sorted_vals) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(sorted_vals) - 1)
-    return float(sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo))
+def percentile(sorted_vals: list[float] | list[int] | array[int], q: float) -> float:
+    """Percentile `q` given as a fraction (0-1): statstorm.model.stats's one definition."""
+    return stats.percentile(sorted_vals, q * 100.0)
 
 
 def _counts() -> Counter[str]:
@@ -32,10 +29,10 @@ def _counts() -> Counter[str]:
 
 
 def _bucket(lat_ns: int) -> str:
-    us = lat_ns / 1000
-    edge = 1
-    while us >= edge and edge < 1 << 20:
-        edge <<= 1
+    """The log2 bucket (statstorm.model.stats) of a latency, named by its upper edge in µs:
+    "<1" for anything under 1 µs, "<1048576" for anything from 2^19 µs up."""
+    lower_us = stats.log2_bucket(lat_ns / 1000)
+    edge = min(max(1, int(lower_us * 2)), 1 << 20)
     return f"<{edge}"
 
 

@@ -1,6 +1,6 @@
 """Results of `statstorm fsbench`: frozen dataclasses and their schema-versioned JSON.
 
-The JSON (schema `statstorm.fsbench/1`) is rewritten atomically after every cell, so a run
+The JSON (schema `statstorm.fsbench/2`) is rewritten atomically after every cell, so a run
 that is interrupted still leaves every finished measurement on disk.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from statstorm.model.latency import LatencyStats
 from statstorm.results.common import write_json_atomic
 
-SCHEMA = "statstorm.fsbench/1"
+SCHEMA = "statstorm.fsbench/2"  # 2: ratio_to_first is time per call, not p50
 PROFILE_SCHEMA = "statstorm.latency-profile/1"
 
 
@@ -59,7 +59,7 @@ class Cell:
     enoent: int
     other_errors: int
     stats: LatencyStats
-    ratio_to_first: float | None = None
+    ratio_to_first: float | None = None  # time per call / first PATH's (throughput ratio)
     parts_p50_us: dict[str, float] = field(default_factory=dict)  # open: open/fstat alone
 
     def to_json(self) -> dict[str, Any]:

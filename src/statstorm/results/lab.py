@@ -21,12 +21,19 @@ class LabState:
     port: int
     workers: int
     state_dir: str
+    # The serving architecture: nginx + php-fpm, or Apache with an MPM and a PHP handler
+    # (fpm | mod_php | fcgid). Labs written before Apache labs read as nginx + fpm.
+    server: str = "nginx"
+    mpm: str = ""  # event | worker | prefork (Apache only)
+    handler: str = "fpm"
+    allow_override: str = ""  # Apache's AllowOverride for the docroot: None | All
     php_ini: dict[str, str] = field(default_factory=dict)  # the overrides given to the master
-    effective_ini: dict[str, str] = field(default_factory=dict)  # read back with `php-fpm -i`
+    # read back with `php-fpm -i`, or from phpinfo() under mod_php and fcgid
+    effective_ini: dict[str, str] = field(default_factory=dict)
     mount_options: dict[str, str] = field(default_factory=dict)
     phase: str = "starting"  # starting | up | failed
     url: str = ""
-    pool: str = ""
+    pool: str = ""  # the php-fpm pool; '' when Apache runs PHP itself (mod_php, fcgid)
     code_path: str = ""
     docroot: str = ""
     entry_path: str = ""  # the page `lab up` checks, e.g. /index.php?title=Main_Page
@@ -34,6 +41,11 @@ class LabState:
     fpm_master_pid: int = 0
     fpm_socket: str = ""
     nginx_pid: int = 0
+    apache_pid: int = 0  # the lab's apache2 master
+    php_cgi_binary: str = ""  # fcgid: the php-cgi that mod_fcgid starts
+    # WordPress: the lab's own mariadbd (data in <state dir>/data/mysql) and its socket
+    mariadb_pid: int = 0
+    db_socket: str = ""
     # GlusterFS
     volume: str = ""
     brick: str = ""
@@ -41,6 +53,8 @@ class LabState:
     fuse_client_pid: int = 0
     started_glusterd: bool = False
     # Live fields (filled by `status`, not stored): worker PIDs change when workers recycle.
+    # The processes running PHP: php-fpm's workers, Apache's children (mod_php) or the
+    # php-cgi processes mod_fcgid started so far (it starts them on demand).
     worker_pids: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

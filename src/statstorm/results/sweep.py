@@ -97,7 +97,8 @@ class RepeatResult:
 
 @dataclass(frozen=True)
 class LevelResult:
-    """One level of the sweep: all repeats, and their medians."""
+    """One level of the sweep: all repeats; requests/s is their median, p50/p90/p99 are of all
+    the level's requests together (the repeats' latency histograms merged, model/stats.py)."""
 
     concurrency: int | None
     rate: float | None

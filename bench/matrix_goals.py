@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Benchmark: `statstorm matrix`'s goals, printed as ratios side by side.
+
+Goals (issue "Apache, WordPress and statstorm matrix"):
+  (a) the matrix resolves a 3 % throughput difference at 95 % confidence on this machine —
+      shown on a cell pair with a known, real difference: the same cell twice, one with a
+      test knob that burns CPU at the start of every request, sized from a calibration run
+      so that it costs about 3 % of the throughput;
+  (b) the full default matrix (6 architectures × OPcache on/off) on MediaWiki (or
+      --app wordpress) in ≤ 20 minutes, its plan printed first;
+  (c) huge code pages' effect on WordPress (or --huge-app mediawiki), with its interval,
+      whatever it turns out to be.
+
+Run as root on a quiet machine:  python3 bench/matrix_goals.py [--only a,b,c]
+Each part runs `statstorm matrix … --json` and reads its result file; nothing here measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+GOAL_RATIO, GOAL_FULL_S = 0.03, 20 * 60.0
+
+
+def statstorm(args: list[str], *, show: bool = True) -> tuple[int, str]:
+    argv = [sys.executable, "-m", "statstorm", *args]
+    print("$ statstorm " + " ".join(args), flush=True)
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=None if show else subprocess.DEVNULL,
+                          text=True)
+    return proc.returncode, proc.stdout
+
+
+def result(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text()))
+
+
+def comparison(data: dict[str, Any], a: str, b: str) -> dict[str, Any]:
+    for c in data["comparisons"]:
+        if (c["a"], c["b"]) == (a, b):
+            return dict(c)
+        if (c["a"], c["b"]) == (b, a):  # report B against A as asked
+            inv = dict(c)
+            inv["ratio"] = 1 / c["ratio"]
+            inv["ci_low"], inv["ci_high"] = 1 / c["ci_high"], 1 / c["ci_low"]
+            return inv
+    raise SystemExit(f"no comparison of {a} and {b} in the result")
+
+
+def part_a(out: Path, app: str, rounds: int, duration: int) -> dict[str, Any]:
+    """Two cells with a known difference: nginx-fpm OPcache on vs the same with CPU burnt."""
+    cell = "nginx-fpm/opcache-on/local"
+    calib = out / "a-calibration.json"
+    statstorm(["matrix", "--app", app, "--arch", "nginx-fpm", "--opcache", "on", "--rounds", "1",
+               "-d", str(duration), "-o", str(calib), "--json"], show=False)
+    rps = result(calib)["cells"][0]["rps"]["median"]
+    cores = os.cpu_count() or 1
+    # CPU time of one request ≈ cores / throughput (the load generator shares the cores,
+    # so this overestimates a little); 3 % of it per request is a ~3 % slowdown.
+    spin_us = max(1, round(GOAL_RATIO * cores / rps * 1e6))
+    print(f"(a) calibration: {rps:.1f} req/s → test knob of {spin_us} µs of CPU per request")
+    # The same cell twice: the twin ("+knob") burns the CPU; nothing else differs.
+    path = out / "a.json"
+    statstorm(["matrix", "--app", app, "--arch", "nginx-fpm", "--opcache", "on",
+               "--rounds", str(rounds), "-d", str(duration),
+               "--test-spin", f"{cell}+={spin_us}", "-o", str(path), "--json"], show=False)
+    data = result(path)
+    c = comparison(data, cell, cell + "+knob")
+    c["spin_us"] = spin_us
+    return c
+
+
+def part_b(out: Path, app: str) -> tuple[float, dict[str, Any]]:
+    path = out / "b.json"
+    statstorm(["matrix", "--app", app, "--dry-run", "-o", str(path)])
+    t0 = time.monotonic()
+    statstorm(["matrix", "--app", app, "-o", str(path), "--json"], show=False)
+    return time.monotonic() - t0, result(path)
+
+
+def part_c(out: Path, app: str, rounds: int) -> dict[str, Any]:
+    path = out / "c.json"
+    statstorm(["matrix", "--app", app, "--arch", "nginx-fpm", "--opcache", "on",
+               "--huge-code-pages", "off,on", "--rounds", str(rounds), "-o", str(path), "--json"],
+              show=False)
+    data = result(path)
+    c = comparison(data, "nginx-fpm/opcache-on/local", "nginx-fpm/opcache-on+huge-pages/local")
+    hp = [cell.get("huge_pages") or {} for cell in data["cells"]]
+    c["huge_pages_in_use"] = [h.get("in_use") for h in hp]
+    c["thp_mode"] = data["thp_mode"]
+    return c
+
+
+def fmt(c: dict[str, Any]) -> str:
+    return (f"{c['ratio']:.4f} [{c['ci_low']:.4f} – {c['ci_high']:.4f}] p={c['p_value']:.4f} "
+            f"{c['verdict']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default="a,b,c", help="parts to run (a,b,c)")
+    ap.add_argument("--app", default="mediawiki", help="app of (a) and (b)")
+    ap.add_argument("--huge-app", default="wordpress", help="app of (c)")
+    ap.add_argument("--rounds", type=int, default=10, help="rounds of (a) and (c)")
+    ap.add_argument("--duration", type=int, default=10, help="seconds per cell-round in (a)")
+    ap.add_argument("--out", type=Path, default=None, help="directory of the result files")
+    args = ap.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="matrix-goals-"))
+    out.mkdir(parents=True, exist_ok=True)
+    parts = set(args.only.split(","))
+    rows: list[tuple[str, str, str]] = []
+    if "a" in parts:
+        c = part_a(out, args.app, args.rounds, args.duration)
+        ok = c["verdict"] == "significant" and c["ci_high"] < 1.0
+        rows.append(("(a) known ~3 % slowdown (B/A)", fmt(c) + f", knob {c['spin_us']} µs",
+                     "resolved" if ok else "NOT resolved"))
+    if "b" in parts:
+        wall, data = part_b(out, args.app)
+        failed = sum(c["failed"] for c in data["cells"])
+        rows.append(("(b) full default matrix", f"{wall / 60:.1f} min for {len(data['cells'])} "
+                     f"cells, {failed} failed answers; ratio to goal {wall / GOAL_FULL_S:.2f}",
+                     "met" if wall <= GOAL_FULL_S else "MISSED"))
+    if "c" in parts:
+        c = part_c(out, args.huge_app, args.rounds)
+        rows.append(("(c) huge code pages on/off (B/A)",
+                     fmt(c) + f", in use {c['huge_pages_in_use']}, THP {c['thp_mode']}",
+                     "reported"))
+    print(f"\nresult files in {out}")
+    width = max(len(r[0]) for r in rows) if rows else 0
+    for name, value, verdict in rows:
+        print(f"{name:<{width}}  {value}  → {verdict}")
+
+
+if __name__ == "__main__":
+    main()

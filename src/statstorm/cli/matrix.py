@@ -1,0 +1,210 @@
+"""`statstorm matrix …` and `statstorm matrix import …`: flags → MatrixOptions → commands.matrix
+→ table / JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from statstorm.cli import cli
+from statstorm.commands import matrix as matrix_cmd
+from statstorm.commands import matrix_import
+from statstorm.model.matrix_grid import ARCHS, MatrixOptions, parse_arch, parse_knob, parse_on_off
+from statstorm.env import Env
+from statstorm.errors import EXIT_FAILURE
+from statstorm.results.matrix import MatrixResult
+
+
+def _list(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _fmt(v: object, spec: str = ".1f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def cells_table(result: MatrixResult) -> Table:
+    t = Table(title=f"matrix on {result.app or 'imported runs'} ({result.source}; THP "
+                    f"{result.thp_mode or 'unknown'})")
+    for h in ("cell", "good req/s (median)", "95 % interval", "rounds", "p50 ms", "p99 ms",
+              "failed", "PSS server/php/worker MB", "huge pages"):
+        t.add_column(h, justify="left" if h == "cell" else "right")
+    for c in result.cells:
+        s = c.summary
+        rps = s.get("rps") or {}
+        pss = s.get("pss_mb")
+        hp = s.get("huge_pages")
+        knob = " [test knob]" if c.knob else ""
+        t.add_row(c.id + knob, _fmt(rps.get("median")),
+                  f"{_fmt(rps.get('ci_low'))} – {_fmt(rps.get('ci_high'))}"
+                  + (f" ({rps.get('coverage', 0) * 100:.0f} %)" if rps.get("rounds", 0) > 1 else ""),
+                  str(rps.get("rounds", 0)), _fmt(s.get("p50_ms"), ".2f"), _fmt(s.get("p99_ms"), ".2f"),
+                  f"{s.get('failed', 0)} of {s.get('requests', 0)}",
+                  f"{pss['server']:g} / {pss['php']:g} / {pss['per_worker']:g}" if pss else "-",
+                  ("yes" if hp["in_use"] else "no") if hp else "-")
+    return t
+
+
+def comparisons_table(result: MatrixResult, all_pairs: bool) -> Table | None:
+    rows = [c for c in result.comparisons if all_pairs or len(c["differs_in"]) == 1]
+    if not rows:
+        return None
+    t = Table(title="comparisons: B against A (throughput ratio of medians)"
+              + ("" if all_pairs else ", pairs that differ in one parameter"))
+    for h in ("A", "B", "B/A", "95 % interval", "p", "verdict"):
+        t.add_column(h, justify="left" if h in ("A", "B", "verdict") else "right")
+    for c in rows:
+        t.add_row(c["a"], c["b"], _fmt(c["ratio"], ".3f"),
+                  f"{_fmt(c['ci_low'], '.3f')} – {_fmt(c['ci_high'], '.3f')}",
+                  _fmt(c["p_value"], ".4f"), c["verdict"])
+    return t
+
+
+def render(result: MatrixResult, all_pairs: bool = False) -> None:
+    console = Console(file=sys.stdout, width=160)
+    console.print(cells_table(result))
+    failed = [c for c in result.cells if c.summary.get("failed")]
+    for c in failed:
+        fb = c.summary["failed_by"]
+        console.print(f"[bold]{c.id}[/]: {c.summary['failed']} answer(s) failed validation "
+                      f"(status {fb['status']}, length {fb['length']}, marker {fb['marker']}, "
+                      f"socket errors {fb['socket']})")
+    comp = comparisons_table(result, all_pairs)
+    if comp is not None:
+        console.print(comp)
+    for w in result.warnings:
+        console.print(f"warning: {w}")
+
+
+@cli.group("matrix", invoke_without_command=True)
+@click.option("--app", type=click.Choice(["mediawiki", "wordpress", "synthetic"]),
+              default="synthetic", show_default=True, help="The app every cell serves.")
+@click.option("--arch", default=",".join(ARCHS), show_default=True, metavar="A1,A2,…",
+              help="Server-MPM-handler architectures, comma-separated.")
+@click.option("--opcache", default="on,off", show_default=True, help="OPcache: on, off or on,off.")
+@click.option("--huge-code-pages", "hcp", default="off", show_default=True,
+              help="opcache.huge_code_pages: on, off or on,off (with OPcache on only).")
+@click.option("--storage", default="local", show_default=True, metavar="local,glusterfs",
+              help="Where the code lives, comma-separated.")
+@click.option("--cells", default="", metavar="ID1,ID2,…",
+              help="Only these cells (ids as --dry-run prints them; globs allowed).")
+@click.option("--rounds", type=int, default=5, show_default=True,
+              help="Interleaved rounds: every cell is measured once per round.")
+@click.option("-d", "--duration", type=float, default=10.0, show_default=True,
+              help="Seconds of load per cell-round.")
+@click.option("--warmup", type=float, default=5.0, show_default=True,
+              help="Seconds of warm-up per cell before its first round, not recorded.")
+@click.option("--round-warmup", type=float, default=1.0, show_default=True,
+              help="Seconds of warm-up before every measured run, not recorded.")
+@click.option("-c", "--concurrency", type=int, default=8, show_default=True, help="wrk connections.")
+@click.option("--workers", type=int, default=4, show_default=True, help="PHP workers per lab.")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Per-request timeout, seconds.")
+@click.option("--marker", default="", help="Text every good answer holds  [default: the app's own]")
+@click.option("--length-tolerance", type=float, default=0.1, show_default=True,
+              help="A good answer's length is within this fraction of the primer's.")
+@click.option("--alpha", type=float, default=0.05, show_default=True,
+              help="Significance level of the comparisons (0.05: 95 % intervals).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="JSON result file, rewritten after every cell-round; an unfinished one is "
+                   "continued  [default: matrix-DATE-TIME.json]")
+@click.option("--resume", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Continue the matrix in this result file with the flags it was started with.")
+@click.option("--all-pairs", is_flag=True, help="Show every comparison, not only one-parameter ones.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and its estimated duration, and exit.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result JSON on stdout.")
+@click.option("--test-spin", multiple=True, hidden=True, metavar="CELL=US")
+@click.option("--test-break", multiple=True, hidden=True, metavar="CELL=N")
+@click.pass_context
+def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, storage: str,
+           cells: str, rounds: int, duration: float, warmup: float, round_warmup: float,
+           concurrency: int, workers: int, timeout: float, marker: str, length_tolerance: float,
+           alpha: float, output: Path | None, resume: Path | None, all_pairs: bool,
+           dry_run: bool, as_json: bool, test_spin: tuple[str, ...],
+           test_break: tuple[str, ...]) -> None:
+    """One app under a grid of serving architectures and PHP settings, measured with variance.
+
+    Every cell (architecture × OPcache × huge code pages × storage) is its own lab, all up at
+    once; after a primer request and a warm-up, cells are measured one at a time, round after
+    round (interleaved, so drift hits all alike). wrk validates every answer (status, length
+    within --length-tolerance of the primer's, the app's marker text): failures are counted
+    and shown. Per cell: the median of the rounds' good answers/s and its 95 % interval,
+    p50/p99 of all requests, PSS of the server and PHP processes, and whether the PHP workers
+    really got huge pages; between cells: the ratio of medians, its interval and a
+    Mann-Whitney test, or "no significant difference". Ctrl-C stops cleanly; run it again with
+    the same -o to continue. Needs root (it starts labs).
+
+    \b
+    Examples:
+      sudo statstorm matrix --app mediawiki --dry-run
+      sudo statstorm matrix --app mediawiki -o mw.json
+      sudo statstorm matrix --app wordpress --arch nginx-fpm --opcache on --huge-code-pages on,off --rounds 10
+      sudo statstorm matrix --app synthetic --arch nginx-fpm --cells 'nginx-fpm/*' --rounds 3 -d 5 --json
+      sudo statstorm matrix --resume mw.json
+      statstorm matrix import post.txt --json
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    env: Env = ctx.obj
+    knobs = tuple(parse_knob(t, "spin") for t in test_spin) + tuple(
+        parse_knob(t, "break") for t in test_break)
+    opts = MatrixOptions(
+        app=app, archs=tuple(parse_arch(a) for a in _list(arch)),
+        opcache=parse_on_off(opcache, "--opcache"), huge_code_pages=parse_on_off(hcp, "--huge-code-pages"),
+        storages=_list(storage), cells=_list(cells), rounds=rounds, duration_s=duration,
+        warmup_s=warmup, round_warmup_s=round_warmup, concurrency=concurrency, workers=workers,
+        timeout_s=timeout, marker=marker, length_tolerance=length_tolerance, alpha=alpha,
+        output=output, resume=resume, dry_run=dry_run, knobs=knobs)
+    plan = matrix_cmd.plan(env, opts)
+    for line in plan.lines():
+        (click.echo(line) if dry_run else env.log(line))
+    if dry_run:
+        return
+    result = matrix_cmd.run(env, plan)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        render(result, all_pairs)
+    env.log(f"matrix: {plan.output} written ({result.wall_s / 60:.1f} min measuring)")
+    if any(c.summary.get("failed") for c in result.cells):
+        ctx.exit(EXIT_FAILURE)
+
+
+@matrix.command("import")
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--label", "labels", multiple=True,
+              help="The label of each report, in order (default: the bulleted line above "
+                   "each report in the file, else FILE#N).")
+@click.option("--app", default="", help="The app the runs served (recorded only).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result JSON to this file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result JSON on stdout.")
+@click.pass_obj
+def import_(env: Env, files: tuple[Path, ...], labels: tuple[str, ...], app: str,
+            output: Path | None, as_json: bool) -> None:
+    """Import ab outputs measured elsewhere into the matrix's result form.
+
+    A FILE holds one ab report or several (a blog post quoting labelled runs); a label such
+    as "apache mpm_worker + php5-cgi + mod_fcgid" names the cell's server, MPM and handler.
+    One run per cell gives no interval: comparisons of imported cells never say significant.
+
+    \b
+    Examples:
+      statstorm matrix import post.txt
+      statstorm matrix import prefork.txt event-fpm.txt --label 'apache prefork mod_php' --label 'apache event fpm'
+      statstorm matrix import post.txt -o imported.json --json
+    """
+    from statstorm.results import matrix as results
+
+    result = matrix_import.import_ab(list(files), labels, app=app)
+    if output is not None:
+        results.save(output, result)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        render(result, all_pairs=True)

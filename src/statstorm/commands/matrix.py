@@ -1,0 +1,399 @@
+"""`statstorm matrix`: one app under a grid of serving architectures and PHP settings, measured
+the way TechEmpower and hyperfine measure.
+
+Order of work: validate every option → plan (printed first; `--dry-run` stops there) → every
+cell's lab up at once (`statstorm lab up`, one lab per cell, each on its own port) → per cell a
+primer request (status, length and marker of a good answer) and a warm-up → rounds: in each
+round every cell is loaded once, one cell at a time, in the same order (interleaved, so drift
+hits all cells alike); every answer is validated by wrk's Lua script; PSS of the server and
+PHP processes is sampled while the load goes → the result file rewritten after every
+cell-round → every lab down, whatever happened.
+
+Resuming: re-running with the same `-o` (or `--resume FILE`) measures only the cell-rounds the
+file lacks, on fresh labs of the same cells.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import threading
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from statstorm.adapters import http, lab_build, labs, phpfpm, procs, smaps, wrk_checked
+from statstorm.adapters.loadgen import load_lock
+from statstorm.env import Env
+from statstorm.errors import ComponentError, DependencyError, PrivilegeError, UsageError
+from statstorm.model import stats
+from statstorm.model.matrix_grid import (APPS, MAX_CELLS, MAX_ROUNDS, STORAGES, Cell, Knob,
+                                         MatrixOptions, Plan, estimate, grid, lab_name, remaining)
+from statstorm.model.matrix_summary import refresh
+from statstorm.results import matrix as results
+from statstorm.results.lab import LabState
+from statstorm.results.matrix import Cell as CellResult
+from statstorm.results.matrix import MatrixResult, Memory, Round
+
+# The text a good answer of each app holds (--marker overrides it).
+MARKERS = {"synthetic": "app=statstorm-synthetic", "mediawiki": 'id="mw-content-text"',
+           "wordpress": "/wp-content/themes/"}
+SAMPLE_EVERY_S = 0.25
+AfterRound = Callable[[MatrixResult], None]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def options_to_json(opts: MatrixOptions) -> dict[str, Any]:
+    d = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)
+         if f.name not in ("output", "resume", "dry_run")}
+    d["knobs"] = [[p, k.spin_us, k.break_every, k.twin] for p, k in opts.knobs]
+    return {**d, "identity": opts.identity()}
+
+
+def options_from_json(d: dict[str, Any], output: Path) -> MatrixOptions:
+    try:
+        known = {f.name for f in dataclasses.fields(MatrixOptions)}
+        kw: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
+                              for k, v in d.items() if k in known}
+        kw["knobs"] = tuple((k[0], Knob(k[1], k[2], bool(k[3:] and k[3])))
+                            for k in d.get("knobs", []))
+        return MatrixOptions(**{**kw, "output": output})
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{output}: its options cannot be read back ({exc})") from None
+
+
+def validate(env: Env, opts: MatrixOptions) -> None:
+    """Every option before anything starts (labs' own checks run as each lab starts)."""
+    if opts.app not in APPS:
+        raise UsageError(f"--app {opts.app!r}: choose one of {', '.join(APPS)}")
+    for s in opts.storages:
+        if s not in STORAGES:
+            raise UsageError(f"--storage {s!r}: choose from {', '.join(STORAGES)}")
+    if not opts.archs or not opts.storages:
+        raise UsageError("--arch and --storage need at least one value each")
+    if not 1 <= opts.rounds <= MAX_ROUNDS:
+        raise UsageError(f"--rounds must be between 1 and {MAX_ROUNDS}")
+    if not 1 <= opts.duration_s <= 600 or opts.duration_s != int(opts.duration_s):
+        raise UsageError("--duration must be whole seconds between 1 and 600 (wrk's unit)")
+    for flag, v in (("--warmup", opts.warmup_s), ("--round-warmup", opts.round_warmup_s)):
+        if v < 0 or v != int(v):
+            raise UsageError(f"{flag} must be whole seconds, 0 or more (wrk's unit)")
+    if not 1 <= opts.concurrency <= 1000:
+        raise UsageError("--concurrency must be between 1 and 1000")
+    if not 1 <= opts.workers <= 256:
+        raise UsageError("--workers must be between 1 and 256")
+    if not 0 <= opts.length_tolerance <= 10:
+        raise UsageError("--length-tolerance is a fraction of the primer's length, e.g. 0.1")
+    if not 0 < opts.alpha < 0.5:
+        raise UsageError("--alpha must be between 0 and 0.5, e.g. 0.05")
+    cells = grid(opts)
+    if not cells:
+        raise UsageError("no cell to run: --opcache off with --huge-code-pages on only is empty "
+                         "(huge code pages are an OPcache setting)")
+    if len(cells) > MAX_CELLS:
+        raise UsageError(f"{len(cells)} cells: at most {MAX_CELLS}; pick some with --cells")
+    if opts.dry_run:
+        return
+    if not env.is_root():
+        raise PrivilegeError("statstorm matrix needs root (it starts labs): run it with sudo")
+    if not wrk_checked.binary():
+        raise DependencyError("wrk is not installed: run scripts/setup.sh as root (Debian package wrk)")
+
+
+def output_path(opts: MatrixOptions, started: str) -> Path:
+    out = opts.resume or opts.output or Path(f"matrix-{started}.json")
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.exists() and out.is_dir():
+        raise UsageError(f"-o {out}: is a directory; name a file")
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise UsageError(f"-o {out}: {parent} is not a writable directory")
+    return out
+
+
+def plan(env: Env, opts: MatrixOptions) -> Plan:
+    """Validate and lay out the work (nothing starts)."""
+    if opts.resume is not None:
+        prev = results.load(opts.resume)
+        opts = dataclasses.replace(options_from_json(prev.options, opts.resume),
+                                   dry_run=opts.dry_run, resume=opts.resume)
+    validate(env, opts)
+    cells = grid(opts)
+    out = output_path(opts, datetime.now().strftime("%Y%m%d-%H%M%S"))
+    done: dict[str, set[int]] = {}
+    if out.exists() and out.stat().st_size:
+        prev = results.load(out)
+        if prev.source != "measured" or prev.options.get("identity") != opts.identity():
+            raise UsageError(f"-o {out} holds another matrix (other app, cells or settings): "
+                             "pick another -o, or the same flags to continue it")
+        done = {c.id: {r.round for r in c.rounds} for c in prev.cells}
+    order = remaining(cells, opts.rounds, done)
+    cmd = wrk_checked.command(wrk_checked.CheckSpec(
+        url="http://127.0.0.1:PORT/ENTRY", concurrency=opts.concurrency,
+        duration_s=opts.duration_s, timeout_s=opts.timeout_s,
+        marker=opts.marker or MARKERS[opts.app], expect_length=0,
+        length_tolerance=opts.length_tolerance))
+    cmd[cmd.index("--") + 2] = "PRIMER_LENGTH"
+    return Plan(options=opts, cells=tuple(cells), order=tuple(order), output=out,
+                estimated_s=estimate(opts, cells, order, with_labs=True),
+                wrk_command=tuple(cmd))
+
+
+def run(env: Env, p: Plan, after_round: AfterRound | None = None) -> MatrixResult:
+    """Measure the plan's remaining cell-rounds; labs always come down."""
+    opts = p.options
+    result = _start_result(p)
+    order = list(p.order)
+    if not order:
+        env.log(f"matrix: {p.output} already holds every round; nothing to measure")
+        refresh(result, opts.alpha)
+        results.save(p.output, result)
+        return result
+    run_id = uuid.uuid4().hex[:6]
+    knob_dir = env.state_root / "matrix-knobs" / run_id
+    active = sorted({i for _, i in order})
+    names = {i: lab_name(run_id, i) for i in active}
+    states: dict[int, LabState] = {}
+    completed = False
+    started = env.clock()
+    try:
+        for n, i in enumerate(active, 1):
+            cell = p.cells[i]
+            env.log(f"matrix: lab {n}/{len(active)} for {cell.id}…")
+            states[i] = lab_build.up(env, _lab_options(env, opts, cell, names[i], knob_dir))
+            _primer(env, opts, result, cell, states[i])
+            results.save(p.output, result)
+        _arm_knobs(knob_dir)
+        with load_lock(env):
+            if opts.warmup_s > 0:
+                for i in active:
+                    env.log(f"matrix: warming up {p.cells[i].id} ({opts.warmup_s:g} s)…")
+                    _load(env, opts, result, p.cells[i], states[i], opts.warmup_s)
+            for n, (rnd, i) in enumerate(order, 1):
+                cell = p.cells[i]
+                if opts.round_warmup_s > 0:
+                    _load(env, opts, result, cell, states[i], opts.round_warmup_s)
+                measured = _measure(env, opts, result, cell, states[i], rnd)
+                entry = result.cell(cell.id)
+                assert entry is not None
+                entry.rounds.append(measured)
+                entry.rounds.sort(key=lambda r: r.round)
+                refresh(result, opts.alpha)
+                results.save(p.output, result)
+                left = estimate(opts, list(p.cells), order[n:], with_labs=False)
+                env.log(f"matrix: round {rnd + 1}/{opts.rounds} {cell.id}: {measured.rps:,.1f} "
+                        f"good answers/s, {measured.failed} failed of {measured.requests} "
+                        f"[{n}/{len(order)}, about {left / 60:.1f} min left]")
+                if after_round:
+                    after_round(result)
+        completed = True
+    finally:
+        result.wall_s += env.clock() - started
+        result.interrupted = not completed
+        result.finished = _now() if completed else ""
+        refresh(result, opts.alpha)
+        try:
+            results.save(p.output, result)
+        finally:
+            for i in active:
+                try:
+                    lab_build.down(env, names[i], quiet=True)
+                except Exception as exc:  # one lab's trouble must not keep the others up
+                    env.log(f"matrix: lab {names[i]} did not come down cleanly: {exc}")
+            shutil.rmtree(knob_dir, ignore_errors=True)
+            try:
+                knob_dir.parent.rmdir()
+            except OSError:
+                pass
+    return result
+
+
+def _start_result(p: Plan) -> MatrixResult:
+    opts = p.options
+    if p.output.exists() and p.output.stat().st_size:
+        result = results.load(p.output)
+        result.options = options_to_json(opts)
+    else:
+        result = MatrixResult(app=opts.app, source="measured", options=options_to_json(opts),
+                              started=_now())
+    result.thp_mode = smaps.thp_mode()
+    for c in p.cells:
+        if result.cell(c.id) is None:
+            result.cells.append(CellResult(
+                id=c.id, server=c.server, mpm=c.mpm, handler=c.handler, opcache=c.opcache,
+                huge_code_pages=c.huge_code_pages, storage=c.storage,
+                knob={k: v for k, v in dataclasses.asdict(c.knob).items() if v}))
+    return result
+
+
+def _lab_options(env: Env, opts: MatrixOptions, cell: Cell, name: str,
+                 knob_dir: Path) -> lab_build.LabOptions:
+    ini = cell.php_ini()
+    if cell.knob:
+        ini["auto_prepend_file"] = str(_write_knob(env, knob_dir, name, cell.knob))
+    kw: dict[str, Any] = {"name": name, "app": opts.app, "storage": cell.storage,
+                          "php_ini": ini, "workers": opts.workers}
+    fields = {f.name for f in dataclasses.fields(lab_build.LabOptions)}
+    if "server" in fields:
+        kw.update(server=cell.server, mpm=cell.mpm, handler=cell.handler)
+    elif cell.server != "nginx":
+        raise UsageError(f"cell {cell.id}: this statstorm's labs serve through nginx + php-fpm "
+                         "only; pick nginx-fpm cells with --arch nginx-fpm")
+    return lab_build.LabOptions(**kw)
+
+
+def _write_knob(env: Env, knob_dir: Path, name: str, knob: Knob) -> Path:
+    """A PHP file run before every request of the cell (auto_prepend_file): real CPU spent,
+    or a real answer without the app's content — the latter only once armed (after the lab's
+    own page check and the primer). Readable by the web server's user."""
+    knob_dir.mkdir(parents=True, exist_ok=True)
+    for d in (env.state_root, knob_dir.parent, knob_dir):
+        d.chmod(0o755)
+    path = knob_dir / f"{name}.php"
+    path.write_text(
+        "<?php\n// statstorm matrix test knob: a deliberate change to every request of one cell.\n"
+        f"if ({knob.spin_us} > 0) {{\n"
+        f"    $statstorm_until = hrtime(true) + {knob.spin_us} * 1000;\n"
+        "    while (hrtime(true) < $statstorm_until) {\n    }\n"
+        "    unset($statstorm_until);\n}\n"
+        f"if ({knob.break_every} > 0 && is_file({str(_armed(path))!r})\n"
+        f"        && mt_rand(1, max(1, {knob.break_every})) === 1) {{\n"
+        "    echo \"statstorm matrix test knob: this answer is broken on purpose\\n\";\n"
+        "    exit;\n}\n")
+    path.chmod(0o644)
+    return path
+
+
+def _armed(knob_file: Path) -> Path:
+    return knob_file.with_suffix(".armed")
+
+
+def _arm_knobs(knob_dir: Path) -> None:
+    for f in knob_dir.glob("*.php") if knob_dir.is_dir() else ():
+        _armed(f).write_text("armed\n")
+
+
+def _url(state: LabState) -> str:
+    return state.url + (state.entry_path or "/")
+
+
+def _primer(env: Env, opts: MatrixOptions, result: MatrixResult, cell: Cell,
+            state: LabState) -> None:
+    """One request before any load: it must be a good answer; its length is the reference."""
+    marker = opts.marker or MARKERS[opts.app]
+    try:
+        status, body = http.get(_url(state), timeout=opts.timeout_s)
+    except OSError as exc:
+        raise ComponentError(f"cell {cell.id}: the primer request to {_url(state)} got no "
+                             f"answer ({exc}); see {state.state_dir}/log/") from None
+    if not 200 <= status < 300 or marker.encode() not in body:
+        raise ComponentError(f"cell {cell.id}: the primer request answered {status} without "
+                             f"{marker!r}; fix the lab or pass --marker TEXT")
+    entry = result.cell(cell.id)
+    assert entry is not None
+    entry.primer = {"status": status, "length": len(body), "marker": marker,
+                    "url": _url(state)}
+
+
+def _spec(opts: MatrixOptions, result: MatrixResult, cell: Cell, state: LabState,
+          duration_s: float) -> wrk_checked.CheckSpec:
+    entry = result.cell(cell.id)
+    assert entry is not None
+    return wrk_checked.CheckSpec(
+        url=_url(state), concurrency=opts.concurrency, duration_s=duration_s,
+        timeout_s=opts.timeout_s, marker=entry.primer["marker"],
+        expect_length=int(entry.primer["length"]), length_tolerance=opts.length_tolerance)
+
+
+def _load(env: Env, opts: MatrixOptions, result: MatrixResult, cell: Cell, state: LabState,
+          duration_s: float) -> wrk_checked.CheckedRun:
+    return wrk_checked.run(env, _spec(opts, result, cell, state, duration_s))
+
+
+def _measure(env: Env, opts: MatrixOptions, result: MatrixResult, cell: Cell, state: LabState,
+             rnd: int) -> Round:
+    sampler = _MemorySampler(state)
+    sampler.start()
+    try:
+        r = _load(env, opts, result, cell, state, opts.duration_s)
+    finally:
+        sampler.stop()
+    return Round(round=rnd, requests=r.requests, duration_s=r.duration_s, rps=r.rps,
+                 failed=r.failed, bad_status=r.bad_status, bad_length=r.bad_length,
+                 bad_marker=r.bad_marker, socket_errors=r.socket_errors, max_ms=r.max_ms,
+                 percentiles=r.percentiles, memory=sampler.memory())
+
+
+def process_groups(state: LabState) -> tuple[list[int], list[int], list[int]]:
+    """(server-only processes, PHP processes, PHP workers) of a lab, live. Under mod_php the
+    server's children run PHP: they count as PHP, the server is then its master alone."""
+    php_fn = getattr(labs, "php_pids", None)
+    server_fn = getattr(labs, "server_pids", None)
+    master = state.fpm_master_pid
+    if php_fn is not None:
+        php = list(php_fn(state))
+    else:
+        php = ([master, *phpfpm.worker_pids(master)] if master and procs.alive(master) else [])
+    workers = [p for p in php if p != master] or php
+    if server_fn is not None:
+        server = list(server_fn(state))
+    else:
+        top = state.nginx_pid
+        server = [top, *procs.children(top)] if top and procs.alive(top) else []
+    php_set = set(php)
+    return [p for p in server if p not in php_set], php, workers
+
+
+class _MemorySampler:
+    """PSS of the lab's server and PHP processes every SAMPLE_EVERY_S while the load goes."""
+
+    def __init__(self, state: LabState) -> None:
+        self.state = state
+        self.samples: list[tuple[int, int, int, int]] = []  # server, php, workers' sum, workers
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="matrix-pss", daemon=True)
+        self._huge = (0, 0, 0)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._sample()  # one more at the end, which also reads the huge pages
+        _, _, workers = process_groups(self.state)
+        mems = smaps.read_all(workers)
+        self._huge = (sum(m.anon_huge_kb for m in mems), sum(m.file_pmd_kb for m in mems),
+                      sum(1 for m in mems if m.huge_kb > 0))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SAMPLE_EVERY_S):
+            self._sample()
+
+    def _sample(self) -> None:
+        try:
+            server, php, workers = process_groups(self.state)
+        except (OSError, ValueError):
+            return
+        s = sum(m.pss_kb for m in smaps.read_all(server))
+        mems = {m.pid: m.pss_kb for m in smaps.read_all(php)}
+        w = [mems[p] for p in workers if p in mems]
+        if mems:
+            self.samples.append((s, sum(mems.values()), sum(w), len(w)))
+
+    def memory(self) -> Memory:
+        if not self.samples:
+            return Memory()
+        srv = [s[0] for s in self.samples]
+        php = [s[1] for s in self.samples]
+        per = [s[2] / s[3] for s in self.samples if s[3]]
+        return Memory(server_steady_kb=int(stats.median(srv)), server_peak_kb=max(srv),
+                      php_steady_kb=int(stats.median(php)), php_peak_kb=max(php),
+                      per_worker_kb=int(stats.median(per)) if per else 0,
+                      workers=max(s[3] for s in self.samples), samples=len(self.samples),
+                      anon_huge_kb=self._huge[0], file_pmd_kb=self._huge[1],
+                      workers_with_huge_pages=self._huge[2])

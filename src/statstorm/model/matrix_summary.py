@@ -1,0 +1,88 @@
+"""`statstorm matrix`: a cell's summary and the pairwise comparisons, from the rounds only
+(statistics from statstorm.model.stats). Pure."""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+from typing import Any
+
+from statstorm.model import stats
+from statstorm.results.matrix import Cell, MatrixResult
+
+PARAMS = ("server", "mpm", "handler", "opcache", "huge_code_pages", "storage")
+
+
+def _mb(kb: float) -> float:
+    return round(kb / 1024.0, 1)
+
+
+def summarize(cell: Cell) -> dict[str, Any]:
+    """rps (median of the rounds and its interval), p50/p99 of all requests (the rounds'
+    histograms merged), failures, requests, memory and huge pages."""
+    rounds = cell.rounds
+    ci = stats.median_ci([r.rps for r in rounds])
+    merged = stats.merged_percentiles([(r.percentiles, r.requests) for r in rounds], (50, 99))
+    out: dict[str, Any] = {
+        "rps": {"median": round(ci.median, 2), "ci_low": round(ci.ci_low, 2),
+                "ci_high": round(ci.ci_high, 2), "coverage": ci.coverage, "rounds": ci.n,
+                "samples": [round(r.rps, 2) for r in rounds]},
+        "p50_ms": round(merged[0], 3) if merged else None,
+        "p99_ms": round(merged[1], 3) if merged else None,
+        "failed": sum(r.failed for r in rounds),
+        "failed_by": {"status": sum(r.bad_status for r in rounds),
+                      "length": sum(r.bad_length for r in rounds),
+                      "marker": sum(r.bad_marker for r in rounds),
+                      "socket": sum(r.socket_errors for r in rounds)},
+        "requests": sum(r.requests for r in rounds),
+    }
+    mem = [r.memory for r in rounds if r.memory.samples]
+    if mem:
+        out["pss_mb"] = {
+            "server": _mb(stats.median([m.server_steady_kb for m in mem])),
+            "php": _mb(stats.median([m.php_steady_kb for m in mem])),
+            "per_worker": _mb(stats.median([m.per_worker_kb for m in mem])),
+            "server_peak": _mb(max(m.server_peak_kb for m in mem)),
+            "php_peak": _mb(max(m.php_peak_kb for m in mem)),
+            "workers": max(m.workers for m in mem)}
+        last = mem[-1]
+        out["huge_pages"] = {"anon_huge_mb": _mb(last.anon_huge_kb),
+                             "file_pmd_mb": _mb(last.file_pmd_kb),
+                             "workers_with_huge_pages": last.workers_with_huge_pages,
+                             "workers": last.workers,
+                             "in_use": last.workers_with_huge_pages > 0}
+    else:
+        out["pss_mb"] = None
+    return out
+
+
+def differs_in(a: Cell, b: Cell) -> list[str]:
+    return [p for p in PARAMS if getattr(a, p) != getattr(b, p)]
+
+
+def comparisons(result: MatrixResult, alpha: float) -> list[dict[str, Any]]:
+    """Every pair of cells with rounds: B's throughput against A's (ratio of medians B/A, its
+    bootstrap interval, the Mann-Whitney p-value, the verdict at alpha)."""
+    out = []
+    cells = [c for c in result.cells if c.rounds]
+    for a, b in combinations(cells, 2):
+        ra, rb = [r.rps for r in a.rounds], [r.rps for r in b.rounds]
+        if not any(ra):
+            continue
+        c = stats.compare(ra, rb, alpha=alpha)
+        out.append({"a": a.id, "b": b.id, "differs_in": differs_in(a, b),
+                    "ratio": _round(c.ratio, 4), "ci_low": _round(c.ci_low, 4),
+                    "ci_high": _round(c.ci_high, 4), "p_value": _round(c.p_value, 5),
+                    "alpha": alpha, "verdict": c.verdict, "rounds": [len(ra), len(rb)]})
+    return out
+
+
+def _round(v: float, digits: int) -> float | None:
+    return None if math.isnan(v) else round(v, digits)
+
+
+def refresh(result: MatrixResult, alpha: float) -> None:
+    """Recompute every cell's summary and the comparisons from the rounds."""
+    for cell in result.cells:
+        cell.summary = summarize(cell)
+    result.comparisons = comparisons(result, alpha)

@@ -1,0 +1,129 @@
+"""The whole report as data: the headline, findings, predicted against measured, one section
+per result, the environment and the commands — built from loaded result files only, then
+rendered by report.html.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from statstorm.model.tracestats import include_entry, summarize
+from statstorm.report import environment as env_section
+from statstorm.report import sections, verdict
+from statstorm.report.sections import Section, label
+from statstorm.results.result_files import ResultFile
+from statstorm.results.trace import Trace
+
+
+@dataclass
+class Source:
+    """One input file as the page lists it."""
+
+    name: str
+    kind: str
+    schema: str
+    command: str
+
+
+@dataclass
+class Page:
+    title: str
+    generated: str
+    headline: verdict.Headline
+    findings: list[verdict.FindingRow]
+    outcome: verdict.Outcome
+    sections: list[Section]
+    environment: Section
+    sources: list[Source] = field(default_factory=list)
+
+    @property
+    def charts(self) -> int:
+        return sum(len(s.charts) for s in self.sections)
+
+    def severity_counts(self) -> dict[str, int]:
+        return {s: sum(1 for f in self.findings if f.severity == s) for s in verdict.SEVERITIES}
+
+
+def failed_by_entry(trace: Trace, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Failed lookups per include_path entry: the summary's (failures of include resolution),
+    else every failed call under an entry of the recorded include_path (with OPcache on,
+    PHP resolves includes through probes such as stream_resolve_include_path or the
+    autoloader's file_exists, which the summary files under other operations)."""
+    if summary.get("failed_by_include_path_entry"):
+        return list(summary["failed_by_include_path_entry"])
+    inc = str((trace.header.get("settings") or {}).get("include_path", ""))
+    entries = [e for e in inc.split(":") if e.startswith("/")]
+    if not entries:
+        return []
+    counts: dict[str, int] = {}
+    for sc in trace.syscalls:
+        if sc.ret < 0 and sc.path:
+            e = include_entry(sc.path, inc, "/")
+            if e:
+                counts[e] = counts.get(e, 0) + 1
+    div = summary.get("requests") or 1
+    return [{"entry": e, "failed": counts[e], "per_request": round(counts[e] / div, 3)}
+            for e in entries if e in counts]
+
+
+def _labels(files: list[ResultFile]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for rf in files:
+        name = label(rf.name)
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return out
+
+
+def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page:
+    names = _labels(files)
+    kinds: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    summaries: list[tuple[str, dict[str, Any]]] = []
+    env_rows: list[tuple[str, str, dict[str, Any]]] = []
+    sources: list[Source] = []
+    host = ""
+    for rf, name in zip(files, names):
+        data = rf.data
+        if rf.kind == "trace" and rf.trace is not None:
+            summary = summarize(rf.trace)
+            summary["failed_by_include_path_entry"] = failed_by_entry(rf.trace, summary)
+            summaries.append((name, summary))
+            host = host or str(rf.trace.header.get("host", ""))
+            data = {**rf.trace.header, "_trailer": rf.trace.trailer}
+            schema = f"statstorm-trace/{rf.version}"
+        elif rf.kind == "trace-summary":
+            summaries.append((name, rf.data))
+            schema = str(rf.data.get("schema", "trace summary (no schema key)"))
+        else:
+            schema = str(rf.data.get("schema", f"statstorm.{rf.kind} (no schema key)"))
+        kinds.setdefault(rf.kind, []).append((name, rf.data))
+        env_rows.append((rf.kind, name, data))
+        sources.append(Source(rf.name, rf.kind, schema, env_section.command(rf.kind, rf.name, data)))
+
+    demo = kinds["demo"][0][1] if kinds.get("demo") else None
+    checks = kinds.get("check", [])
+    totals = [(n, float((s.get("per_request") or {}).get("total", 0.0))) for n, s in summaries]
+    found = verdict.findings(checks, demo)
+    counts = {s: sum(1 for f in found if f.severity == s) for s in verdict.SEVERITIES}
+    secs: list[Section] = []
+    for name, d in kinds.get("demo", []):
+        secs.append(verdict.demo_section(name, d))
+    secs += sections.traces(summaries)
+    for name, d in kinds.get("whatif", []):
+        secs.append(verdict.whatif_section(name, d))
+    for name, d in kinds.get("apply", []):
+        secs.append(verdict.apply_section(name, d))
+    for name, d in kinds.get("sweep", []):
+        secs.append(sections.sweep(name, d))
+    for name, d in kinds.get("fsbench", []):
+        secs.append(sections.fsbench(name, d))
+    for name, d in kinds.get("matrix", []):
+        secs.append(sections.matrix(name, d))
+    head = verdict.headline(kinds, host, totals, counts)
+    return Page(title=title or f"statstorm report: {head.what}", generated=generated,
+                headline=head, findings=found,
+                outcome=verdict.outcome(demo, kinds.get("whatif", []), kinds.get("apply", []),
+                                        totals),
+                sections=secs, environment=env_section.environment(env_rows), sources=sources)

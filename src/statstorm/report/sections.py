@@ -1,0 +1,266 @@
+"""The report's sections, one builder per kind of result: traces, sweeps, fsbench, the demo,
+the matrix, whatif and apply. Each takes loaded result files and returns `Section`s of
+charts (report.charts) and tables. Pure functions of the files' data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from statstorm.report import charts
+from statstorm.report.charts import Chart, _fmt
+
+CALL_TYPES = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd")
+TOP_ROWS = 10
+
+
+@dataclass
+class Table:
+    caption: str
+    headers: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    numeric: bool = True  # right-align every column after the first
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    intro: list[str] = field(default_factory=list)
+    charts: list[Chart] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    details: list[tuple[str, str]] = field(default_factory=list)  # (summary, preformatted)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
+
+
+def label(name: str) -> str:
+    """A result's short name in the page: its file name without the suffixes."""
+    return re.sub(r"(\.sst(\.gz)?|\.json)$", "", name)
+
+
+# -- traces -------------------------------------------------------------------------------------
+def traces(items: list[tuple[str, dict[str, Any]]]) -> list[Section]:
+    """`items`: (label, trace summary) in the order given (before first)."""
+    if not items:
+        return []
+    sec = Section("traces", "Metadata calls per request")
+    for name, s in items:
+        t = s.get("trace") or {}
+        net = t.get("network") or {}
+        sec.intro.append(
+            f"{name}: {s.get('requests', 0)} request(s) from {s.get('source', '?')}, "
+            f"{s.get('per_request', {}).get('total', 0):,.1f} metadata calls and "
+            f"{s.get('per_request', {}).get('failed', 0):,.1f} failed per request"
+            + (f", {net['per_request']:,.1f} network round trips per request (volume "
+               f"{net.get('volume', '?')})" if net.get("per_request") is not None else "")
+            + (f"; {t['dropped']} events lost" if t.get("dropped") else "") + ".")
+    by_op = [(n, {k: float(v.get("per_request", 0)) for k, v in (s.get("by_operation") or {}).items()})
+             for n, s in items if s.get("by_operation")]
+    if by_op:
+        sec.charts.append(charts.stacked(
+            "chart-ops", "Metadata calls per request by PHP operation", by_op,
+            "calls per request"))
+    by_call = [(n, {c: float((s.get("per_request") or {}).get(c, 0)) for c in CALL_TYPES})
+               for n, s in items]
+    sec.charts.append(charts.stacked("chart-calls", "Metadata calls per request by call type",
+                                     by_call, "calls per request"))
+    for n, s in items:
+        mounts = [(f"{m['mount']} ({m['fstype']})", m["histogram_us"])
+                  for m in s.get("by_mount") or [] if m.get("histogram_us")]
+        if mounts:
+            sec.charts.append(charts.histograms(
+                f"chart-hist-{slug(n)}", f"{n}: syscall latency by mount", mounts))
+        lat = [(f"{m['mount']} ({m['fstype']})", m["per_request"], m["failed"],
+                *(_fmt(m.get("latency_us", {}).get(q)) for q in ("p50", "p99", "max")))
+               for m in s.get("by_mount") or []]
+        if lat:
+            sec.tables.append(Table(f"{n}: calls by mount (latency in µs)",
+                                    ("mount", "per request", "failed", "p50", "p99", "max"), lat))
+    entries = [(n, s.get("failed_by_include_path_entry") or []) for n, s in items]
+    names = list(dict.fromkeys(e["entry"] for _, es in entries for e in es))
+    if names:
+        sec.charts.append(charts.grouped(
+            "chart-include-path", "Failed lookups per request by include_path entry", names,
+            [(n, [next((e["per_request"] for e in es if e["entry"] == x), 0.0) for x in names])
+             for n, es in entries], "failed lookups per request"))
+    else:
+        sec.intro.append("No failed lookup came from an include_path entry.")
+    for n, s in items:
+        if s.get("top_paths"):
+            sec.tables.append(Table(f"{n}: top paths", ("path", "calls", "failed"),
+                                    [(p["path"], p["calls"], p["failed"])
+                                     for p in s["top_paths"][:TOP_ROWS]]))
+        if s.get("top_dirs"):
+            sec.tables.append(Table(f"{n}: top directories", ("directory", "calls"),
+                                    [(d["dir"], d["calls"]) for d in s["top_dirs"][:TOP_ROWS]]))
+    return [sec]
+
+
+# -- sweep --------------------------------------------------------------------------------------
+def _level(lv: dict[str, Any]) -> float:
+    return float(lv["concurrency"] if "concurrency" in lv else lv.get("rate", 0.0))
+
+
+def _spread(vals: list[float]) -> tuple[float, float] | None:
+    return (min(vals), max(vals)) if vals else None
+
+
+def sweep(name: str, data: dict[str, Any]) -> Section:
+    levels = sorted(data.get("levels") or [], key=_level)
+    closed = data.get("model", "closed") == "closed"
+    x_label = "concurrency (connections)" if closed else "offered rate (requests/s)"
+    xs = [_level(lv) for lv in levels]
+    knee = data.get("knee") or {}
+    marks = []
+    if knee.get("knee") is not None:
+        marks.append((float(knee["knee"]), "knee"))
+    if knee.get("collapse") and knee.get("collapse_at") is not None:
+        marks.append((float(knee["collapse_at"]), "collapse"))
+    sec = Section(f"sweep-{slug(name)}", f"HTTP sweep of {data.get('target', '?')} ({name})")
+    sec.intro.append(f"{data.get('tool', '?')}, {data.get('model', '?')} model, "
+                     f"{len(levels)} level(s), started {data.get('started', '?')}"
+                     + (" (interrupted)" if data.get("interrupted") else "") + ".")
+    if knee.get("sentence"):
+        sec.intro.append(str(knee["sentence"]))
+    sec.intro += [f"warning: {w}" for w in data.get("warnings") or []]
+    if not levels:
+        sec.intro.append("No level finished.")
+        return sec
+
+    def runs(lv: dict[str, Any], key: str) -> list[float]:
+        return [float(r["run"][key]) for r in lv.get("repeats") or [] if key in r.get("run", {})]
+
+    rps_spread = [_spread([float(v) for v in lv.get("rps_repeats") or []]) or (lv["rps"], lv["rps"])
+                  for lv in levels]
+    sec.charts.append(charts.curves(
+        f"chart-sweep-rps-{slug(name)}", f"{name}: throughput against {x_label.split(' (')[0]}",
+        x_label, xs, [("requests/s (median of repeats; bars: their range)",
+                       [float(lv["rps"]) for lv in levels], rps_spread)],
+        "requests/s", marks))
+    lat_series = []
+    for key in ("p50", "p99"):
+        lat_series.append((f"{key} ms (median; bars: range of repeats)",
+                           [float(lv[key]) for lv in levels],
+                           [_spread(runs(lv, key)) or (lv[key], lv[key]) for lv in levels]))
+    sec.charts.append(charts.curves(
+        f"chart-sweep-lat-{slug(name)}", f"{name}: latency against {x_label.split(' (')[0]}",
+        x_label, xs, lat_series, "latency, ms (log scale)", marks, log_y=True))
+    sec.tables.append(Table(f"{name}: levels", (x_label, "req/s", "± spread", "p50 ms",
+                                                "p99 ms", "failed", "validation"),
+                            [(_fmt(x), _fmt(lv["rps"]), _fmt(lv.get("rps_spread")), _fmt(lv["p50"]),
+                              _fmt(lv["p99"]), (lv.get("errors") or {}).get("total", 0),
+                              lv.get("validation", "")) for x, lv in zip(xs, levels)]))
+    return sec
+
+
+# -- fsbench ------------------------------------------------------------------------------------
+def fsbench_ratios(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per operation, state and PATH after the first: the ratio of time per call (the inverse
+    ratio of throughput) to the first PATH, and the p50 ratio beside it for contrast."""
+    cells = {(c["op"], c["state"], c["path_index"]): c for c in data.get("results") or []}
+    out = []
+    for (op, state, i), c in cells.items():
+        first = cells.get((op, state, 0))
+        if i == 0 or first is None:
+            continue
+        a, b = first["stats"], c["stats"]
+        out.append({"op": op, "state": state, "path_index": i,
+                    "time_ratio": (a["ops_per_s"] / b["ops_per_s"]) if b.get("ops_per_s") else None,
+                    "p50_ratio": (b["p50_us"] / a["p50_us"]) if a.get("p50_us") else None,
+                    "ops_per_s": b.get("ops_per_s"), "first_ops_per_s": a.get("ops_per_s"),
+                    "p50_us": b.get("p50_us"), "p99_us": b.get("p99_us")})
+    return out
+
+
+def _path_label(data: dict[str, Any], i: int) -> str:
+    mounts = data.get("mounts") or []
+    fstype = mounts[i].get("fstype", "") if i < len(mounts) and isinstance(mounts[i], dict) else ""
+    return f"PATH {i + 1}" + (f" ({fstype})" if fstype else "")
+
+
+def fsbench(name: str, data: dict[str, Any]) -> Section:
+    paths = data.get("paths") or []
+    sec = Section(f"fsbench-{slug(name)}", f"Storage: metadata latency per operation ({name})")
+    sec.intro.append("PATHs: " + "; ".join(f"{_path_label(data, i)} {p}" for i, p in enumerate(paths))
+                     + ". Ratios are time per call (the first PATH's throughput over this "
+                       "PATH's), not p50: on network storage most calls hit the client's cache "
+                       "and the slow tail is the cost.")
+    ratios = fsbench_ratios(data)
+    groups = list(dict.fromkeys(f"{r['op']} {r['state']}" for r in ratios))
+    others = sorted({r["path_index"] for r in ratios})
+    if ratios:
+        series = [(f"{_path_label(data, i)} / {_path_label(data, 0)}",
+                   [next((r["time_ratio"] for r in ratios if f"{r['op']} {r['state']}" == g
+                          and r["path_index"] == i), None) for g in groups]) for i in others]
+        sec.charts.append(charts.grouped(
+            f"chart-fsbench-{slug(name)}", f"{name}: time per call relative to "
+            f"{_path_label(data, 0)} (log scale; 1 = as fast)", groups, series,
+            "x first PATH (time per call)", log=True, ref=1.0))
+    rows = []
+    for c in data.get("results") or []:
+        r = next((x for x in ratios if (x["op"], x["state"], x["path_index"]) ==
+                  (c["op"], c["state"], c["path_index"])), None)
+        st = c["stats"]
+        rows.append((f"{c['op']} {c['state']}", _path_label(data, c["path_index"]),
+                     _fmt(st.get("ops_per_s")), _fmt(st.get("p50_us")), _fmt(st.get("p99_us")),
+                     f"{r['time_ratio']:.1f}x" if r and r["time_ratio"] else "",
+                     f"{r['p50_ratio']:.1f}x" if r and r["p50_ratio"] else "", c.get("enoent", 0)))
+    sec.tables.append(Table(f"{name}: cells", ("operation", "PATH", "calls/s", "p50 µs", "p99 µs",
+                                               "x first (time/call)", "p50 ratio", "ENOENT"), rows))
+    sec.intro += [f"caveat: {c}" for c in data.get("caveats") or []]
+    return sec
+
+
+# -- matrix -------------------------------------------------------------------------------------
+CELL_KEYS = ("server", "mpm", "handler", "opcache", "huge_code_pages", "storage")
+
+
+def cell_label(c: dict[str, Any]) -> str:
+    parts = []
+    for k in CELL_KEYS:
+        v = c.get(k)
+        if v in (None, "", "-"):
+            continue
+        if isinstance(v, bool):
+            parts.append(f"{k.replace('_', ' ')} {'on' if v else 'off'}")
+        else:
+            parts.append(str(v))
+    return " / ".join(parts) or "?"
+
+
+def matrix(name: str, data: dict[str, Any]) -> Section:
+    cells = data.get("cells") or []
+    sec = Section(f"matrix-{slug(name)}", f"Matrix: server architectures and settings ({name})")
+    if data.get("app"):
+        sec.intro.append(f"app: {data['app']}.")
+    labels = [cell_label(c) for c in cells]
+    if cells:
+        rps = [(c.get("rps") or {}) for c in cells]
+        sec.charts.append(charts.grouped(
+            f"chart-matrix-{slug(name)}", f"{name}: throughput per cell (median, bars: "
+            "confidence interval)", labels,
+            [("requests/s", [r.get("median") for r in rps])], "requests/s",
+            errors=[[(r["ci_low"], r["ci_high"]) if r.get("ci_low") is not None
+                     and r.get("ci_high") is not None else None for r in rps]]))
+    sec.tables.append(Table(f"{name}: cells", ("cell", "req/s", "CI", "p50 ms", "p99 ms",
+                                               "failed", "requests", "PSS MB server / PHP / worker"),
+                            [(lab, _fmt((c.get("rps") or {}).get("median")),
+                              f"{_fmt((c.get('rps') or {}).get('ci_low'))}–"
+                              f"{_fmt((c.get('rps') or {}).get('ci_high'))}",
+                              _fmt(c.get("p50_ms")), _fmt(c.get("p99_ms")), c.get("failed", 0),
+                              c.get("requests", 0),
+                              " / ".join(_fmt((c.get("pss_mb") or {}).get(k))
+                                         for k in ("server", "php", "per_worker")))
+                             for lab, c in zip(labels, cells)]))
+    for comp in data.get("comparisons") or []:
+        if isinstance(comp, dict):
+            sec.intro.append(str(comp.get("sentence") or "; ".join(
+                f"{k} {v}" for k, v in comp.items() if not isinstance(v, (dict, list)))))
+        else:
+            sec.intro.append(str(comp))
+    return sec

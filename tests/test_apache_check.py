@@ -1,0 +1,164 @@
+"""trace, check and apply on real Apache labs: a mod_php and a fcgid request traced call by
+call as strace records them; `.htaccess` lookups counted under strace as check predicts them;
+apply's Apache edit made with a graceful restart, and a broken one refused by `apache2 -t`
+and rolled back while the site keeps serving."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_cli
+from test_apply_lab import Load, execute
+from test_trace_lab import finish, get, start_trace, wait_attached
+
+from statstorm.commands import apply as apply_cmd
+from statstorm.env import Env
+from statstorm.errors import ComponentError
+from statstorm.model.applyplan import APACHE, Change
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+KEYS = ("lstat", "stat", "fstat", "access", "open", "readlink", "total", "failed")
+STRACE_SET = ("newfstatat,statx,stat,lstat,fstat,access,faccessat,faccessat2,open,openat,"
+              "readlink,readlinkat,getcwd,chdir,fchdir,accept,accept4")
+
+
+class Strace:
+    """strace -f on one process; stopped by SIGINT (it detaches)."""
+
+    def __init__(self, pid: int, log: Path) -> None:
+        self.log = log
+        self.proc = subprocess.Popen(["strace", "-f", "-qq", "-tt", "-e", f"trace={STRACE_SET}",
+                                      "-o", str(log), "-p", str(pid)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (log.exists() or self.proc.poll() is not None):
+            time.sleep(0.1)
+        time.sleep(0.5)
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=30)
+        return self.log.read_text(errors="replace")
+
+
+def status(home: Path, name: str) -> dict[str, Any]:
+    return dict(json.loads(run_cli(["lab", "status", "--name", name, "--json"], home,
+                                   check=True).stdout))
+
+
+def strace_per_request(home: Path, log: Path, out: Path) -> dict[str, float]:
+    proc = run_cli(["trace", "import", str(log), "-o", str(out), "--json"], home, check=True)
+    return dict(json.loads(proc.stdout)["per_request"])
+
+
+def traced_and_straced(home: Path, name: str, url: str, pid: int, tmp: Path, n: int = 6
+                       ) -> tuple[dict[str, Any], dict[str, float], str]:
+    """The same n requests (one connection each) traced by statstorm and by strace."""
+    st = Strace(pid, tmp / "strace.log")
+    try:
+        proc = start_trace(home, ["--lab", name, "-d", "12", "-o", str(tmp / "t.sst.gz"),
+                                  "--json"])
+        wait_attached(proc)
+        for _ in range(n):
+            assert get(url) == 200
+            time.sleep(0.05)
+        summary = finish(proc)
+    finally:
+        text = st.stop()
+    return summary, strace_per_request(home, tmp / "strace.log", tmp / "s.sst.gz"), text
+
+
+@pytest.mark.parametrize("handler,mpm", [("mod_php", "prefork"), ("fcgid", "event")])
+def test_trace_of_php_in_apache_matches_strace(lab, state_home: Path, tmp_path: Path,
+                                               handler: str, mpm: str) -> None:
+    st = lab("--app", "synthetic", "--server", "apache", "--mpm", mpm, "--handler", handler,
+             "--workers", "1", "--allow-override", "All")
+    name, url = str(st["name"]), str(st["url"]) + str(st["entry_path"])
+    time.sleep(2.5)  # older than opcache.file_update_protection
+    for _ in range(8):
+        assert get(url) == 200
+    workers = status(state_home, name)["worker_pids"]
+    assert len(workers) == 1, workers
+    summary, ref, log = traced_and_straced(state_home, name, url, int(workers[0]), tmp_path)
+    assert summary["requests"] >= 5
+    assert {k: summary["per_request"][k] for k in KEYS} == {k: ref[k] for k in KEYS}
+    if handler == "mod_php":
+        # Apache's directory walk in the same process: one .htaccess lookup per request in
+        # the docroot (AllowOverride All there, None above), as check predicts.
+        docroot = str(st["docroot"]).rstrip("/")
+        opened = re.findall(r'open(?:at)?\([^"]*"([^"]*\.htaccess)"', log)
+        # the docroot's .htaccess, and one under the script's own name (ENOTDIR)
+        assert set(opened) == {f"{docroot}/.htaccess", f"{docroot}/index.php/.htaccess"}
+        per_request = {p: opened.count(p) for p in set(opened)}
+        assert set(per_request.values()) == {6}, per_request  # the 6 requests sent
+        found = check(state_home, name)
+        f = found["apache-htaccess-lookups"]
+        assert f["predicted_gain"]["syscalls_per_request"] == -float(len(per_request))
+
+
+def check(home: Path, name: str) -> dict[str, dict[str, Any]]:
+    p = run_cli(["check", "--lab", name, "--json"], home)
+    assert p.returncode in (0, 1), p.stderr
+    data = json.loads(p.stdout)
+    apache = data["pools"][0]["apache"]
+    assert apache and apache["mpm"] and apache["handler"], data["pools"][0]
+    return {f["id"]: f for f in data["findings"]}
+
+
+def test_apply_on_apache_graceful_and_rolled_back(lab, state_home: Path) -> None:
+    st = lab("--app", "synthetic", "--server", "apache", "--mpm", "prefork",
+             "--handler", "mod_php", "--workers", "2", "--allow-override", "All",
+             "--php-ini", "realpath_cache_ttl=2")
+    name, url = str(st["name"]), str(st["url"]) + str(st["entry_path"])
+    conf = Path(str(st["state_dir"])) / "conf/apache2.conf"
+    found = check(state_home, name)
+    assert found["apache-htaccess-lookups"]["change"][-1] == "AllowOverride None"
+    assert "realpath-cache-ttl" in found
+    env = Env(state_root=state_home)
+    opts = apply_cmd.ApplyOptions(lab=name, yes=True)
+    target = apply_cmd.resolve(env, opts)
+    original = conf.read_text()
+
+    # a directive Apache refuses: apache2 -t fails, the file comes back, the site serves
+    with Load(url) as load:
+        with pytest.raises(ComponentError, match="apache2 -t rejected.*rolled back"):
+            execute(env, target, opts, [Change("t", APACHE, "AllowOverride", "Nonsense", "",
+                                               where=str(st["docroot"]))])
+        time.sleep(0.3)
+    assert conf.read_text() == original
+    assert load.ok > 0 and not load.failed
+
+    # the findings, applied: Apache's config and the lab's PHP ini, one graceful restart
+    with Load(url) as load:
+        r = run_cli(["apply", "--lab", name, "apache-htaccess-lookups", "realpath-cache-ttl",
+                     "--yes", "--json"], state_home)
+        time.sleep(0.3)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["mode"] == "applied", res
+    assert not load.failed, load.failed[:3]
+    assert "AllowOverride None" in conf.read_text().split(f"<Directory {st['docroot']}>")[-1]
+    ini = Path(str(st["state_dir"])) / "conf/php/statstorm.ini"  # the lab's own overrides
+    assert "realpath_cache_ttl = 600" in ini.read_text() and "=2" not in ini.read_text()
+    after = check(state_home, name)
+    assert "apache-htaccess-lookups" not in after and "realpath-cache-ttl" not in after
+    assert urllib.request.urlopen(url, timeout=30).status == 200
+
+    # --rollback brings both files back
+    r = run_cli(["apply", "--lab", name, "--rollback", "--json"], state_home)
+    assert r.returncode == 0, r.stderr
+    assert conf.read_text() == original and "realpath_cache_ttl=2" in ini.read_text()
+    assert "apache-htaccess-lookups" in check(state_home, name)
+    assert os.path.exists(str(st["state_dir"]))
