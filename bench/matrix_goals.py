@@ -3,9 +3,9 @@
 
 Goals (issue "Apache, WordPress and statstorm matrix"):
   (a) the matrix resolves a 3 % throughput difference at 95 % confidence on this machine —
-      shown on a cell pair with a known, real difference: the same cell twice, one with a
-      test knob that burns CPU at the start of every request, sized from a calibration run
-      so that it costs about 3 % of the throughput;
+      shown on a cell pair with a known, real difference: the same cell twice, the twin with
+      a test knob that burns CPU at the start of every request, sized from a calibration run
+      so that it costs about 3 % of the throughput (on the synthetic app by default, --app-a);
   (b) the full default matrix (6 architectures × OPcache on/off) on MediaWiki (or
       --app wordpress) in ≤ 20 minutes, its plan printed first;
   (c) huge code pages' effect on WordPress (or --huge-app mediawiki), with its interval,
@@ -106,7 +106,9 @@ def fmt(c: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="a,b,c", help="parts to run (a,b,c)")
-    ap.add_argument("--app", default="mediawiki", help="app of (a) and (b)")
+    ap.add_argument("--app", default="mediawiki", help="app of (b)")
+    ap.add_argument("--app-a", default="synthetic",
+                    help="app of (a): many requests per run, so a run's own noise is small")
     ap.add_argument("--huge-app", default="wordpress", help="app of (c)")
     ap.add_argument("--rounds", type=int, default=10, help="rounds of (a) and (c)")
     ap.add_argument("--duration", type=int, default=10, help="seconds per cell-round in (a)")
@@ -117,7 +119,7 @@ def main() -> None:
     parts = set(args.only.split(","))
     rows: list[tuple[str, str, str]] = []
     if "a" in parts:
-        c = part_a(out, args.app, args.rounds, args.duration)
+        c = part_a(out, args.app_a, args.rounds, args.duration)
         ok = c["verdict"] == "significant" and c["ci_high"] < 1.0
         rows.append(("(a) known ~3 % slowdown (B/A)", fmt(c) + f", knob {c['spin_us']} µs",
                      "resolved" if ok else "NOT resolved"))

@@ -42,6 +42,24 @@ def masters(state: LabState) -> list[int]:
     return [server, state.fpm_master_pid] if state.handler == "fpm" else [server]
 
 
+def php_pids(state: LabState) -> list[int]:
+    """The processes running the lab's PHP: php-fpm's master and workers, Apache's children
+    (mod_php) or mod_fcgid's php-cgi processes."""
+    if state.handler != "fpm":
+        return apache_lab.php_workers(state.apache_pid, state.handler)
+    master = state.fpm_master_pid
+    return [master, *phpfpm.worker_pids(master)] if master and procs.alive(master) else []
+
+
+def server_pids(state: LabState) -> list[int]:
+    """The web server's processes (master and children), PHP's excluded."""
+    top = state.apache_pid if state.server == "apache" else state.nginx_pid
+    if not top or not procs.alive(top):
+        return []
+    php = set(php_pids(state))
+    return [p for p in [top, *procs.children(top)] if p not in php or p == top]
+
+
 def status(env: Env, name: str) -> LabState:
     """The lab's state with its live workers; phase "degraded" if a master it started died."""
     state = load(env, name)

@@ -70,13 +70,13 @@ def test_config(env: Env, target: Target, paths: list[Path],
                      if ln.strip() and "Syntax OK" not in ln]
             raise ApplyFailed("apache2 -t rejected the change ("
                               + (lines[-1].strip() if lines else res.first_error_line()) + ")")
-    fpm_t = None if target.php_in_apache else env.run(
-        [target.fpm_argv[0], "-t", *target.fpm_argv[1:]], check=False, what="php-fpm -t")
-    if fpm_t is not None and fpm_t.returncode != 0:
-        res = fpm_t
-        lines = [ln for ln in (res.stderr + res.stdout).splitlines() if "ERROR" in ln]
-        first = (lines or [res.first_error_line()])[0].strip()
-        raise ApplyFailed(f"php-fpm -t rejected the change ({first.split('ERROR: ')[-1]})")
+    if not target.php_in_apache:  # PHP inside Apache: apache2 -t above loaded it
+        res = env.run([target.fpm_argv[0], "-t", *target.fpm_argv[1:]], check=False,
+                      what="php-fpm -t")
+        if res.returncode != 0:
+            lines = [ln for ln in (res.stderr + res.stdout).splitlines() if "ERROR" in ln]
+            first = (lines or [res.first_error_line()])[0].strip()
+            raise ApplyFailed(f"php-fpm -t rejected the change ({first.split('ERROR: ')[-1]})")
     if any(p in target.nginx_files for p in paths) and target.nginx_test:
         res = env.run(target.nginx_test, check=False, what="nginx -t")
         if res.returncode != 0:

@@ -203,8 +203,9 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
     if isinstance(fpm, php_targets.ServerPhp):
         directives = {"listen": _fcgid_socket(pool.fcgid_dir)} if pool.fcgid_dir else {}
         if fpm.kind == "mod_php" and opts.query_pool:
-            notes.append("mod_php: settings come from the SAPI's php.ini, conf.d and the lab's "
-                         "ini (php -c … -i), not asked of a child; no OPcache status")
+            notes.append("mod_php: settings are the lab's phpinfo page (the values the children "
+                         "run with); a child is not asked for its OPcache status or realpath "
+                         "cache use")
     else:
         directives = phpfpm.pool_directives(php_targets.fpm_tt(env, fpm.argv), fpm.name)
     pm = {k: v for k, v in directives.items() if k.startswith("pm")}
@@ -214,7 +215,8 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
     listen = directives.get("listen", "")
     source = ("php-fpm -i and -tt (the master's ini, the pool's php_value/php_admin_value)"
               if isinstance(fpm, php_targets.FpmPool) else
-              "the SAPI's php.ini and conf.d and the lab's ini file (php -c … -i)")
+              "the SAPI's php.ini, conf.d and the lab's ini (php -c … -i), then the lab's "
+              "phpinfo page")
     status: dict[str, Any] | None = None
     used: int | None = None
     used_by: tuple[int, ...] = ()

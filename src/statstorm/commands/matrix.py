@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import http, lab_build, labs, phpfpm, procs, smaps, wrk_checked
+from statstorm.adapters import http, lab_build, labs, smaps, wrk_checked
 from statstorm.adapters.loadgen import load_lock
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, PrivilegeError, UsageError
@@ -331,19 +331,10 @@ def _measure(env: Env, opts: MatrixOptions, result: MatrixResult, cell: Cell, st
 def process_groups(state: LabState) -> tuple[list[int], list[int], list[int]]:
     """(server-only processes, PHP processes, PHP workers) of a lab, live. Under mod_php the
     server's children run PHP: they count as PHP, the server is then its master alone."""
-    php_fn = getattr(labs, "php_pids", None)
-    server_fn = getattr(labs, "server_pids", None)
+    php = labs.php_pids(state)
     master = state.fpm_master_pid
-    if php_fn is not None:
-        php = list(php_fn(state))
-    else:
-        php = ([master, *phpfpm.worker_pids(master)] if master and procs.alive(master) else [])
     workers = [p for p in php if p != master] or php
-    if server_fn is not None:
-        server = list(server_fn(state))
-    else:
-        top = state.nginx_pid
-        server = [top, *procs.children(top)] if top and procs.alive(top) else []
+    server = labs.server_pids(state)
     php_set = set(php)
     return [p for p in server if p not in php_set], php, workers
 

@@ -61,16 +61,24 @@ def differs_in(a: Cell, b: Cell) -> list[str]:
 
 
 def comparisons(result: MatrixResult, alpha: float) -> list[dict[str, Any]]:
-    """Every pair of cells with rounds: B's throughput against A's (ratio of medians B/A, its
-    bootstrap interval, the Mann-Whitney p-value, the verdict at alpha)."""
+    """Every pair of cells with rounds: B's throughput against A's. Cells measured in the same
+    rounds are compared round by round (model.stats.compare_paired: geometric mean of the
+    per-round ratios, Wilcoxon signed-rank); otherwise as two samples (ratio of medians,
+    Mann-Whitney)."""
     out = []
     cells = [c for c in result.cells if c.rounds]
     for a, b in combinations(cells, 2):
-        ra, rb = [r.rps for r in a.rounds], [r.rps for r in b.rounds]
+        by_a = {r.round: r.rps for r in a.rounds}
+        by_b = {r.round: r.rps for r in b.rounds}
+        ra, rb = list(by_a.values()), list(by_b.values())
         if not any(ra):
             continue
-        c = stats.compare(ra, rb, alpha=alpha)
+        shared = sorted(set(by_a) & set(by_b))
+        paired = len(shared) >= 2 and all(by_a[k] > 0 and by_b[k] > 0 for k in shared)
+        c = (stats.compare_paired([by_a[k] for k in shared], [by_b[k] for k in shared],
+                                  alpha=alpha) if paired else stats.compare(ra, rb, alpha=alpha))
         out.append({"a": a.id, "b": b.id, "differs_in": differs_in(a, b),
+                    "method": "paired by round" if paired else "two samples",
                     "ratio": _round(c.ratio, 4), "ci_low": _round(c.ci_low, 4),
                     "ci_high": _round(c.ci_high, 4), "p_value": _round(c.p_value, 5),
                     "alpha": alpha, "verdict": c.verdict, "rounds": [len(ra), len(rb)]})

@@ -152,7 +152,7 @@ def environment(files: list[tuple[str, str, dict[str, Any]]]) -> Section:
         elif kind == "demo":
             mo = ((d.get("settings") or {}).get("network") or {}).get("mount_options") or {}
             sec.intro.append(f"{name}: {d.get('app')} on local disk and {d.get('storage')}"
-                             + (f"; mount options after the fix: "
+                             + ("; mount options after the fix: "
                                 + ", ".join(f"{k}={v}" for k, v in mo.items()) if mo else "")
                              + ".")
         elif kind == "matrix":
