@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,13 @@ from test_apply_lab import Load, execute
 from test_trace_lab import finish, get, start_trace, wait_attached
 
 from statstorm.commands import apply as apply_cmd
+from statstorm.results.trace import read_trace
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model.applyplan import APACHE, Change
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-KEYS = ("lstat", "stat", "fstat", "access", "open", "readlink", "total", "failed")
 STRACE_SET = ("newfstatat,statx,stat,lstat,fstat,access,faccessat,faccessat2,open,openat,"
               "readlink,readlinkat,getcwd,chdir,fchdir,accept,accept4")
 
@@ -93,7 +94,12 @@ def test_trace_of_php_in_apache_matches_strace(lab, state_home: Path, tmp_path: 
     assert len(workers) == 1, workers
     summary, ref, log = traced_and_straced(state_home, name, url, int(workers[0]), tmp_path)
     assert summary["requests"] >= 5
-    assert {k: summary["per_request"][k] for k in KEYS} == {k: ref[k] for k in KEYS}
+    # A warm child of this deterministic app makes the same calls for every request: the
+    # typical request (the most common call profile among complete ones) must be identical,
+    # call by call and result by result. strace's log may add a request cut by its attach
+    # or detach; the average over requests would count it, the typical one does not.
+    assert typical(tmp_path / "t.sst.gz") == typical(tmp_path / "s.sst.gz")
+    assert ref["total"] > 0
     if handler == "mod_php":
         # Apache's directory walk in the same process: one .htaccess lookup per request in
         # the docroot (AllowOverride All there, None above), as check predicts.
@@ -106,6 +112,22 @@ def test_trace_of_php_in_apache_matches_strace(lab, state_home: Path, tmp_path: 
         found = check(state_home, name)
         f = found["apache-htaccess-lookups"]
         assert f["predicted_gain"]["syscalls_per_request"] == -float(len(per_request))
+
+
+def typical(path: Path) -> list[tuple[str, bool, int]]:
+    """The most common per-request profile of a trace's complete requests: (call, failed,
+    count), sorted."""
+    tr = read_trace(path)
+    profiles: Counter[tuple[tuple[str, bool, int], ...]] = Counter()
+    for rid, r in tr.requests.items():
+        if r.end_ns < 0 and len(tr.requests) > 1:
+            continue
+        calls = Counter((c.call, c.ret < 0) for c in tr.syscalls
+                        if c.req == rid and c.call not in ("getcwd", "chdir"))
+        profiles[tuple(sorted((k[0], k[1], n) for k, n in calls.items()))] += 1
+    (best, seen), = profiles.most_common(1)
+    assert seen >= 3, profiles
+    return list(best)
 
 
 def check(home: Path, name: str) -> dict[str, dict[str, Any]]:
