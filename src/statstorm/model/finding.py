@@ -70,3 +70,35 @@ CODE_ROLES = ("docroot", "include_path")
 def code_on_network(facts: Facts) -> list[MountFact]:
     """The network mounts holding code (not writable data)."""
     return [m for m in facts.mounts if m.kind in NETWORK_KINDS and m.role in CODE_ROLES]
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """`limit` PHP processes of the p95 PSS seen, against the memory there is for them."""
+
+    per_kb: int  # p95 PSS of the processes seen
+    need_kb: int  # limit × per_kb
+    have_kb: int  # MemAvailable + what the processes use now
+    fits: int  # how many processes fit (at least 1)
+    seen: int
+
+    @property
+    def severity(self) -> str:
+        return "critical" if self.need_kb > 1.5 * self.have_kb else "warning"
+
+    def evidence(self, what: str) -> str:
+        return (f"all {what} need about {self.need_kb / 1024:.0f} MiB; available for them: "
+                f"{self.have_kb / 1024:.0f} MiB (MemAvailable + what the {what} use now)")
+
+
+def memory_fit(pss_kb: tuple[int, ...], limit: int, available_kb: int | None) -> MemoryFit | None:
+    """The fit of `limit` processes like these when they do not fit; None when they do (or
+    nothing was measured)."""
+    pss = sorted(pss_kb)
+    if limit <= 0 or not pss or available_kb is None:
+        return None
+    per = pss[min(len(pss) - 1, int(len(pss) * 0.95))]
+    need, have = limit * per, available_kb + sum(pss)
+    if need <= have:
+        return None
+    return MemoryFit(per, need, have, max(1, have // per), len(pss))

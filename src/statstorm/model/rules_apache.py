@@ -14,7 +14,7 @@ real Apache lab.
 from __future__ import annotations
 
 from statstorm.model.checkfacts import Facts
-from statstorm.model.finding import Finding, Rule, code_on_network, finding
+from statstorm.model.finding import Finding, Rule, code_on_network, finding, memory_fit
 from statstorm.results.facts import ApacheFacts
 
 def _overriding(a: ApacheFacts) -> list[tuple[str, str]]:
@@ -97,20 +97,13 @@ def max_workers_memory(facts: Facts) -> list[Finding]:
     a = facts.apache
     if a is None or a.handler != "mod_php" or not a.child_pss_kb or facts.mem_available_kb is None:
         return []
-    pss = sorted(a.child_pss_kb)
-    per = pss[min(len(pss) - 1, int(len(pss) * 0.95))]
-    need = a.max_request_workers * per
-    have = facts.mem_available_kb + sum(pss)
-    if need <= have:
+    m = memory_fit(a.child_pss_kb, a.max_request_workers, facts.mem_available_kb)
+    if m is None:
         return []
-    fit = max(1, have // per)
     ev = [f"MaxRequestWorkers {a.max_request_workers} ({a.mpm} MPM, mod_php): child PSS p95 "
-          f"{per / 1024:.1f} MiB over {len(pss)} children",
-          f"all children need about {need / 1024:.0f} MiB; available for them: "
-          f"{have / 1024:.0f} MiB (MemAvailable + what the children use now)"]
-    return [finding("critical" if need > 1.5 * have else "warning",
-                    "MaxRequestWorkers does not fit in memory", ev,
-                    ["# apache server config:", f"MaxRequestWorkers {fit}"],
+          f"{m.per_kb / 1024:.1f} MiB over {m.seen} children", m.evidence("children")]
+    return [finding(m.severity, "MaxRequestWorkers does not fit in memory", ev,
+                    ["# apache server config:", f"MaxRequestWorkers {m.fits}"],
                     "fewer concurrent requests; under a burst connections wait in the listen "
                     "queue instead of the machine swapping", None,
                     "a memory bound, not a speed-up")]

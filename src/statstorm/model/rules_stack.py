@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from statstorm.model.checkfacts import Facts, ini_bool, ini_int
 from statstorm.model.finding import (CODE_ROLES, NETWORK_KINDS, Finding, Rule, finding,
-                                     opcache_on, setting)
+                                     memory_fit, opcache_on, setting)
 
 # -- storage -------------------------------------------------------------------------------------
 def _roles(facts: Facts, mp: str) -> str:
@@ -169,22 +169,13 @@ def pm_max_requests(facts: Facts) -> list[Finding]:
 
 def pm_max_children_memory(facts: Facts) -> list[Finding]:
     children = ini_int(facts.pm.get("pm.max_children"), 0)
-    pss = sorted(facts.worker_pss_kb)
-    if children <= 0 or not pss or facts.mem_available_kb is None:
+    m = memory_fit(facts.worker_pss_kb, children, facts.mem_available_kb)
+    if m is None:
         return []
-    per = pss[min(len(pss) - 1, int(len(pss) * 0.95))]
-    need = children * per
-    have = facts.mem_available_kb + sum(pss)
-    if need <= have:
-        return []
-    fit = max(1, have // per)
-    ev = [f"pm.max_children = {children}; worker PSS p95 {per / 1024:.1f} MiB over "
-          f"{len(pss)} workers",
-          f"all children need about {need / 1024:.0f} MiB; available for them: "
-          f"{have / 1024:.0f} MiB (MemAvailable + what the workers use now)"]
-    return [finding("critical" if need > 1.5 * have else "warning",
-               "pm.max_children does not fit in memory", ev,
-               [f"pm.max_children = {fit}"],
+    ev = [f"pm.max_children = {children}; worker PSS p95 {m.per_kb / 1024:.1f} MiB over "
+          f"{m.seen} workers", m.evidence("workers")]
+    return [finding(m.severity, "pm.max_children does not fit in memory", ev,
+               [f"pm.max_children = {m.fits}"],
                "fewer concurrent requests; under a burst requests wait in the listen queue "
                "instead of the machine swapping", None, "a memory bound, not a speed-up")]
 
