@@ -73,7 +73,8 @@ def test_demo_on_mediawiki_gives_it_an_object_cache_and_ends_the_round_trips(
                     "-o", str(out), "--json"], state_home, check=True, timeout=900)
     r = json.loads(proc.stdout)
     assert "warning: app-data-on-network" in r["findings_before"]
-    assert "warning: network-bound" in r["findings_before"]
+    # (network-bound, the share of request time spent on the network, is a timing: its rule
+    # is tested on fixed facts in test_check_rules, not here)
     assert {"app-data-on-network", "glusterfs-mount-caching"} <= set(r["applied"])
     for role in ("network", "local"):
         changes = r["settings"][role]["changes"]
