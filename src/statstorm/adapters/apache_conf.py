@@ -179,19 +179,6 @@ def source_for(cfg: ApacheConfig, docroot: str) -> str:
     return found
 
 
-def htaccess_files(docroot: str, limit: int = 10000) -> tuple[str, ...]:
-    """.htaccess files under the docroot (the rules that AllowOverride None would drop)."""
-    out: list[str] = []
-    seen = 0
-    for dirpath, dirnames, filenames in os.walk(docroot):
-        seen += 1
-        if ".htaccess" in filenames:
-            out.append(os.path.join(dirpath, ".htaccess"))
-        if seen > limit:
-            break
-    return tuple(sorted(out))
-
-
 def loaded_modules(cfg: ApacheConfig) -> dict[str, str]:
     """LoadModule lines: module name → file."""
     out = {}

@@ -44,10 +44,12 @@ def live(env: Env, argv: list[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def gather(conf: Path, docroot: str, *, php_pids: list[int], server_root: str = "/etc/apache2",
-           handler: str = "", modules: list[str] | None = None) -> ApacheFacts:
+           handler: str = "", modules: list[str] | None = None,
+           htaccess: tuple[str, ...] = ()) -> ApacheFacts:
     """ApacheFacts of the configuration `conf` for the site served from `docroot`;
     `php_pids`: the processes running PHP (Apache's children under mod_php); `modules`: the
-    loaded modules as `apache2 -M` lists them (they decide the MPM and mod_php)."""
+    loaded modules as `apache2 -M` lists them (they decide the MPM and mod_php); `htaccess`:
+    the .htaccess files found in the code tree (adapters.codetree)."""
     cfg = apache_conf.read(conf, server_root)
     mpm = next((m[4:-7] for m in modules or [] if re.fullmatch(r"mpm_\w+_module", m)), "")
     mpm = mpm or apache_conf.mpm(cfg) or "event"
@@ -67,7 +69,7 @@ def gather(conf: Path, docroot: str, *, php_pids: list[int], server_root: str = 
         config=str(conf), mpm=mpm, handler=handler, max_request_workers=workers,
         server_limit=limit, threads_per_child=threads, docroot=docroot,
         walk=apache_conf.walk(cfg, docroot),
-        htaccess_files=apache_conf.htaccess_files(docroot) if Path(docroot).is_dir() else (),
+        htaccess_files=tuple(h for h in htaccess if h.startswith(docroot + "/")),
         directory_source=apache_conf.source_for(cfg, docroot),
         fcgid_max_processes=fcgid if handler == "fcgid" else None, child_pss_kb=pss)
 

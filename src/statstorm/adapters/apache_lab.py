@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import glob
 import html
-import os
 import re
 import signal
 import time
@@ -266,18 +265,8 @@ def graceful(master_pid: int, timeout: float = 30.0) -> list[int]:
     files), running requests finish in the old children, new ones serve the next. Returns
     once no old child is left; ComponentError if the master exits (a configuration it
     cannot load) or the old children do not go."""
-    old = set(procs.children(master_pid))
-    os.kill(master_pid, signal.SIGUSR1)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not procs.alive(master_pid):
-            raise ComponentError(f"the Apache master {master_pid} exited on the graceful restart")
-        kids = procs.children(master_pid)
-        if kids and not set(kids) & old:
-            return kids
-        time.sleep(0.1)
-    raise ComponentError(f"Apache's old children did not finish within {timeout:.0f} s "
-                         f"(master {master_pid})")
+    return procs.replace_children(master_pid, signal.SIGUSR1, procs.children(master_pid),
+                                  "Apache", timeout)
 
 
 def _last_error(prefix: Path) -> str:

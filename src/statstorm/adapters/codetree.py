@@ -21,15 +21,17 @@ class CodeTree:
     entries: int = 0
     bytes: int = 0
     user_ini_files: int = 0
+    htaccess: tuple[str, ...] = ()  # .htaccess files (Apache's per-directory rules)
     recent: tuple[str, ...] = ()
     future: tuple[str, ...] = ()
 
 
 def scan(roots: list[str], user_ini: str, protection: int) -> CodeTree:
-    """PHP files (with realpath entries and bytes), user_ini files, and PHP files changed in
-    the last `protection` seconds or dated in the future, under `roots`."""
+    """PHP files (with realpath entries and bytes), user_ini and .htaccess files, and PHP
+    files changed in the last `protection` seconds or dated in the future, under `roots`."""
     php: list[str] = []
     ini = 0
+    htaccess: list[str] = []
     recent: list[str] = []
     future: list[str] = []
     now = time.time()
@@ -48,6 +50,8 @@ def scan(roots: list[str], user_ini: str, protection: int) -> CodeTree:
             for f in files:
                 if user_ini and f == user_ini:
                     ini += 1
+                elif f == ".htaccess":
+                    htaccess.append(os.path.join(d, f))
                 if f.endswith(".php") and len(php) < MAX_FILES:
                     p = os.path.join(d, f)
                     php.append(p)
@@ -61,7 +65,8 @@ def scan(roots: list[str], user_ini: str, protection: int) -> CodeTree:
                         elif mtime > now - protection:
                             recent.append(p)
     entries, size = realpath_bytes(with_parents(php))
-    return CodeTree(len(php), entries, size, ini, tuple(recent[:20]), tuple(future[:20]))
+    return CodeTree(len(php), entries, size, ini, tuple(sorted(htaccess)), tuple(recent[:20]),
+                    tuple(future[:20]))
 
 
 def app_root(docroot: str) -> str:

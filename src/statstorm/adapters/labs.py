@@ -63,12 +63,7 @@ def server_pids(state: LabState) -> list[int]:
 def status(env: Env, name: str) -> LabState:
     """The lab's state with its live workers; phase "degraded" if a master it started died."""
     state = load(env, name)
-    if state.handler != "fpm":
-        state.worker_pids = apache_lab.php_workers(state.apache_pid, state.handler)
-    elif state.fpm_master_pid and procs.alive(state.fpm_master_pid):
-        state.worker_pids = phpfpm.worker_pids(state.fpm_master_pid)
-    else:
-        state.worker_pids = []
+    state.worker_pids = [p for p in php_pids(state) if p != state.fpm_master_pid]
     if state.phase == "up" and not all(procs.alive(pid) for pid in masters(state)):
         state.phase = "degraded"
     return state

@@ -1,4 +1,5 @@
-"""Memory and huge pages as the kernel reports them: /proc/meminfo, THP mode, worker PSS."""
+"""Memory and huge pages as the kernel reports them: /proc/meminfo, the THP mode, where a
+process's code is mapped. (Per-process PSS and huge pages: adapters.smaps.)"""
 
 from __future__ import annotations
 
@@ -33,23 +34,18 @@ def meminfo() -> dict[str, int]:
         return {}
 
 
-def hugepages(info: dict[str, int]) -> HugePageFacts:
+def thp_enabled() -> str:
+    """The kernel's transparent huge page mode (`always`, `madvise`, `never`; '' unknown)."""
     try:
-        mode = thp_mode(Path(THP).read_text())
+        return thp_mode(Path(THP).read_text())
     except OSError:
-        mode = ""
-    return HugePageFacts(thp_enabled=mode, nr_hugepages=info.get("HugePages_Total", 0),
+        return ""
+
+
+def hugepages(info: dict[str, int]) -> HugePageFacts:
+    return HugePageFacts(thp_enabled=thp_enabled(), nr_hugepages=info.get("HugePages_Total", 0),
                          free_hugepages=info.get("HugePages_Free", 0),
                          page_kb=info.get("Hugepagesize", 2048))
-
-
-def pss_kb(pid: int) -> int | None:
-    """Proportional set size of a process (its fair share of shared pages), kB."""
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return None
-    return parse_meminfo(text).get("Pss")
 
 
 def code_window(pid: int) -> tuple[str, int, int] | None:

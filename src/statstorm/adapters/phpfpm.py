@@ -202,16 +202,4 @@ def reload(master_pid: int, old_workers: list[int], timeout: float = 40.0) -> li
     """Graceful reload (SIGUSR2): the master lets running requests finish, re-reads its
     configuration and forks new workers; the listening socket stays open, so requests wait
     in its backlog meanwhile. Returns the new workers' PIDs."""
-    os.kill(master_pid, signal.SIGUSR2)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not procs.alive(master_pid):
-            raise ComponentError(f"the php-fpm master {master_pid} exited while reloading")
-        kids = procs.children(master_pid)
-        if kids and not set(kids) & set(old_workers):
-            time.sleep(0.2)
-            settled = procs.children(master_pid)
-            if settled == kids:
-                return kids
-        time.sleep(0.1)
-    raise ComponentError(f"php-fpm did not reload within {timeout:.0f} s (master {master_pid})")
+    return procs.replace_children(master_pid, signal.SIGUSR2, old_workers, "php-fpm", timeout)

@@ -155,6 +155,25 @@ def spawn_daemon(argv: Sequence[str], log_path: Path, record: Callable[[int], No
     return proc.pid
 
 
+def replace_children(master_pid: int, sig: int, old: Sequence[int], name: str,
+                     timeout: float) -> list[int]:
+    """Signal a master to replace its children gracefully (php-fpm's SIGUSR2, Apache's
+    SIGUSR1) and wait until none of `old` is left and the new set has settled. Returns the
+    new children; ComponentError if the master exits or the old ones do not go."""
+    os.kill(master_pid, sig)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(master_pid):
+            raise ComponentError(f"the {name} master {master_pid} exited while reloading")
+        kids = children(master_pid)
+        if kids and not set(kids) & set(old):
+            time.sleep(0.2)
+            if children(master_pid) == kids:
+                return kids
+        time.sleep(0.1)
+    raise ComponentError(f"{name} did not reload within {timeout:.0f} s (master {master_pid})")
+
+
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -3,7 +3,7 @@ its proportional set size (PSS: private pages plus its fair share of shared ones
 of a server's processes adds up to what they cost together) and its huge pages —
 `AnonHugePages` (transparent huge pages of anonymous memory: where
 `opcache.huge_code_pages` copies PHP's code) and `FilePmdMapped` (file pages mapped with
-huge pages). Also the kernel's transparent huge page mode."""
+huge pages)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-THP_ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 _FIELDS = {"Pss": "pss_kb", "Rss": "rss_kb", "AnonHugePages": "anon_huge_kb",
            "FilePmdMapped": "file_pmd_kb", "ShmemPmdMapped": "shmem_pmd_kb"}
 
@@ -58,12 +57,3 @@ def read(pid: int) -> ProcessMemory | None:
 def read_all(pids: Iterable[int]) -> list[ProcessMemory]:
     """The memory of each process still there (those that ended meanwhile are left out)."""
     return [m for m in (read(p) for p in pids) if m is not None]
-
-
-def thp_mode(path: Path = THP_ENABLED) -> str:
-    """The kernel's transparent huge page mode (`always`, `madvise`, `never`; '' unknown)."""
-    try:
-        m = re.search(r"\[(\w+)\]", path.read_text())
-    except OSError:
-        return ""
-    return m.group(1) if m else ""

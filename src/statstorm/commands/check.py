@@ -275,7 +275,8 @@ def gather(env: Env, pool: _Pool, opts: CheckOptions, trace: TraceFacts | None,
     pss = [m.pss_kb for m in mem if m.pss_kb]
     apache = apache_facts.gather(pool.apache_conf, docroot, php_pids=fpm.workers,
                                  server_root=run_cfg.get("ServerRoot", "/etc/apache2"),
-                                 modules=modules) if pool.apache_conf and docroot else None
+                                 modules=modules, htaccess=tree.htaccess
+                                 ) if pool.apache_conf and docroot else None
     return PoolCheck(pool.name, source, Facts(
         pool=pool.name, settings=settings, cli_settings=cli, pm=pm, settings_source=source,
         docroot=docroot, php_files=tree.php_files if docroot else None,

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import http, lab_build, labs, smaps, wrk_checked
+from statstorm.adapters import http, lab_build, labs, memory, smaps, wrk_checked
 from statstorm.adapters.loadgen import load_lock
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, PrivilegeError, UsageError
@@ -220,7 +220,7 @@ def _start_result(p: Plan) -> MatrixResult:
     else:
         result = MatrixResult(app=opts.app, source="measured", options=options_to_json(opts),
                               started=_now())
-    result.thp_mode = smaps.thp_mode()
+    result.thp_mode = memory.thp_enabled()
     for c in p.cells:
         if result.cell(c.id) is None:
             result.cells.append(CellResult(
