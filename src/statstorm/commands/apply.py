@@ -44,6 +44,9 @@ from statstorm.results.common import write_atomic
 from statstorm.results.trace import read_trace
 
 MASTER_INI_NAME = "99-statstorm.ini"
+# Findings --all leaves out (they must be named): huge code pages remap PHP's code into
+# anonymous memory, where the tracer's uprobes (request start and end) no longer fire.
+NAMED_ONLY = frozenset({"huge-code-pages"})
 FSTAB = Path("/etc/fstab")
 # --verify: a change is "worse" beyond these margins (a short run's noise stays inside them).
 WORSE_SYSCALLS = 0.02  # metadata calls per request up by more than 2 %
@@ -291,13 +294,18 @@ def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
     """What would change (the dry run), from the findings check reports now."""
     target = resolve(env, opts)
     found, settings = _check(env, opts)
-    chosen = [f for f in found if opts.all or f.id in opts.findings]
+    chosen = [f for f in found
+              if f.id in opts.findings or (opts.all and f.id not in NAMED_ONLY)]
     result = ApplyResult("dry-run", target,
                          not_found=[i for i in opts.findings if i not in {f.id for f in found}])
     changes = applyplan.merge([c for f in chosen for c in applyplan.classify(f, settings)])
     changes, result.steps, fstab_edits, result.notes = plan_storage(env, target, changes)
     result.changes, result.edits = plan_edits(target, changes)
     result.edits += fstab_edits
+    if opts.all and any(f.id in NAMED_ONLY for f in found):
+        result.notes.append("huge-code-pages is not part of --all: PHP's code moved to huge "
+                            "pages leaves the file statstorm's probes are on, so later traces "
+                            "lose their request boundaries; name it to apply it")
     if not result.edits and not result.steps:
         result.mode = "nothing"
     if target.control_timeout.rstrip("s") == "0" and (result.edits or result.steps):
