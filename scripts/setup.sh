@@ -19,9 +19,11 @@ debs=(
     mediawiki procps iproute2 util-linux python3 python3-venv tar
     apache2 libapache2-mod-php8.2 libapache2-mod-fcgid wordpress wordpress-theme-twentytwentyone
     php8.2-mysql mariadb-server
+    clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev gcc libc6-dev
 )
-# --dev only: headless Chromium opens `statstorm report`'s HTML in the report tests.
-dev_debs=(chromium)
+# --dev only: headless Chromium opens `statstorm report`'s HTML in the report tests; `perf
+# trace` is an anchor of bench/trace_overhead.py.
+dev_debs=(chromium linux-perf)
 ((dev)) && debs+=("${dev_debs[@]}")
 missing=()
 for p in "${debs[@]}"; do
@@ -108,5 +110,29 @@ if [[ ! -x $vegeta_bin ]]; then
             GOBIN=${vegeta_bin%/*} go install github.com/tsenart/vegeta/v12
         )
         rm -rf "$tmpmod"
+    fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+# trace: the compiled eBPF tracer (src/statstorm/bpf: libbpf CO-RE, types from the kernel's
+# BTF, no kernel headers needed), built into /opt/statstorm/bpf and stamped with its sources'
+# hash (adapters/libbpf_trace.py uses only a loader built from the sources it has).
+bpf_src=$here/src/statstorm/bpf
+bpf_dest=/opt/statstorm/bpf
+bpf_want=$(cat "$bpf_src/trace.bpf.c" "$bpf_src/loader.c" "$bpf_src/build.sh" | sha256sum | cut -c1-16)
+if [[ ! -x $bpf_dest/statstorm-trace || $(cat "$bpf_dest/source.sha" 2>/dev/null) != "$bpf_want" ]]; then
+    if [[ ! -r /sys/kernel/btf/vmlinux ]]; then
+        echo "statstorm setup: this kernel has no BTF (/sys/kernel/btf/vmlinux); the compiled" \
+             "eBPF tracer is not built and statstorm trace uses bpftrace" >&2
+    else
+        echo "statstorm setup: building the eBPF tracer into $bpf_dest"
+        log=$(mktemp)
+        if ! bash "$bpf_src/build.sh" "$bpf_dest" >"$log" 2>&1; then
+            cat "$log" >&2; rm -f "$log"
+            echo "statstorm setup: building the eBPF tracer failed (see above)" >&2
+            exit 1
+        fi
+        rm -f "$log"
+        echo "$bpf_want" > "$bpf_dest/source.sha"
     fi
 fi

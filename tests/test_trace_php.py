@@ -34,10 +34,19 @@ def scen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def trace_cmd(home: Path, cmd: str, out: Path) -> dict[str, Any]:
-    proc = run_cli(["trace", "--cmd", cmd, "-o", str(out), "--json"], home, timeout=300)
+@pytest.fixture(params=["ebpf", "bpftrace"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Every eBPF backend: the compiled tracer and bpftrace (its fallback)."""
+    return str(request.param)
+
+
+def trace_cmd(home: Path, cmd: str, out: Path, backend: str) -> dict[str, Any]:
+    proc = run_cli(["trace", "--cmd", cmd, "-o", str(out), "--json", "--backend", backend],
+                   home, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    return dict(json.loads(proc.stdout))
+    summary = dict(json.loads(proc.stdout))
+    assert summary["source"] == backend
+    return summary
 
 
 def strace_counts(home: Path, argv: list[str], cwd: Path, tmp: Path) -> dict[str, float]:
@@ -50,13 +59,13 @@ def strace_counts(home: Path, argv: list[str], cwd: Path, tmp: Path) -> dict[str
 
 
 def test_include_path_misses_attributed_to_entries(scen: Path, state_home: Path,
-                                                   tmp_path: Path) -> None:
+                                                   tmp_path: Path, backend: str) -> None:
     script = scen / "s1.php"
     script.write_text(
         "<?php\n"
         f"set_include_path('{scen}/a:{scen}/b:{scen}/c:{scen}/lib');\n"
         "for ($i = 1; $i <= 40; $i++) { require_once \"f$i.php\"; }\n")
-    s = trace_cmd(state_home, f"php -n {script}", tmp_path / "t.sst.gz")
+    s = trace_cmd(state_home, f"php -n {script}", tmp_path / "t.sst.gz", backend)
     assert s["requests"] == 1
     # Each of the 40 relative require_once tries a, b and c first: one failed lstat each.
     entries = {e["entry"]: e["failed"] for e in s["failed_by_include_path_entry"]}
@@ -96,7 +105,7 @@ def test_counts_mode_matches_strace(scen: Path, state_home: Path, tmp_path: Path
     assert json.loads(again.stdout)["per_request"] == s["per_request"]
 
 
-def test_realpath_cache_off_costs_component_lstats(scen: Path, state_home: Path,
+def test_realpath_cache_off_costs_component_lstats(scen: Path, state_home: Path, backend: str,
                                                    tmp_path: Path) -> None:
     script = scen / "s2.php"
     script.write_text(
@@ -105,9 +114,9 @@ def test_realpath_cache_off_costs_component_lstats(scen: Path, state_home: Path,
         f"  for ($i = 1; $i <= 40; $i++) {{ include '{scen}/deep/x/y/z/g' . $i . '.php'; }}\n"
         "}\n")
     on = trace_cmd(state_home, f"php -n -d realpath_cache_size=4096K {script}",
-                   tmp_path / "on.sst.gz")
+                   tmp_path / "on.sst.gz", backend)
     off = trace_cmd(state_home, f"php -n -d realpath_cache_size=0 {script}",
-                    tmp_path / "off.sst.gz")
+                    tmp_path / "off.sst.gz", backend)
     depth = len(Path(scen, "deep/x/y/z/g1.php").parts) - 1  # components below "/"
     inc_on = on["by_operation"]["include_resolve"]["lstat"]
     inc_off = off["by_operation"]["include_resolve"]["lstat"]
@@ -127,7 +136,8 @@ def test_realpath_cache_off_costs_component_lstats(scen: Path, state_home: Path,
     assert change["delta"] == off["per_request"]["lstat"] - on["per_request"]["lstat"] > 0
 
 
-def test_file_probes_and_relative_paths(scen: Path, state_home: Path, tmp_path: Path) -> None:
+def test_file_probes_and_relative_paths(scen: Path, state_home: Path, tmp_path: Path,
+                                        backend: str) -> None:
     (scen / "link").symlink_to(scen / "lib")
     script = scen / "s3.php"
     script.write_text(
@@ -136,7 +146,7 @@ def test_file_probes_and_relative_paths(scen: Path, state_home: Path, tmp_path: 
         "for ($i = 0; $i < 25; $i++) { file_exists(\"missing/x$i.php\"); }\n"
         "for ($i = 1; $i <= 10; $i++) { is_file(\"lib/f$i.php\"); }\n"
         "echo realpath('link/f1.php'), \"\\n\";\n")
-    s = trace_cmd(state_home, f"php -n {script}", tmp_path / "t.sst.gz")
+    s = trace_cmd(state_home, f"php -n {script}", tmp_path / "t.sst.gz", backend)
     probe = s["by_operation"]["file_probe"]
     assert probe["access"] == 25 and probe["failed"] == 25 and probe["stat"] == 10
     assert s["per_request"]["readlink"] >= 1

@@ -121,8 +121,12 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
               help="Stop at this many syscalls.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Trace file (gzip if it ends in .gz)  [default: trace-DATE-TIME.sst.gz]")
-@click.option("--backend", type=click.Choice(["auto", "bpftrace", "strace"]), default="auto",
-              show_default=True, help="auto: bpftrace, or strace if bpftrace cannot run.")
+@click.option("--backend", type=click.Choice(list(trace_cmd.BACKENDS)), default="auto",
+              show_default=True, help="auto: the compiled eBPF tracer (built by "
+              "scripts/setup.sh), else bpftrace, else strace.")
+@click.option("--sample", type=int, default=1, show_default=True, metavar="N",
+              help="Record one request in N per worker in full and count the others in the "
+              "kernel (ebpf backend): for busy production pools.")
 @click.option("--counts", is_flag=True, help="Count per request in the kernel instead of "
               "recording every call: low overhead (for production or load tests), but no "
               "paths, mounts or PHP operations.")
@@ -130,7 +134,7 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
 @click.pass_context
 def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str | None,
           cmd: str | None, duration: float | None, requests: int | None, max_events: int,
-          output: Path | None, backend: str, counts: bool, as_json: bool) -> None:
+          output: Path | None, backend: str, sample: int, counts: bool, as_json: bool) -> None:
     """Trace PHP's file-metadata syscalls per request and per PHP operation (eBPF).
 
     Captures stat/lstat/fstat (newfstatat, statx), access, open, readlink, getcwd and chdir
@@ -143,6 +147,7 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
       statstorm trace --lab -d 10 -o before.sst.gz
       statstorm trace --pool www --requests 200 --json
       statstorm trace --pool www --counts -d 60
+      statstorm trace --pool www --sample 10 -d 60
       statstorm trace --cmd 'php bench.php' -o cli.sst.gz
       statstorm trace show before.sst.gz
       statstorm trace diff before.sst.gz after.sst.gz
@@ -153,7 +158,7 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
     env: Env = ctx.obj
     opts = trace_cmd.TraceOptions(pool=pool, pids=pids, lab=lab, cmd=cmd, duration_s=duration,
                                   requests=requests, max_events=max_events, output=output,
-                                  backend=backend, counts=counts)
+                                  backend=backend, counts=counts, sample=sample)
     trace_cmd.validate(opts)
     err = Console(file=env.stderr, stderr=True, highlight=False)
 

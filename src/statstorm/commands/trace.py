@@ -13,20 +13,23 @@ import functools
 import os
 import shlex
 import signal
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import (bpftrace, mounts, php_targets, procs, round_trips, strace_log,
-                                trace_targets)
+from statstorm.adapters import (bpftrace, libbpf_trace, mounts, php_targets, procs, round_trips,
+                                strace_log, trace_targets)
 from statstorm.adapters.bpftrace_session import BpftraceSession, EventFramer, Refused
 from statstorm.adapters.strace_session import StraceSession
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
 from statstorm.model.attribution import Attributor, CountAttributor, Reorder, feed
+from statstorm.model.sampling import CountedRequests
 from statstorm.model.tracestats import SummaryBuilder, Tee, diff_summaries, summarize
 from statstorm.results import whatif_input
 from statstorm.results.trace import (TraceWriter, read_trace, write_trace,
@@ -35,6 +38,7 @@ from statstorm.results.trace import (TraceWriter, read_trace, write_trace,
 DEFAULT_EVENT_CAP = 2_000_000
 COUNTS_BATCH_S = 0.05
 DEFAULT_DURATION_S = 10.0
+BACKENDS = ("auto", "ebpf", "bpftrace", "strace")
 
 
 @dataclass(frozen=True)
@@ -47,8 +51,9 @@ class TraceOptions:
     requests: int | None = None
     max_events: int = DEFAULT_EVENT_CAP
     output: Path | None = None
-    backend: str = "auto"  # auto | bpftrace | strace
+    backend: str = "auto"  # auto | ebpf | bpftrace | strace
     counts: bool = False  # count per request in the kernel: no paths, mounts or operations
+    sample: int = 1  # record one request in N per worker in full, count the others (ebpf)
 
 
 @dataclass
@@ -74,8 +79,16 @@ def validate(opts: TraceOptions) -> None:
         raise UsageError("--requests must be at least 1")
     if opts.max_events <= 0:
         raise UsageError("--max-events must be at least 1")
-    if opts.backend not in ("auto", "bpftrace", "strace"):
-        raise UsageError("--backend: use auto, bpftrace or strace")
+    if opts.backend not in BACKENDS:
+        raise UsageError("--backend: use auto, ebpf, bpftrace or strace")
+    if opts.sample < 1:
+        raise UsageError("--sample must be at least 1 (1: record every request)")
+    if opts.sample > 1 and (opts.counts or opts.backend in ("bpftrace", "strace")):
+        raise UsageError("--sample records one request in N in full with the compiled eBPF "
+                         "tracer: use it without --counts and with --backend auto or ebpf")
+    if opts.sample > 1 and opts.cmd is not None:
+        raise UsageError("--sample needs a server's requests to choose from; a --cmd trace "
+                         "is one request")
     if opts.counts and opts.backend == "strace":
         raise UsageError("--counts counts in the kernel with eBPF; drop --backend strace "
                          "(strace records every call)")
@@ -138,7 +151,19 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
     out = opts.output or default_output()
     backend = opts.backend
     warnings: list[str] = []
-    if backend in ("auto", "bpftrace"):
+    if backend in ("auto", "ebpf") and not opts.counts:
+        if backend == "ebpf" or libbpf_trace.loader() is not None:
+            libbpf_trace.find()
+            bpftrace.ensure_tracefs()
+            try:
+                return _run_ebpf(env, opts, target, out, warnings, progress, ready, stop)
+            except libbpf_trace.Refused as exc:
+                if backend == "ebpf":
+                    raise DependencyError(f"the eBPF tracer could not attach: {exc}") from None
+                warnings.append(f"the eBPF tracer could not attach ({exc}); trying bpftrace")
+        elif opts.sample > 1:
+            libbpf_trace.find()  # --sample needs it: says how to build it
+    if backend in ("auto", "bpftrace", "ebpf"):
         try:
             bpftrace.find()
             bpftrace.ensure_tracefs()
@@ -197,21 +222,12 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, ou
     session = BpftraceSession(binary, make(bpftrace.Targets(tuple(target.pids),
                                                             tuple(target.parents)),
                                            target.binaries))
-    framer = EventFramer(php_targets.TitleFilter(target.allow, *([target.settled] if target.settled
-                                                                 else [])) if target.allow else None)
+    framer = EventFramer(_title_filter(target))
     summary = SummaryBuilder(header)
     writer = TraceWriter(out, header)
     stopped = "end"
     t_start = time.monotonic()
-    attr: Attributor | CountAttributor
-    dispatch: Callable[[list[bytes]], None]
-    if opts.counts:
-        cattr = CountAttributor(Tee(writer, summary), single_request=target.mode == "cmd")
-        attr, dispatch = cattr, functools.partial(feed_counts, cattr)
-    else:
-        eattr = Attributor(Tee(writer, summary), header["mounts"], cwd_of=_cwd_of,
-                           single_request=target.mode == "cmd")
-        attr, dispatch = eattr, functools.partial(feed, eattr)
+    attr, dispatch = _attributor(opts, target, header, writer, summary)
     reorder = Reorder()
 
     def take(line: bytes) -> None:
@@ -318,39 +334,206 @@ def _run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, ou
                 take(line)
         for fields in reorder.pop_ready(flush=True):
             dispatch(fields)
-        attr.finish()
-        dropped = framer.dropped
-        trailer = {
-            "stopped": stopped, "duration_ns": attr.last_ns,
-            "wall_s": round(time.monotonic() - t_start, 3), "dropped": dropped,
-            "completed_requests": attr.completed, "truncated_paths": attr.truncated_paths,
-            "pids": sorted(attr.pids_seen), "forks": attr.forks, "exits": attr.exits,
-            "backend": "bpftrace",
-        }
-        if attr.t0 is not None:
-            # wall clock of time 0 (event times are CLOCK_MONOTONIC ns from attr.t0): lets
-            # `statstorm whatif` place events in PHP's seconds (TTLs, revalidation windows)
-            trailer["t0_wall_ns"] = time.time_ns() - time.monotonic_ns() + attr.t0
-        if network is not None:
-            trailer["network"] = network.close(attr.completed)
-            if network.note:
-                warnings.append(network.note)
-        if attr.truncated_paths:
-            warnings.append(f"{attr.truncated_paths} paths were longer than "
-                            f"{bpftrace.STRLEN - 1} bytes and were cut")
-        if dropped:
-            warnings.append(f"bpftrace lost {dropped:,} events (its buffers overflowed); the "
-                            "counts are low by that much")
-        writer.close(trailer)
-        result = summary.finish(trailer)
-        _build_input(env, progress, out)
+        result = _finish(env, attr, writer, summary, progress, out, warnings, backend="bpftrace",
+                         stopped=stopped, t_start=t_start, dropped=framer.dropped,
+                         network=network, strlen=bpftrace.STRLEN)
     finally:
         if main:
             signal.signal(signal.SIGINT, old)
         session.close()
+    return TraceRun(out, result, "bpftrace", warnings)
+
+
+def _run_ebpf(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
+              warnings: list[str], progress: Callable[[str], None] | None,
+              ready_event: threading.Event | None = None,
+              stop: threading.Event | None = None) -> TraceRun:
+    """The compiled tracer: records spooled in the kernel's format while PHP runs, decoded
+    and attributed once the trace has stopped (adapters/libbpf_trace.py)."""
+    network = round_trips.window_for(env, target.code)
+    held: procs.HeldCommand | None = None
+    if target.mode == "cmd":
+        held = procs.HeldCommand(target.argv)
+        target.pids = [held.pid]
+    header = _header("ebpf", target, opts)
+    if opts.sample > 1:
+        header["sampling"] = {"one_in": opts.sample}
+    spool_dir = Path(tempfile.mkdtemp(prefix="statstorm-trace-"))
+    session = libbpf_trace.LoaderSession(
+        bpftrace.Targets(tuple(target.pids), tuple(target.parents)), target.binaries,
+        spool_dir / "records.bin", sample=opts.sample)
+    stopped = "end"
+
+    def command_ended() -> str | None:
+        if held is not None and held.ended():
+            return ("the traced command ended before the tracer was attached "
+                    f"(exit status {held.returncode}); nothing was traced")
+        return None
+
+    try:
+        t_attach = time.monotonic()
+        try:
+            session.start(abort=command_ended)
+        except libbpf_trace.Refused as exc:
+            if held is not None and held.ended():
+                raise ComponentError(str(exc)) from None
+            raise
+        env.debug(f"eBPF tracer attached in {time.monotonic() - t_attach:.1f} s")
+        t_start = time.monotonic()
+        t0 = time.monotonic_ns()
+        deadline = (t_start + (opts.duration_s or DEFAULT_DURATION_S)
+                    if opts.duration_s is not None or target.mode != "cmd" else None)
+        if network is not None:
+            network.open()
+        if held is not None:
+            held.release()
+        if ready_event is not None:
+            ready_event.set()
+        last_progress = 0.0
+        try:
+            while True:
+                st = session.poll(0.2)
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    stopped = "duration"
+                    break
+                if stop is not None and stop.is_set():
+                    stopped = "stop"
+                    break
+                if opts.requests and st.requests >= opts.requests:
+                    stopped = "requests"
+                    break
+                if st.records >= opts.max_events:
+                    stopped = "event cap"
+                    warnings.append(f"stopped at the event cap ({opts.max_events:,} events); "
+                                    "raise --max-events or shorten --duration")
+                    break
+                if held is not None and held.ended():
+                    stopped = "command exited"
+                    break
+                if session.exited():
+                    raise ComponentError(f"the eBPF tracer stopped: {session.refusal()}")
+                if progress and now - last_progress >= 1.0:
+                    last_progress = now
+                    progress(f"{now - t_start:5.1f} s  {st.records:,} events  "
+                             f"{st.requests} requests done")
+        except (KeyboardInterrupt, Interrupted):
+            stopped = "interrupted"
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            if held is not None:
+                held.finish()
+            status = session.stop()
+            if progress:
+                progress(f"attributing {status.records:,} events")
+            result = _attribute_spool(env, opts, target, header, out, warnings, progress,
+                                      session.spool, t0, stopped, t_start, status, network)
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, old)
+    except BaseException:
+        session.kill()
+        if held is not None:
+            held.finish()
+        raise
+    finally:
+        session.close()
+        shutil.rmtree(spool_dir, ignore_errors=True)
+    return TraceRun(out, result, "ebpf", warnings)
+
+
+def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
+                     header: dict[str, Any], out: Path, warnings: list[str],
+                     progress: Callable[[str], None] | None, spool: Path, t0: int,
+                     stopped: str, t_start: float, status: libbpf_trace.Status,
+                     network: round_trips.Window | None) -> dict[str, Any]:
+    """The spooled records → the trace file and its summary."""
+    summary = SummaryBuilder(header)
+    writer = TraceWriter(out, header)
+    attr, dispatch = _attributor(opts, target, header, writer, summary,
+                                 strlen=libbpf_trace.STRMAX)
+    attr.t0 = t0
+    keep = _title_filter(target)
+    reorder = Reorder()
+    counted = CountedRequests()
+    try:
+        for fields in libbpf_trace.decode(spool.read_bytes()):
+            if keep is not None and fields[0] not in (b"F", b"E") and not keep(int(fields[1])):
+                continue
+            if fields[0] == b"K":
+                counted.add(bpftrace.unpack_counts([int(v) for v in fields[4:]]))
+                continue
+            reorder.push(fields)
+            for ready in reorder.pop_ready():
+                dispatch(ready)
+        for ready in reorder.pop_ready(flush=True):
+            dispatch(ready)
+    except BaseException:
+        writer.close({"stopped": "error"})
+        raise
+    extra = {"events": status.records}
+    if opts.sample > 1:
+        extra["sampling"] = counted.trailer(opts.sample, attr.completed)
+    return _finish(env, attr, writer, summary, progress, out, warnings, backend="ebpf",
+                   stopped=stopped, t_start=t_start, dropped=status.lost, network=network,
+                   strlen=libbpf_trace.STRMAX, extra=extra)
+
+
+def _title_filter(target: trace_targets.Target) -> Callable[[int], bool] | None:
+    """Which PIDs' events count (Apache: the processes that run PHP), or None: all."""
+    if not target.allow:
+        return None
+    return php_targets.TitleFilter(target.allow, *([target.settled] if target.settled else []))
+
+
+def _attributor(opts: TraceOptions, target: trace_targets.Target, header: dict[str, Any],
+                writer: TraceWriter, summary: SummaryBuilder, strlen: int = bpftrace.STRLEN
+                ) -> tuple[Attributor | CountAttributor, Callable[[list[bytes]], None]]:
+    """The attributor the events go to, and the function that feeds it one event."""
+    if opts.counts:
+        cattr = CountAttributor(Tee(writer, summary), single_request=target.mode == "cmd")
+        return cattr, functools.partial(feed_counts, cattr)
+    eattr = Attributor(Tee(writer, summary), header["mounts"], cwd_of=_cwd_of,
+                       single_request=target.mode == "cmd", strlen=strlen)
+    return eattr, functools.partial(feed, eattr)
+
+
+def _finish(env: Env, attr: Attributor | CountAttributor, writer: TraceWriter,
+            summary: SummaryBuilder, progress: Callable[[str], None] | None, out: Path,
+            warnings: list[str], *, backend: str, stopped: str, t_start: float, dropped: int,
+            network: round_trips.Window | None, strlen: int,
+            extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Close an eBPF trace once every event is fed: its trailer, warnings and summary."""
+    attr.finish()
+    trailer: dict[str, Any] = {
+        "stopped": stopped, "duration_ns": attr.last_ns,
+        "wall_s": round(time.monotonic() - t_start, 3), "dropped": dropped,
+        "completed_requests": attr.completed, "truncated_paths": attr.truncated_paths,
+        "pids": sorted(attr.pids_seen), "forks": attr.forks, "exits": attr.exits,
+        "backend": backend, **(extra or {}),
+    }
+    if attr.t0 is not None:
+        # wall clock of time 0 (event times are CLOCK_MONOTONIC ns from attr.t0): lets
+        # `statstorm whatif` place events in PHP's seconds (TTLs, revalidation windows)
+        trailer["t0_wall_ns"] = time.time_ns() - time.monotonic_ns() + attr.t0
+    if network is not None:
+        trailer["network"] = network.close(attr.completed)
+        if network.note:
+            warnings.append(network.note)
+    if attr.truncated_paths:
+        warnings.append(f"{attr.truncated_paths} paths were longer than {strlen - 1} bytes "
+                        "and were cut")
+    if dropped:
+        warnings.append(f"the tracer lost {dropped:,} events (its buffers overflowed); the "
+                        "counts are low by that much")
     if stopped == "interrupted":
         warnings.append("interrupted: the trace holds what was captured until then")
-    return TraceRun(out, result, "bpftrace", warnings)
+    writer.close(trailer)
+    result = summary.finish(trailer)
+    _build_input(env, progress, out)
+    return result
+
 
 
 def _run_strace(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path, warnings: list[str],

@@ -76,8 +76,10 @@ class Attributor:
     """Consumes raw events (already split into fields) and emits trace records."""
 
     def __init__(self, sink: Sink, mounts: list[tuple[str, str]], *,
-                 cwd_of: Callable[[int], str], single_request: bool = False) -> None:
+                 cwd_of: Callable[[int], str], single_request: bool = False,
+                 strlen: int = 200) -> None:
         self.sink = sink
+        self._cut_at = strlen - 1  # a path this long was cut by the tracer
         self._mounts = sorted(((m, i) for i, (m, _) in enumerate(mounts)),
                               key=lambda x: len(x[0]), reverse=True)
         self._cwd_of = cwd_of
@@ -287,7 +289,7 @@ class Attributor:
         rel = self._rel(ts)
         p = self._proc(pid)
         path = decode_path(raw_path)
-        if len(raw_path) >= 199:
+        if len(raw_path) >= self._cut_at:
             self.truncated_paths += 1
         call = call_type(name, flags, path)
         if call is None:

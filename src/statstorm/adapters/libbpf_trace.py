@@ -1,0 +1,230 @@
+"""The compiled eBPF tracer (`statstorm-trace`, libbpf CO-RE): its build, its run, its records.
+
+`statstorm trace`'s default full-event backend. The kernel side (`statstorm/bpf/trace.bpf.c`)
+records the same events as the bpftrace program of adapters/bpftrace.py, as binary records in
+one ring buffer; the loader (`statstorm/bpf/loader.c`) copies them to a spool file without
+waking per event, and they are decoded once the trace has stopped. So while PHP runs, the
+tracer spends no CPU on formatting or parsing: that cost is paid after the measurement.
+
+The loader is built by scripts/setup.sh into BUILD_DIR, stamped with the hash of its sources:
+a loader built from other sources is not used.
+
+`decode` yields each record as the fields of the bpftrace program's matching line (bytes,
+tag first), so both backends feed the same attribution."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import select
+import signal
+import struct
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from statstorm.adapters import bpftrace
+from statstorm.errors import DependencyError
+
+BUILD_DIR = Path("/opt/statstorm/bpf")
+SOURCE_DIR = Path(__file__).resolve().parent.parent / "bpf"
+SOURCES = ("trace.bpf.c", "loader.c", "build.sh")
+STRMAX = 256  # trace.bpf.c's STRMAX: strings are cut at STRMAX - 1 bytes
+
+# trace.bpf.c's enum call and enum fn, in order
+CALLS = tuple(s[0] for s in bpftrace.SYSCALLS)
+FUNCS = tuple(u[0] for u in bpftrace.UPROBES)
+HDR = struct.Struct("<HBBIQ")          # len, tag, kind, pid, ts
+BODY = struct.Struct("<HBBIQQqqq")     # ... a, b, c, d
+COUNTS = struct.Struct("<HBBIQQ16Q")   # ... start, c[16]
+SMALL_A = struct.Struct("<Q")
+
+
+def source_hash() -> str:
+    h = hashlib.sha256()
+    for name in SOURCES:
+        h.update((SOURCE_DIR / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def loader() -> Path | None:
+    """The built loader, if it was built from these sources."""
+    binary, stamp = BUILD_DIR / "statstorm-trace", BUILD_DIR / "source.sha"
+    try:
+        if binary.exists() and stamp.read_text().strip() == source_hash():
+            return binary
+    except OSError:
+        pass
+    return None
+
+
+def find() -> Path:
+    path = loader()
+    if path is None:
+        raise DependencyError("the compiled eBPF tracer is not built (or is out of date); run "
+                              "scripts/setup.sh")
+    return path
+
+
+class Refused(Exception):
+    """The loader did not start or attach (the message is its error line)."""
+
+
+@dataclass
+class Status:
+    records: int = 0
+    requests: int = 0  # request ends seen (recorded or counted)
+    lost: int = 0
+
+
+class LoaderSession:
+    """One run of the loader: `start` (returns once attached), `poll`, `stop`, `close`."""
+
+    def __init__(self, targets: bpftrace.Targets, binaries: list[str], spool: Path, *,
+                 sample: int = 1) -> None:
+        self.argv = [str(find()), "--out", str(spool), "--sample", str(max(sample, 1))]
+        for p in targets.pids:
+            self.argv += ["--pid", str(p)]
+        for p in targets.parents:
+            self.argv += ["--parent", str(p)]
+        for b in binaries:
+            self.argv += ["--binary", b]
+        self.spool = spool
+        self.errlog = spool.with_suffix(".err")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.status = Status()
+        self._buf = b""
+        self.done = False
+
+    def start(self, timeout: float = 120.0, *, abort: "callable[[], str | None] | None" = None
+              ) -> None:
+        with open(self.errlog, "wb") as err:
+            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=err,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self._lines(0.1):
+                if line == b"READY":
+                    return
+            if self.proc.poll() is not None and not self._buf:
+                raise self.refusal()
+            why = abort() if abort is not None else None
+            if why:
+                self.kill()
+                raise Refused(why)
+            if time.monotonic() > deadline:
+                self.kill()
+                raise Refused(f"no answer from the eBPF tracer within {timeout:g} s")
+
+    def _lines(self, timeout: float) -> list[bytes]:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        r, _, _ = select.select([fd], [], [], timeout)
+        if not r:
+            return []
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return []
+        *lines, self._buf = (self._buf + chunk).split(b"\n")
+        for line in lines:
+            parts = line.split()
+            if parts[:1] in ([b"STAT"], [b"DONE"]) and len(parts) == 4:
+                self.status = Status(int(parts[1]), int(parts[2]), int(parts[3]))
+                self.done = self.done or parts[0] == b"DONE"
+        return lines
+
+    def poll(self, timeout: float) -> Status:
+        """Wait up to `timeout` for the loader's next status line."""
+        self._lines(timeout)
+        return self.status
+
+    def exited(self) -> bool:
+        return self.proc is None or self.proc.poll() is not None
+
+    def refusal(self) -> Refused:
+        code = self.proc.returncode if self.proc is not None else None
+        try:
+            first = next((ln.strip() for ln in self.errlog.read_text(errors="replace")
+                          .splitlines() if ln.strip()), "")
+        except OSError:
+            first = ""
+        first = first.removeprefix("statstorm-trace: ")
+        return Refused(first or f"the eBPF tracer exited with status {code}")
+
+    def stop(self, timeout: float = 30.0) -> Status:
+        """Stop recording; returns once the spool file is complete (the loader then detaches
+        its probes, which takes the kernel seconds: `close` waits for that)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.status
+        self.proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + timeout
+        while not self.done and time.monotonic() < deadline:
+            self._lines(0.2)
+            if self.proc.poll() is not None and not self.done:
+                self._lines(0)
+                break
+        if not self.done:
+            self.kill()
+            raise Refused(self.refusal().args[0] if self.proc.returncode else
+                          "the eBPF tracer did not finish writing its records")
+        return self.status
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Wait for the loader to exit (killed if it does not) and remove its files."""
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+        for p in (self.spool, self.errlog):
+            try:
+                p.unlink()
+            except OSError:
+                pass
+
+
+def decode(data: bytes) -> Iterator[list[bytes]]:
+    """The spool's records → the matching bpftrace lines' fields (see adapters/bpftrace.py)."""
+    off, end = 0, len(data)
+    while off + HDR.size <= end:
+        size, tag, kind, pid, ts = HDR.unpack_from(data, off)
+        if size < HDR.size or off + size > end:
+            break  # a cut record (the loader was killed while writing)
+        p = b"%d" % pid
+        t = b"%d" % ts
+        if tag == 0x53:  # S
+            _, _, _, _, _, a, b, c, d = BODY.unpack_from(data, off)
+            yield [b"S", p, t, b"%d" % a, CALLS[kind].encode(), b"%d" % b, b"%d" % c,
+                   b"%d" % d, data[off + BODY.size:off + size]]
+        elif tag == 0x4F:  # O
+            a = SMALL_A.unpack_from(data, off + HDR.size)[0]
+            num = a - (1 << 64) if a >= 1 << 63 else a
+            yield [b"O", p, t, FUNCS[kind].encode(), b"%d" % num,
+                   data[off + BODY.size:off + size]]
+        elif tag == 0x52:  # R
+            yield [b"R", p, t, FUNCS[kind].encode()]
+        elif tag == 0x50:  # P
+            yield [b"P", p, data[off + BODY.size:off + size]]
+        elif tag == 0x55:  # U
+            yield [b"U", p, t, data[off + BODY.size:off + size]]
+        elif tag == 0x56:  # V
+            yield [b"V", p, data[off + BODY.size:off + size]]
+        elif tag in (0x41, 0x58, 0x51):  # A X Q
+            yield [bytes((tag,)), p, t]
+        elif tag == 0x46:  # F
+            yield [b"F", p, b"%d" % SMALL_A.unpack_from(data, off + HDR.size)[0]]
+        elif tag == 0x45:  # E
+            yield [b"E", p]
+        elif tag == 0x4B:  # K
+            vals = COUNTS.unpack_from(data, off)
+            yield [b"K", p, b"%d" % vals[5], t, *(b"%d" % v for v in vals[6:])]
+        off += size

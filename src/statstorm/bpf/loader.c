@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: GPL-2.0
+/* statstorm-trace: loads trace.bpf.c, attaches it to the traced processes and PHP binaries,
+ * and copies its ring buffer's records to a file until SIGINT or SIGTERM.
+ *
+ *   statstorm-trace --out FILE [--pid N]... [--parent N]... [--binary PATH]... [--sample N]
+ *
+ * stdout, one line each: READY (attached), then once a second and at the end
+ *   STAT records requests lost        (requests: request ends seen, recorded or counted)
+ *   DONE records requests lost
+ * An error is one line on stderr and exit status 1. Built by scripts/setup.sh. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include <bpf/bpf.h>
+#include "trace.skel.h"
+
+#define MAX_PIDS 4096
+#define MAX_BINS 8
+#define MAX_LINKS 256
+
+static volatile sig_atomic_t stopping;
+static FILE *out;
+static unsigned long long records, requests;
+static int write_failed;
+
+static void on_signal(int sig) { (void)sig; stopping = 1; }
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	(void)ctx;
+	const unsigned char *r = data;
+	records++;
+	if (r[2] == 'Q' || r[2] == 'K')
+		requests++;
+	if (fwrite(data, 1, size, out) != size)
+		write_failed = 1;
+	return 0;
+}
+
+static int quiet(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level != LIBBPF_WARN || getenv("STATSTORM_BPF_DEBUG") == NULL)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+static int tracepoint_exists(const char *sec)
+{
+	/* "tp/syscalls/sys_enter_x" -> <tracefs>/events/syscalls/sys_enter_x */
+	const char *roots[] = {"/sys/kernel/tracing/events/", "/sys/kernel/debug/tracing/events/"};
+	char path[512];
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s%s", roots[i], sec + 3);
+		if (access(path, F_OK) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static unsigned long long lost_events(struct trace_bpf *skel)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	unsigned long long total = 0;
+	if (ncpu <= 0)
+		return 0;
+	unsigned long long *vals = calloc(ncpu, sizeof(*vals));
+	unsigned int zero = 0;
+	if (vals && bpf_map__lookup_elem(skel->maps.lost, &zero, sizeof(zero), vals,
+	                                 ncpu * sizeof(*vals), 0) == 0)
+		for (int i = 0; i < ncpu; i++)
+			total += vals[i];
+	free(vals);
+	return total;
+}
+
+static void die(const char *what, const char *detail)
+{
+	fprintf(stderr, "statstorm-trace: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+	exit(1);
+}
+
+int main(int argc, char **argv)
+{
+	int pids[MAX_PIDS], parents[MAX_PIDS], npids = 0, nparents = 0, nbins = 0;
+	const char *bins[MAX_BINS], *outpath = NULL;
+	unsigned int sample = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!v)
+			die("missing value after", a);
+		if (!strcmp(a, "--out"))
+			outpath = v;
+		else if (!strcmp(a, "--pid") && npids < MAX_PIDS)
+			pids[npids++] = atoi(v);
+		else if (!strcmp(a, "--parent") && nparents < MAX_PIDS)
+			parents[nparents++] = atoi(v);
+		else if (!strcmp(a, "--binary") && nbins < MAX_BINS)
+			bins[nbins++] = v;
+		else if (!strcmp(a, "--sample"))
+			sample = (unsigned int)atoi(v);
+		else
+			die("unknown argument", a);
+		i++;
+	}
+	if (!outpath)
+		die("usage: statstorm-trace --out FILE [--pid N]... [--parent N]... [--binary PATH]... "
+		    "[--sample N]", NULL);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	libbpf_set_print(quiet);
+	struct rlimit inf = {RLIM_INFINITY, RLIM_INFINITY};
+	setrlimit(RLIMIT_MEMLOCK, &inf);
+
+	struct trace_bpf *skel = trace_bpf__open();
+	if (!skel)
+		die("could not open the BPF program", strerror(errno));
+	skel->rodata->sample_n = sample ? sample : 1;
+	struct bpf_program *prog;
+	bpf_object__for_each_program(prog, skel->obj) {
+		const char *sec = bpf_program__section_name(prog);
+		if (!strncmp(sec, "tp/syscalls/", 12) && !tracepoint_exists(sec))
+			bpf_program__set_autoload(prog, false);
+	}
+	int err = trace_bpf__load(skel);
+	if (err)
+		die("the kernel refused the BPF program", strerror(-err));
+	unsigned char one = 1, two = 2;
+	for (int i = 0; i < npids; i++)
+		bpf_map__update_elem(skel->maps.targets, &pids[i], sizeof(int), &one, 1, BPF_ANY);
+	for (int i = 0; i < nparents; i++)
+		bpf_map__update_elem(skel->maps.targets, &parents[i], sizeof(int), &two, 1, BPF_ANY);
+
+	struct bpf_link *links[MAX_LINKS];
+	int nlinks = 0;
+	bpf_object__for_each_program(prog, skel->obj) {
+		const char *sec = bpf_program__section_name(prog);
+		if (strncmp(sec, "tp/", 3) || !bpf_program__autoload(prog))
+			continue;
+		struct bpf_link *l = bpf_program__attach(prog);
+		if (!l)
+			die("could not attach to the tracepoint", sec + 3);
+		links[nlinks++] = l;
+	}
+	struct { struct bpf_program *prog; const char *func; int ret; } probes[] = {
+		{skel->progs.execute_script, "php_execute_script", 0},
+		{skel->progs.request_shutdown, "php_request_shutdown", 1},
+		{skel->progs.resolve_path, "php_resolve_path", 0},
+		{skel->progs.resolve_path_ret, "php_resolve_path", 1},
+		{skel->progs.compile_filename, "compile_filename", 0},
+		{skel->progs.compile_filename_ret, "compile_filename", 1},
+		{skel->progs.stream_open, "zend_stream_open", 0},
+		{skel->progs.stream_open_ret, "zend_stream_open", 1},
+		{skel->progs.php_stat, "php_stat", 0},
+		{skel->progs.php_stat_ret, "php_stat", 1},
+		{skel->progs.user_ini, "php_parse_user_ini_file", 0},
+		{skel->progs.user_ini_ret, "php_parse_user_ini_file", 1},
+		{skel->progs.tsrm_realpath, "tsrm_realpath", 0},
+		{skel->progs.tsrm_realpath_ret, "tsrm_realpath", 1},
+		{skel->progs.clear_stat_cache, "php_clear_stat_cache", 0},
+		{skel->progs.clear_stat_cache_ret, "php_clear_stat_cache", 1},
+		{skel->progs.expand_filepath, "expand_filepath_with_mode", 0},
+		{skel->progs.expand_filepath_ret, "expand_filepath_with_mode", 1},
+	};
+	for (int b = 0; b < nbins; b++) {
+		for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+			LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = probes[i].func,
+			            .retprobe = probes[i].ret != 0);
+			struct bpf_link *l = bpf_program__attach_uprobe_opts(probes[i].prog, -1, bins[b],
+			                                                     0, &uo);
+			if (!l) {
+				char what[512];
+				snprintf(what, sizeof(what), "%s in %s", probes[i].func, bins[b]);
+				die("could not attach a uprobe to", what);
+			}
+			if (nlinks < MAX_LINKS)
+				links[nlinks++] = l;
+		}
+		struct bpf_link *l = bpf_program__attach_usdt(skel->progs.request_startup, -1, bins[b],
+		                                              "php", "request__startup", NULL);
+		if (!l)
+			die("could not attach to the USDT probe php:request__startup of", bins[b]);
+		if (nlinks < MAX_LINKS)
+			links[nlinks++] = l;
+	}
+
+	out = fopen(outpath, "wb");
+	if (!out)
+		die("cannot write", outpath);
+	setvbuf(out, NULL, _IOFBF, 1 << 20);
+	struct ring_buffer *rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), on_record, NULL, NULL);
+	if (!rb)
+		die("could not open the ring buffer", strerror(errno));
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	printf("READY\n");
+	fflush(stdout);
+
+	struct timespec tick = {0, 20 * 1000 * 1000}, last, now;
+	clock_gettime(CLOCK_MONOTONIC, &last);
+	while (!stopping) {
+		ring_buffer__consume(rb);
+		nanosleep(&tick, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > last.tv_sec) {
+			last = now;
+			printf("STAT %llu %llu %llu\n", records, requests, lost_events(skel));
+			fflush(stdout);
+		}
+	}
+	/* Stop recording, let the probes running now finish, and drain: the file is then
+	 * complete (DONE). Detaching every probe takes the kernel seconds: it comes after. */
+	skel->bss->stopped = 1;
+	struct timespec settle = {0, 50 * 1000 * 1000};
+	nanosleep(&settle, NULL);
+	ring_buffer__consume(rb);
+	unsigned long long lost = lost_events(skel);
+	if (fflush(out) != 0 || write_failed)
+		die("writing the records failed", outpath);
+	fclose(out);
+	printf("DONE %llu %llu %llu\n", records, requests, lost);
+	fflush(stdout);
+	for (int i = nlinks - 1; i >= 0; i--)
+		bpf_link__destroy(links[i]);
+	ring_buffer__free(rb);
+	trace_bpf__destroy(skel);
+	return 0;
+}

@@ -1,0 +1,485 @@
+// SPDX-License-Identifier: GPL-2.0
+/* statstorm's full-event tracer, kernel side (libbpf CO-RE; built by scripts/setup.sh).
+ *
+ * The same events as the bpftrace program of adapters/bpftrace.py, as compact binary records
+ * in one ring buffer (see struct rec; adapters/libbpf_trace.py decodes them):
+ *   S syscall exit   A accept returned   U/V request__startup (script, URI)
+ *   X php_execute_script   Q php_request_shutdown returned   O/P/R a PHP function entered
+ *   (its second string) and returned   F fork   E exit   K a request counted, not recorded
+ * Records are submitted without waking the reader, which drains the buffer on its own clock:
+ * no wake-up, no formatting and no parsing per event while PHP runs.
+ *
+ * Sampling (sample_n > 1): each traced process records one request in sample_n in full
+ * (from its first); the others leave one K record of per-call counters at their end. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/usdt.bpf.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define STRMAX 256   /* longest string recorded, with its NUL: longer ones are cut */
+#define NCOUNT 16    /* K counters: 2 x the call types of adapters/bpftrace.COUNT_CALLS */
+#define COUNT_SHIFT 40
+
+enum tag { T_S = 'S', T_A = 'A', T_U = 'U', T_V = 'V', T_X = 'X', T_Q = 'Q', T_O = 'O',
+           T_P = 'P', T_R = 'R', T_F = 'F', T_E = 'E', T_K = 'K' };
+
+struct rec {
+	__u16 len;     /* bytes of this record */
+	__u8 tag;
+	__u8 kind;     /* S: syscall index; O/R: function index */
+	__u32 pid;
+	__u64 ts;
+	__u64 a;       /* S: latency; O: numeric argument; F: child pid */
+	__s64 b;       /* S: flags */
+	__s64 c;       /* S: dirfd */
+	__s64 d;       /* S: return value */
+	char s[STRMAX];
+};
+#define HDR 16
+#define BODY 48
+
+struct count_rec {
+	__u16 len; __u8 tag; __u8 kind; __u32 pid; __u64 ts;
+	__u64 start;
+	__u64 c[NCOUNT];
+};
+
+struct inflight {
+	__u64 ts;
+	__u64 path;
+	__s64 flags;
+	__s64 dfd;
+	__u32 call;
+	__u32 kind;    /* the call's counter slot (sampling) */
+};
+
+struct pstate {
+	__u64 start;
+	__u32 reqno;
+	__u8 on;       /* this request is recorded in full */
+	__u8 ended;    /* php_request_shutdown returned since it started */
+	__u8 seen;
+	__u8 pad;
+	__u64 c[NCOUNT];
+};
+
+const volatile __u32 sample_n = 1;
+volatile __u32 stopped = 0;  /* set by the loader when it stops: nothing more is recorded */
+
+struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 64 << 20); } rb SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
+         __type(key, __u32); __type(value, __u8); } targets SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
+         __type(key, __u32); __type(value, struct inflight); } calls SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
+         __type(key, __u32); __type(value, struct pstate); } procs SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);
+         __type(key, __u32); __type(value, struct rec); } scratch SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);
+         __type(key, __u32); __type(value, __u64); } lost SEC(".maps");
+
+static __always_inline __u32 tgid(void) { return bpf_get_current_pid_tgid() >> 32; }
+static __always_inline __u32 tid(void) { return (__u32)bpf_get_current_pid_tgid(); }
+
+static __always_inline int traced(__u32 pid)
+{
+	if (stopped)
+		return 0;
+	__u8 *t = bpf_map_lookup_elem(&targets, &pid);
+	return t && *t == 1;
+}
+
+static __always_inline struct rec *new_rec(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
+static __always_inline void count_lost(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+	if (n)
+		(*n)++;
+}
+
+static __always_inline void emit(struct rec *r, __u32 len)
+{
+	if (len > sizeof(*r))
+		len = sizeof(*r);
+	r->len = len;
+	if (bpf_ringbuf_output(&rb, r, len, BPF_RB_NO_WAKEUP))
+		count_lost();
+}
+
+/* a record with no string: tag, pid, time, one number */
+static __always_inline void emit_small(__u8 tag, __u8 kind, __u32 pid, __u64 ts, __u64 a)
+{
+	struct rec *r = new_rec();
+	if (!r)
+		return;
+	r->tag = tag; r->kind = kind; r->pid = pid; r->ts = ts; r->a = a;
+	emit(r, HDR + 8);
+}
+
+/* a record with a string read from user memory at `ptr` (0: empty) */
+static __always_inline void emit_str(struct rec *r, __u64 ptr)
+{
+	long n = 0;
+	if (ptr)
+		n = bpf_probe_read_user_str(r->s, STRMAX, (const void *)ptr);
+	if (n < 1)
+		n = 1;          /* the NUL only */
+	emit(r, BODY + (__u32)(n - 1));
+}
+
+static __always_inline struct pstate *pstate_of(__u32 pid)
+{
+	return bpf_map_lookup_elem(&procs, &pid);
+}
+
+/* is this process's current request recorded in full? */
+static __always_inline int recording(__u32 pid)
+{
+	if (sample_n <= 1)
+		return 1;
+	struct pstate *st = pstate_of(pid);
+	return !st || st->on;
+}
+
+static __always_inline void emit_counts(__u32 pid, struct pstate *st, __u64 now)
+{
+	struct count_rec *k = bpf_ringbuf_reserve(&rb, sizeof(*k), 0);
+	if (!k) {
+		count_lost();
+		return;
+	}
+	k->len = sizeof(*k); k->tag = T_K; k->kind = 0; k->pid = pid; k->ts = now;
+	k->start = st->start;
+	for (int i = 0; i < NCOUNT; i++) {
+		k->c[i] = st->c[i];
+		st->c[i] = 0;
+	}
+	bpf_ringbuf_submit(k, BPF_RB_NO_WAKEUP);
+}
+
+/* a request starts (accept returned, or a keep-alive request's startup): sample it or not */
+static __always_inline void new_request(__u32 pid, __u64 now)
+{
+	if (sample_n <= 1)
+		return;
+	struct pstate *st = pstate_of(pid);
+	if (!st) {
+		struct pstate init = {};
+		bpf_map_update_elem(&procs, &pid, &init, BPF_NOEXIST);
+		st = pstate_of(pid);
+		if (!st)
+			return;
+	}
+	if (st->seen && !st->on && !st->ended)
+		emit_counts(pid, st, now);  /* an unrecorded request that never shut down */
+	st->on = (st->reqno % sample_n) == 0;
+	st->reqno++;
+	st->seen = 1;
+	st->ended = 0;
+	st->start = now;
+}
+
+/* -- syscalls ----------------------------------------------------------------------------- */
+enum call { C_NEWFSTATAT, C_STATX, C_STAT, C_LSTAT, C_FSTAT, C_ACCESS, C_FACCESSAT,
+            C_FACCESSAT2, C_OPEN, C_OPENAT, C_READLINK, C_READLINKAT, C_GETCWD, C_CHDIR,
+            C_FCHDIR };
+
+/* the counter slot of a call (COUNT_CALLS: lstat stat fstat access open readlink getcwd
+ * chdir); fstatat-like calls by their flags (AT_EMPTY_PATH: fstat, NOFOLLOW: lstat) */
+static __always_inline __u32 count_kind(__u32 call, __s64 flags)
+{
+	switch (call) {
+	case C_NEWFSTATAT: case C_STATX:
+		return flags & 0x1000 ? 2 : (flags & 0x100 ? 0 : 1);
+	case C_LSTAT: return 0;
+	case C_STAT: return 1;
+	case C_FSTAT: return 2;
+	case C_ACCESS: case C_FACCESSAT: case C_FACCESSAT2: return 3;
+	case C_OPEN: case C_OPENAT: return 4;
+	case C_READLINK: case C_READLINKAT: return 5;
+	case C_GETCWD: return 6;
+	default: return 7;
+	}
+}
+
+/* the i-th argument (i a constant: the context is read at fixed offsets only) */
+static __always_inline __u64 arg(struct trace_event_raw_sys_enter *ctx, int i)
+{
+	switch (i) {
+	case 0: return ctx->args[0];
+	case 1: return ctx->args[1];
+	case 2: return ctx->args[2];
+	case 3: return ctx->args[3];
+	default: return 0;
+	}
+}
+
+static __always_inline int on_enter(struct trace_event_raw_sys_enter *ctx, __u32 call,
+                                    int path_i, int flags_i, int dfd_i)
+{
+	__u32 pid = tgid();
+	if (!traced(pid))
+		return 0;
+	struct inflight f = {};
+	f.ts = bpf_ktime_get_ns();
+	f.call = call;
+	f.path = path_i >= 0 ? arg(ctx, path_i) : 0;
+	f.flags = flags_i >= 0 ? (__s64)arg(ctx, flags_i) : 0;
+	f.dfd = dfd_i >= 0 ? (__s64)(int)arg(ctx, dfd_i) : -100;
+	f.kind = count_kind(call, f.flags);
+	__u32 t = tid();
+	bpf_map_update_elem(&calls, &t, &f, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u32 t = tid();
+	struct inflight *f = bpf_map_lookup_elem(&calls, &t);
+	if (!f)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 pid = tgid();
+	__s64 ret = ctx->ret;
+	if (!recording(pid)) {
+		struct pstate *st = pstate_of(pid);
+		if (st) {
+			__u32 slot = ((f->kind & 7) << 1) | (ret < 0 ? 1 : 0);
+			st->c[slot & (NCOUNT - 1)] += (1ULL << COUNT_SHIFT) + (now - f->ts);
+		}
+		bpf_map_delete_elem(&calls, &t);
+		return 0;
+	}
+	struct rec *r = new_rec();
+	if (r) {
+		r->tag = T_S; r->kind = f->call; r->pid = pid; r->ts = f->ts;
+		r->a = now - f->ts; r->b = f->flags; r->c = f->dfd; r->d = ret;
+		__u64 path = f->path;
+		if (f->call == C_GETCWD && ret <= 0)
+			path = 0;  /* the buffer holds the path only when the call succeeded */
+		emit_str(r, path);
+	}
+	bpf_map_delete_elem(&calls, &t);
+	return 0;
+}
+
+#define SYSCALL(name, call, path_i, flags_i, dfd_i)                                      \
+	SEC("tp/syscalls/sys_enter_" #name)                                                 \
+	int enter_##name(struct trace_event_raw_sys_enter *ctx)                            \
+	{ return on_enter(ctx, call, path_i, flags_i, dfd_i); }                             \
+	SEC("tp/syscalls/sys_exit_" #name)                                                  \
+	int exit_##name(struct trace_event_raw_sys_exit *ctx) { return on_exit(ctx); }
+
+SYSCALL(newfstatat, C_NEWFSTATAT, 1, 3, 0)
+SYSCALL(statx, C_STATX, 1, 2, 0)
+SYSCALL(stat, C_STAT, 0, -1, -1)
+SYSCALL(lstat, C_LSTAT, 0, -1, -1)
+SYSCALL(fstat, C_FSTAT, -1, -1, 0)
+SYSCALL(access, C_ACCESS, 0, -1, -1)
+SYSCALL(faccessat, C_FACCESSAT, 1, -1, 0)
+SYSCALL(faccessat2, C_FACCESSAT2, 1, 3, 0)
+SYSCALL(open, C_OPEN, 0, 1, -1)
+SYSCALL(openat, C_OPENAT, 1, 2, 0)
+SYSCALL(readlink, C_READLINK, 0, -1, -1)
+SYSCALL(readlinkat, C_READLINKAT, 1, -1, 0)
+SYSCALL(getcwd, C_GETCWD, 0, -1, -1)
+SYSCALL(chdir, C_CHDIR, 0, -1, -1)
+SYSCALL(fchdir, C_FCHDIR, -1, -1, 0)
+
+static __always_inline int on_accept(struct trace_event_raw_sys_exit *ctx)
+{
+	__u32 pid = tgid();
+	if (ctx->ret < 0 || !traced(pid))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	new_request(pid, now);
+	if (recording(pid))
+		emit_small(T_A, 0, pid, now, 0);
+	return 0;
+}
+
+SEC("tp/syscalls/sys_exit_accept")
+int exit_accept(struct trace_event_raw_sys_exit *ctx) { return on_accept(ctx); }
+SEC("tp/syscalls/sys_exit_accept4")
+int exit_accept4(struct trace_event_raw_sys_exit *ctx) { return on_accept(ctx); }
+
+/* -- processes ---------------------------------------------------------------------------- */
+SEC("tp/sched/sched_process_fork")
+int on_fork(struct trace_event_raw_sched_process_fork *ctx)
+{
+	__u32 parent = ctx->parent_pid, child = ctx->child_pid;
+	__u8 *t = bpf_map_lookup_elem(&targets, &parent);
+	if (!t)
+		return 0;
+	__u8 one = 1;
+	bpf_map_update_elem(&targets, &child, &one, BPF_ANY);
+	emit_small(T_F, 0, parent, bpf_ktime_get_ns(), child);
+	return 0;
+}
+
+SEC("tp/sched/sched_process_exit")
+int on_process_exit(void *ctx)
+{
+	__u32 pid = tgid();
+	if (pid != tid() || !bpf_map_lookup_elem(&targets, &pid))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct pstate *st = pstate_of(pid);
+	if (st) {
+		if (st->seen && !st->on && !st->ended)
+			emit_counts(pid, st, now);
+		bpf_map_delete_elem(&procs, &pid);
+	}
+	bpf_map_delete_elem(&targets, &pid);
+	emit_small(T_E, 0, pid, now, 0);
+	return 0;
+}
+
+/* -- PHP ---------------------------------------------------------------------------------- */
+SEC("usdt")
+int BPF_USDT(request_startup, void *file, void *uri)
+{
+	__u32 pid = tgid();
+	if (!traced(pid))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct pstate *st = sample_n > 1 ? pstate_of(pid) : 0;
+	if (sample_n > 1 && (!st || st->ended))
+		new_request(pid, now);  /* a keep-alive request: no accept() before it */
+	if (!recording(pid))
+		return 0;
+	struct rec *r = new_rec();
+	if (!r)
+		return 0;
+	r->tag = T_U; r->kind = 0; r->pid = pid; r->ts = now; r->a = 0;
+	emit_str(r, (__u64)file);
+	r = new_rec();
+	if (!r)
+		return 0;
+	r->tag = T_V; r->pid = pid; r->ts = now;
+	emit_str(r, (__u64)uri);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(execute_script)
+{
+	__u32 pid = tgid();
+	if (traced(pid) && recording(pid))
+		emit_small(T_X, 0, pid, bpf_ktime_get_ns(), 0);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(request_shutdown)
+{
+	__u32 pid = tgid();
+	if (!traced(pid))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (sample_n > 1) {
+		struct pstate *st = pstate_of(pid);
+		if (st && !st->ended) {
+			st->ended = 1;
+			if (!st->on) {
+				emit_counts(pid, st, now);
+				return 0;
+			}
+		}
+		if (st && !st->on)
+			return 0;
+	}
+	emit_small(T_Q, 0, pid, now, 0);
+	return 0;
+}
+
+/* The functions operations come from (adapters/bpftrace.UPROBES, in that order). */
+enum fn { F_RESOLVE, F_COMPILE, F_SOPEN, F_STAT, F_UINI, F_REALPATH, F_CLEAR, F_EXPAND };
+
+/* has2: the function has a second string (printed even when NULL, as the bpftrace program does) */
+static __always_inline int op_enter(__u8 fn, __s64 num, __u64 s1, int has2, __u64 s2)
+{
+	__u32 pid = tgid();
+	if (!traced(pid) || !recording(pid))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct rec *r = new_rec();
+	if (!r)
+		return 0;
+	r->tag = T_O; r->kind = fn; r->pid = pid; r->ts = now; r->a = (__u64)num;
+	emit_str(r, s1);
+	if (has2) {
+		r = new_rec();
+		if (!r)
+			return 0;
+		r->tag = T_P; r->kind = fn; r->pid = pid; r->ts = now;
+		emit_str(r, s2);
+	}
+	return 0;
+}
+
+static __always_inline int op_return(__u8 fn)
+{
+	__u32 pid = tgid();
+	if (traced(pid) && recording(pid))
+		emit_small(T_R, fn, pid, bpf_ktime_get_ns(), 0);
+	return 0;
+}
+
+/* a zend_string's characters: 24 bytes into it */
+#define ZSTR(p) ((p) ? (__u64)(p) + 24 : 0)
+
+SEC("uprobe")
+int BPF_KPROBE(resolve_path, void *name, long len, void *include_path)
+{ return op_enter(F_RESOLVE, len, (__u64)name, 1, (__u64)include_path); }
+
+SEC("uprobe")
+int BPF_KPROBE(compile_filename, long type, void *name)
+{ return op_enter(F_COMPILE, type, ZSTR(name), 0, 0); }
+
+SEC("uprobe")
+int BPF_KPROBE(stream_open, void *handle)
+{
+	__u64 name = 0;
+	if (handle)
+		bpf_probe_read_user(&name, sizeof(name), handle + 40);
+	return op_enter(F_SOPEN, 0, ZSTR(name), 0, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(php_stat, void *name, long type)
+{ return op_enter(F_STAT, type, ZSTR(name), 0, 0); }
+
+SEC("uprobe")
+int BPF_KPROBE(user_ini, void *dir, void *filename)
+{ return op_enter(F_UINI, 0, (__u64)dir, 1, (__u64)filename); }
+
+SEC("uprobe")
+int BPF_KPROBE(tsrm_realpath, void *path)
+{ return op_enter(F_REALPATH, 0, (__u64)path, 0, 0); }
+
+SEC("uprobe")
+int BPF_KPROBE(clear_stat_cache, long clear_realpath, void *filename)
+{ return op_enter(F_CLEAR, clear_realpath, (__u64)filename, 0, 0); }
+
+SEC("uprobe")
+int BPF_KPROBE(expand_filepath, void *path, void *real, void *a2, long a3, long mode)
+{ return op_enter(F_EXPAND, mode, (__u64)path, 0, 0); }
+
+#define RET(name, fn) SEC("uretprobe") int BPF_KRETPROBE(name##_ret) { return op_return(fn); }
+RET(resolve_path, F_RESOLVE)
+RET(compile_filename, F_COMPILE)
+RET(stream_open, F_SOPEN)
+RET(php_stat, F_STAT)
+RET(user_ini, F_UINI)
+RET(tsrm_realpath, F_REALPATH)
+RET(clear_stat_cache, F_CLEAR)
+RET(expand_filepath, F_EXPAND)
