@@ -185,3 +185,56 @@ def test_mediawiki_lab_per_request_counts(lab, state_home: Path, tmp_path: Path)
     assert mode > 20 and totals.count(mode) >= 0.6 * len(totals), totals
     assert s["settings"].get("realpath_cache_size")
     assert "opcache.enable" in s["settings"]
+
+
+def test_backends_agree_and_a_sampled_trace_scales_to_the_full_one(lab, state_home: Path,
+                                                                   tmp_path: Path) -> None:
+    """Three tracers on the same requests: the compiled tracer and bpftrace record the same
+    calls; a trace sampling 1 request in 4 records some and counts the others, and adds up to
+    the full trace exactly, its per-request mean within the error it states."""
+    st = lab("--app", "synthetic", "--storage", "local", "--workers", "2")
+    url = str(st["url"]) + str(st.get("entry_path") or "/")
+    time.sleep(2.5)
+    for _ in range(6):
+        assert get(url) == 200
+    name = str(st["name"])
+    runs = {
+        "ebpf": start_trace(state_home, ["--lab", name, "--backend", "ebpf", "-d", "120", "-o",
+                                         str(tmp_path / "ebpf.sst.gz"), "--json"]),
+        "bpftrace": start_trace(state_home, ["--lab", name, "--backend", "bpftrace", "-d",
+                                             "120", "-o", str(tmp_path / "bt.sst.gz"),
+                                             "--json"]),
+        "sampled": start_trace(state_home, ["--lab", name, "--sample", "4", "-d", "120", "-o",
+                                            str(tmp_path / "sampled.sst.gz"), "--json"]),
+    }
+    for p in runs.values():
+        wait_attached(p)
+    time.sleep(2)
+    send(url, 40).join()
+    time.sleep(1)
+    for p in runs.values():
+        p.send_signal(signal.SIGINT)
+    full, bt, sampled = (finish(runs[k]) for k in ("ebpf", "bpftrace", "sampled"))
+    keys = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd", "total", "failed")
+    assert full["source"] == "ebpf" and bt["source"] == "bpftrace"
+    assert full["requests"] == bt["requests"] == 40
+    assert full["trace"]["dropped"] == bt["trace"]["dropped"] == 0
+    assert {k: full["totals"][k] for k in keys} == {k: bt["totals"][k] for k in keys}
+    assert full["per_request_dist"]["total"] == bt["per_request_dist"]["total"]
+    assert full["by_operation"] == bt["by_operation"]
+
+    s = sampled["trace"]["sampling"]
+    assert s["one_in"] == 4 and sampled["trace"]["dropped"] == 0
+    # Every request accounted for: each worker records its 1st, 5th, 9th... request.
+    assert s["recorded_requests"] == sampled["requests"]
+    assert s["recorded_requests"] + s["counted_requests"] == 40
+    assert 40 // 4 <= s["recorded_requests"] <= 40 // 4 + 2
+    assert s["scale"] == round(40 / s["recorded_requests"], 4)
+    # Recorded plus counted calls are the full trace's calls, type by type.
+    for call in ("lstat", "stat", "fstat", "access", "open"):
+        counted = s["counted_calls"].get(call, {}).get("calls", 0)
+        assert sampled["totals"][call] + counted == full["totals"][call], call
+    # The recorded requests' mean lies within the stated error of all requests' mean.
+    err = s["calls_per_request_error"]
+    assert abs(sampled["per_request"]["total"] - full["per_request"]["total"]) <= \
+        max(2 * err, 0.5)

@@ -405,3 +405,47 @@ def test_counts_of_a_command_are_one_request(tmp_path: Path) -> None:
     assert tr.request_counts == sink.counts and tr.trailer["events"] == 5
     s = summarize(tr)
     assert s["per_request"]["open"] == 4 and s["per_request"]["total"] == 5
+
+
+def test_sampled_trace_states_its_sample() -> None:
+    """A sampled trace's trailer: requests recorded and counted, the scale, the counted calls
+    by type and the 95 % error of the recorded mean (finite-population corrected)."""
+    from statstorm.model.sampling import CountedRequests, scale, whatif_note
+    c = CountedRequests()
+    for n in (10, 10, 14):
+        c.add({"stat": (n - 2, 1, 1000), "lstat": (2, 0, 500)})
+    t = c.trailer(4, [10, 12])
+    assert t["recorded_requests"] == 2 and t["counted_requests"] == 3
+    assert t["scale"] == scale(2, 3) == 2.5
+    assert t["counted_calls"]["stat"] == {"calls": 28, "failed": 3, "latency_ns": 3000}
+    assert t["counted_calls_per_request"] == round(34 / 3, 3)
+    every = [10, 12, 10, 10, 14]
+    m = sum(every) / 5
+    sd = (sum((x - m) ** 2 for x in every) / 4) ** 0.5
+    assert t["calls_per_request_error"] == round(1.96 * sd / 2 ** 0.5 * (3 / 4) ** 0.5, 3)
+    # Nothing to tell from one request; a trace that recorded everything needs no note.
+    assert CountedRequests().stated_error([5]) == 0.0
+    assert whatif_note({"sampling": {"one_in": 1}}) is None
+    assert "1 request in 10" in str(whatif_note({"sampling": {"one_in": 10}}))
+
+
+def test_compiled_tracer_records_decode_to_the_bpftrace_fields() -> None:
+    """The compiled tracer's binary records become the fields of bpftrace's lines."""
+    import struct
+    from statstorm.adapters import libbpf_trace as lt
+    path = b"/srv/a.php"
+    s_rec = struct.pack("<HBBIQQqqq", 48 + len(path), ord("S"), lt.CALLS.index("openat"), 7,
+                        100, 5, 0x80000, -100, -2) + path
+    o_rec = struct.pack("<HBBIQQqqq", 48 + 3, ord("O"), lt.FUNCS.index("stat"), 7, 90,
+                        (1 << 64) - 1, 0, 0, 0) + b"x.p"
+    r_rec = struct.pack("<HBBIQQ", 24, ord("R"), lt.FUNCS.index("stat"), 7, 120, 0)
+    f_rec = struct.pack("<HBBIQQ", 24, ord("F"), 0, 7, 130, 8)
+    k_rec = struct.pack("<HBBIQQ16Q", 152, ord("K"), 0, 7, 200, 150, *range(16))
+    got = list(lt.decode(s_rec + o_rec + r_rec + f_rec + k_rec + b"\x30\x00"))
+    assert got == [
+        [b"S", b"7", b"100", b"5", b"openat", b"524288", b"-100", b"-2", path],
+        [b"O", b"7", b"90", b"stat", b"-1", b"x.p"],
+        [b"R", b"7", b"120", b"stat"],
+        [b"F", b"7", b"8"],
+        [b"K", b"7", b"150", b"200", *(b"%d" % i for i in range(16))],
+    ]  # the cut record at the end is dropped

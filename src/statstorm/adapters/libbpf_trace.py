@@ -23,7 +23,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from statstorm.adapters import bpftrace
 from statstorm.errors import DependencyError
@@ -75,6 +75,7 @@ class Refused(Exception):
 @dataclass
 class Status:
     records: int = 0
+    syscalls: int = 0
     requests: int = 0  # request ends seen (recorded or counted)
     lost: int = 0
 
@@ -98,8 +99,10 @@ class LoaderSession:
         self._buf = b""
         self.done = False
 
-    def start(self, timeout: float = 120.0, *, abort: "callable[[], str | None] | None" = None
-              ) -> None:
+    def start(self, timeout: float = 120.0, *,
+              abort: Callable[[], str | None] | None = None) -> None:
+        """Start the loader; return once it is attached. `abort` is asked while it attaches:
+        a reason given ends the attempt (Refused)."""
         with open(self.errlog, "wb") as err:
             self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=err,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
@@ -130,8 +133,8 @@ class LoaderSession:
         *lines, self._buf = (self._buf + chunk).split(b"\n")
         for line in lines:
             parts = line.split()
-            if parts[:1] in ([b"STAT"], [b"DONE"]) and len(parts) == 4:
-                self.status = Status(int(parts[1]), int(parts[2]), int(parts[3]))
+            if parts[:1] in ([b"STAT"], [b"DONE"]) and len(parts) == 5:
+                self.status = Status(*(int(x) for x in parts[1:]))
                 self.done = self.done or parts[0] == b"DONE"
         return lines
 

@@ -234,6 +234,14 @@ class HeldCommand:
     def returncode(self) -> int | None:
         return self.proc.returncode
 
+    def cancel(self) -> None:
+        """End it: killed if still held (the command never runs), else as `finish` does."""
+        if self._release_fd >= 0 and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+            self.release()
+        self.finish()
+
     def finish(self, timeout: float = 60) -> None:
         """Release it if still held, wait up to `timeout` for it to end, then kill it."""
         self.release()

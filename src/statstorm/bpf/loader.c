@@ -5,8 +5,9 @@
  *   statstorm-trace --out FILE [--pid N]... [--parent N]... [--binary PATH]... [--sample N]
  *
  * stdout, one line each: READY (attached), then once a second and at the end
- *   STAT records requests lost        (requests: request ends seen, recorded or counted)
- *   DONE records requests lost
+ *   STAT records syscalls requests lost   (syscalls: S records; requests: request ends
+ *                                          seen, recorded or counted)
+ *   DONE records syscalls requests lost
  * An error is one line on stderr and exit status 1. Built by scripts/setup.sh. */
 #include <errno.h>
 #include <signal.h>
@@ -27,7 +28,7 @@
 
 static volatile sig_atomic_t stopping;
 static FILE *out;
-static unsigned long long records, requests;
+static unsigned long long records, syscalls, requests;
 static int write_failed;
 
 static void on_signal(int sig) { (void)sig; stopping = 1; }
@@ -36,10 +37,15 @@ static int on_record(void *ctx, void *data, size_t size)
 {
 	(void)ctx;
 	const unsigned char *r = data;
+	size_t len = r[0] | (size_t)r[1] << 8;  /* the record's own length: its used part */
+	if (len < 16 || len > size)
+		len = size;
 	records++;
-	if (r[2] == 'Q' || r[2] == 'K')
+	if (r[2] == 'S')
+		syscalls++;
+	else if (r[2] == 'Q' || r[2] == 'K')
 		requests++;
-	if (fwrite(data, 1, size, out) != size)
+	if (fwrite(data, 1, len, out) != len)
 		write_failed = 1;
 	return 0;
 }
@@ -209,7 +215,8 @@ int main(int argc, char **argv)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (now.tv_sec > last.tv_sec) {
 			last = now;
-			printf("STAT %llu %llu %llu\n", records, requests, lost_events(skel));
+			printf("STAT %llu %llu %llu %llu\n", records, syscalls, requests,
+			       lost_events(skel));
 			fflush(stdout);
 		}
 	}
@@ -223,7 +230,7 @@ int main(int argc, char **argv)
 	if (fflush(out) != 0 || write_failed)
 		die("writing the records failed", outpath);
 	fclose(out);
-	printf("DONE %llu %llu %llu\n", records, requests, lost);
+	printf("DONE %llu %llu %llu %llu\n", records, syscalls, requests, lost);
 	fflush(stdout);
 	for (int i = nlinks - 1; i >= 0; i--)
 		bpf_link__destroy(links[i]);

@@ -40,6 +40,11 @@ struct rec {
 #define HDR 16
 #define BODY 48
 
+struct small_rec {
+	__u16 len; __u8 tag; __u8 kind; __u32 pid; __u64 ts;
+	__u64 a;
+};
+
 struct count_rec {
 	__u16 len; __u8 tag; __u8 kind; __u32 pid; __u64 ts;
 	__u64 start;
@@ -76,8 +81,6 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
 struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
          __type(key, __u32); __type(value, struct pstate); } procs SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);
-         __type(key, __u32); __type(value, struct rec); } scratch SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);
          __type(key, __u32); __type(value, __u64); } lost SEC(".maps");
 
 static __always_inline __u32 tgid(void) { return bpf_get_current_pid_tgid() >> 32; }
@@ -91,12 +94,6 @@ static __always_inline int traced(__u32 pid)
 	return t && *t == 1;
 }
 
-static __always_inline struct rec *new_rec(void)
-{
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&scratch, &zero);
-}
-
 static __always_inline void count_lost(void)
 {
 	__u32 zero = 0;
@@ -105,26 +102,29 @@ static __always_inline void count_lost(void)
 		(*n)++;
 }
 
-static __always_inline void emit(struct rec *r, __u32 len)
+/* A record with room for a string, reserved in the ring buffer itself (no copy): the
+ * reader writes out its first `len` bytes only. */
+static __always_inline struct rec *new_rec(void)
 {
-	if (len > sizeof(*r))
-		len = sizeof(*r);
-	r->len = len;
-	if (bpf_ringbuf_output(&rb, r, len, BPF_RB_NO_WAKEUP))
+	struct rec *r = bpf_ringbuf_reserve(&rb, sizeof(struct rec), 0);
+	if (!r)
 		count_lost();
+	return r;
 }
 
 /* a record with no string: tag, pid, time, one number */
 static __always_inline void emit_small(__u8 tag, __u8 kind, __u32 pid, __u64 ts, __u64 a)
 {
-	struct rec *r = new_rec();
-	if (!r)
+	struct small_rec *r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
+	if (!r) {
+		count_lost();
 		return;
-	r->tag = tag; r->kind = kind; r->pid = pid; r->ts = ts; r->a = a;
-	emit(r, HDR + 8);
+	}
+	r->len = sizeof(*r); r->tag = tag; r->kind = kind; r->pid = pid; r->ts = ts; r->a = a;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 }
 
-/* a record with a string read from user memory at `ptr` (0: empty) */
+/* submit a record with the string read from user memory at `ptr` (0: empty) */
 static __always_inline void emit_str(struct rec *r, __u64 ptr)
 {
 	long n = 0;
@@ -132,7 +132,8 @@ static __always_inline void emit_str(struct rec *r, __u64 ptr)
 		n = bpf_probe_read_user_str(r->s, STRMAX, (const void *)ptr);
 	if (n < 1)
 		n = 1;          /* the NUL only */
-	emit(r, BODY + (__u32)(n - 1));
+	r->len = BODY + (__u16)((n - 1) & (STRMAX - 1));
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 }
 
 static __always_inline struct pstate *pstate_of(__u32 pid)

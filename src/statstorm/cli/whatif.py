@@ -80,6 +80,8 @@ def whatif(env: Env, trace_file: Path, sets: tuple[str, ...], profile: str,
               f"{prop['metadata_time_us_per_request'] - cur['metadata_time_us_per_request']:+,.1f}")
     out.print(t)
     out.print(f"latency profile: {res.profile_source}")
+    for note in res.notes:
+        out.print(f"note: {note}")
     if res.find_min is not None:
         fm = res.find_min
         if fm.get("note"):

@@ -23,6 +23,7 @@ from statstorm.model.checkfacts import (Facts, MountFact, TraceFacts, fsbench_p5
                                         trace_facts)
 from statstorm.model.finding import Finding
 from statstorm.model.rules import SEVERITIES, evaluate, rank
+from statstorm.model import sampling
 from statstorm.model.tracestats import summarize
 from statstorm.results.common import read_json
 from statstorm.results.trace import read_trace
@@ -175,10 +176,12 @@ def _mounts(env: Env, docroot: str, include: list[str],
     return tuple(out)
 
 
-def _load_trace(path: Path) -> tuple[TraceFacts, str]:
+def _load_trace(path: Path) -> tuple[TraceFacts, str, str | None]:
+    """The trace's facts, its pool and what to say of its sampling (None: not sampled)."""
     tr = read_trace(path)
     s = summarize(tr)
-    return trace_facts(tr, s), str((tr.header.get("targets") or {}).get("pool") or "")
+    return (trace_facts(tr, s), str((tr.header.get("targets") or {}).get("pool") or ""),
+            sampling.check_note(tr.header, tr.trailer))
 
 
 def _load_fsbench(path: Path) -> dict[str, dict[str, float]]:
@@ -302,8 +305,9 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
     validate(opts)
     trace: TraceFacts | None = None
     trace_pool = ""
+    sampled: str | None = None
     if opts.trace is not None:
-        trace, trace_pool = _load_trace(opts.trace)
+        trace, trace_pool, sampled = _load_trace(opts.trace)
     fsb = _load_fsbench(opts.fsbench) if opts.fsbench is not None else {}
     pools = _targets(env, opts)
     out = []
@@ -316,6 +320,8 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
             pc.notes.append(f"the trace is of pool {trace_pool or '?'}, not this one: not used")
         elif use is not None and trace_pool and trace_pool != pool.name:
             pc.notes.append(f"the trace is of pool {trace_pool}: used anyway (one pool checked)")
+        if use is not None and sampled:
+            pc.notes.append(sampled)
         pc.findings = evaluate(pc.facts)
         out.append(pc)
     return CheckResult(out)

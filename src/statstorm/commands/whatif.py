@@ -8,12 +8,13 @@ recorded settings ("current") and under the recorded settings with the `--set` c
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.model import latency_profile as lp
+from statstorm.model import sampling
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
 from statstorm.model.replay import Prepared, ReplayResult, prepare, replay
 from statstorm.results import whatif_input
@@ -43,6 +44,7 @@ class WhatifRun:
     profile_source: str
     changes: list[tuple[str, str]]
     find_min: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": SCHEMA, "current": self.current, "proposed": self.proposed,
@@ -51,6 +53,8 @@ class WhatifRun:
                                "profile": self.profile_source}
         if self.find_min is not None:
             out["find_min"] = self.find_min
+        if self.notes:
+            out["notes"] = self.notes
         return out
 
 
@@ -145,5 +149,7 @@ def run(opts: WhatifOptions) -> WhatifRun:
     prop = replay(prep, proposed_s)
     measured = cached.measured
     fm = find_min_cache(prep, proposed_s) if opts.find_min else None
+    note = sampling.whatif_note(cached.header)
     return WhatifRun(side(cur, prep, profile), side(prop, prep, profile), measured,
-                     str(profile.get("source", opts.profile)), changes, fm)
+                     str(profile.get("source", opts.profile)), changes, fm,
+                     [note] if note else [])

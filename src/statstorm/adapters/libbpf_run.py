@@ -1,0 +1,163 @@
+"""The compiled eBPF tracer's run for `statstorm trace` (adapters/libbpf_trace.py): attached
+to a resolved target, its records spooled while PHP runs, then decoded and attributed into the
+trace file and its summary, with a sampled trace's counted requests stated in the trailer."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from statstorm.adapters import bpftrace, libbpf_trace, procs, round_trips, trace_targets
+from statstorm.adapters.trace_backends import (DEFAULT_DURATION_S, TraceOptions, TraceRun,
+                                               attributor, finish_events, header,
+                                               title_filter)
+from statstorm.env import Env
+from statstorm.errors import ComponentError, Interrupted
+from statstorm.model.attribution import Reorder
+from statstorm.model.sampling import CountedRequests
+from statstorm.model.tracestats import SummaryBuilder
+from statstorm.results.trace import TraceWriter
+
+
+def run_ebpf(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
+              warnings: list[str], progress: Callable[[str], None] | None,
+              ready_event: threading.Event | None = None,
+              stop: threading.Event | None = None) -> TraceRun:
+    """The compiled tracer: records spooled in the kernel's format while PHP runs, decoded
+    and attributed once the trace has stopped (adapters/libbpf_trace.py)."""
+    network = round_trips.window_for(env, target.code)
+    held: procs.HeldCommand | None = None
+    if target.mode == "cmd":
+        held = procs.HeldCommand(target.argv)
+        target.pids = [held.pid]
+    head = header("ebpf", target, opts)
+    if opts.sample > 1:
+        head["sampling"] = {"one_in": opts.sample}
+    spool_dir = Path(tempfile.mkdtemp(prefix="statstorm-trace-"))
+    session = libbpf_trace.LoaderSession(
+        bpftrace.Targets(tuple(target.pids), tuple(target.parents)), target.binaries,
+        spool_dir / "records.bin", sample=opts.sample)
+    stopped = "end"
+
+    def command_ended() -> str | None:
+        if held is not None and held.ended():
+            return ("the traced command ended before the tracer was attached "
+                    f"(exit status {held.returncode}); nothing was traced")
+        return None
+
+    try:
+        t_attach = time.monotonic()
+        try:
+            session.start(abort=command_ended)
+        except libbpf_trace.Refused as exc:
+            if held is not None and held.ended():
+                raise ComponentError(str(exc)) from None
+            raise
+        env.debug(f"eBPF tracer attached in {time.monotonic() - t_attach:.1f} s")
+        t_start = time.monotonic()
+        t0 = time.monotonic_ns()
+        deadline = (t_start + (opts.duration_s or DEFAULT_DURATION_S)
+                    if opts.duration_s is not None or target.mode != "cmd" else None)
+        if network is not None:
+            network.open()
+        if held is not None:
+            held.release()
+        if ready_event is not None:
+            ready_event.set()
+        last_progress = 0.0
+        try:
+            while True:
+                st = session.poll(0.2)
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    stopped = "duration"
+                    break
+                if stop is not None and stop.is_set():
+                    stopped = "stop"
+                    break
+                if opts.requests and st.requests >= opts.requests:
+                    stopped = "requests"
+                    break
+                if st.syscalls >= opts.max_events:
+                    stopped = "event cap"
+                    warnings.append(f"stopped at the event cap ({opts.max_events:,} events); "
+                                    "raise --max-events or shorten --duration")
+                    break
+                if held is not None and held.ended():
+                    stopped = "command exited"
+                    break
+                if session.exited():
+                    raise ComponentError(f"the eBPF tracer stopped: {session.refusal()}")
+                if progress and now - last_progress >= 1.0:
+                    last_progress = now
+                    progress(f"{now - t_start:5.1f} s  {st.syscalls:,} syscalls  "
+                             f"{st.requests} requests done")
+        except (KeyboardInterrupt, Interrupted):
+            stopped = "interrupted"
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            if held is not None:
+                held.finish()
+            status = session.stop()
+            if progress:
+                progress(f"attributing {status.records:,} events")
+            result = _attribute_spool(env, opts, target, head, out, warnings, progress,
+                                      session.spool, t0, stopped, t_start, status, network)
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, old)
+    except BaseException:
+        session.kill()
+        if held is not None:
+            held.cancel()
+        raise
+    finally:
+        session.close()
+        shutil.rmtree(spool_dir, ignore_errors=True)
+    return TraceRun(out, result, "ebpf", warnings)
+
+
+def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
+                     head: dict[str, Any], out: Path, warnings: list[str],
+                     progress: Callable[[str], None] | None, spool: Path, t0: int,
+                     stopped: str, t_start: float, status: libbpf_trace.Status,
+                     network: round_trips.Window | None) -> dict[str, Any]:
+    """The spooled records → the trace file and its summary."""
+    summary = SummaryBuilder(head)
+    writer = TraceWriter(out, head)
+    attr, dispatch = attributor(opts, target, head, writer, summary,
+                                 strlen=libbpf_trace.STRMAX)
+    attr.t0 = t0
+    keep = title_filter(target)
+    reorder = Reorder()
+    counted = CountedRequests()
+    try:
+        for fields in libbpf_trace.decode(spool.read_bytes()):
+            if keep is not None and fields[0] not in (b"F", b"E") and not keep(int(fields[1])):
+                continue
+            if fields[0] == b"K":
+                counted.add(bpftrace.unpack_counts([int(v) for v in fields[4:]]))
+                continue
+            reorder.push(fields)
+            for ready in reorder.pop_ready():
+                dispatch(ready)
+        for ready in reorder.pop_ready(flush=True):
+            dispatch(ready)
+    except BaseException:
+        writer.close({"stopped": "error"})
+        raise
+    extra: dict[str, Any] = {"events": status.records}
+    if opts.sample > 1:
+        done = [c["total"] for i, c in summary.per_req.items()
+                if i in summary.requests and summary.requests[i].end_ns >= 0]
+        extra["sampling"] = counted.trailer(opts.sample, done)
+    return finish_events(env, attr, writer, summary, progress, out, warnings, backend="ebpf",
+                   stopped=stopped, t_start=t_start, dropped=status.lost, network=network,
+                   strlen=libbpf_trace.STRMAX, extra=extra)
+
