@@ -153,11 +153,14 @@ def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
         writer.close({"stopped": "error"})
         raise
     extra: dict[str, Any] = {"events": status.records}
-    if opts.sample > 1:
+
+    def sample() -> dict[str, Any]:
+        if opts.sample <= 1:
+            return {}
         done = [c["total"] for i, c in summary.per_req.items()
                 if i in summary.requests and summary.requests[i].end_ns >= 0]
-        extra["sampling"] = counted.trailer(opts.sample, done)
-    return finish_events(env, attr, writer, summary, progress, out, warnings, backend="ebpf",
-                   stopped=stopped, t_start=t_start, dropped=status.lost, network=network,
-                   strlen=libbpf_trace.STRMAX, extra=extra)
+        return {"sampling": counted.trailer(opts.sample, done)}
 
+    return finish_events(env, attr, writer, summary, progress, out, warnings, backend="ebpf",
+                         stopped=stopped, t_start=t_start, dropped=status.lost, network=network,
+                         strlen=libbpf_trace.STRMAX, extra=extra, late=sample)

@@ -106,9 +106,9 @@ def build_input(env: Env, progress: Callable[[str], None] | None, path: Path) ->
 
 
 def run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
-                  warnings: list[str], progress: Callable[[str], None] | None,
-                  ready_event: threading.Event | None = None,
-                  stop: threading.Event | None = None) -> TraceRun:
+                 warnings: list[str], progress: Callable[[str], None] | None,
+                 ready_event: threading.Event | None = None,
+                 stop: threading.Event | None = None) -> TraceRun:
     binary = bpftrace.find()
     network = round_trips.window_for(env, target.code)
     held: procs.HeldCommand | None = None
@@ -262,18 +262,20 @@ def attributor(opts: TraceOptions, target: trace_targets.Target, head: dict[str,
 
 
 def finish_events(env: Env, attr: Attributor | CountAttributor, writer: TraceWriter,
-            summary: SummaryBuilder, progress: Callable[[str], None] | None, out: Path,
-            warnings: list[str], *, backend: str, stopped: str, t_start: float, dropped: int,
-            network: round_trips.Window | None, strlen: int,
-            extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Close an eBPF trace once every event is fed: its trailer, warnings and summary."""
+                  summary: SummaryBuilder, progress: Callable[[str], None] | None, out: Path,
+                  warnings: list[str], *, backend: str, stopped: str, t_start: float,
+                  dropped: int, network: round_trips.Window | None, strlen: int,
+                  extra: dict[str, Any] | None = None,
+                  late: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Close an eBPF trace once every event is fed: its trailer, warnings and summary.
+    `late` adds to the trailer what can be told only once every request is closed."""
     attr.finish()
     trailer: dict[str, Any] = {
         "stopped": stopped, "duration_ns": attr.last_ns,
         "wall_s": round(time.monotonic() - t_start, 3), "dropped": dropped,
         "completed_requests": attr.completed, "truncated_paths": attr.truncated_paths,
         "pids": sorted(attr.pids_seen), "forks": attr.forks, "exits": attr.exits,
-        "backend": backend, **(extra or {}),
+        "backend": backend, **(extra or {}), **(late() if late is not None else {}),
     }
     if attr.t0 is not None:
         # wall clock of time 0 (event times are CLOCK_MONOTONIC ns from attr.t0): lets
@@ -298,10 +300,10 @@ def finish_events(env: Env, attr: Attributor | CountAttributor, writer: TraceWri
 
 
 
-def run_strace(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path, warnings: list[str],
-                progress: Callable[[str], None] | None,
-                ready: threading.Event | None = None,
-                stop: threading.Event | None = None) -> TraceRun:
+def run_strace(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
+               warnings: list[str], progress: Callable[[str], None] | None,
+               ready: threading.Event | None = None,
+               stop: threading.Event | None = None) -> TraceRun:
     session = (StraceSession(argv=target.argv) if target.mode == "cmd"
                else StraceSession(pids=[*target.parents, *target.pids]))
     warnings.insert(0, "LOUD WARNING: tracing with strace (ptrace) stops every traced process "
