@@ -12,13 +12,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import bpftrace, libbpf_trace, procs, round_trips, trace_targets
+from statstorm.adapters import bpftrace, libbpf_trace, round_trips, trace_targets
 from statstorm.adapters.trace_backends import (DEFAULT_DURATION_S, TraceOptions, TraceRun,
-                                               attributor, finish_events, header,
+                                               attributor, bound_reached, finish_events,
+                                               header, hold_command, on_attached,
                                                title_filter)
 from statstorm.env import Env
 from statstorm.errors import ComponentError, Interrupted
-from statstorm.model.attribution import Reorder
+from statstorm.model.attribution import Attributor
+from statstorm.model.events import feed_record
 from statstorm.model.sampling import CountedRequests
 from statstorm.model.tracestats import SummaryBuilder
 from statstorm.results.trace import TraceWriter
@@ -31,10 +33,7 @@ def run_ebpf(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Pa
     """The compiled tracer: records spooled in the kernel's format while PHP runs, decoded
     and attributed once the trace has stopped (adapters/libbpf_trace.py)."""
     network = round_trips.window_for(env, target.code)
-    held: procs.HeldCommand | None = None
-    if target.mode == "cmd":
-        held = procs.HeldCommand(target.argv)
-        target.pids = [held.pid]
+    held = hold_command(target)
     head = header("ebpf", target, opts)
     if opts.sample > 1:
         head["sampling"] = {"one_in": opts.sample}
@@ -63,33 +62,16 @@ def run_ebpf(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Pa
         t0 = time.monotonic_ns()
         deadline = (t_start + (opts.duration_s or DEFAULT_DURATION_S)
                     if opts.duration_s is not None or target.mode != "cmd" else None)
-        if network is not None:
-            network.open()
-        if held is not None:
-            held.release()
-        if ready_event is not None:
-            ready_event.set()
+        on_attached(network, held, ready_event)
         last_progress = 0.0
         try:
             while True:
                 st = session.poll(0.2)
                 now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    stopped = "duration"
-                    break
-                if stop is not None and stop.is_set():
-                    stopped = "stop"
-                    break
-                if opts.requests and st.requests >= opts.requests:
-                    stopped = "requests"
-                    break
-                if st.syscalls >= opts.max_events:
-                    stopped = "event cap"
-                    warnings.append(f"stopped at the event cap ({opts.max_events:,} events); "
-                                    "raise --max-events or shorten --duration")
-                    break
-                if held is not None and held.ended():
-                    stopped = "command exited"
+                bound = bound_reached(opts, now, deadline, stop, st.requests, st.syscalls,
+                                      held, warnings)
+                if bound:
+                    stopped = bound
                     break
                 if session.exited():
                     raise ComponentError(f"the eBPF tracer stopped: {session.refusal()}")
@@ -131,24 +113,20 @@ def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
     """The spooled records → the trace file and its summary."""
     summary = SummaryBuilder(head)
     writer = TraceWriter(out, head)
-    attr, dispatch = attributor(opts, target, head, writer, summary,
-                                 strlen=libbpf_trace.STRMAX)
+    attr, _ = attributor(opts, target, head, writer, summary, strlen=libbpf_trace.STRMAX)
     attr.t0 = t0
     keep = title_filter(target)
-    reorder = Reorder()
     counted = CountedRequests()
+    eattr = attr if isinstance(attr, Attributor) else None
     try:
-        for fields in libbpf_trace.decode(spool.read_bytes()):
-            if keep is not None and fields[0] not in (b"F", b"E") and not keep(int(fields[1])):
+        for rec in libbpf_trace.decode(spool.read_bytes()):
+            tag = rec[0]
+            if keep is not None and tag != "F" and tag != "E" and not keep(rec[1]):
                 continue
-            if fields[0] == b"K":
-                counted.add(bpftrace.unpack_counts([int(v) for v in fields[4:]]))
-                continue
-            reorder.push(fields)
-            for ready in reorder.pop_ready():
-                dispatch(ready)
-        for ready in reorder.pop_ready(flush=True):
-            dispatch(ready)
+            if tag == "K":
+                counted.add(bpftrace.unpack_counts(rec[4]))
+            elif eattr is not None:
+                feed_record(eattr, rec)
     except BaseException:
         writer.close({"stopped": "error"})
         raise

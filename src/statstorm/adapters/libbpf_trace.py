@@ -9,8 +9,8 @@ tracer spends no CPU on formatting or parsing: that cost is paid after the measu
 The loader is built by scripts/setup.sh into BUILD_DIR, stamped with the hash of its sources:
 a loader built from other sources is not used.
 
-`decode` yields each record as the fields of the bpftrace program's matching line (bytes,
-tag first), so both backends feed the same attribution."""
+`decode` yields each record as the typed event of the bpftrace program's matching line
+(model.attribution's `Record`), so both backends feed the same attribution."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from statstorm.adapters import bpftrace
 from statstorm.errors import DependencyError
@@ -195,39 +195,38 @@ class LoaderSession:
                 pass
 
 
-def decode(data: bytes) -> Iterator[list[bytes]]:
-    """The spool's records → the matching bpftrace lines' fields (see adapters/bpftrace.py)."""
+def decode(data: bytes) -> Iterator[tuple[Any, ...]]:
+    """The spool's records → typed event records (model.attribution's `Record` layout; a
+    counted request: ("K", pid, start, end, [16 packed counters])). The ring buffer hands
+    records out in the order they were reserved, which is event order (a syscall's record is
+    reserved at its exit): no reordering is needed."""
     off, end = 0, len(data)
+    hdr, body, counts, num = HDR.unpack_from, BODY.unpack_from, COUNTS.unpack_from, \
+        SMALL_A.unpack_from
     while off + HDR.size <= end:
-        size, tag, kind, pid, ts = HDR.unpack_from(data, off)
+        size, tag, kind, pid, ts = hdr(data, off)
         if size < HDR.size or off + size > end:
             break  # a cut record (the loader was killed while writing)
-        p = b"%d" % pid
-        t = b"%d" % ts
         if tag == 0x53:  # S
-            _, _, _, _, _, a, b, c, d = BODY.unpack_from(data, off)
-            yield [b"S", p, t, b"%d" % a, CALLS[kind].encode(), b"%d" % b, b"%d" % c,
-                   b"%d" % d, data[off + BODY.size:off + size]]
+            _, _, _, _, _, a, b, c, d = body(data, off)
+            yield ("S", pid, ts, a, CALLS[kind], b, c, d, data[off + BODY.size:off + size])
         elif tag == 0x4F:  # O
-            a = SMALL_A.unpack_from(data, off + HDR.size)[0]
-            num = a - (1 << 64) if a >= 1 << 63 else a
-            yield [b"O", p, t, FUNCS[kind].encode(), b"%d" % num,
-                   data[off + BODY.size:off + size]]
+            a = num(data, off + HDR.size)[0]
+            yield ("O", pid, ts, FUNCS[kind], a - (1 << 64) if a >= 1 << 63 else a,
+                   data[off + BODY.size:off + size])
         elif tag == 0x52:  # R
-            yield [b"R", p, t, FUNCS[kind].encode()]
-        elif tag == 0x50:  # P
-            yield [b"P", p, data[off + BODY.size:off + size]]
+            yield ("R", pid, ts, FUNCS[kind])
+        elif tag == 0x50 or tag == 0x56:  # P V
+            yield (chr(tag), pid, data[off + BODY.size:off + size])
         elif tag == 0x55:  # U
-            yield [b"U", p, t, data[off + BODY.size:off + size]]
-        elif tag == 0x56:  # V
-            yield [b"V", p, data[off + BODY.size:off + size]]
-        elif tag in (0x41, 0x58, 0x51):  # A X Q
-            yield [bytes((tag,)), p, t]
+            yield ("U", pid, ts, data[off + BODY.size:off + size])
+        elif tag == 0x41 or tag == 0x58 or tag == 0x51:  # A X Q
+            yield (chr(tag), pid, ts)
         elif tag == 0x46:  # F
-            yield [b"F", p, b"%d" % SMALL_A.unpack_from(data, off + HDR.size)[0]]
+            yield ("F", pid, num(data, off + HDR.size)[0])
         elif tag == 0x45:  # E
-            yield [b"E", p]
+            yield ("E", pid)
         elif tag == 0x4B:  # K
-            vals = COUNTS.unpack_from(data, off)
-            yield [b"K", p, b"%d" % vals[5], t, *(b"%d" % v for v in vals[6:])]
+            vals = counts(data, off)
+            yield ("K", pid, vals[5], ts, list(vals[6:]))
         off += size

@@ -25,7 +25,8 @@ from statstorm.adapters.bpftrace_session import BpftraceSession, EventFramer, Re
 from statstorm.adapters.strace_session import StraceSession
 from statstorm.env import Env
 from statstorm.errors import ComponentError, Interrupted
-from statstorm.model.attribution import Attributor, CountAttributor, Reorder, feed
+from statstorm.model.attribution import Attributor, CountAttributor
+from statstorm.model.events import Reorder, feed
 from statstorm.model.tracestats import SummaryBuilder, Tee
 from statstorm.results import whatif_input
 from statstorm.results.trace import TraceWriter, decode_path, new_header
@@ -105,16 +106,55 @@ def build_input(env: Env, progress: Callable[[str], None] | None, path: Path) ->
               f"{time.monotonic() - t0:.1f} s")
 
 
+def hold_command(target: trace_targets.Target) -> procs.HeldCommand | None:
+    """A `--cmd` target's command, started and held until the tracer is attached (its PID
+    becomes the target's); None for other targets."""
+    if target.mode != "cmd":
+        return None
+    held = procs.HeldCommand(target.argv)
+    target.pids = [held.pid]
+    return held
+
+
+def on_attached(network: round_trips.Window | None, held: procs.HeldCommand | None,
+                ready: threading.Event | None) -> None:
+    """The tracer is attached: open the round-trip window, let the held command run, tell
+    whoever waits (`ready`)."""
+    if network is not None:
+        network.open()
+    if held is not None:
+        held.release()
+    if ready is not None:
+        ready.set()
+
+
+def bound_reached(opts: TraceOptions, now: float, deadline: float | None,
+                  stop: threading.Event | None, requests: int, syscalls: int,
+                  held: procs.HeldCommand | None, warnings: list[str]) -> str | None:
+    """Why an attached trace stops now ("duration", "stop", "requests", "event cap",
+    "command exited"), or None: it goes on."""
+    if deadline is not None and now >= deadline:
+        return "duration"
+    if stop is not None and stop.is_set():
+        return "stop"
+    if opts.requests and requests >= opts.requests:
+        return "requests"
+    if syscalls >= opts.max_events:
+        warnings.append(f"stopped at the event cap ({opts.max_events:,} events); "
+                        "raise --max-events or shorten --duration")
+        return "event cap"
+    if held is not None and held.ended():
+        return "command exited"
+    return None
+
+
 def run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
                  warnings: list[str], progress: Callable[[str], None] | None,
                  ready_event: threading.Event | None = None,
                  stop: threading.Event | None = None) -> TraceRun:
     binary = bpftrace.find()
     network = round_trips.window_for(env, target.code)
-    held: procs.HeldCommand | None = None
-    if target.mode == "cmd":
-        held = procs.HeldCommand(target.argv)
-        target.pids = [held.pid]
+    held = hold_command(target)
     head = header("bpftrace", target, opts)
     make = bpftrace.count_program if opts.counts else bpftrace.program
     session = BpftraceSession(binary, make(bpftrace.Targets(tuple(target.pids),
@@ -154,22 +194,10 @@ def run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, out
                 raise ComponentError("the traced command ended before the tracer was attached "
                                      f"(exit status {held.returncode}); nothing was traced")
             if ready:
-                if deadline is not None and now >= deadline:
-                    stopped = "duration"
-                    break
-                if stop is not None and stop.is_set():
-                    stopped = "stop"
-                    break
-                if opts.requests and attr.completed >= opts.requests:
-                    stopped = "requests"
-                    break
-                if writer.events >= opts.max_events:
-                    stopped = "event cap"
-                    warnings.append(f"stopped at the event cap ({opts.max_events:,} events); "
-                                    "raise --max-events or shorten --duration")
-                    break
-                if held is not None and held.ended():
-                    stopped = "command exited"
+                bound = bound_reached(opts, now, deadline, stop, attr.completed,
+                                      writer.events, held, warnings)
+                if bound:
+                    stopped = bound
                     break
             if eof:
                 break
@@ -193,12 +221,7 @@ def run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, out
                         attr.t0 = time.monotonic_ns()
                         if opts.duration_s is not None or target.mode != "cmd":
                             deadline = t_start + (opts.duration_s or DEFAULT_DURATION_S)
-                        if network is not None:
-                            network.open()
-                        if held is not None:
-                            held.release()
-                        if ready_event is not None:
-                            ready_event.set()
+                        on_attached(network, held, ready_event)
                     continue
                 take(line)
             for fields in reorder.pop_ready():

@@ -1,6 +1,6 @@
 """Turn the tracer's raw event stream into requests, PHP operations and attributed syscalls.
 
-Pure code: the caller feeds events in timestamp order (see `Reorder`) and receives records
+Pure code: the caller feeds events in timestamp order (see `model/events.py`) and receives records
 through a sink. Per process it keeps the current request, a stack of open PHP operations,
 the working directory (to make relative paths absolute) and an fd → path table (so `fstat`
 names its file).
@@ -21,7 +21,6 @@ Which operation a syscall belongs to:
 
 from __future__ import annotations
 
-import heapq
 import posixpath
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -345,35 +344,6 @@ class Attributor:
             self.sink.request(self._single_req)
 
 
-def feed(attr: Attributor, fields: list[bytes]) -> None:
-    """Dispatch one parsed event line (fields split on tabs) to the attributor."""
-    tag = fields[0]
-    if tag == b"S":
-        attr.on_syscall(int(fields[1]), int(fields[2]), int(fields[3]), fields[4].decode(),
-                        int(fields[5]), int(fields[6]), int(fields[7]), fields[8])
-    elif tag == b"O":
-        attr.on_enter(int(fields[1]), int(fields[2]), fields[3].decode(), int(fields[4]),
-                      decode_path(fields[5]))
-    elif tag == b"R":
-        attr.on_return(int(fields[1]), int(fields[2]), fields[3].decode())
-    elif tag == b"P":
-        attr.on_second(int(fields[1]), decode_path(fields[2]))
-    elif tag == b"A":
-        attr.on_accept(int(fields[1]), int(fields[2]))
-    elif tag == b"U":
-        attr.on_startup(int(fields[1]), int(fields[2]), decode_path(fields[3]))
-    elif tag == b"V":
-        attr.on_uri(int(fields[1]), decode_path(fields[2]))
-    elif tag == b"X":
-        attr.on_execute(int(fields[1]), int(fields[2]))
-    elif tag == b"Q":
-        attr.on_shutdown(int(fields[1]), int(fields[2]))
-    elif tag == b"F":
-        attr.on_fork(int(fields[1]), int(fields[2]))
-    elif tag == b"E":
-        attr.on_exit(int(fields[1]))
-
-
 class CountSink(Protocol):
     def request(self, r: Request) -> None: ...
     def request_counts(self, rc: RequestCounts) -> None: ...
@@ -453,40 +423,3 @@ class CountAttributor:
             self.sink.request_counts(RequestCounts(0, min(self.pids_seen, default=0), {
                 k: (v[0], v[1], v[2]) for k, v in self._merged.items()}))
             self.completed = 1
-
-
-# Events carrying a timestamp, and its field index; others (P, V, F, E) follow their
-# predecessor from the same CPU buffer and keep their arrival order.
-_TS_FIELD = {b"S": 2, b"O": 2, b"R": 2, b"A": 2, b"U": 2, b"X": 2, b"Q": 2, b"K": 3}
-
-
-class Reorder:
-    """Restore timestamp order across bpftrace's per-CPU buffers.
-
-    Events wait until one newer by `window_ns` has arrived; an untimestamped event takes
-    the timestamp of the event before it (same CPU buffer, same probe firing).
-    """
-
-    def __init__(self, window_ns: int = 200_000_000) -> None:
-        self.window = window_ns
-        self._heap: list[tuple[int, int, list[bytes]]] = []
-        self._seq = 0
-        self._last_ts = 0
-        self._max_ts = 0
-
-    def push(self, fields: list[bytes]) -> None:
-        idx = _TS_FIELD.get(fields[0])
-        ts = int(fields[idx]) if idx is not None else self._last_ts
-        if fields[0] == b"S":
-            ts += int(fields[3])  # order syscalls by their exit: the probe that printed them
-        self._last_ts = ts
-        self._max_ts = max(self._max_ts, ts)
-        heapq.heappush(self._heap, (ts, self._seq, fields))
-        self._seq += 1
-
-    def pop_ready(self, flush: bool = False) -> list[list[bytes]]:
-        out = []
-        limit = self._max_ts - self.window
-        while self._heap and (flush or self._heap[0][0] <= limit):
-            out.append(heapq.heappop(self._heap)[2])
-        return out
