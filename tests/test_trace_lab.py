@@ -238,3 +238,10 @@ def test_backends_agree_and_a_sampled_trace_scales_to_the_full_one(lab, state_ho
     err = s["calls_per_request_error"]
     assert abs(sampled["per_request"]["total"] - full["per_request"]["total"]) <= \
         max(2 * err, 0.5)
+    # whatif replays the recorded requests and says what sampling leaves out; the text
+    # summary states the sample.
+    w = run_cli(["whatif", str(tmp_path / "sampled.sst.gz"), "--set", "realpath_cache_size=0",
+                 "--json"], state_home, check=True)
+    assert any("1 request in 4" in n for n in json.loads(w.stdout)["notes"])
+    shown = run_cli(["trace", "show", str(tmp_path / "sampled.sst.gz")], state_home, check=True)
+    assert "1 request in 4 per worker recorded" in shown.stdout

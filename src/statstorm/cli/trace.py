@@ -64,6 +64,13 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
     if st.get("per_request"):
         out.print(f"time in these syscalls: {st['per_request']:,.1f} µs per request "
                   f"(p50 {st['p50']:,.1f}, p95 {st['p95']:,.1f})")
+    samp = (s.get("trace") or {}).get("sampling") or {}
+    if samp:
+        out.print(f"sampled: 1 request in {samp['one_in']} per worker recorded in full: "
+                  f"{samp['recorded_requests']:,} recorded, {samp['counted_requests']:,} "
+                  f"counted (totals x {samp['scale']:g} for all requests); calls per request: "
+                  f"{s['per_request']['total']:,.1f} ± {samp['calls_per_request_error']:,.1f} "
+                  f"recorded, {samp['counted_calls_per_request']:,.1f} counted")
     net = (s.get("trace") or {}).get("network") or {}
     if net.get("per_request") is not None:
         out.print(f"network round trips: {net['per_request']:,.2f} per request "
