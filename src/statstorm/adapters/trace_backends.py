@@ -234,7 +234,9 @@ def run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, out
         stopped = "interrupted"
     except (Refused, ComponentError):
         writer.abort()
-        halt()
+        if held is not None:
+            held.cancel()  # never attached: the command must not run untraced
+        session.stop()
         session.close()
         raise
     except BaseException:

@@ -54,6 +54,9 @@ def validate(opts: TraceOptions) -> None:
     if opts.sample > 1 and opts.cmd is not None:
         raise UsageError("--sample needs a server's requests to choose from; a --cmd trace "
                          "is one request")
+    if opts.counts and opts.backend == "ebpf":
+        raise UsageError("--counts counts with bpftrace's counting program; drop --backend ebpf "
+                         "(or drop --counts for full events)")
     if opts.counts and opts.backend == "strace":
         raise UsageError("--counts counts in the kernel with eBPF; drop --backend strace "
                          "(strace records every call)")
