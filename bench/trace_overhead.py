@@ -205,6 +205,7 @@ class Tracer:
         self.rc: int | None = None
         self.started = 0.0
         self.attach_s = 0.0
+        self.perf_events = -1  # the helper's perf events at the last look (attach check)
 
     def start(self) -> None:
         with open(self.stdout_path, "wb") as o, open(self.stderr_path, "wb") as e:
@@ -241,8 +242,8 @@ class Tracer:
                         n += 1
                 except OSError:
                     pass
-            settled = n > 0 and n == getattr(self, "_last_n", -1)
-            self._last_n = n
+            settled = n > 0 and n == self.perf_events
+            self.perf_events = n
             return settled
         for w in workers:  # strace: every worker is ptraced by it
             try:

@@ -14,12 +14,11 @@ from typing import Any, Callable
 
 from statstorm.adapters import bpftrace, libbpf_trace, round_trips, trace_targets
 from statstorm.adapters.trace_backends import (DEFAULT_DURATION_S, TraceOptions, TraceRun,
-                                               attributor, bound_reached, finish_events,
+                                               bound_reached, event_attributor, finish_events,
                                                header, hold_command, on_attached,
                                                title_filter)
 from statstorm.env import Env
 from statstorm.errors import ComponentError, Interrupted
-from statstorm.model.attribution import Attributor
 from statstorm.model.events import feed_record
 from statstorm.model.sampling import CountedRequests
 from statstorm.model.tracestats import SummaryBuilder
@@ -113,11 +112,10 @@ def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
     """The spooled records → the trace file and its summary."""
     summary = SummaryBuilder(head)
     writer = TraceWriter(out, head)
-    attr, _ = attributor(opts, target, head, writer, summary, strlen=libbpf_trace.STRMAX)
+    attr = event_attributor(target, head, writer, summary, libbpf_trace.STRMAX)
     attr.t0 = t0
     keep = title_filter(target)
     counted = CountedRequests()
-    eattr = attr if isinstance(attr, Attributor) else None
     try:
         for rec in libbpf_trace.decode(spool.read_bytes()):
             tag = rec[0]
@@ -125,20 +123,19 @@ def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
                 continue
             if tag == "K":
                 counted.add(bpftrace.unpack_counts(rec[4]))
-            elif eattr is not None:
-                feed_record(eattr, rec)
+            else:
+                feed_record(attr, rec)
     except BaseException:
         writer.close({"stopped": "error"})
         raise
-    extra: dict[str, Any] = {"events": status.records}
 
-    def sample() -> dict[str, Any]:
+    def extra() -> dict[str, Any]:
         if opts.sample <= 1:
-            return {}
+            return {"events": status.records}
         done = [c["total"] for i, c in summary.per_req.items()
                 if i in summary.requests and summary.requests[i].end_ns >= 0]
-        return {"sampling": counted.trailer(opts.sample, done)}
+        return {"events": status.records, "sampling": counted.trailer(opts.sample, done)}
 
     return finish_events(env, attr, writer, summary, progress, out, warnings, backend="ebpf",
                          stopped=stopped, t_start=t_start, dropped=status.lost, network=network,
-                         strlen=libbpf_trace.STRMAX, extra=extra, late=sample)
+                         strlen=libbpf_trace.STRMAX, extra=extra)

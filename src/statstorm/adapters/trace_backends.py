@@ -257,9 +257,9 @@ def run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, out
                 take(line)
         for fields in reorder.pop_ready(flush=True):
             dispatch(fields)
-        result = finish_events(env, attr, writer, summary, progress, out, warnings, backend="bpftrace",
-                         stopped=stopped, t_start=t_start, dropped=framer.dropped,
-                         network=network, strlen=bpftrace.STRLEN)
+        result = finish_events(env, attr, writer, summary, progress, out, warnings,
+                               backend="bpftrace", stopped=stopped, t_start=t_start,
+                               dropped=framer.dropped, network=network, strlen=bpftrace.STRLEN)
     finally:
         if main:
             signal.signal(signal.SIGINT, old)
@@ -274,15 +274,21 @@ def title_filter(target: trace_targets.Target) -> Callable[[int], bool] | None:
     return php_targets.TitleFilter(target.allow, *([target.settled] if target.settled else []))
 
 
+def event_attributor(target: trace_targets.Target, head: dict[str, Any], writer: TraceWriter,
+                     summary: SummaryBuilder, strlen: int) -> Attributor:
+    """The attributor of a full-event trace (paths cut at `strlen` - 1 bytes)."""
+    return Attributor(Tee(writer, summary), head["mounts"], cwd_of=cwd_of,
+                      single_request=target.mode == "cmd", strlen=strlen)
+
+
 def attributor(opts: TraceOptions, target: trace_targets.Target, head: dict[str, Any],
-                writer: TraceWriter, summary: SummaryBuilder, strlen: int = bpftrace.STRLEN
-                ) -> tuple[Attributor | CountAttributor, Callable[[list[bytes]], None]]:
-    """The attributor the events go to, and the function that feeds it one event."""
+               writer: TraceWriter, summary: SummaryBuilder
+               ) -> tuple[Attributor | CountAttributor, Callable[[list[bytes]], None]]:
+    """bpftrace's attributor, and the function that feeds it one event line."""
     if opts.counts:
         cattr = CountAttributor(Tee(writer, summary), single_request=target.mode == "cmd")
         return cattr, functools.partial(feed_counts, cattr)
-    eattr = Attributor(Tee(writer, summary), head["mounts"], cwd_of=cwd_of,
-                       single_request=target.mode == "cmd", strlen=strlen)
+    eattr = event_attributor(target, head, writer, summary, bpftrace.STRLEN)
     return eattr, functools.partial(feed, eattr)
 
 
@@ -290,17 +296,16 @@ def finish_events(env: Env, attr: Attributor | CountAttributor, writer: TraceWri
                   summary: SummaryBuilder, progress: Callable[[str], None] | None, out: Path,
                   warnings: list[str], *, backend: str, stopped: str, t_start: float,
                   dropped: int, network: round_trips.Window | None, strlen: int,
-                  extra: dict[str, Any] | None = None,
-                  late: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+                  extra: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Close an eBPF trace once every event is fed: its trailer, warnings and summary.
-    `late` adds to the trailer what can be told only once every request is closed."""
+    `extra` adds to the trailer what the backend tells once every request is closed."""
     attr.finish()
     trailer: dict[str, Any] = {
         "stopped": stopped, "duration_ns": attr.last_ns,
         "wall_s": round(time.monotonic() - t_start, 3), "dropped": dropped,
         "completed_requests": attr.completed, "truncated_paths": attr.truncated_paths,
         "pids": sorted(attr.pids_seen), "forks": attr.forks, "exits": attr.exits,
-        "backend": backend, **(extra or {}), **(late() if late is not None else {}),
+        "backend": backend, **(extra() if extra is not None else {}),
     }
     if attr.t0 is not None:
         # wall clock of time 0 (event times are CLOCK_MONOTONIC ns from attr.t0): lets

@@ -17,12 +17,14 @@ class CountedRequests:
     """The requests of a sampled trace that were counted, not recorded."""
 
     def __init__(self) -> None:
-        self.requests = 0
         self.calls: dict[str, list[int]] = {}  # call → [calls, failed, latency_ns]
         self._totals: list[int] = []  # calls per counted request
 
+    @property
+    def requests(self) -> int:
+        return len(self._totals)
+
     def add(self, counts: dict[str, tuple[int, int, int]]) -> None:
-        self.requests += 1
         total = 0
         for call, (n, failed, lat) in counts.items():
             c = self.calls.setdefault(call, [0, 0, 0])
