@@ -22,8 +22,10 @@ debs=(
     clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev gcc libc6-dev
 )
 # --dev only: headless Chromium opens `statstorm report`'s HTML in the report tests; `perf
-# trace` is an anchor of bench/trace_overhead.py.
-dev_debs=(chromium linux-perf)
+# trace` is an anchor of bench/trace_overhead.py; the exporter's tests start a real
+# Prometheus on loopback and check the contrib alert rules with promtool (its package; the
+# packaged service is kept from starting, like the others).
+dev_debs=(chromium linux-perf prometheus)
 ((dev)) && debs+=("${dev_debs[@]}")
 missing=()
 for p in "${debs[@]}"; do

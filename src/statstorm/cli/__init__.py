@@ -40,8 +40,8 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def load_commands() -> None:
     """Import the subcommand modules; each registers itself on `cli`."""
-    from statstorm.cli import (apply, check, demo, fsbench, lab, matrix, report,  # noqa: F401
-                               sweep, trace, whatif)
+    from statstorm.cli import (apply, check, demo, exporter, fsbench, lab,  # noqa: F401
+                               matrix, report, sweep, trace, whatif)
 
 
 def main(argv: list[str] | None = None) -> None:

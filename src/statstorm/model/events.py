@@ -97,9 +97,12 @@ class Reorder:
         heapq.heappush(self._heap, (ts, self._seq, fields))
         self._seq += 1
 
-    def pop_ready(self, flush: bool = False) -> list[list[bytes]]:
+    def pop_ready(self, flush: bool = False, now_ns: int = 0) -> list[list[bytes]]:
+        """The events no earlier one can still arrive before: older by the window than the
+        newest event, or than `now_ns` (the tracer's clock, for a tracer kept attached
+        through quiet spells); all of them with `flush`."""
         out = []
-        limit = self._max_ts - self.window
+        limit = max(self._max_ts, now_ns) - self.window
         while self._heap and (flush or self._heap[0][0] <= limit):
             out.append(heapq.heappop(self._heap)[2])
         return out
