@@ -224,8 +224,8 @@ def count_program(targets: Targets, php_binaries: list[str], *,
                   syscalls: set[str] | None = None, usdt: bool = True) -> str:
     """The counting program: per-request counters kept in the kernel, one line per request.
 
-    A syscall's entry stores its call type and start time in one map slot (`@k`); its exit
-    adds one packed counter (`@c[pid, slot]`). A request runs from accept() returning to
+    A syscall's entry stores its call type and start time in its thread's map slot (`@k`);
+    its exit adds one packed counter (`@c[pid, slot]`). A request runs from accept() returning to
     the worker's next accept() (or its exit), where the counters are printed and cleared.
     No uprobes except PHP's request-startup USDT probe (once per request, for the script)."""
     have = available_syscalls() if syscalls is None else syscalls
@@ -234,16 +234,19 @@ def count_program(targets: Targets, php_binaries: list[str], *,
              " @st[pid], nsecs, " + ", ".join(f"@c[pid, {i}]" for i in slots) + ");\n"
              "  delete(@st[pid]);" + "".join(f" delete(@c[pid, {i}]);" for i in slots) + "\n")
     parts = _prologue(targets, flush)
+    # A thread's slot is overwritten by its next traced entry, never cleared at the exit (one
+    # map operation less per call: every exit follows its own entry); it goes with the thread.
+    parts.append("tracepoint:sched:sched_process_exit /@k[tid]/ { delete(@k[tid]); }\n")
     for name, *_ in SYSCALLS:
         if name not in have:
             continue
         parts.append(
             f"tracepoint:syscalls:sys_enter_{name} /@tgt[pid] == 1/ {{\n"
             f"  @k[tid] = ({COUNT_KIND[name]} << 56) | nsecs;\n}}\n"
-            f"tracepoint:syscalls:sys_exit_{name} /@k[tid]/ {{\n"
-            f"  $v = @k[tid]; delete(@k[tid]);\n"
-            f"  @c[pid, (($v >> 56) << 1) | (args->ret < 0 ? 1 : 0)] +="
-            f" (uint64)(1 << {COUNT_SHIFT}) + nsecs - ($v & 0xffffffffffffff);\n}}\n")
+            f"tracepoint:syscalls:sys_exit_{name} {{\n"
+            f"  $v = @k[tid];\n  if ($v) {{\n"
+            f"    @c[pid, (($v >> 56) << 1) | (args->ret < 0 ? 1 : 0)] +="
+            f" (uint64)(1 << {COUNT_SHIFT}) + nsecs - ($v & 0xffffffffffffff);\n  }}\n}}\n")
     for name in ("accept", "accept4"):
         if name in have:
             parts.append(f"tracepoint:syscalls:sys_enter_{name} /@tgt[pid] == 1/ {{\n{flush}}}\n")

@@ -23,6 +23,7 @@ ATTACH_TIMEOUT_S = 120.0
 # bpftrace prints each CPU's lines in batches; a line can trail one printed after it on
 # another CPU by about a buffer poll. Lines older than this are handed out.
 ORDER_WINDOW_NS = 200_000_000
+BATCH_S = 0.1
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -77,6 +78,9 @@ class CountStream:
         if chunk == b"" or (chunk is None and self.session.exited()):
             alive = False
         elif chunk:
+            # A few lines per request: take them in batches, not a wake-up for each.
+            time.sleep(BATCH_S)
+            chunk += self.session.read(0) or b""
             self._buf += chunk
         self._take()
         for fields in self.reorder.pop_ready(now_ns=time.monotonic_ns()):

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from statstorm import __version__
-from statstorm.adapters import (bpftrace, labs, mounts, php_targets, pool_facts, procs,
-                                round_trips, smaps, trace_targets)
+from statstorm.adapters import bpftrace, labs, php_targets, pool_facts, procs, smaps
+from statstorm.adapters.pool_watch import Pools, Watched
 from statstorm.adapters.bpftrace_session import Refused
 from statstorm.adapters.count_stream import CountStream
 from statstorm.adapters.metrics_server import MetricsServer, Snapshot
@@ -97,86 +97,6 @@ def validate(opts: ExporterOptions) -> None:
         raise UsageError("--duration must be a positive number of seconds")
 
 
-# -- the pools -----------------------------------------------------------------------------------
-@dataclass
-class Watched:
-    """One pool the exporter follows: what the tracer attaches to, what check gathers from."""
-    name: str
-    target: trace_targets.Target
-    facts_target: pool_facts.PoolTarget
-    masters: tuple[int, ...]
-    listen: str = ""
-    window: round_trips.Window | None = None
-    mount: tuple[str, str] = ("", "")  # (mount point, fstype) of the code
-
-
-def _masters(name: str) -> tuple[int, ...]:
-    return tuple(sorted({procs.ppid(w) for w in php_targets.pool_workers(name)} - {0}))
-
-
-class Pools:
-    """Which pools run now, found again cheaply (titles in /proc) and fully (settings, server,
-    storage) only when that changes."""
-
-    def __init__(self, env: Env, opts: ExporterOptions) -> None:
-        self.env, self.opts = env, opts
-        self.watched: dict[str, Watched] = {}
-
-    def _names(self) -> list[str]:
-        if self.opts.lab:
-            try:
-                return [labs.require_up(self.env, self.opts.lab, pool=True).pool]
-            except UsageError:  # the lab went down: its pool is gone
-                return []
-        return list(self.opts.pools) or php_targets.running_pools()
-
-    def key(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        """The pools running now, each with its masters (a restarted master is a change)."""
-        out = []
-        for name in self._names():
-            m = _masters(name)
-            if m:
-                out.append((name, m))
-        return tuple(out)
-
-    def current_key(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        return tuple((w.name, w.masters) for w in self.watched.values())
-
-    def resolve(self) -> list[str]:
-        """Find the pools again, fully; the names of the pools that went away."""
-        found: dict[str, Watched] = {}
-        for name, masters in self.key():
-            try:
-                found[name] = self._watch(name, masters)
-            except UsageError as exc:  # it went between the scan and now
-                self.env.debug(f"pool {name}: {exc}")
-        gone = [n for n in self.watched if n not in found]
-        self.watched = found
-        return gone
-
-    def _watch(self, name: str, masters: tuple[int, ...]) -> Watched:
-        env = self.env
-        if self.opts.lab:
-            target = trace_targets.resolve(env, lab=self.opts.lab)
-            facts_target = pool_facts.lab_target(env, self.opts.lab)
-        else:
-            target = trace_targets.resolve(env, pool=name)
-            facts_target = pool_facts.PoolTarget(php_targets.find_pool(name))
-        w = Watched(name, target, facts_target, masters or tuple(target.parents))
-        try:
-            w.listen = pool_facts.directives_of(env, facts_target).get("listen", "")
-        except StatstormError as exc:
-            env.debug(f"pool {name}: listen address unknown ({exc})")
-        if target.code:
-            entry = mounts.find_mount(mounts.current(), os.path.realpath(target.code))
-            if entry is not None:
-                w.mount = (entry.mount_point, entry.fstype)
-            w.window = round_trips.window_for(env, target.code)
-            if w.window is not None:
-                w.window.open()
-        return w
-
-
 # -- the exporter --------------------------------------------------------------------------------
 class Exporter:
     """The counters and states of every pool, fed by the tracer and the refresher, read by
@@ -187,7 +107,7 @@ class Exporter:
         self.lock = threading.Lock()
         self.counters: dict[str, PoolCounters] = {}
         self.status: dict[str, PoolStatus] = {}
-        self.pools = Pools(env, opts)
+        self.pools = Pools(env, lab=opts.lab, pools=opts.pools)
         self.pid_pool: dict[int, str] = {}
         self.scripts: dict[int, bytes] = {}
         self.own_queries = 0
