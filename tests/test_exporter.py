@@ -309,6 +309,7 @@ def test_prometheus_sees_the_tracers_counts_check_findings_and_respawns(
             t["totals"]["failed"]
         assert prom.value(f"statstorm_request_metadata_syscalls_count{sel}") == 20
         assert prom.value(f"statstorm_pool_up{sel}") == 1
+        assert prom.value("statstorm_tracer_up") == 1
 
         # check's findings, as `statstorm check` makes them
         chk = json.loads(run_cli(["check", "--lab", name, "--json"], state_home,

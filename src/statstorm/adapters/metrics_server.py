@@ -31,6 +31,7 @@ class Snapshot:
     tracer_starts: int
     backend: str
     version: str
+    tracer_up: bool = False
     scrape_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -101,6 +102,7 @@ def families(s: Snapshot) -> Iterator[Family]:
         for source, n in sorted(st.errors.items()):
             f["statstorm_status_errors"].add_metric([pool, source], n)
     f["statstorm_tracer_cpu_seconds"].add_metric([], s.tracer_cpu_s)
+    f["statstorm_tracer_up"].add_metric([], 1.0 if s.tracer_up else 0.0)
     f["statstorm_tracer_starts"].add_metric([], s.tracer_starts)
     f["statstorm_scrape_duration_seconds"].add_metric([], s.scrape_s)
     info = f["statstorm_exporter"]

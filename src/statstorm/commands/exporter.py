@@ -247,7 +247,7 @@ class Exporter:
             return Snapshot(counters=copy.deepcopy(self.counters),
                             status=copy.deepcopy(self.status), tracer_cpu_s=cpu,
                             tracer_starts=self.tracer_starts, backend="bpftrace-counts",
-                            version=__version__)
+                            version=__version__, tracer_up=stream is not None)
 
 
 class Refresher(threading.Thread):

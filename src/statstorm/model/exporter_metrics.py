@@ -5,7 +5,8 @@ Names follow Prometheus's rules: base units (`_seconds`, `_bytes`), counters end
 when exposed (the catalogue names them without it, as the client library does), labels of
 bounded cardinality only: `pool` (a php-fpm pool or lab), `call` (one of the tracer's eight
 call types), `result` (`ok`, `failed`), `mount` and `fstype` (the storage under a pool's code),
-`rule` and `severity` (check's rules), `stat` (`min`, `max`, `mean` over a pool's workers).
+`rule` and `severity` (check's rules), `stat` (`min`, `max`, `mean` or `sum` over a pool's
+workers), `source` (what a failed read was reading).
 No path and no PID is ever a label: the paths stay in `statstorm trace`.
 
 The contrib dashboard and alerts are checked against this catalogue, and the catalogue against
@@ -99,6 +100,9 @@ METRICS: tuple[Metric, ...] = (
            ("pool", "source")),
     Metric("statstorm_tracer_cpu_seconds", "counter",
            "CPU time of the counting tracer's own process (user + system)"),
+    Metric("statstorm_tracer_up", "gauge",
+           "1 while the counting tracer is attached, 0 while it is not (no pool to follow yet, "
+           "or reattaching)"),
     Metric("statstorm_tracer_starts", "counter",
            "Times the counting tracer was (re)started: the first start, then pools appearing "
            "or going"),
