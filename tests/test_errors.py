@@ -54,3 +54,18 @@ def test_unknown_lab_and_bad_name_exit_2(tmp_path: Path) -> None:
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0]
+
+
+@pytest.mark.parametrize("args", [["trace", "show", "/nonexistent.sst.gz", "--json"],
+                                  ["check", "--no-such-flag", "--json"],
+                                  ["exporter", "--listen", "nowhere", "--json"]])
+def test_json_errors_are_a_json_object_on_stdout(tmp_path: Path, args: list[str]) -> None:
+    """A tool scripting statstorm with --json reads a result even when the verb fails."""
+    import json
+    import os
+    proc = subprocess.run([sys.executable, "-m", "statstorm", *args], capture_output=True,
+                          text=True, env=dict(os.environ, STATSTORM_HOME=str(tmp_path)))
+    assert proc.returncode == 2
+    out = json.loads(proc.stdout)
+    assert out["exit"] == 2 and out["error"] and "\n" not in out["error"]
+    assert proc.stderr.strip()  # the one-line message is still on stderr

@@ -7,6 +7,7 @@ documented code (see statstorm.errors).
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from types import FrameType
@@ -44,27 +45,33 @@ def load_commands() -> None:
                                matrix, report, sweep, trace, whatif)
 
 
+def _fail(message: str, code: int, as_json: bool) -> None:
+    """Exit with `code`; under --json the error is also a JSON object on stdout, so a tool
+    that scripts statstorm reads a result either way."""
+    if as_json:
+        print(json.dumps({"error": message, "exit": code}), flush=True)
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and map errors to one line on stderr + an exit code."""
     load_commands()
+    as_json = "--json" in (sys.argv[1:] if argv is None else argv)
 
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         rv = cli.main(args=argv, prog_name="statstorm", standalone_mode=False)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         print("statstorm: interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
-        print("statstorm: interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+        _fail("interrupted", EXIT_INTERRUPTED, as_json)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        _fail(exc.format_message(), exc.exit_code, as_json)
     except StatstormError as exc:
         print(f"statstorm: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        _fail(str(exc), exc.exit_code, as_json)
     except BrokenPipeError:
         sys.exit(0)
     sys.exit(rv if isinstance(rv, int) else 0)
