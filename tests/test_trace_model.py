@@ -357,7 +357,9 @@ def test_count_program_counts_every_call_in_the_kernel() -> None:
                                   syscalls={"newfstatat", "openat", "accept4", "access"})
     assert "@tgt[7] = 1;" in prog and "@tgt[1] = 2;" in prog
     for name in ("newfstatat", "openat", "access"):
-        assert f"sys_enter_{name} /@tgt[pid] == 1/" in prog and f"sys_exit_{name} /@k[tid]/" in prog
+        assert f"sys_enter_{name} /@tgt[pid] == 1/" in prog and f"sys_exit_{name} {{" in prog
+    # a thread's slot is overwritten by its next entry, and goes when the thread ends
+    assert "delete(@k[tid])" in prog and prog.count("delete(@k[") == 1
     assert "sys_enter_accept4" in prog and "@st[pid] = nsecs" in prog
     assert "printf(\"S\\t" not in prog and "uprobe:" not in prog  # no per-event lines
     assert prog.count("printf(\"K") == 2  # at the next accept() and at exit
