@@ -64,7 +64,7 @@ class CountStream:
             if not chunk:
                 raise self.session.refusal()
             self._buf += chunk
-            head, sep, rest = self._buf.partition(b"READY\n")
+            _, sep, rest = self._buf.partition(b"READY\n")
             if sep:
                 self._buf = rest
                 return
@@ -119,8 +119,3 @@ class CountStream:
         except (OSError, IndexError):
             return 0.0
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-    @property
-    def lost(self) -> int:
-        """Events bpftrace reported lost (its buffer was full)."""
-        return self.framer.dropped

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -33,7 +33,6 @@ class Snapshot:
     version: str
     tracer_up: bool = False
     scrape_s: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _family(name: str) -> Family:

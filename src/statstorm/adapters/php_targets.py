@@ -340,16 +340,24 @@ def _decode(head: str, body: bytes) -> dict[str, Any]:
     return data
 
 
+QUERY_DIR_PREFIX, QUERY_FILE = "statstorm-check-", "query.php"
+
+
+def is_query_script(path: bytes) -> bool:
+    """Is this SCRIPT_FILENAME the query `query_pool` sends (a request of statstorm's own)?"""
+    return path.endswith(b"/" + QUERY_FILE.encode()) and QUERY_DIR_PREFIX.encode() in path
+
+
 def query_pool(env: Env, listen: str, workers: int,
                keys: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Ask the pool `workers` times at once (each answer held 50 ms, so that busy workers make
     the next request go to another): one answer per worker that replied. `keys`: more ini
     settings to report besides the ones the query always reads."""
     base = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
-    tmp = tempfile.mkdtemp(prefix="statstorm-check-", dir=base)
+    tmp = tempfile.mkdtemp(prefix=QUERY_DIR_PREFIX, dir=base)
     try:
         os.chmod(tmp, 0o755)
-        script = Path(tmp, "query.php")
+        script = Path(tmp, QUERY_FILE)
         script.write_text(QUERY_PHP)
         script.chmod(0o644)
         env.debug(f"FastCGI {listen}: {script} x{workers}")

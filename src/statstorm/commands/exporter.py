@@ -40,7 +40,6 @@ from statstorm.model.rules import evaluate
 
 SCHEMA = "statstorm.exporter/1"
 DEFAULT_LISTEN = "127.0.0.1:9733"
-QUERY_SCRIPT = ("statstorm-check-", "/query.php")  # adapters/php_targets.query_pool's script
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ class Exporter:
             pool = self._pool_of(pid)
             if not pool:
                 return
-            if script.endswith(QUERY_SCRIPT[1].encode()) and QUERY_SCRIPT[0].encode() in script:
+            if php_targets.is_query_script(script):
                 self.own_queries += 1
                 return
             calls = bpftrace.unpack_counts([int(v) for v in fields[4:]])

@@ -125,7 +125,6 @@ class Histogram:
     bounds: tuple[float, ...]
     counts: list[int] = field(default_factory=list)  # per bucket, not cumulative; last: +Inf
     total: float = 0.0
-    n: int = 0
 
     def __post_init__(self) -> None:
         if not self.counts:
@@ -137,7 +136,10 @@ class Histogram:
             i += 1
         self.counts[i] += 1
         self.total += value
-        self.n += 1
+
+    @property
+    def n(self) -> int:
+        return sum(self.counts)
 
     def cumulative(self) -> list[tuple[str, int]]:
         """(le, cumulative count) pairs, "+Inf" last."""
