@@ -46,7 +46,7 @@ def exporter(env: Env, pools: tuple[str, ...], lab: str | None, listen: str,
     Examples:
       sudo statstorm exporter
       sudo statstorm exporter --pool www --listen 127.0.0.1:9733
-      sudo statstorm exporter --lab default --status-every 10 --check-every 60
+      sudo statstorm exporter --lab lab --status-every 10 --check-every 60
       curl -s http://127.0.0.1:9733/metrics | grep '^statstorm_requests_total'
     \b
     As a service: contrib/systemd/statstorm-exporter.service with its settings in
