@@ -163,8 +163,8 @@ def test_edit_fstab_changes_only_the_mount_points_options() -> None:
     out = applyplan.edit_fstab(FSTAB, "/srv/code", ch)
     assert out is not None
     want = FSTAB.replace("defaults,_netdev,attribute-timeout=1 ",
-                         "_netdev,attribute-timeout=600,negative-timeout=600 ")
-    assert out == want  # separators, comments and other lines kept byte for byte
+                         "defaults,_netdev,attribute-timeout=600,negative-timeout=600 ")
+    assert out == want  # separators, comments, defaults and other lines kept byte for byte
     assert applyplan.edit_fstab(out, "/srv/code", ch) == out
     assert applyplan.edit_fstab(FSTAB, "/srv/nowhere", ch) is None
     flag = applyplan.edit_fstab("s:/e /mnt/a\\040b nfs4 rw 0 0\n", "/mnt/a b",

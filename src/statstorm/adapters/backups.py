@@ -1,9 +1,17 @@
 """apply's backup sets: `<state root>/apply/<stamp>-<pool>/`, a copy of every file before
 it changes and a manifest (the target, the files, the storage steps, the status) that
-`apply --rollback` restores from."""
+`apply --rollback` restores from; and the reading and writing of the configuration files
+apply edits.
+
+Every write is all-or-nothing: a temp file in the same directory, fsync'ed, renamed over the
+target (and the directory fsync'ed); on any failure the previous file is intact and the temp
+file gone. A backup set that cannot be completed is removed whole. Configuration texts are the
+files' bytes decoded as UTF-8 with `surrogateescape`, line ends untouched, so every byte an
+edit does not mean to change is written back as it was."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,17 +22,53 @@ from typing import Any
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.results.apply import SCHEMA, FileEdit, StorageStep
-from statstorm.results.common import read_json, write_atomic, write_json_atomic
+from statstorm.results.common import write_atomic
+
+MANIFEST = "manifest.json"
+
+
+def decode(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
 
 
 def read_text(path: Path) -> str | None:
-    """A configuration file's text; None when it does not exist."""
+    """A configuration file's text (its bytes as they are: see the module's note); None when
+    it does not exist."""
     try:
-        return path.read_text()
+        return decode(path.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _sync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_file(path: Path, data: str | bytes, like: os.stat_result | None = None,
+               new_mode: int | None = None) -> None:
+    """Replace `path` with `data` all at once (a `str` as read by read_text); the mode and
+    owner of `like`, else `new_mode`."""
+    write_atomic(path, encode(data) if isinstance(data, str) else data, like, new_mode)
+    _sync_dir(path.parent)
+
+
+def _write_manifest(d: Path, data: dict[str, Any]) -> None:
+    write_file(d / MANIFEST, json.dumps(data, indent=2) + "\n")
 
 
 def root(env: Env) -> Path:
@@ -34,39 +78,99 @@ def root(env: Env) -> Path:
 def save(env: Env, name: str, target: dict[str, Any], edits: list[FileEdit],
          steps: list[StorageStep] | None = None) -> Path:
     """Copy every file about to change into a new backup set; refuse if one changed since the
-    plan was made (someone else is editing it)."""
+    plan was made (someone else is editing it). The set appears whole or not at all."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     d = root(env) / f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}"
     d.mkdir(parents=True)
-    entries: list[dict[str, Any]] = []
-    for i, e in enumerate(edits):
-        if read_text(e.path) != e.before:
-            shutil.rmtree(d, ignore_errors=True)
-            raise UsageError(f"{e.path} changed while apply was planning: run it again")
-        entry: dict[str, Any] = {"path": str(e.path), "existed": e.before is not None}
-        if e.before is not None:
-            copy = d / f"{i}-{e.path.name}"
-            shutil.copy2(e.path, copy)
-            st = e.path.stat()
-            entry.update(copy=copy.name, mode=st.st_mode & 0o7777, uid=st.st_uid, gid=st.st_gid)
-        entries.append(entry)
-    write_json_atomic(d / "manifest.json", {
-        "schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "target": target, "files": entries,
-        "storage": [st.to_json() for st in steps or []], "status": "applying"})
+    try:
+        entries: list[dict[str, Any]] = []
+        for i, e in enumerate(edits):
+            entry: dict[str, Any] = {"path": str(e.path), "existed": e.before is not None}
+            try:
+                data = e.path.read_bytes()
+                st = e.path.stat()
+            except FileNotFoundError:
+                data, st = None, None
+            if (None if data is None else decode(data)) != e.before:
+                raise UsageError(f"{e.path} changed while apply was planning: run it again")
+            if data is not None and st is not None:
+                copy = d / f"{i}-{e.path.name}"
+                write_file(copy, data, new_mode=0o600)
+                entry.update(copy=copy.name, mode=st.st_mode & 0o7777, uid=st.st_uid,
+                             gid=st.st_gid)
+            entries.append(entry)
+        _write_manifest(d, {
+            "schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "target": target, "files": entries,
+            "storage": [st.to_json() for st in steps or []], "status": "applying"})
+    except BaseException as exc:
+        shutil.rmtree(d, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise UsageError(f"cannot write the backup set in {root(env)} "
+                             f"({exc.strerror or exc}): free space or fix its permissions; "
+                             "nothing was changed") from None
+        raise
     return d
 
 
 def save_steps(d: Path, steps: list[StorageStep]) -> None:
     data = manifest(d)
     data["storage"] = [st.to_json() for st in steps]
-    write_json_atomic(d / "manifest.json", data)
+    _write_manifest(d, data)
+
+
+def _bad(d: Path, why: str) -> UsageError:
+    return UsageError(f"{d / MANIFEST} is not a usable apply backup manifest ({why}): put its "
+                      f"files back by hand from the copies in {d}, then move {d} out of "
+                      f"{d.parent}")
+
+
+def _load(d: Path) -> dict[str, Any]:
+    """The manifest as JSON with its schema, status and target checked (not its files)."""
+    try:
+        data = json.loads((d / MANIFEST).read_bytes())
+    except OSError as exc:
+        raise _bad(d, exc.strerror or str(exc)) from None
+    except ValueError as exc:  # bad JSON, bad UTF-8
+        raise _bad(d, f"not JSON: {str(exc).splitlines()[0][:80]}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise _bad(d, f"not a {SCHEMA} manifest")
+    if not isinstance(data.get("status"), str) or not isinstance(data.get("target"), dict):
+        raise _bad(d, "no status or target")
+    if not all(isinstance(data["target"].get(k), (str, type(None))) for k in ("lab", "pool", "url")):
+        raise _bad(d, "the target's lab, pool and url must be text")
+    return data
+
+
+def _check_files(d: Path, data: dict[str, Any]) -> None:
+    files, storage = data.get("files"), data.get("storage", [])
+    if not isinstance(files, list) or not isinstance(storage, list):
+        raise _bad(d, "files and storage must be lists")
+    for entry in files:
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) \
+                or not os.path.isabs(entry["path"]) or not isinstance(entry.get("existed"), bool):
+            raise _bad(d, f"a file entry without an absolute path and existed: {entry!r:.60}")
+        if not entry["existed"]:
+            continue
+        copy = entry.get("copy")
+        if not isinstance(copy, str) or not copy or "/" in copy or copy in (".", ".."):
+            raise _bad(d, f"no copy named for {entry['path']}")
+        if not all(isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool)
+                   for k in ("mode", "uid", "gid")):
+            raise _bad(d, f"no mode, uid and gid for {entry['path']}")
+        if not (d / copy).is_file():
+            raise _bad(d, f"the copy {copy} of {entry['path']} is missing")
+    for step in storage:
+        try:
+            StorageStep.from_json(step)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise _bad(d, f"a storage step that cannot be read: {step!r:.60}") from None
 
 
 def manifest(d: Path) -> dict[str, Any]:
-    data = read_json(d / "manifest.json", "apply backup manifest")
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise UsageError(f"{d}/manifest.json: not a statstorm apply backup set")
+    """A backup set's manifest, checked whole (UsageError naming the fix otherwise)."""
+    data = _load(d)
+    _check_files(d, data)
     return data
 
 
@@ -75,16 +179,24 @@ def mark(d: Path, status: str, reason: str = "") -> None:
     data["status"] = status
     if reason:
         data["reason"] = reason
-    write_json_atomic(d / "manifest.json", data)
+    _write_manifest(d, data)
+
+
+def copy_text(d: Path, entry: dict[str, Any]) -> str | None:
+    """The text a manifest entry's file had before apply (None: it did not exist)."""
+    return read_text(d / entry["copy"]) if entry["existed"] else None
 
 
 def restore(d: Path) -> list[Path]:
-    """Put back every file of a backup set (remove the ones apply created)."""
+    """Put back every file of a backup set (remove the ones apply created). The manifest and
+    every copy are read before the first file is written."""
+    entries = manifest(d)["files"]
+    copies = [(d / e["copy"]).read_bytes() if e["existed"] else None for e in entries]
     out = []
-    for entry in manifest(d)["files"]:
+    for entry, data in zip(entries, copies):
         path = Path(entry["path"])
-        if entry["existed"]:
-            write_atomic(path, (d / entry["copy"]).read_bytes(), new_mode=int(entry["mode"]))
+        if data is not None:
+            write_file(path, data, new_mode=int(entry["mode"]))
             if os.geteuid() == 0:
                 os.chown(path, int(entry["uid"]), int(entry["gid"]))
         else:
@@ -95,4 +207,21 @@ def restore(d: Path) -> list[Path]:
 
 def sets(env: Env) -> list[Path]:
     top = root(env)
-    return sorted(p for p in top.iterdir() if (p / "manifest.json").is_file()) if top.is_dir() else []
+    return sorted(p for p in top.iterdir() if (p / MANIFEST).is_file()) if top.is_dir() else []
+
+
+def newest(env: Env, lab: str | None = None, pool: str | None = None,
+           ) -> tuple[Path, dict[str, Any]] | None:
+    """The newest backup set still in effect (status applied or verified), for the lab or pool
+    when one is named, with its manifest checked whole. A set whose status or target cannot be
+    read stops the search (it may be the one in effect): UsageError naming the fix."""
+    for d in reversed(sets(env)):
+        data = _load(d)
+        t = data["target"]
+        if data["status"] not in ("applied", "verified"):
+            continue
+        if (lab and t.get("lab") != lab) or (pool and t.get("pool") != pool):
+            continue
+        _check_files(d, data)
+        return d, data
+    return None

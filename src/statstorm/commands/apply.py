@@ -40,7 +40,6 @@ from statstorm.model.applyplan import (APACHE, APP, MANUAL, MASTER_INI, MOUNT, N
 from statstorm.model.finding import Finding
 from statstorm.model.rules import RULES
 from statstorm.results.apply import SCHEMA, FileEdit, StorageStep
-from statstorm.results.common import write_atomic
 from statstorm.results.trace import read_trace
 
 MASTER_INI_NAME = "99-statstorm.ini"
@@ -326,8 +325,8 @@ def _install(env: Env, target: Target, edits: list[FileEdit], changes: list[Chan
         except storage_steps.StepFailed as exc:
             raise ApplyFailed(str(exc)) from None
     for e in edits:
-        write_atomic(e.path, e.after, e.path.stat() if e.before is not None else None,
-                          new_mode=0o644)
+        backups.write_file(e.path, e.after, e.path.stat() if e.before is not None else None,
+                           new_mode=0o644)
     paths = [e.path for e in edits]
     pool_config.test_config(env, target, paths, [st.where for st in steps if st.kind == MOUNT])
     pool_config.reload(env, target, paths, fpm=bool(steps))
@@ -458,21 +457,16 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
 
 def rollback(env: Env, opts: ApplyOptions) -> ApplyResult:
     """Restore the newest backup set still in effect (for the pool or lab, if one is named)."""
-    for d in reversed(backups.sets(env)):
-        data = backups.manifest(d)
-        t = data.get("target") or {}
-        if data.get("status") not in ("applied", "verified"):
-            continue
-        if (opts.lab and t.get("lab") != opts.lab) or (opts.pool and t.get("pool") != opts.pool):
-            continue
+    found = backups.newest(env, opts.lab, opts.pool)
+    if found is not None:
+        d, data = found
+        t = data["target"]
         target = resolve(env, ApplyOptions(lab=t.get("lab") or None,
                                            pool=None if t.get("lab") else t.get("pool"),
                                            url=t.get("url") or ""))
-        edits = []
-        for entry in data["files"]:
-            path = Path(entry["path"])
-            before = (d / entry["copy"]).read_text() if entry["existed"] else None
-            edits.append(FileEdit(path, backups.read_text(path), before or "", ("now", "restored")))
+        edits = [FileEdit(Path(entry["path"]), backups.read_text(Path(entry["path"])),
+                          backups.copy_text(d, entry) or "", ("now", "restored"))
+                 for entry in data["files"]]
         steps = [StorageStep.from_json(x) for x in data.get("storage") or []]
         _roll_back(env, target, d, "statstorm apply --rollback", steps)
         return ApplyResult("rolled-back", target, edits=edits, steps=steps, backup=str(d),

@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from statstorm.model import config_edit
+from statstorm.model.config_edit import ini_value
 from statstorm.model.finding import Finding
 
 POOL_INI, MASTER_INI, POOL, NGINX, MANUAL = "pool-ini", "master-ini", "pool", "nginx", "manual"
@@ -43,7 +45,6 @@ MASTER_ONLY = frozenset({
 })
 _INI_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*) =(?: (.*))?$")
 _PARAM_LINE = re.compile(r"^fastcgi_param\s+([A-Z_]+)\s+([^;\s]+);$")
-_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_./:,+@-]*")
 _MOUNT_HEAD = re.compile(r"^# (?:mount|/etc/fstab) options for (/\S*?):?$")
 _MOUNT_OPTS = re.compile(r"^[a-z][a-z0-9-]*(?:=[^,\s]+)?(?:,[a-z][a-z0-9-]*(?:=[^,\s]+)?)*$")
 _VOLUME_SET = re.compile(r"^gluster volume set (\S+) (\S+) (\S+)$")
@@ -174,160 +175,100 @@ def options_text(options: dict[str, str]) -> str:
 
 
 def edit_fstab(text: str, mount_point: str, changes: list[Change]) -> str | None:
-    """/etc/fstab with the MOUNT changes made in the options of `mount_point`'s line (fields
-    keep their separators); None when no line mounts it."""
-    out = text.splitlines(keepends=True)
-    for i, line in enumerate(out):
-        if line.lstrip().startswith("#"):
+    """/etc/fstab with the MOUNT changes made in the options of `mount_point`'s line: options
+    there keep their place (`defaults` included), new ones go at the end, every other byte
+    stays; None when no line mounts it."""
+    lines = config_edit.Lines.split(text, config_edit.LF_EOL)
+    for i, line in enumerate(lines.body):
+        if line.lstrip(" \t").startswith("#"):
             continue
-        parts = re.split(r"(\s+)", line.rstrip("\n"))
-        fields = parts[::2]
-        if fields and not fields[0]:  # leading blanks
-            parts, fields = parts[2:], parts[2::2]
-            lead = line[:len(line) - len(line.lstrip())]
-        else:
-            lead = ""
-        if len(fields) < 4 or fields[1].replace("\\040", " ") != mount_point:
+        fields = config_edit.fstab_fields(line)
+        if len(fields) < 4 or config_edit.unescape_fstab(line[slice(*fields[1])]) != mount_point:
             continue
-        opts: dict[str, str] = {}
-        for opt in fields[3].split(","):
-            key, eq, value = opt.partition("=")
-            opts[key] = value if eq else ""
-        opts = mount_options({k: v for k, v in opts.items() if k != "defaults"} or {}, changes)
-        parts[6] = options_text(opts)
-        out[i] = lead + "".join(parts) + ("\n" if line.endswith("\n") else "")
-        return "".join(out)
+        a, b = fields[3]
+        opts = config_edit.fstab_options(line[a:b], {c.key: c.value for c in changes
+                                                     if c.kind == MOUNT})
+        lines.body[i] = line[:a] + opts + line[b:]
+        return lines.text()
     return None
-
-
-def ini_value(value: str) -> str:
-    """A value as an ini file (php.ini or a php-fpm pool) reads it back unchanged."""
-    if '"' in value or "\n" in value:
-        raise ValueError(f"cannot write {value!r} to an ini file")
-    return value if _PLAIN_VALUE.fullmatch(value) else f'"{value}"'
-
-
-def _section_bounds(lines: list[str], section: str) -> tuple[int, int]:
-    """[start, end) of the lines after `[section]` up to the next section; (-1, -1) if absent."""
-    start = -1
-    for i, line in enumerate(lines):
-        m = re.fullmatch(r"\s*\[(.+?)\]\s*", line)
-        if m and start >= 0:
-            return start, i
-        if m and m.group(1) == section:
-            start = i + 1
-    return (start, len(lines)) if start >= 0 else (-1, -1)
-
-
-def _set_lines(lines: list[str], lo: int, hi: int, pattern: re.Pattern[str], new: str,
-               header: str) -> list[str]:
-    """Replace the first line in [lo, hi) matching `pattern` with `new` and drop the others;
-    append `header` + `new` at the end of the range (before trailing blank lines) if none."""
-    hits = [i for i in range(lo, hi) if pattern.match(lines[i])]
-    if hits:
-        out = list(lines)
-        out[hits[0]] = new
-        for i in reversed(hits[1:]):
-            del out[i]
-        return out
-    end = hi
-    while end > lo and not lines[end - 1].strip():
-        end -= 1
-    block = [new] if header in lines[lo:end] else [header, new]
-    return lines[:end] + block + lines[end:]
 
 
 def edit_pool(text: str, pool: str, changes: list[Change]) -> str:
     """The php-fpm configuration `text` with the pool's changes (POOL_INI and POOL) made."""
-    lines = text.splitlines()
-    if _section_bounds(lines, pool)[0] < 0:
+    lines = config_edit.Lines.split(text)
+    if config_edit.section_bounds(lines, pool)[0] < 0:
         raise ValueError(f"no [{pool}] section")
     for c in changes:
-        lo, hi = _section_bounds(lines, pool)
-        if c.kind == POOL_INI and c.key == "extension":  # several may load: match this one
-            pat = re.compile(r"\s*php(?:_admin)?_value\[extension\]\s*=\s*\S*"
-                             rf"{re.escape(c.value.rsplit('/', 1)[-1])}\s*$")
-            new = f"php_admin_value[extension] = {ini_value(c.value)}"
-        elif c.kind == POOL_INI:
-            pat = re.compile(rf"\s*php(?:_admin)?_(?:value|flag)\[{re.escape(c.key)}\]\s*=")
-            new = f"php_admin_value[{c.key}] = {ini_value(c.value)}".rstrip()
-        elif c.kind == POOL:
-            pat = re.compile(rf"\s*{re.escape(c.key)}\s*=")
-            new = f"{c.key} = {ini_value(c.value)}"
-        else:
-            continue
-        lines = _set_lines(lines, lo, hi, pat, new, MARK)
-    return "\n".join(lines) + "\n"
+        if c.kind in (POOL_INI, POOL):
+            lo, hi = config_edit.section_bounds(lines, pool)
+            config_edit.pool_setting(lines, lo, hi, "ini" if c.kind == POOL_INI else "directive",
+                                     c.key, c.value, MARK)
+    return lines.text()
 
 
 def edit_ini(text: str, changes: list[Change]) -> str:
     """An ini file (statstorm's own in the master's conf.d) with the MASTER_INI changes."""
-    lines = text.splitlines() or ["; written by statstorm apply: settings the php-fpm master "
-                                  "reads at start-up"]
+    lines = config_edit.Lines.split(text)
+    if not lines.body:
+        lines.insert(0, "; written by statstorm apply: settings the php-fpm master reads at "
+                        "start-up")
     for c in changes:
-        if c.kind != MASTER_INI:
-            continue
-        pat = re.compile(rf"\s*{re.escape(c.key)}\s*=")
-        new = f"{c.key} = {ini_value(c.value)}".rstrip()
-        lines = _set_lines(lines, 0, len(lines), pat, new, lines[0] if lines else MARK)
-    return "\n".join(lines) + "\n"
+        if c.kind == MASTER_INI:
+            config_edit.ini_setting(lines, c.key, c.value, lines.body[0])
+    return lines.text()
 
 
 def edit_app(text: str, changes: list[Change]) -> str:
     """An app's PHP configuration file (MediaWiki's LocalSettings.php) with its APP changes:
     each setting once, in a block of statstorm's own at the end (after the app's own lines,
     so it wins); a setting already in that block is replaced."""
-    if "?>" in text.rsplit("\n", 3)[-1] if text.strip() else False:
+    lines = config_edit.Lines.split(text)
+    tail = [ln.strip() for ln in lines.body if not config_edit.blank(ln)][-3:]
+    if any("?>" in ln for ln in tail):
         raise ValueError("the file ends with ?>: add the settings by hand")
-    lines = text.splitlines()
-    if not any(ln.lstrip().startswith("<?php") for ln in lines[:3]):
+    if not any(ln.lstrip().startswith("<?php") for ln in lines.body[:3]):
         raise ValueError("not a PHP file (no <?php at its start)")
     try:
-        start = lines.index(APP_MARK)
+        start = lines.body.index(APP_MARK)
     except ValueError:
-        start = len(lines)
-        lines.append(APP_MARK)
+        start = len(lines.body)
+        lines.insert(start, APP_MARK)
     for c in changes:
-        if c.kind != APP:
-            continue
-        new = f"{c.key} = {c.value};"
-        pat = re.compile(rf"\s*{re.escape(c.key)}\s*=")
-        hits = [i for i in range(start + 1, len(lines)) if pat.match(lines[i])]
-        if hits:
-            lines[hits[0]] = new
-        else:
-            lines.append(new)
-    return "\n".join(lines) + "\n"
+        if c.kind == APP:
+            config_edit.app_setting(lines, start, c.key, c.value)
+    return lines.text()
 
 
 def edit_nginx(text: str, changes: list[Change], listen: str = "") -> str:
     """nginx configuration with the NGINX changes, made where PHP is passed on: each
-    `fastcgi_param NAME …;` that builds on $document_root gets the new value. A parameter the
-    file does not set (Debian's sites set SCRIPT_FILENAME in an included snippet) is added
-    after the SCRIPT_FILENAME lines already changed, else after each `fastcgi_pass` to
+    `fastcgi_param NAME …;` that builds on $document_root gets the new value (only that word
+    changes: other directives and comments on its line stay). A parameter the file does not
+    set (Debian's sites set SCRIPT_FILENAME in an included snippet) is added on a line of its
+    own after the SCRIPT_FILENAME lines already changed, else after each `fastcgi_pass` to
     `listen`, so that it comes last and wins."""
-    lines = text.splitlines()
     for c in (c for c in changes if c.kind == NGINX):
-        pat = re.compile(rf"^(\s*)fastcgi_param\s+{c.key}\s+([^;]*);")
-        found = False
-        for i, line in enumerate(lines):
-            m = pat.match(line)
-            if m and "$document_root" in m.group(2):
-                lines[i] = f"{m.group(1)}fastcgi_param {c.key} {c.value};"
-                found = True
-            elif m:
-                found = found or m.group(2).strip() == c.value
+        stmts = config_edit.nginx_statements(text)
+        params = [s for s in stmts if len(s.words) >= 3 and s.words[0] == "fastcgi_param"
+                  and s.words[1] == c.key]
+        found = any(s.words[2] == c.value for s in params)
+        for s in reversed([s for s in params if "$document_root" in s.words[2]]):
+            a, b = s.spans[2]
+            text, found = text[:a] + c.value + text[b:], True
         if found:
             continue
-        anchor = re.compile(r"^(\s*)fastcgi_param\s+SCRIPT_FILENAME\s+[^;]*\$realpath_root")
-        at = [i for i, line in enumerate(lines) if anchor.match(line)]
+        stmts = config_edit.nginx_statements(text)
+        at = [s for s in stmts if len(s.words) >= 3 and s.words[:2] == ("fastcgi_param",
+              "SCRIPT_FILENAME") and "$realpath_root" in s.words[2]]
         if not at and listen:
-            anchor = re.compile(rf"^(\s*)fastcgi_pass\s+(?:unix:)?{re.escape(listen)}\s*;")
-            at = [i for i, line in enumerate(lines) if anchor.match(line)]
-        for i in reversed(at):
-            indent = re.match(r"\s*", lines[i])
-            lines.insert(i + 1, f"{indent.group(0) if indent else ''}fastcgi_param {c.key} {c.value};")
-    return "\n".join(lines) + "\n"
+            at = [s for s in stmts if len(s.words) == 2 and s.words[0] == "fastcgi_pass"
+                  and s.words[1] in (listen, f"unix:{listen}")]
+        eol = "\r\n" if text.count("\r\n") * 2 > text.count("\n") else "\n"
+        for s in reversed(at):
+            pos = config_edit.line_end_after(text, s.end)
+            line = config_edit.line_indent_at(text, s.start) + f"fastcgi_param {c.key} {c.value};"
+            text = (text[:pos] + line + eol + text[pos:] if text[pos - 1:pos] == "\n"
+                    else text[:pos] + eol + line)
+    return text
 
 
 __all__ = ["Change", "classify", "edit_fstab", "edit_ini", "edit_nginx", "edit_pool", "merge",

@@ -1,0 +1,243 @@
+"""Edits of configuration texts that change only the bytes they mean to: php-fpm pools, PHP's
+ini files, an app's PHP configuration file, nginx and /etc/fstab. Pure code: texts in, texts out.
+
+A text is the file's bytes decoded as UTF-8 with `surrogateescape`, so a file in another
+encoding round-trips. Each format is split into lines the way its own reader splits it, never
+on other Unicode separators (\\u2028, \\x85, \\x0c stay inside their line, a comment's included):
+PHP's ini scanner and its language scanner end a line at `\\r\\n`, `\\r` or `\\n`; /etc/fstab is
+read line by line at `\\n` (a `\\r` before it stays with the line's end); nginx is read as tokens
+(blanks, `\\r` and `\\n` separate them, `#` starts a comment up to `\\n`). Every line keeps its
+own end (LF, CRLF, mixed), its indentation and its comments; a line added gets the file's most
+common line end; a file without a final line end stays without one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+PHP_EOL = re.compile(r"(\r\n|\r|\n)")  # PHP's ini and language scanners' NEWLINE
+LF_EOL = re.compile(r"(\r?\n)")  # line-by-line readers (libmount's fstab)
+_BLANK = " \t"
+
+
+@dataclass
+class Lines:
+    """A text as lines (without their ends) and their ends; lines added have the end ''
+    until `text()` gives them the file's own."""
+
+    body: list[str]
+    eol: list[str]
+    default: str = "\n"
+    open_end: bool = False  # the text does not end with a line end
+
+    @classmethod
+    def split(cls, text: str, sep: re.Pattern[str] = PHP_EOL) -> "Lines":
+        parts = sep.split(text)
+        body, eol = parts[0::2], parts[1::2] + [""]
+        if body[-1] == "":  # the text ends with a line end (or is empty)
+            body.pop()
+            eol.pop()
+        counts = Counter(e for e in eol if e)
+        default = max(counts, key=lambda e: (counts[e], e == "\n")) if counts else "\n"
+        return cls(body, eol, default, bool(body) and not eol[-1])
+
+    def insert(self, i: int, line: str) -> None:
+        self.body.insert(i, line)
+        self.eol.insert(i, "")
+
+    def delete(self, i: int) -> None:
+        del self.body[i]
+        del self.eol[i]
+
+    def text(self) -> str:
+        ends = [e or self.default for e in self.eol]
+        if self.open_end and ends:
+            ends[-1] = ""
+        return "".join(b + e for b, e in zip(self.body, ends))
+
+
+def indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip(_BLANK))]
+
+
+def blank(line: str) -> bool:
+    return not line.strip(_BLANK)
+
+
+# -- PHP ini files and php-fpm pools -------------------------------------------------------------
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_./:,+@-]*")
+_SECTION = re.compile(r"[ \t]*\[([^\]\r\n]+)\][ \t]*")
+
+
+def ini_value(value: str) -> str:
+    """A value as an ini file (php.ini or a php-fpm pool) reads it back unchanged."""
+    if '"' in value or "\n" in value or "\r" in value:
+        raise ValueError(f"cannot write {value!r} to an ini file")
+    return value if _PLAIN_VALUE.fullmatch(value) else f'"{value}"'
+
+
+def section_bounds(lines: Lines, section: str) -> tuple[int, int]:
+    """[start, end) of the lines after `[section]` up to the next section; (-1, -1) if absent."""
+    start = -1
+    for i, line in enumerate(lines.body):
+        m = _SECTION.fullmatch(line)
+        if m and start >= 0:
+            return start, i
+        if m and m.group(1) == section:
+            start = i + 1
+    return (start, len(lines.body)) if start >= 0 else (-1, -1)
+
+
+def set_line(lines: Lines, lo: int, hi: int, pattern: re.Pattern[str], new: str,
+             header: str) -> None:
+    """Make the first line in [lo, hi) matching `pattern` read `new` (its indentation kept)
+    and drop the others; add `header` (unless there) and `new` at the end of the range, before
+    its trailing blank lines, if none matches."""
+    hits = [i for i in range(lo, hi) if pattern.match(lines.body[i])]
+    if hits:
+        lines.body[hits[0]] = indent(lines.body[hits[0]]) + new
+        for i in reversed(hits[1:]):
+            lines.delete(i)
+        return
+    end = hi
+    while end > lo and blank(lines.body[end - 1]):
+        end -= 1
+    if header not in lines.body[lo:end]:
+        lines.insert(end, header)
+        end += 1
+    lines.insert(end, new)
+
+
+def pool_setting(lines: Lines, lo: int, hi: int, kind: str, key: str, value: str,
+                 header: str) -> None:
+    """`php_admin_value[key] = value` ("ini") or the directive `key = value` ("directive")
+    in the pool's lines [lo, hi)."""
+    if kind == "ini" and key == "extension":  # several may load: match this one
+        pat = re.compile(r"[ \t]*php(?:_admin)?_value\[extension\][ \t]*=[ \t]*\"?[^ \t\"]*"
+                         rf"{re.escape(value.rsplit('/', 1)[-1])}\"?[ \t]*$")
+        new = f"php_admin_value[extension] = {ini_value(value)}"
+    elif kind == "ini":
+        pat = re.compile(rf"[ \t]*php(?:_admin)?_(?:value|flag)\[{re.escape(key)}\][ \t]*=")
+        new = f"php_admin_value[{key}] = {ini_value(value)}".rstrip()
+    else:
+        pat = re.compile(rf"[ \t]*{re.escape(key)}[ \t]*=")
+        new = f"{key} = {ini_value(value)}"
+    set_line(lines, lo, hi, pat, new, header)
+
+
+def ini_setting(lines: Lines, key: str, value: str, header: str) -> None:
+    """`key = value` in an ini file of settings (no sections)."""
+    pat = re.compile(rf"[ \t]*{re.escape(key)}[ \t]*=")
+    set_line(lines, 0, len(lines.body), pat, f"{key} = {ini_value(value)}".rstrip(), header)
+
+
+# -- an app's PHP configuration file -------------------------------------------------------------
+def app_setting(lines: Lines, start: int, key: str, value: str) -> None:
+    """`$key = value;` in statstorm's block (after line `start`): replaced, else appended."""
+    new = f"{key} = {value};"
+    pat = re.compile(rf"[ \t]*{re.escape(key)}[ \t]*=")
+    hits = [i for i in range(start + 1, len(lines.body)) if pat.match(lines.body[i])]
+    if hits:
+        lines.body[hits[0]] = indent(lines.body[hits[0]]) + new
+    else:
+        lines.insert(len(lines.body), new)
+
+
+# -- nginx ---------------------------------------------------------------------------------------
+_NGX_SPACE = " \t\r\n"
+
+
+@dataclass(frozen=True)
+class Statement:
+    """An nginx directive: its words (quotes removed) and where each word and the statement's
+    end (`;`, `{` or `}`) are in the text."""
+
+    words: tuple[str, ...]
+    spans: tuple[tuple[int, int], ...]
+    end: int  # the offset after its `;` / `{`
+
+    @property
+    def start(self) -> int:
+        return self.spans[0][0]
+
+
+def nginx_statements(text: str) -> list[Statement]:
+    """The directives of an nginx text, as nginx's own reader tokenises it (comments skipped,
+    quoted words with their escapes, `;` `{` `}` ending a statement)."""
+    out: list[Statement] = []
+    words: list[str] = []
+    spans: list[tuple[int, int]] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in _NGX_SPACE:
+            i += 1
+        elif ch == "#":
+            nl = text.find("\n", i)
+            i = n if nl < 0 else nl + 1
+        elif ch in ";{}":
+            if words:
+                out.append(Statement(tuple(words), tuple(spans), i + 1))
+            words, spans = [], []
+            i += 1
+        elif ch in "\"'":
+            j = i + 1
+            while j < n and text[j] != ch:
+                j += 2 if text[j] == "\\" else 1
+            words.append(text[i + 1:j].replace("\\" + ch, ch))
+            spans.append((i, min(j + 1, n)))
+            i = j + 1
+        else:
+            j = i
+            while j < n and text[j] not in _NGX_SPACE and text[j] not in ";{}":
+                if text[j] == "$" and text[j + 1:j + 2] == "{":  # ${var}
+                    close = text.find("}", j)
+                    j = n if close < 0 else close + 1
+                    continue
+                j += 1 if text[j] != "\\" else 2
+            words.append(text[i:j])
+            spans.append((i, min(j, n)))
+            i = j
+    return out
+
+
+def line_end_after(text: str, pos: int) -> int:
+    """The offset after the line end that follows `pos` (len(text) when none)."""
+    nl = text.find("\n", pos)
+    return len(text) if nl < 0 else nl + 1
+
+
+def line_indent_at(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    return indent(text[start:pos])
+
+
+# -- /etc/fstab ----------------------------------------------------------------------------------
+def fstab_fields(line: str) -> list[tuple[int, int]]:
+    """The [start, end) of each blank-separated field of an fstab line."""
+    return [m.span() for m in re.finditer(r"[^ \t]+", line)]
+
+
+def unescape_fstab(field_text: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field_text)
+
+
+def fstab_options(text: str, changes: dict[str, str]) -> str:
+    """An fstab options field with `changes` made: an option there gets its new value in
+    place, a new one goes at the end; the others (`defaults` included) stay as they are."""
+    opts = text.split(",")
+    todo = dict(changes)
+    for i, opt in enumerate(opts):
+        key = opt.partition("=")[0]
+        if key in todo:
+            value = todo.pop(key)
+            opts[i] = f"{key}={value}" if value else key
+    opts += [f"{k}={v}" if v else k for k, v in todo.items()]
+    return ",".join(opts)
+
+
+__all__ = ["LF_EOL", "Lines", "PHP_EOL", "Statement", "app_setting", "fstab_fields",
+           "fstab_options", "ini_setting", "ini_value", "line_end_after", "line_indent_at",
+           "nginx_statements", "pool_setting", "section_bounds", "set_line", "unescape_fstab"]
