@@ -257,7 +257,7 @@ def test_synthetic_fpm_requests() -> None:
     parsed = parse_log(lines("synthetic-fpm-accept4.log"), source="x")
     reqs = [(r.id, r.pid, r.start_ns, r.end_ns) for r in parsed.requests.values()]
     assert reqs == [(0, 1200, 1_000_000, 1_700_000), (1, 1201, 2_000_000, 3_200_000),
-                    (2, 1200, 3_000_000, 3_400_000)]
+                    (2, 1200, 3_000_000, 3_404_000)]  # the last call returned 4 µs later
     got = [(s.pid, s.req, s.call, s.path) for s in parsed.syscalls]
     assert got == [
         (1200, -1, "getcwd", "/"), (1200, -1, "chdir", "/srv/www"),
@@ -358,7 +358,10 @@ def test_detect_and_import_file_headers() -> None:
     assert detect(FIX / "real-c-w-U.txt") == "summary"
     t = import_file(FIX / "seed-systemadmin-es-prose.txt", requests=1000, table=2)
     assert t.header["source"] == "strace-c" and t.header["requests_hint"] == 1000
-    assert t.header["import"] == {"flags": ["-c"], "table": 2, "tables": 4}
+    assert t.header["import"] == {"flags": ["-c"], "table": 2, "tables": 4,
+                                  "complete": False, "unreadable": []}  # cut with (...)
+    whole = import_file(FIX / "seed-systemadmin-es-prose.txt", table=0)
+    assert whole.header["import"]["complete"] is True
     assert t.header["targets"] == {"import": str(FIX / "seed-systemadmin-es-prose.txt")}
     assert t.counts[0].syscall == "stat" and t.counts[0].calls == 563228 and not t.syscalls
     with pytest.raises(UsageError, match="from 0 to 3"):

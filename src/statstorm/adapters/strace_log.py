@@ -5,35 +5,73 @@ by adapters.strace_summary.
 
 from __future__ import annotations
 
+import os
 import socket
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
 from statstorm.adapters.strace_parser import parse_log
-from statstorm.adapters.strace_summary import FIX, parse_summaries
+from statstorm.adapters.strace_summary import FIX, parse_tables
 from statstorm.adapters.strace_syntax import CALL, PREFIX
 from statstorm.errors import UsageError
 from statstorm.results.trace.vocabulary import Trace, new_header
 
-__all__ = ["detect", "import_file"]
+__all__ = ["MAX_BYTES", "detect", "import_data", "import_file", "read_input"]
+
+# The largest input read (the whole file is held in memory while it is parsed).
+MAX_BYTES = 1 << 30
+_GIVE = "give an strace log or an strace -c table"
 
 
-def _read(path: Path) -> bytes:
+def read_input(path: Path, *, limit: int | None = None, what: str = _GIVE) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (default MAX_BYTES); anything
+    else (missing, a directory, a FIFO or device, too big, unreadable) is a one-line
+    UsageError naming the fix. A FIFO is refused without waiting for a writer."""
+    limit = MAX_BYTES if limit is None else limit
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such file; give an strace log or an strace -c table") \
-            from None
+        raise UsageError(f"{path}: no such file; {what}") from None
     except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory; give an strace log or an strace -c table") \
-            from None
+        raise UsageError(f"{path}: is a directory; {what}") from None
     except PermissionError:
         raise UsageError(f"{path}: permission denied; make it readable or run as its owner") \
             from None
     except OSError as exc:
+        raise UsageError(f"{path}: cannot open it ({exc.strerror}); {what}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"{path}: is a directory; {what}")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{path}: not a regular file (a pipe, socket or device); save the "
+                             f"output to a file first and give that file")
+        if st.st_size > limit:
+            raise UsageError(f"{path}: {st.st_size:,} bytes, more than the {limit:,} statstorm "
+                             "reads; give a shorter excerpt (e.g. `head -n 1000000`)")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
         raise UsageError(f"{path}: cannot read it ({exc.strerror}); give a readable file") \
             from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise UsageError(f"{path}: more than the {limit:,} bytes statstorm reads (it grew while "
+                         "read); give a shorter excerpt")
+    return data
+
+
+def _read(path: Path) -> bytes:
+    data = read_input(path)
     if not data.strip():
         raise UsageError(f"{path}: empty file, not strace output; {FIX}")
     return data
@@ -42,7 +80,7 @@ def _read(path: Path) -> bytes:
 def _kind(data: bytes) -> Literal["log", "summary"]:
     """A log if syscall lines are at least half of the lines outside `-c` tables."""
     text = data.decode("utf-8", "replace")
-    table_lines = sum(len(t) + 2 for t in parse_summaries(text, keep_total=True))
+    table_lines = sum(t.lines for t in parse_tables(text))
     nonempty = syscalls = 0
     for line in data.split(b"\n"):
         if not line.strip():
@@ -51,7 +89,7 @@ def _kind(data: bytes) -> Literal["log", "summary"]:
         m = PREFIX.match(line)
         if m and (CALL.match(line, m.end()) or line.startswith(b"<...", m.end())):
             syscalls += 1
-    if table_lines and syscalls * 2 < nonempty - table_lines:
+    if table_lines and syscalls * 2 <= nonempty - table_lines:
         return "summary"
     return "log"
 
@@ -63,28 +101,41 @@ def detect(path: Path) -> Literal["log", "summary"]:
 
 def import_file(path: Path, *, requests: int | None = None, table: int = 0) -> Trace:
     """Read an strace log or `-c` table file into an in-memory Trace (`mount` stays -1)."""
-    data = _read(path)
+    return import_data(_read(path), source=str(path), requests=requests, table=table)
+
+
+def import_data(data: bytes, *, source: str, requests: int | None = None,
+                table: int = 0) -> Trace:
+    """An strace log or `-c` table given as bytes; `source` names it in errors and the header.
+    A `-c` table's header says whether the table is complete (`import.complete`): in an
+    excerpt the syscalls it does not list are unknown, not 0."""
+    if not data.strip():
+        raise UsageError(f"{source}: empty, not strace output; {FIX}")
     kind = _kind(data)
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     header = new_header("strace-log" if kind == "log" else "strace-c", created=created,
-                        host=socket.gethostname(), targets={"import": str(path)}, settings={},
+                        host=socket.gethostname(), targets={"import": source}, settings={},
                         mounts=[])
     if requests is not None:
         header["requests_hint"] = requests
     if kind == "summary":
-        tables = parse_summaries(data.decode("utf-8", "replace"))
+        tables = parse_tables(data.decode("utf-8", "replace"))
         if not tables:
-            raise UsageError(f"{path}: no strace -c table found; {FIX}")
+            raise UsageError(f"{source}: no strace -c table found; {FIX}")
         if not 0 <= table < len(tables):
-            raise UsageError(f"{path}: has {len(tables)} strace -c table(s); choose a table "
+            raise UsageError(f"{source}: has {len(tables)} strace -c table(s); choose a table "
                              f"from 0 to {len(tables) - 1}")
-        header["import"] = {"flags": ["-c"], "table": table, "tables": len(tables)}
-        return Trace(header=header, counts=tables[table],
+        chosen = tables[table]
+        if not chosen.rows:
+            raise UsageError(f"{source}: strace -c table {table} has no readable row; {FIX}")
+        header["import"] = {"flags": ["-c"], "table": table, "tables": len(tables),
+                            "complete": chosen.complete, "unreadable": sorted(chosen.unreadable)}
+        return Trace(header=header, counts=chosen.rows,
                      trailer={"events": 0, "stopped": "end"})
     lines = data.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
-    parsed = parse_log(lines, source=str(path))
+    parsed = parse_log(lines, source=source)
     header["import"] = {"flags": sorted(parsed.flags_seen), "table": None,
                         "tables": parsed.summary_tables, "lines": parsed.lines,
                         "skipped": parsed.skipped, "skipped_bad": parsed.skipped_bad,

@@ -14,11 +14,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from statstorm.adapters.strace_summary import FIX, SummaryTable, summary_row, table_header
+from statstorm.adapters.strace_summary import FIX, SummaryTable, read_row, table_header
 from statstorm.adapters.strace_syntax import (AT_FDCWD, ATTACHED, CALL, DECORATED, LATENCY,
                                               PREFIX, RESULT, RESUMED, UNFINISHED, at_flags,
-                                              errno_value, fd_arg, frac_ns, join_path, quoted,
-                                              split_args)
+                                              errno_value, fd_arg, frac_ns, join_path, number,
+                                              quoted, split_args)
 from statstorm.errors import UsageError
 from statstorm.results.trace.vocabulary import (FLAGGED_STAT, SYSCALL_CALL, Request, Syscall,
                                                 call_type, decode_path)
@@ -55,7 +55,8 @@ class _Proc:
     cwd: str | None = None
     fds: dict[int, str] = field(default_factory=dict)
     req: int = -1
-    last_ns: int = 0
+    last_ns: int = 0  # the time on its last line
+    done_ns: int = 0  # when its last finished call returned (-T)
     pending: tuple[bytes, bytes, int] | None = None  # name, argument text, entry ts
 
 
@@ -72,6 +73,7 @@ class _LogParser:
         self.relative_ns = 0
         self.nonempty = 0
         self.good = 0
+        self.table_lines = 0
         self.first_bad = 0
         self.fragment: tuple[int, bytes] | None = None  # a line cut by "Process N attached"
         self.table: SummaryTable | None = None
@@ -90,7 +92,7 @@ class _LogParser:
         self.nonempty += 1
         if self.table is not None or b"calls" in line or b"---" in line:
             if self._table_line(line):
-                self.good += 1
+                self.table_lines += 1
                 return
         m = ATTACHED.search(line)
         if m:
@@ -101,20 +103,19 @@ class _LogParser:
                 self.fragment = (lineno, head)
             return
         self._event(lineno, line)
-        if self.good == 0 and self.nonempty >= _EARLY_GIVE_UP:
+        if self.good + self.table_lines == 0 and self.nonempty >= _EARLY_GIVE_UP:
             raise self._not_strace()
 
     def _table_line(self, line: bytes) -> bool:
         text = line.decode("utf-8", "replace")
         if self.table is None:
-            cols = table_header(text)
-            if cols is None:
+            self.table = table_header(text)
+            if self.table is None:
                 return False
-            self.table = SummaryTable(cols)
             self.out.summary_tables += 1
             self.out.flags_seen.add("-C")
             return True
-        if re.fullmatch(r"\s*-{3,}[\s-]*", text) or summary_row(self.table, text) is not None:
+        if re.fullmatch(r"\s*-{3,}[\s-]*", text) or read_row(self.table, text) is not None:
             return True
         self.table = None
         return False
@@ -138,6 +139,11 @@ class _LogParser:
         ts = self._timestamp(m)
         proc = self._proc(pid)
         if ts is not None:
+            if ts < proc.last_ns:
+                raise UsageError(f"{self.source}:{lineno}: the time goes back by "
+                                 f"{(proc.last_ns - ts) / 1e6:,.3f} ms for PID {pid}: lines out "
+                                 "of order or logs put together; give one strace log as strace "
+                                 "wrote it")
             proc.last_ns = ts
         self.good += 1
         if body.startswith((b"---", b"strace: ")):
@@ -251,11 +257,17 @@ class _LogParser:
         if lat_m:
             self.out.flags_seen.add("-T")
             lat = int(lat_m.group(1)) * 10**9 + frac_ns(lat_m.group(2))
+        proc.done_ns = max(proc.done_ns, ts + lat if lat else end_ts)
         raw_ret, ret_deco, err = res.groups()
         if raw_ret == b"?":
             ret = 0
         else:
-            ret = int(raw_ret, 0)
+            value = number(raw_ret)
+            if value is None:
+                self.good -= 1
+                self._bad(lineno)
+                return
+            ret = value
             if ret == -1 and err:
                 ret = -errno_value(err.decode())
         if ret_deco is not None or DECORATED.search(text, 0, end):
@@ -328,7 +340,8 @@ class _LogParser:
             return
         if name in _ACCEPTS:
             if proc.req >= 0:
-                self.out.requests[proc.req].end_ns = entry_ns
+                last = self.out.requests[proc.req]
+                last.end_ns = max(entry_ns, last.start_ns)  # -T rounding: never before it began
             rid = len(self.out.requests)
             self.out.requests[rid] = Request(rid, pid, returned_ns)
             proc.req = rid
@@ -357,7 +370,7 @@ class _LogParser:
         out = self.out
         if self.nonempty == 0:
             raise UsageError(f"{self.source}: empty, not strace output; {FIX}")
-        calls = self.good - out.summary_tables
+        calls = self.good
         if calls <= 0 or out.skipped_bad * 2 > self.nonempty:
             raise self._not_strace()
         for proc in self.procs.values():
@@ -367,13 +380,14 @@ class _LogParser:
         if out.requests:
             for proc in self.procs.values():
                 if proc.req >= 0:
-                    out.requests[proc.req].end_ns = proc.last_ns if timed else -1
+                    out.requests[proc.req].end_ns = max(proc.last_ns, proc.done_ns) \
+                        if timed else -1
             if not timed:
                 for r in out.requests.values():
                     r.end_ns = -1
         else:
             first = out.syscalls[0].pid if out.syscalls else self.main_pid or 0
-            end = max((p.last_ns for p in self.procs.values()), default=0)
+            end = max((max(p.last_ns, p.done_ns) for p in self.procs.values()), default=0)
             out.requests[0] = Request(0, first, 0, end if timed else -1)
             for s in out.syscalls:
                 s.req = 0

@@ -17,19 +17,34 @@ _AT_FLAGS = {b"AT_SYMLINK_NOFOLLOW": AT_SYMLINK_NOFOLLOW, b"AT_EMPTY_PATH": AT_E
 _KERNEL_ERRNO = {"ERESTARTSYS": 512, "ERESTARTNOINTR": 513, "ERESTARTNOHAND": 514,
                  "ENOIOCTLCMD": 515, "ERESTART_RESTARTBLOCK": 516}
 PREFIX = re.compile(rb"""\s*
-    (?:\[pid\s+(?P<bpid>\d+)\]\s+ | (?P<pid>\d+)\s+)?
-    (?:(?P<clock>\d\d:\d\d:\d\d(?:\.\d+)?)\s+ | (?P<num>\d+\.\d+)\s+)?""", re.X)
+    (?:\[pid\s+(?P<bpid>\d{1,10})\]\s+ | (?P<pid>\d{1,10})\s+)?
+    (?:(?P<clock>\d\d:\d\d:\d\d(?:\.\d+)?)\s+ | (?P<num>\d{1,12}\.\d+)\s+)?""", re.X)
 CALL = re.compile(rb"([a-z_][a-z0-9_]*)\(")
 RESUMED = re.compile(rb"<\.\.\. ([a-z_][a-z0-9_]*) resumed>")
-ATTACHED = re.compile(rb"strace: Process (\d+) attached")
+ATTACHED = re.compile(rb"strace: Process (\d{1,10}) attached")
 UNFINISHED = b"<unfinished ...>"
-LATENCY = re.compile(rb"\s<(\d+)\.(\d+)>\s*$")
+LATENCY = re.compile(rb"\s<(\d{1,9})\.(\d+)>\s*$")
 RESULT = re.compile(rb"\s*=\s*(-?\d+|0x[0-9a-fA-F]+|\?)(?:<((?:[^>\\]|\\.)*)>)?"
                      rb"(?:\s+(E[A-Z0-9_]+))?")
 DECORATED = re.compile(rb"(?:\d|AT_FDCWD)<")
-_FD_ARG = re.compile(rb"(AT_FDCWD|-?\d+)(?:<(.*)>)?$", re.S)
+_FD_ARG = re.compile(rb"(AT_FDCWD|-?\d{1,10})(?:<(.*)>)?$", re.S)
 _ESCAPES = {ord("n"): 10, ord("t"): 9, ord("r"): 13, ord("v"): 11, ord("f"): 12, ord("a"): 7,
             ord("b"): 8, ord("e"): 27}
+
+
+_INT64 = 1 << 63
+
+
+def number(raw: bytes) -> int | None:
+    """A result as strace prints it (`-1`, `3`, `0x7f00`); None when no 64-bit register holds
+    it (a corrupt line: 5,000 digits, a leading zero)."""
+    if raw.startswith(b"0x"):
+        value = int(raw, 16) if len(raw) <= 18 else _INT64
+    elif re.fullmatch(rb"-?(?:0|[1-9]\d{0,18})", raw):
+        value = int(raw)
+    else:
+        return None
+    return value if -_INT64 <= value < _INT64 else None
 
 
 def unescape(s: bytes) -> bytes:

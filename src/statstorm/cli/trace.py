@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,15 @@ def _console(env: Env) -> Console:
     return Console(file=env.stdout, highlight=False, width=None if env.stdout.isatty() else 120)
 
 
-def _fmt(v: float) -> str:
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "unknown"  # a row an excerpt of an strace -c table left out
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+
+
+def shown(text: str) -> str:
+    """A path as it can be printed in any locale: bytes that are not UTF-8 as \\xNN."""
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
 
 
 def _list_table(out: Console, title: str, headers: list[str], rows: list[list[str]]) -> None:
@@ -55,11 +63,13 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
         row = [key, _fmt(s["per_request"][key])]
         if dist:
             row += [_fmt(dist[key]["p50"]), _fmt(dist[key]["p95"])]
-        row.append(f"{s['totals'][key]:,}")
+        row.append(_fmt(s["totals"][key]))
         t.add_row(*row)
     out.print(t)
     tot = s["totals"]["total"]
-    out.print(f"failed: {s['totals']['failed']:,} of {tot:,} ({s.get('failed_share', 0):.1%})")
+    if tot is not None and s["totals"]["failed"] is not None:
+        out.print(f"failed: {s['totals']['failed']:,} of {tot:,} "
+                  f"({s.get('failed_share') or 0:.1%})")
     st = s.get("syscall_time_us") or {}
     if st.get("per_request"):
         out.print(f"time in these syscalls: {st['per_request']:,.1f} µs per request "
@@ -96,19 +106,20 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
             mt.add_column(h, justify="left" if h in ("mount", "fstype") else "right")
         for m in mounts:
             lat = m.get("latency_us", {})
-            mt.add_row(m["mount"], m["fstype"], _fmt(m["per_request"]), f"{m['failed']:,}",
+            mt.add_row(shown(m["mount"]), m["fstype"], _fmt(m["per_request"]), f"{m['failed']:,}",
                        *[str(lat.get(k, "-")) for k in ("p50", "p95", "p99")])
         out.print(mt)
     entries = s.get("failed_by_include_path_entry") or []
     _list_table(out, "failed include lookups by include_path entry",
                 ["entry", "failed", "per request"],
-                [[e["entry"], f"{e['failed']:,}", _fmt(e["per_request"])] for e in entries])
+                [[shown(e["entry"]), f"{e['failed']:,}", _fmt(e["per_request"])]
+                 for e in entries])
     _list_table(out, "top failed paths", ["path", "calls"],
-                [[f["path"], f"{f['calls']:,}"] for f in (s.get("top_failed_paths") or [])[:10]])
+                [[shown(f["path"]), f"{f['calls']:,}"] for f in (s.get("top_failed_paths") or [])[:10]])
     _list_table(out, "top directories", ["directory", "calls"],
-                [[d["dir"], f"{d['calls']:,}"] for d in (s.get("top_dirs") or [])[:10]])
+                [[shown(d["dir"]), f"{d['calls']:,}"] for d in (s.get("top_dirs") or [])[:10]])
     for note in s.get("notes", []):
-        out.print(f"note: {note}")
+        out.print(f"note: {shown(note)}")
 
 
 @cli.group("trace", invoke_without_command=True)
@@ -227,9 +238,13 @@ def diff(env: Env, a: Path, b: Path, as_json: bool) -> None:
     if "syscall_time_us" in d:
         rows.append(("µs in these calls", d["syscall_time_us"]))
     for key, c in rows:
-        t.add_row(key, _fmt(c["a"]), _fmt(c["b"]), f"{c['delta']:+,.1f}",
+        t.add_row(key, _fmt(c["a"]), _fmt(c["b"]),
+                  "not compared" if c["delta"] is None else f"{c['delta']:+,.1f}",
                   "-" if c["ratio"] is None else f"{c['ratio']:.2f}x")
     _console(env).print(t)
+    if d.get("not_compared"):
+        _console(env).print(f"not compared: {', '.join(d['not_compared'])} (unknown in an "
+                            "excerpt of an strace -c table: rows cut or no total row)")
 
 
 @trace.command("import")

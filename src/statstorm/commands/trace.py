@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shlex
+import stat
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -24,7 +25,8 @@ from statstorm.adapters.trace_backends import (DEFAULT_DURATION_S, DEFAULT_EVENT
 from statstorm.env import Env
 from statstorm.errors import DependencyError, UsageError
 from statstorm.model.tracestats import diff_summaries, summarize
-from statstorm.results.trace import read_trace, write_trace
+from statstorm.results.trace import (CALLS, FLAGGED_STAT, SUMMARY_KEYS, SYSCALL_CALL, Trace,
+                                    read_trace, write_trace)
 
 BACKENDS = ("auto", "ebpf", "bpftrace", "strace")
 
@@ -67,7 +69,12 @@ def validate(opts: TraceOptions) -> None:
                          "another -o")
     if not os.access(parent, os.W_OK):
         raise UsageError(f"{out}: directory {parent} is not writable; choose another -o")
-    if opts.cmd is not None and not shlex.split(opts.cmd):
+    try:
+        words = shlex.split(opts.cmd) if opts.cmd is not None else None
+    except ValueError as exc:  # an unbalanced quote
+        raise UsageError(f"--cmd {opts.cmd!r}: {exc}; quote it as a shell would, e.g. "
+                         "--cmd 'php -r \"echo 1;\"'") from None
+    if words == []:
         raise UsageError("--cmd is empty; e.g. --cmd 'php script.php'")
 
 
@@ -128,14 +135,62 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
         return run_strace(env, opts, target, out, warnings, progress, ready, stop)
 
 
+def _summary(tr: Trace) -> dict[str, Any]:
+    """summarize(), with what an excerpt of an `strace -c` table does not say marked unknown
+    (None, listed in `unknown`): the call types none of its rows counts, and the totals."""
+    s = summarize(tr)
+    imp = tr.header.get("import") or {}
+    if tr.header.get("source") != "strace-c" or imp.get("complete", True):
+        return s
+    partial = {SYSCALL_CALL.get(n) or ("stat" if n in FLAGGED_STAT else "") for n in
+               imp.get("unreadable", [])}
+    unknown = [k for k in SUMMARY_KEYS if k not in CALLS or not s["totals"][k] or k in partial]
+    for k in unknown:
+        s["per_request"][k] = s["totals"][k] = None
+    s["failed_share"] = None
+    s["unknown"] = unknown
+    s["notes"] = [*s.get("notes", []), "an excerpt of an strace -c table (rows cut or no total "
+                  "row): " + ", ".join(unknown) + " unknown, not 0"]
+    return s
+
+
+def _regular(path: Path) -> None:
+    """Refuse a FIFO or device before opening it (opening a FIFO waits for a writer)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # read_trace names the problem
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise UsageError(f"{path}: not a regular file (a pipe, socket or device); give a trace "
+                         "file written by statstorm trace")
+
+
 def show(path: Path) -> dict[str, Any]:
     """The summary of a saved trace (`statstorm trace show`)."""
-    return summarize(read_trace(path))
+    _regular(path)
+    return _summary(read_trace(path))
 
 
 def diff(a: Path, b: Path) -> dict[str, Any]:
-    """Two saved traces per request, call type by call type (`statstorm trace diff`)."""
-    return diff_summaries(show(a), show(b))
+    """Two saved traces per request, call type by call type (`statstorm trace diff`). A call
+    type either side does not know (an excerpt of an `strace -c` table) is not compared: its
+    delta and ratio are None and it is listed in `not_compared`."""
+    sa, sb = show(a), show(b)
+    unknown = sorted(set(sa.get("unknown", [])) | set(sb.get("unknown", [])),
+                     key=SUMMARY_KEYS.index)
+
+    def known(s: dict[str, Any]) -> dict[str, Any]:
+        return {**s, "per_request": {k: v or 0 for k, v in s["per_request"].items()}}
+
+    d = diff_summaries(known(sa), known(sb))
+    for side, s in (("a", sa), ("b", sb)):
+        d[side]["per_request"] = s["per_request"]
+    for k in unknown:
+        d["per_request"][k] = {"a": sa["per_request"][k], "b": sb["per_request"][k],
+                               "delta": None, "ratio": None}
+    if unknown:
+        d["not_compared"] = unknown
+    return d
 
 
 def import_log(source: Path, output: Path | None, *, requests: int | None,
@@ -147,7 +202,7 @@ def import_log(source: Path, output: Path | None, *, requests: int | None,
     tr = strace_log.import_file(source, requests=requests, table=table)
     out = output or source.with_name(source.name + ".sst.gz")
     write_trace(out, tr)
-    return out, summarize(tr)
+    return out, _summary(tr)
 
 
 __all__ = ["BACKENDS", "DEFAULT_DURATION_S", "DEFAULT_EVENT_CAP", "TraceOptions", "TraceRun",
