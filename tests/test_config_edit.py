@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, run_cli, unique_name
 
-from statstorm.adapters import backups
+from statstorm.adapters import backups, mounts
 from statstorm.env import Env
-from statstorm.errors import UsageError
+from statstorm.errors import ComponentError, UsageError
 from statstorm.model import applyplan
 from statstorm.model.applyplan import MASTER_INI, MOUNT, NGINX, POOL, POOL_INI, Change
 from statstorm.results.apply import SCHEMA, FileEdit
@@ -345,7 +345,7 @@ def test_findmnt_accepts_the_edited_fstab(tmp_path: Path) -> None:
         pytest.skip("findmnt is not installed")
     (tmp_path / "code").mkdir()
     fstab = tmp_path / "fstab"
-    text = (f"# c\u2028x \x85 {tmp_path}/code\n"
+    text = (f"# c\u2028x \x85 \udcff {tmp_path}/code\n"
             f"tmpfs\t{tmp_path}/code  tmpfs  defaults,noatime,attribute-timeout=1  0 0\n")
     out = applyplan.edit_fstab(text, f"{tmp_path}/code", [
         Change("g", MOUNT, "attribute-timeout", "600", ""),
@@ -356,6 +356,7 @@ def test_findmnt_accepts_the_edited_fstab(tmp_path: Path) -> None:
     res = subprocess.run(["findmnt", "--verify", "--tab-file", str(fstab)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+    assert mounts.verify_fstab(Env(), fstab, [f"{tmp_path}/code"]) == ""  # as apply checks it
 
 
 # -- all-or-nothing writes -----------------------------------------------------------------------
@@ -419,6 +420,11 @@ def test_a_failed_backup_set_leaves_nothing(tmp_path: Path,
     assert only(d) == {"0-pool.conf", backups.MANIFEST}
     assert (d / "0-pool.conf").read_bytes() == b"[www]\r\n; \xff\r\n"
     conf.write_bytes(b"changed")
+    with monkeypatch.context() as m:  # a restore that cannot write: one line, old file kept
+        m.setattr(os, "replace", lambda *_: (_ for _ in ()).throw(OSError(30, "Read-only")))
+        with pytest.raises(ComponentError, match=r"cannot put back .*pool.conf \(Read-only\)"):
+            backups.restore(d)
+    assert conf.read_bytes() == b"changed" and only(tmp_path) == {"pool.conf", "state"}
     assert backups.restore(d) == [conf] and conf.read_bytes() == b"[www]\r\n; \xff\r\n"
 
 
@@ -487,3 +493,33 @@ def test_rollback_of_a_malformed_manifest_is_one_line(state_home: Path, case: st
     ok = run_cli(["apply", "--rollback", "--json"], home, timeout=120)
     assert json.loads(ok.stdout)["exit"] == 2
     shutil.rmtree(home)
+
+
+# -- end to end: apply and --rollback on a lab keep every other byte ----------------------------
+@pytest.mark.root
+def test_apply_and_rollback_on_a_lab_keep_every_other_byte(lab, state_home: Path) -> None:
+    """The lab's pool file made CRLF with a comment php-fpm must keep a comment (a non-UTF-8
+    byte, a look-alike directive behind U+2028): apply adds the setting and nothing else, the
+    backup copy is the file's bytes, and --rollback brings back exactly those bytes."""
+    st = lab("--app", "synthetic", "--workers", "1", "--php-ini", "realpath_cache_ttl=2",
+             name=unique_name("cfgedit"))
+    conf = Path(str(st["state_dir"])) / "conf/php-fpm.conf"
+    raw = conf.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+    raw += "; caf\xe9 \u2028php_admin_value[realpath_cache_ttl] = 1\r\n".encode() + b"; \xff\r\n"
+    conf.write_bytes(raw)
+    res = run_cli(["apply", "--lab", str(st["name"]), "realpath-cache-ttl", "--yes", "--json"],
+                  state_home)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["mode"] == "applied"
+    after = conf.read_bytes()
+    grown = len(after) - len(raw)
+    at = next(i for i in range(len(raw) + 1) if after[:i] == raw[:i]
+              and after[i + grown:] == raw[i:] and b"realpath_cache_ttl] = 600" in after[i:i + grown])
+    assert after[at:at + grown].count(b"\n") == after[at:at + grown].count(b"\r\n") > 0
+    backup = Path(out["backup"])
+    assert raw in [p.read_bytes() for p in backup.iterdir()]
+    rb = run_cli(["apply", "--lab", str(st["name"]), "--rollback", "--json"], state_home)
+    assert rb.returncode == 0, rb.stderr
+    assert conf.read_bytes() == raw
+    assert {p.name for p in conf.parent.iterdir() if p.name.startswith(".php-fpm.conf.")} == set()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.env import Env
-from statstorm.errors import UsageError
+from statstorm.errors import ComponentError, UsageError
 from statstorm.results.apply import SCHEMA, FileEdit, StorageStep
 from statstorm.results.common import write_atomic
 
@@ -191,16 +191,24 @@ def restore(d: Path) -> list[Path]:
     """Put back every file of a backup set (remove the ones apply created). The manifest and
     every copy are read before the first file is written."""
     entries = manifest(d)["files"]
-    copies = [(d / e["copy"]).read_bytes() if e["existed"] else None for e in entries]
-    out = []
+    try:
+        copies = [(d / e["copy"]).read_bytes() if e["existed"] else None for e in entries]
+    except OSError as exc:
+        raise _bad(d, f"a copy cannot be read: {exc.strerror or exc}") from None
+    out: list[Path] = []
     for entry, data in zip(entries, copies):
         path = Path(entry["path"])
-        if data is not None:
-            write_file(path, data, new_mode=int(entry["mode"]))
-            if os.geteuid() == 0:
-                os.chown(path, int(entry["uid"]), int(entry["gid"]))
-        else:
-            path.unlink(missing_ok=True)
+        try:
+            if data is not None:
+                write_file(path, data, new_mode=int(entry["mode"]))
+                if os.geteuid() == 0:
+                    os.chown(path, int(entry["uid"]), int(entry["gid"]))
+            else:
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise ComponentError(f"cannot put back {path} ({exc.strerror or exc}); "
+                                 f"{len(out)} file(s) before it are back: fix that and run "
+                                 "`statstorm apply --rollback` again") from None
         out.append(path)
     return out
 

@@ -73,11 +73,11 @@ def current() -> list[MountEntry]:
 def verify_fstab(env: Env, fstab: Path, mount_points: list[str]) -> str:
     """`findmnt --verify` on the fstab lines of these mount points (the rest of the file is
     not statstorm's business): '' when it accepts them, else its first error."""
-    lines = [ln for ln in fstab.read_text().splitlines()
+    lines = [ln for ln in fstab.read_bytes().decode("utf-8", "surrogateescape").split("\n")
              if len(ln.split()) >= 4 and not ln.lstrip().startswith("#")
              and ln.split()[1].replace("\\040", " ") in mount_points]
-    with tempfile.NamedTemporaryFile("w", prefix="statstorm-fstab-") as tmp:
-        tmp.write("\n".join(lines) + "\n")
+    with tempfile.NamedTemporaryFile("wb", prefix="statstorm-fstab-") as tmp:
+        tmp.write(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
         tmp.flush()
         res = env.run(["findmnt", "--verify", "--tab-file", tmp.name], check=False,
                       what="findmnt --verify")

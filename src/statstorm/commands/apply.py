@@ -325,8 +325,11 @@ def _install(env: Env, target: Target, edits: list[FileEdit], changes: list[Chan
         except storage_steps.StepFailed as exc:
             raise ApplyFailed(str(exc)) from None
     for e in edits:
-        backups.write_file(e.path, e.after, e.path.stat() if e.before is not None else None,
-                           new_mode=0o644)
+        try:
+            backups.write_file(e.path, e.after, e.path.stat() if e.before is not None else None,
+                               new_mode=0o644)
+        except OSError as exc:
+            raise ApplyFailed(f"cannot write {e.path} ({exc.strerror or exc})") from None
     paths = [e.path for e in edits]
     pool_config.test_config(env, target, paths, [st.where for st in steps if st.kind == MOUNT])
     pool_config.reload(env, target, paths, fpm=bool(steps))
