@@ -17,6 +17,10 @@ from statstorm.results.sweep import ErrorCounts, LoadRun
 
 # Without a cap from the caller, ab stops at this many requests (or at -t, whichever first).
 DEFAULT_CAP = 1_000_000
+_REAL = r"\d{1,15}(?:\.\d{1,9})?"  # a number ab prints (thousands of digits are no number)
+_FAILED = re.compile(r"\(Connect: (\d{1,15}), Receive: (\d{1,15}), Length: (\d{1,15}), "
+                     r"Exceptions: (\d{1,15})\)")
+_PERCENT = re.compile(r"^\s+(\d{1,3})%\s+(\d{1,15})\b", re.M)
 
 
 def parse(text: str, csv_text: str = "") -> LoadRun:
@@ -31,25 +35,23 @@ def parse(text: str, csv_text: str = "") -> LoadRun:
                                  + " ".join(text.split())[-160:])
         return float(m.group(1))
 
-    complete = int(num(r"^Complete requests:\s+(\d+)"))
-    taken = num(r"^Time taken for tests:\s+([\d.]+) seconds")
-    rps = num(r"^Requests per second:\s+([\d.]+)")
-    fb = re.search(r"\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", text)
+    complete = int(num(r"^Complete requests:\s+(\d{1,15})\s*$"))
+    taken = num(rf"^Time taken for tests:\s+({_REAL}) seconds")
+    rps = num(rf"^Requests per second:\s+({_REAL})\s")
+    fb = _FAILED.search(text)
     errors = ErrorCounts(
         connect=int(fb.group(1)) if fb else 0,
         read_write=(int(fb.group(2)) + int(fb.group(4))) if fb else 0,
         wrong_content=int(fb.group(3)) if fb else 0,
-        non_2xx=int(num(r"^Non-2xx responses:\s+(\d+)", 0)),
+        non_2xx=int(num(r"^Non-2xx responses:\s+(\d{1,15})\s*$", 0)),
     )
     pct: dict[float, float] = {}
     for line in csv_text.splitlines()[1:]:
         p, _, ms = line.partition(",")
-        try:
+        if re.fullmatch(_REAL, p.strip()) and re.fullmatch(_REAL, ms.strip()):
             pct[float(p)] = float(ms)
-        except ValueError:
-            continue
     if not pct:
-        for m in re.finditer(r"^\s+(\d+)%\s+(\d+)", text, re.M):
+        for m in _PERCENT.finditer(text):
             pct[float(m.group(1))] = float(m.group(2))
     if not pct:
         raise ComponentError("ab output has no percentile table (no request completed?)")
@@ -140,29 +142,29 @@ def parse_report(text: str) -> dict[str, object]:
     failed_exceptions, non_2xx, time_taken_s, requests_per_second, total_transferred,
     html_transferred, percentiles ([(percent, ms)], possibly empty)."""
     def grab(pattern: str, kind: type = float, default: object = None) -> object:
-        m = re.search(pattern, text, re.M)
+        m = re.search(pattern.replace("NUM", r"(\d{1,15})").replace("REAL", f"({_REAL})"),
+                      text, re.M)
         return kind(m.group(1)) if m else default
 
-    complete = grab(r"^Complete requests:\s+(\d+)", int)
-    taken = grab(r"^Time taken for tests:\s+([\d.]+) seconds", float)
+    complete = grab(r"^Complete requests:\s+NUM\s*$", int)
+    taken = grab(r"^Time taken for tests:\s+REAL seconds", float)
     if complete is None or taken is None:
         raise ComponentError("not an ab report (no 'Complete requests' or 'Time taken for "
                              "tests' line): " + " ".join(text.split())[:120])
-    fb = re.search(r"\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", text)
-    pct = [(float(m.group(1)), float(m.group(2)))
-           for m in re.finditer(r"^\s+(\d+)%\s+(\d+)", text, re.M)]
+    fb = _FAILED.search(text)
+    pct = [(float(m.group(1)), float(m.group(2))) for m in _PERCENT.finditer(text)]
     return {
-        "concurrency": grab(r"^Concurrency Level:\s+(\d+)", int, 0),
+        "concurrency": grab(r"^Concurrency Level:\s+NUM", int, 0),
         "complete": complete,
-        "failed": grab(r"^Failed requests:\s+(\d+)", int, 0),
+        "failed": grab(r"^Failed requests:\s+NUM", int, 0),
         "failed_connect": int(fb.group(1)) if fb else 0,
         "failed_receive": int(fb.group(2)) if fb else 0,
         "failed_length": int(fb.group(3)) if fb else 0,
         "failed_exceptions": int(fb.group(4)) if fb else 0,
-        "non_2xx": grab(r"^Non-2xx responses:\s+(\d+)", int, 0),
+        "non_2xx": grab(r"^Non-2xx responses:\s+NUM", int, 0),
         "time_taken_s": taken,
-        "requests_per_second": grab(r"^Requests per second:\s+([\d.]+)", float, 0.0),
-        "total_transferred": grab(r"^Total transferred:\s+(\d+)", int, 0),
-        "html_transferred": grab(r"^HTML transferred:\s+(\d+)", int, 0),
+        "requests_per_second": grab(r"^Requests per second:\s+REAL", float, 0.0),
+        "total_transferred": grab(r"^Total transferred:\s+NUM", int, 0),
+        "html_transferred": grab(r"^HTML transferred:\s+NUM", int, 0),
         "percentiles": pct,
     }

@@ -46,6 +46,7 @@ NOT_WAITED = frozenset({"RELEASE", "RELEASEDIR"})
 _BRICK = re.compile(r"^Brick:\s+(\S.*?)\s*$")
 _SECTION = re.compile(r"^\s*(Cumulative|Interval\s+\d+)\s+Stats:\s*$")
 _FOP = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_CALLS = re.compile(r"[0-9]{1,20}")  # a 64-bit counter
 _BUSY = ("Another transaction is in progress", "Locking failed")
 
 
@@ -122,7 +123,7 @@ def parse_info(text: str) -> ProfileSnapshot:
         if set(line) <= {"-", " "}:
             continue  # the dashes under the header
         parts = line.split()
-        if len(parts) < 2 or not _FOP.match(parts[-1]) or not parts[-2].isdigit():
+        if len(parts) < 2 or not _FOP.match(parts[-1]) or not _CALLS.fullmatch(parts[-2]):
             raise UsageError(f"line {number}: not a FOP row of a profile table: {line[:60]!r} "
                              "(give the unedited output of `gluster volume profile VOLUME "
                              "info cumulative`)")

@@ -45,13 +45,17 @@ def check_answer(url: str, expect_status: int, expect_text: str, timeout: float)
 
 def check_loopback(url: str, allow_remote: bool) -> str:
     """Refuse targets that are not on loopback unless `allow_remote`; return the host."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises on a port that is no number or out of range
+    except ValueError as exc:
+        raise UsageError(f"{url!r}: {exc}; pass e.g. http://127.0.0.1:8080/index.php") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"{url!r} is not an http(s) URL: pass e.g. http://127.0.0.1:8080/index.php")
     host = parts.hostname
     try:
-        infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
-    except socket.gaierror:
+        infos = socket.getaddrinfo(host, port or 80, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError, ValueError):
         raise UsageError(f"cannot resolve {host!r}: check the URL") from None
     addrs = {str(info[4][0]) for info in infos}
     remote = sorted(a for a in addrs if not ipaddress.ip_address(a.split("%")[0]).is_loopback)

@@ -8,12 +8,15 @@ PID on timeout, Ctrl-C or SIGTERM, and holds the machine-wide load lock while lo
 from __future__ import annotations
 
 import fcntl
+import json
+import math
 import os
+import re
 import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Protocol, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 from contextlib import contextmanager
 
 from statstorm.adapters import procs
@@ -108,3 +111,39 @@ def find_binary(name: str, env_var: str, extra_dirs: Sequence[str] = ()) -> str 
         if os.access(cand, os.X_OK):
             return str(cand)
     return shutil.which(name)
+
+
+# -- reading what a generator printed ---------------------------------------------------------
+def is_number(value: object) -> bool:
+    """A finite JSON number that is not negative (booleans are not numbers here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and value >= 0
+
+
+def json_object(text: str, what: str) -> Any:
+    """`text` as JSON; a ComponentError naming `what` when it is not JSON (too deep or a
+    number of thousands of digits included)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise ComponentError(f"{what} is not JSON: {text[:80]!r}") from None
+
+
+def script_line(text: str, marker: str, numbers: Sequence[str], tool: str) -> dict[str, Any] | None:
+    """The JSON object a packaged Lua script printed on its `MARKER {...}` line (None when
+    there is no such line), checked: every field of `numbers` a count or time, and
+    `percentiles_us` a list of [percent, microseconds] pairs."""
+    m = re.search(rf"^{re.escape(marker)} (\{{.*\}})\s*$", text, re.M)
+    if not m:
+        return None
+    data = json_object(m.group(1), f"{tool}'s {marker} line")
+    bad = "not an object" if not isinstance(data, dict) else next(
+        (f"no number {f!r}" for f in numbers if not is_number(data.get(f))), "")
+    pct = data.get("percentiles_us") if isinstance(data, dict) else None
+    if not bad and not (isinstance(pct, list) and all(
+            isinstance(p, list) and len(p) == 2 and all(is_number(v) for v in p) for p in pct)):
+        bad = "no [percent, microseconds] list 'percentiles_us'"
+    if bad:
+        raise ComponentError(f"{tool}'s {marker} line is damaged ({bad}): rerun the measurement")
+    checked: dict[str, Any] = data
+    return checked

@@ -36,7 +36,7 @@ MOUNTSTATS = Path("/proc/self/mountstats")
 NFS_TYPES = frozenset({"nfs", "nfs4"})
 
 _DEVICE = re.compile(r"^device (\S+) mounted on (\S+) with fstype (\S+)(?: statvers=(\S+))?\s*$")
-_OP = re.compile(r"^\s+([A-Za-z0-9_]+):\s+(\d+(?:\s+\d+)*)$")
+_OP = re.compile(r"^\s+([A-Za-z0-9_]+):\s+([0-9]{1,20}(?:\s+[0-9]{1,20})*)$")  # 64-bit counters
 _OCTAL = re.compile(r"\\([0-7]{3})")
 FIX = "give the unedited contents of /proc/self/mountstats"
 

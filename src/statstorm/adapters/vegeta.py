@@ -12,12 +12,14 @@ Installed by scripts/setup.sh into /opt/statstorm/bin (Go module github.com/tsen
 from __future__ import annotations
 
 import base64
-import json
+import binascii
 import math
+import re
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from statstorm.adapters.loadgen import RunSpec, find_binary, run_bounded
+from statstorm.adapters.loadgen import RunSpec, find_binary, is_number, json_object, run_bounded
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 from statstorm.model import stats
@@ -32,11 +34,48 @@ def percentile(sorted_values: list[float], p: float) -> float:
     return stats.percentile(sorted_values, p)
 
 
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?"
+                      r"(Z|[+-]\d\d:\d\d)")
+
+
 def _ts(text: str) -> float:
     # Go's RFC 3339 with nanoseconds; Python's fromisoformat takes at most microseconds.
-    head, _, frac = text.rstrip("Z").partition(".")
-    base = datetime.fromisoformat(head + "+00:00").timestamp()
-    return base + (float("0." + frac) if frac else 0.0)
+    m = _RFC3339.fullmatch(text)
+    if m is None:
+        raise ValueError(text)
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    base = datetime.fromisoformat(m.group(1) + zone).timestamp()
+    return base + (float("0." + m.group(2)) if m.group(2) else 0.0)
+
+
+def _row(n: int, line: str) -> dict[str, Any]:
+    """One `vegeta encode --to json` line, checked field by field; `sent` added (seconds)."""
+    r = json_object(line, f"vegeta result line {n}")
+    bad = "not an object" if not isinstance(r, dict) else next((
+        f"no {k!r}" for k, ok in (
+            ("seq", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+            ("timestamp", lambda v: isinstance(v, str)), ("latency", is_number),
+            ("code", lambda v: v is None or isinstance(v, int) and not isinstance(v, bool)),
+            ("error", lambda v: v is None or isinstance(v, str)),
+            ("body", lambda v: v is None or isinstance(v, str)))
+        if not ok(r.get(k))), "")
+    if not bad:
+        try:
+            r["sent"] = _ts(r["timestamp"])
+        except (ValueError, OverflowError):
+            bad = f"timestamp {str(r['timestamp'])[:40]!r} is not RFC 3339"
+    if bad:
+        raise ComponentError(f"vegeta result line {n} is damaged ({bad}): rerun the attack")
+    checked: dict[str, Any] = r
+    return checked
+
+
+def _body(r: dict[str, Any]) -> bytes:
+    try:
+        return base64.b64decode(r.get("body") or "", validate=True)
+    except (binascii.Error, ValueError):
+        raise ComponentError(f"vegeta result {r['seq']}: the body is not base64: rerun the "
+                             "attack") from None
 
 
 def classify(code: int, error: str) -> str:
@@ -55,24 +94,17 @@ def classify(code: int, error: str) -> str:
 
 def parse(jsonl: str, rate: float, expect_text: str = "") -> LoadRun:
     """Analyse `vegeta encode --to json` lines of one attack at `rate` requests/s."""
-    rows = []
-    for n, line in enumerate(jsonl.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise ComponentError(f"vegeta result line {n} is not JSON: {line[:80]!r}") from None
+    rows = [_row(n, line) for n, line in enumerate(jsonl.splitlines(), 1) if line.strip()]
     if not rows:
         raise ComponentError("vegeta sent no request: check --duration and --rate")
     rows.sort(key=lambda r: r["seq"])
-    t0 = _ts(rows[0]["timestamp"])
+    t0 = rows[0]["sent"]
     counts = {"connect": 0, "timeout": 0, "read_write": 0, "non_2xx": 0, "wrong_content": 0}
     latencies: list[float] = []
     last_end = t0
     needle = expect_text.encode()
     for r in rows:
-        sent = _ts(r["timestamp"])
+        sent = r["sent"]
         lat_s = r["latency"] / 1e9
         intended = t0 + r["seq"] / rate if rate > 0 else sent
         lag = max(0.0, sent - intended)
@@ -81,10 +113,10 @@ def parse(jsonl: str, rate: float, expect_text: str = "") -> LoadRun:
         kind = classify(int(r.get("code") or 0), r.get("error") or "")
         if kind != "ok":
             counts[kind] += 1
-        elif needle and needle not in base64.b64decode(r.get("body") or ""):
+        elif needle and needle not in _body(r):
             counts["wrong_content"] += 1
     latencies.sort()
-    sends = [_ts(r["timestamp"]) for r in rows]
+    sends = [r["sent"] for r in rows]
     send_span = max(sends) - t0
     sent_rate = (len(rows) - 1) / send_span if send_span > 0 else float(len(rows))
     duration = max(last_end - t0, 1e-9)

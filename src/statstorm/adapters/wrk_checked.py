@@ -8,14 +8,12 @@ the failures by kind, and prints them with the latency percentile spectrum as on
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
-from statstorm.adapters.loadgen import find_binary, run_bounded
+from statstorm.adapters.loadgen import find_binary, run_bounded, script_line
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 
@@ -59,6 +57,10 @@ class CheckedRun:
         return cls(**{**d, "percentiles": tuple((float(p), float(v)) for p, v in d["percentiles"])})
 
 
+_FIELDS = ("duration_us", "checked", "requests", "failed", "bad_status", "bad_length",
+           "bad_marker", "connect", "read", "write", "timeout", "max_us")
+
+
 def binary() -> str | None:
     return find_binary("wrk", "STATSTORM_WRK")
 
@@ -77,20 +79,19 @@ def command(spec: CheckSpec) -> list[str]:
 
 def parse(text: str) -> CheckedRun:
     """wrk's output with the matrix.lua line → CheckedRun."""
-    m = re.search(r"^STATSTORM-MATRIX (\{.*\})\s*$", text, re.M)
-    if not m:
+    d = script_line(text, "STATSTORM-MATRIX", _FIELDS, "wrk")
+    if d is None:
         raise ComponentError("wrk output has no STATSTORM-MATRIX line (was lua/matrix.lua "
                              "loaded?): " + " ".join(text.split())[:160])
-    d = json.loads(m.group(1))
     duration = d["duration_us"] / 1e6
     answered = d["checked"]
-    socket = d["connect"] + d["read"] + d["write"] + d["timeout"]
+    socket = int(d["connect"] + d["read"] + d["write"] + d["timeout"])
     good = max(0, answered - d["failed"])
     return CheckedRun(
-        requests=d["requests"], duration_s=round(duration, 3),
+        requests=int(d["requests"]), duration_s=round(duration, 3),
         rps=round(good / duration, 3) if duration > 0 else 0.0,
-        failed=d["failed"], bad_status=d["bad_status"], bad_length=d["bad_length"],
-        bad_marker=d["bad_marker"], socket_errors=socket,
+        failed=int(d["failed"]), bad_status=int(d["bad_status"]),
+        bad_length=int(d["bad_length"]), bad_marker=int(d["bad_marker"]), socket_errors=socket,
         percentiles=tuple((float(p), us / 1000.0) for p, us in d["percentiles_us"]),
         max_ms=d["max_us"] / 1000.0)
 

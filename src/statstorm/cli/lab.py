@@ -17,7 +17,7 @@ from statstorm.errors import UsageError
 from statstorm.results.lab import LabState
 
 
-def _pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
+def key_values(values: tuple[str, ...], flag: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in values:
         for part in item.split(","):
@@ -146,7 +146,7 @@ def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], php_ini
       statstorm lab up --server apache --mpm worker --handler fcgid --allow-override All
     """
     opts = lab_cmd.LabOptions(
-        name=name, app=app, storage=storage, mount_options=_pairs(mount_opts, "--mount-opt"),
+        name=name, app=app, storage=storage, mount_options=key_values(mount_opts, "--mount-opt"),
         php_ini=phpfpm.parse_ini_overrides(list(php_ini)), workers=workers, port=port,
         app_spec=_spec(spec), server=server, mpm=mpm or "", handler=handler,
         allow_override=allow_override or "",

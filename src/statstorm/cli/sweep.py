@@ -19,7 +19,7 @@ from statstorm.errors import EXIT_FAILURE, Interrupted, UsageError
 from statstorm.results.sweep import LevelResult, SweepResult
 
 
-def _numbers(text: str | None, flag: str, kind: type) -> tuple:  # type: ignore[type-arg]
+def number_list(text: str | None, flag: str, kind: type) -> tuple:  # type: ignore[type-arg]
     if not text:
         return ()
     try:
@@ -129,8 +129,8 @@ def sweep(env: Env, url: str, lab: str | None, concurrency: str | None, rate: st
       sudo statstorm sweep --lab sw1 -c 1,5,20 -d 5 --repeats 1 --trace -o traced.json
     """
     opts = sweep_cmd.SweepOptions(
-        url=url, lab=lab, concurrency=_numbers(concurrency, "--concurrency", int),
-        rates=_numbers(rate, "--rate", float), duration_s=duration, warmup_s=warmup,
+        url=url, lab=lab, concurrency=number_list(concurrency, "--concurrency", int),
+        rates=number_list(rate, "--rate", float), duration_s=duration, warmup_s=warmup,
         repeats=repeats, tool=tool, timeout_s=timeout, expect_status=expect_status,
         expect_text=expect_text, allow_remote=allow_remote, fpm_status_url=fpm_status, pool=pool,
         output=output, plot=plot, dry_run=dry_run, trace=trace,

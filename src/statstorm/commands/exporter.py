@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 import os
+import re
 import signal
 import threading
 import time
@@ -73,7 +74,7 @@ class ExporterSummary:
 def parse_listen(text: str) -> tuple[str, int]:
     """HOST:PORT (an IPv6 host in brackets) → (host, port)."""
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not re.fullmatch(r"[0-9]{1,5}", port) or not 0 < int(port) < 65536:
         raise UsageError(f"--listen {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:

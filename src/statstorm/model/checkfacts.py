@@ -118,7 +118,7 @@ def ini_bytes(value: str | None) -> int | None:
     num = v[:-1] if mult > 1 else v
     try:
         return int(float(num) * mult)
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number; inf
         return None
 
 

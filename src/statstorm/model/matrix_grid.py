@@ -163,7 +163,7 @@ def parse_knob(text: str, kind: str) -> tuple[str, Knob]:
     pattern, _, value = text.rpartition("=")
     twin = pattern.endswith("+")
     pattern = pattern.removesuffix("+")
-    if not pattern or not value.isdigit() or int(value) <= 0:
+    if not pattern or not re.fullmatch(r"[0-9]{1,9}", value) or int(value) <= 0:
         raise UsageError(f"test knob {text!r}: use CELL_PATTERN=N (or CELL_PATTERN+=N for a "
                          "twin cell) with N > 0")
     n = int(value)

@@ -13,7 +13,7 @@ TRUE = ("1", "on", "yes", "true")
 
 def ini_size(value: str, key: str) -> int:
     """PHP's size syntax: 4096K, 16k, 1M, 1G or bytes."""
-    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)\s*", value)
+    m = re.fullmatch(r"\s*([0-9]{1,18})\s*([kKmMgG]?)\s*", value)
     if not m:
         raise UsageError(f"{key}={value!r}: expected a size such as 16K, 4096K or 4M")
     n = int(m.group(1))
