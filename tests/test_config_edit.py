@@ -110,7 +110,8 @@ def pools(draw: st.DrawFn) -> tuple[Built, str]:
         lead = draw(st.sampled_from(["", "  ", "\t"]))
         form = draw(st.sampled_from(["php_admin_value[memory_limit] = ", "php_value[memory_limit]=",
                                      "php_admin_value[memory_limit]\t=  "]))
-        pieces.append((lead + form + draw(VALUE), end()))
+        tail = draw(st.sampled_from(["", " ; why", "\t;x;y", "  ; \u2028odd\x85"]))
+        pieces.append((lead + form + draw(VALUE) + tail, end()))
         at = len(pieces) - 1
     pieces += [*filler(4), ("[other]", end()), ("php_admin_value[memory_limit] = 9M", end()),
                *filler(3)]
@@ -120,7 +121,7 @@ def pools(draw: st.DrawFn) -> tuple[Built, str]:
     span = None
     if target:
         body = pieces[at][0]
-        span = (starts[at] + len(lead), starts[at] + len(body))
+        span = (starts[at] + len(lead), starts[at] + len(body) - len(tail))
     return Built(text, span, (www, other)), draw(VALUE)
 
 
@@ -159,12 +160,14 @@ def inis(draw: st.DrawFn) -> tuple[Built, str]:
     target = draw(st.booleans())
     if target:
         lead = draw(st.sampled_from(["", " "]))
-        pieces.append((lead + "opcache.memory_consumption = " + draw(VALUE), eol))
+        tail = draw(st.sampled_from(["", " ; from the finding", ";"]))
+        pieces.append((lead + "opcache.memory_consumption = " + draw(VALUE) + tail, eol))
         at = len(pieces) - 1
     for i in range(draw(st.integers(0, 3))):
         pieces.append((";" + draw(comment_text("opcache.memory_consumption = 2")), draw(EOL)))
     text, starts = assemble(pieces, draw(st.booleans()))
-    span = (starts[at] + len(lead), starts[at] + len(pieces[at][0])) if target else None
+    span = (starts[at] + len(lead), starts[at] + len(pieces[at][0]) - len(tail)) if target \
+        else None
     return Built(text, span, (starts[1] if len(starts) > 1 else len(text), len(text))), draw(VALUE)
 
 
@@ -293,7 +296,7 @@ def test_php_fpm_reads_the_edited_pool_as_meant(tmp_path: Path) -> None:
     conf = tmp_path / "pool.conf"
     text = (f"[global]\r\npid = {tmp_path}/fpm.pid\r\nerror_log = {tmp_path}/err.log\r\n"
             f"[www]\r\nuser = nobody\r\ngroup = nogroup\r\nlisten = {tmp_path}/s.sock\r\n"
-            "pm = static\r\n  pm.max_children = 1\r\n"
+            "pm = static\r\n  pm.max_children = 1 ; one for now\r\n"
             "; note\u2028php_admin_value[memory_limit] = 7M\r\n"
             "; c\rphp_admin_value[max_execution_time] = 33\r\n; \xe9\udcff\r\n")
     conf.write_bytes(backups.encode(text))
@@ -306,7 +309,7 @@ def test_php_fpm_reads_the_edited_pool_as_meant(tmp_path: Path) -> None:
     assert out.count("\n") == out.count("\r\n")
     assert "; note\u2028php_admin_value[memory_limit] = 7M\r\n" in out
     assert "; c\rphp_admin_value[max_execution_time] = 45\r\n" in out
-    assert "  pm.max_children = 3\r\n" in out
+    assert "  pm.max_children = 3 ; one for now\r\n" in out
     backups.write_file(conf, out)
     res = subprocess.run(["php-fpm8.2", "-tt", "-y", str(conf)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr

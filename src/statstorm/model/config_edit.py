@@ -78,6 +78,26 @@ def ini_value(value: str) -> str:
     return value if _PLAIN_VALUE.fullmatch(value) else f'"{value}"'
 
 
+def ini_comment(line: str) -> str:
+    """The comment that ends an ini line `key = value ; why` (with the blanks before it), as
+    PHP's scanner reads it: a `;` after the value (a quoted value may hold one); '' if none."""
+    eq = line.find("=")
+    if eq < 0:
+        return ""
+    i = eq + 1
+    while i < len(line) and line[i] in _BLANK:
+        i += 1
+    if line[i:i + 1] == '"':
+        close = line.find('"', i + 1)
+        if close < 0:
+            return ""
+        i = close + 1
+    semi = line.find(";", i)
+    if semi < 0:
+        return ""
+    return line[len(line[:semi].rstrip(_BLANK)):]
+
+
 def section_bounds(lines: Lines, section: str) -> tuple[int, int]:
     """[start, end) of the lines after `[section]` up to the next section; (-1, -1) if absent."""
     start = -1
@@ -97,7 +117,8 @@ def set_line(lines: Lines, lo: int, hi: int, pattern: re.Pattern[str], new: str,
     its trailing blank lines, if none matches."""
     hits = [i for i in range(lo, hi) if pattern.match(lines.body[i])]
     if hits:
-        lines.body[hits[0]] = indent(lines.body[hits[0]]) + new
+        old = lines.body[hits[0]]
+        lines.body[hits[0]] = indent(old) + new + ini_comment(old)
         for i in reversed(hits[1:]):
             lines.delete(i)
         return
@@ -239,5 +260,5 @@ def fstab_options(text: str, changes: dict[str, str]) -> str:
 
 
 __all__ = ["LF_EOL", "Lines", "PHP_EOL", "Statement", "app_setting", "fstab_fields",
-           "fstab_options", "ini_setting", "ini_value", "line_end_after", "line_indent_at",
+           "fstab_options", "ini_comment", "ini_setting", "ini_value", "line_end_after", "line_indent_at",
            "nginx_statements", "pool_setting", "section_bounds", "set_line", "unescape_fstab"]
