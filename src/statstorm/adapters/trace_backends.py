@@ -89,10 +89,16 @@ def header(source: str, target: trace_targets.Target, opts: TraceOptions) -> dic
         targets["pool"] = target.pool
     if target.argv:
         targets["cmd"] = target.argv
-    return new_header(source, created=dt.datetime.now(dt.timezone.utc).isoformat(
+    entries = mounts.current()
+    head = new_header(source, created=dt.datetime.now(dt.timezone.utc).isoformat(
         timespec="seconds"), host=socket.gethostname(), targets=targets,
-        settings=target.settings, mounts=[(m.mount_point, m.fstype) for m in mounts.current()],
+        settings=target.settings, mounts=[(m.mount_point, m.fstype) for m in entries],
         detail="counts" if opts.counts and source == "bpftrace" else "events")
+    # each mount's effective cache options (network mounts; {} for the others), for whatif
+    head["mount_options"] = [mounts.detect(m.mount_point).cache_options
+                             if mounts.kind_of(m.fstype) in ("nfs", "glusterfs-fuse") else {}
+                             for m in entries]
+    return head
 
 
 def build_input(env: Env, progress: Callable[[str], None] | None, path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -70,6 +71,8 @@ def render(env: Env, r: apply_cmd.ApplyResult) -> None:
             t.add_row(label, str(v["before"].get(key)), str(v["after"].get(key)),
                       "-" if ch is None else f"{ch:+.1%}")
         out.print(t)
+        if v.get("predicted"):
+            _prediction(out, v["predicted"])
     steps = f" and {len(r.steps)} storage change(s)" if r.steps else ""
     if r.mode == "dry-run":
         out.print(f"dry run: {len(r.edits)} file(s){steps} would change; apply with --yes")
@@ -80,6 +83,31 @@ def render(env: Env, r: apply_cmd.ApplyResult) -> None:
                   f"{r.backup}; undo with `statstorm apply --rollback`")
     else:
         out.print(f"rolled back ({r.reason}); the files of {r.backup} are back in place")
+
+
+def _prediction(out: Console, p: dict[str, Any]) -> None:
+    """whatif's prediction (from a trace before the change) beside --verify's measurement."""
+    def f(x: Any) -> str:
+        return "-" if x is None else f"{x:,.1f}"
+    t = Table(title="--verify: whatif's prediction (trace before the change) and the measurement")
+    for col in ("change", "calls/request predicted", "measured", "round trips/request predicted",
+                "measured"):
+        t.add_column(col, justify="left" if col == "change" else "right")
+    t.add_row("(none: before)", f(p["current"]["calls_per_request"]), "",
+              f(p["current"]["round_trips_per_request"]), "")
+    for e in p.get("each") or []:
+        t.add_row(f"{escape(e['setting'])} alone", f(e["calls_per_request"]), "",
+                  f(e["round_trips_per_request"]), "")
+    m, err = p["measured"], p.get("error") or {}
+    t.add_row("all changes", f(p["proposed"]["calls_per_request"]), f(m["calls_per_request"]),
+              f(p["proposed"]["round_trips_per_request"]), f(m["round_trips_per_request"]))
+    out.print(t)
+    pct = ", ".join(f"{k.replace('_per_request', '').replace('_', ' ')} {v:+.1%}"
+                    for k, v in err.items() if v is not None)
+    if pct:
+        out.print(f"prediction error (predicted vs measured): {pct}")
+    if p.get("not_modelled"):
+        out.print("not in whatif's model (measured only): " + ", ".join(p["not_modelled"]))
 
 
 @cli.command("apply")

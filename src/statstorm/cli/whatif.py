@@ -15,6 +15,10 @@ from statstorm.env import Env
 from statstorm.results.trace import SUMMARY_KEYS
 
 
+def _caches(c: dict[str, object]) -> str:
+    return "(" + ", ".join(f"{k} {v}" for k, v in c.items() if k != "kind") + ")"
+
+
 def _fmt(v: float) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
 
@@ -26,10 +30,16 @@ def _fmt(v: float) -> str:
                    "realpath_cache_ttl, open_basedir, include_path, opcache.enable(_cli), "
                    "opcache.validate_timestamps, opcache.revalidate_freq, "
                    "opcache.revalidate_path, opcache.enable_file_override, user_ini.filename, "
-                   "user_ini.cache_ttl, pm.max_requests, pm.max_children.")
-@click.option("--profile", default="local", show_default=True, metavar="NAME|FILE",
-              help="Latency per call: local, gluster, gluster-tuned (measured, see "
-                   "docs/fsbench.md), trace (the trace's own latencies) or a "
+                   "user_ini.cache_ttl, pm.max_requests, pm.max_children; the network mount's "
+                   "caches: mount:attribute-timeout, mount:entry-timeout, "
+                   "mount:negative-timeout (FUSE/GlusterFS), mount:actimeo, mount:acregmin, "
+                   "mount:acregmax, mount:acdirmin, mount:acdirmax, "
+                   "mount:lookupcache=none|pos|all, mount:nocto, mount:noac (NFS); "
+                   "app:data-cache=on (the app's data files in its object cache).")
+@click.option("--profile", default="auto", show_default=True, metavar="NAME|FILE",
+              help="Latency per call: auto (the trace's own latencies when it has them, else "
+                   "local), trace (the trace's own, or an error), local, gluster, "
+                   "gluster-tuned (measured, see docs/fsbench.md) or a "
                    "`statstorm fsbench --profile-out` file.")
 @click.option("--find-min", "find_min", default=None, metavar="realpath_cache_size",
               help="Also print the smallest realpath_cache_size that holds the working set "
@@ -45,13 +55,17 @@ def whatif(env: Env, trace_file: Path, sets: tuple[str, ...], profile: str,
     and stat calls, under its recorded settings and under proposed ones.
 
     Prints per-request calls by type, failed calls, the realpath cache bytes each worker
-    uses and the metadata time per request, current vs proposed. The trace must hold PHP
-    operations (recorded by `statstorm trace` without --counts). No root needed.
+    uses, the calls that reach network storage and the round trips they make (under the
+    mount's recorded cache options, and under mount: changes), and the metadata time per
+    request, current vs proposed. The trace must hold PHP operations (recorded by
+    `statstorm trace` without --counts). No root needed.
 
     \b
     Examples:
       statstorm whatif before.sst.gz --set realpath_cache_size=16K
       statstorm whatif before.sst.gz --set open_basedir= --profile gluster
+      statstorm whatif before.sst.gz --set mount:attribute-timeout=600 \
+          --set mount:entry-timeout=600 --set mount:negative-timeout=600
       statstorm whatif cli.sst.gz --set opcache.enable_cli=1 --set opcache.revalidate_freq=0
       statstorm whatif before.sst.gz --find-min realpath_cache_size --json
     """
@@ -78,8 +92,22 @@ def whatif(env: Env, trace_file: Path, sets: tuple[str, ...], profile: str,
     t.add_row("metadata time µs", "", _fmt(cur["metadata_time_us_per_request"]),
               _fmt(prop["metadata_time_us_per_request"]),
               f"{prop['metadata_time_us_per_request'] - cur['metadata_time_us_per_request']:+,.1f}")
+    cn, pn = cur.get("network"), prop.get("network")
+    if cn is not None and pn is not None:
+        for key, label in (("calls_per_request", "network mount calls"),
+                           ("reaching_per_request", "of them reaching the storage"),
+                           ("round_trips_per_request", "network round trips")):
+            meas = ""
+            if key == "round_trips_per_request" and res.network is not None \
+                    and res.network.get("measured_per_request") is not None:
+                meas = _fmt(res.network["measured_per_request"])
+            t.add_row(label, meas, _fmt(cn[key]), _fmt(pn[key]), f"{pn[key] - cn[key]:+,.1f}")
     out.print(t)
-    out.print(f"latency profile: {res.profile_source}")
+    out.print(f"latency profile ({res.profile_kind}): {res.profile_source}")
+    if res.network is not None:
+        mounts = ", ".join(f"{mp} {_caches(c)} → {_caches(pn['mounts'][mp])}"
+                           for mp, c in cn["mounts"].items()) if cn and pn else ""
+        out.print(f"network: {mounts}; round trips: {res.network['basis']}")
     for note in res.notes:
         out.print(f"note: {note}")
     if res.find_min is not None:

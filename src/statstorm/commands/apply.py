@@ -32,6 +32,7 @@ from statstorm.adapters.pool_config import ApplyFailed, Target
 from statstorm.commands import check as check_cmd
 from statstorm.commands import sweep as sweep_cmd
 from statstorm.commands import trace as trace_cmd
+from statstorm.commands import whatif as whatif_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError, PrivilegeError, UsageError
 from statstorm.model import apacheplan, applyplan
@@ -39,7 +40,9 @@ from statstorm.model.applyplan import (APACHE, APP, MANUAL, MASTER_INI, MOUNT, N
                                        POOL_INI, VOLUME, Change)
 from statstorm.model.finding import Finding
 from statstorm.model.rules import RULES
-from statstorm.results.apply import SCHEMA, FileEdit, StorageStep
+from statstorm.model import network_forecast
+from statstorm.model.phpsettings import SETTABLE
+from statstorm.results.apply import SCHEMA, FileEdit, StorageStep, compare
 from statstorm.results.trace import read_trace
 
 MASTER_INI_NAME = "99-statstorm.ini"
@@ -47,9 +50,6 @@ MASTER_INI_NAME = "99-statstorm.ini"
 # anonymous memory, where the tracer's uprobes (request start and end) no longer fire.
 NAMED_ONLY = frozenset({"huge-code-pages"})
 FSTAB = Path("/etc/fstab")
-# --verify: a change is "worse" beyond these margins (a short run's noise stays inside them).
-WORSE_SYSCALLS = 0.02  # metadata calls per request up by more than 2 %
-WORSE_RPS = 0.10  # throughput down by more than 10 %
 
 
 @dataclass(frozen=True)
@@ -361,9 +361,43 @@ def _roll_back(env: Env, target: Target, backup: Path, reason: str,
 
 
 # -- verifying ----------------------------------------------------------------------------------
-def measure(env: Env, target: Target, opts: ApplyOptions) -> dict[str, Any]:
+def full_tracer(env: Env, *, lab: str | None, pool: str | None, duration_s: float,
+                output: Path, ready: Any, stop: Any) -> trace_cmd.TraceRun:
+    """A full trace (every call, PHP operations) during a load run: whatif's input."""
+    return trace_cmd.run(env, trace_cmd.TraceOptions(lab=lab, pool=pool, duration_s=duration_s,
+                                                     output=output), ready=ready, stop=stop)
+
+
+def whatif_sets(changes: list[Change]) -> tuple[list[str], list[str]]:
+    """apply's changes as whatif's --set values, and the ones whatif does not model."""
+    sets, other = [], []
+    for c in changes:
+        if c.kind in (POOL_INI, MASTER_INI, POOL) and c.key in SETTABLE:
+            sets.append(f"{c.key}={c.value}")
+        elif c.kind == MOUNT and c.key in network_forecast.FUSE_KEYS + network_forecast.NFS_KEYS:
+            sets.append(f"mount:{c.key}={c.value}")
+        elif c.kind == APP:
+            sets.append("app:data-cache=on")
+        elif c.kind != MANUAL:
+            other.append(f"{c.key}={c.value}")
+    return list(dict.fromkeys(sets)), other
+
+
+def predict(env: Env, target: Target, opts: ApplyOptions, changes: list[Change],
+            ) -> dict[str, Any]:
+    """whatif's prediction of the changes, from a short full trace of the pool before."""
+    sets, other = whatif_sets(changes)
+    env.log("verify: tracing the pool for whatif's prediction…")
+    made: dict[str, Any] = measure(env, target, opts, tracer=full_tracer, then=lambda path: (
+        whatif_cmd.predict_changes(path, sets, other)))["prediction"]
+    return made
+
+
+def measure(env: Env, target: Target, opts: ApplyOptions, tracer: Any = None,
+            then: Any = None) -> dict[str, Any]:
     """One short traced run at one concurrency (a sweep of one level, after a warm-up):
-    throughput, latency and metadata calls per request."""
+    throughput, latency and metadata calls per request; `then(trace)` is kept as
+    "prediction" (the trace is removed after)."""
     with tempfile.TemporaryDirectory(prefix="statstorm-apply-") as tmp:
         p = sweep_cmd.Plan(
             url=target.url, tool="wrk", model="closed",
@@ -372,9 +406,13 @@ def measure(env: Env, target: Target, opts: ApplyOptions) -> dict[str, Any]:
             fpm_status_url=None, pool=None, output=Path(tmp) / "sweep.json", plot=None,
             trace_lab=target.lab or None, trace_pool=None if target.lab else target.pool)
         res = sweep_cmd.run(env, p, progress=lambda msg, lv: env.log(f"verify: {msg}"),
-                            trace_with=trace_cmd.counting_tracer)
+                            trace_with=tracer or trace_cmd.counting_tracer)
         lv = res.levels[0]
         traced = lv.server.trace_file
+        if then is not None:
+            if not traced:
+                raise ComponentError("verify: the trace for whatif's prediction was not written")
+            return {"prediction": then(Path(traced))}
         network = read_trace(Path(traced)).trailer.get("network") if traced else None
     return {"rps": round(lv.rps, 1), "p50_ms": round(lv.p50, 2),
             "p99_ms": round(lv.p99, 2), "errors": lv.errors.total,
@@ -382,28 +420,6 @@ def measure(env: Env, target: Target, opts: ApplyOptions) -> dict[str, Any]:
             "failed_per_request": lv.server.failed_per_request,
             "round_trips_per_request": (network or {}).get("per_request"),
             "requests": sum(r.run.requests for r in lv.repeats)}
-
-
-def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """The change from `before` to `after`, and why it is worse (empty: it is not)."""
-    def rel(key: str) -> float | None:
-        b, a = before.get(key), after.get(key)
-        return None if not b or a is None else round((a - b) / b, 4)
-
-    why = []
-    sc = rel("syscalls_per_request")
-    if sc is not None and sc > WORSE_SYSCALLS:
-        why.append(f"metadata calls per request rose {sc:+.1%}")
-    rps = rel("rps")
-    if rps is not None and rps < -WORSE_RPS:
-        why.append(f"throughput fell {rps:+.1%}")
-    if after.get("errors", 0) > before.get("errors", 0):
-        why.append(f"{after['errors']} failed requests (before: {before.get('errors', 0)})")
-    return {"before": before, "after": after,
-            "change": {"rps": rps, "p50_ms": rel("p50_ms"), "p99_ms": rel("p99_ms"),
-                       "syscalls_per_request": sc,
-                       "round_trips_per_request": rel("round_trips_per_request")},
-            "worse": "; ".join(why)}
 
 
 # -- the command --------------------------------------------------------------------------------
@@ -422,8 +438,9 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
     with opts.verify, measure before and after and roll back a change for the worse."""
     target = result.target
     assert target is not None
-    before = None
+    before = prediction = None
     if opts.verify:
+        prediction = predict(env, target, opts, result.changes)
         env.log("verify: measuring before the change…")
         before = measure(env, target, opts)
     for path in pool_config.app_files(target, [e.path for e in result.edits]):
@@ -448,7 +465,7 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
     result.mode = "applied"
     if before is not None:
         env.log("verify: measuring after the change…")
-        result.verify = compare(before, measure(env, target, opts))
+        result.verify = compare(before, measure(env, target, opts), prediction)
         if result.verify["worse"]:
             result.reason = f"--verify: {result.verify['worse']}"
             _roll_back(env, target, backup, result.reason, result.steps)

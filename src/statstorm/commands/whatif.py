@@ -2,7 +2,9 @@
 
 Reads the trace, builds the model's input once (model.replay.prepare), replays it under the
 recorded settings ("current") and under the recorded settings with the `--set` changes
-("proposed"), and prices both with a latency profile.
+("proposed"), runs the network mounts' calls through their caches under the recorded mount
+options and under the `mount:` changes (model.network_forecast), and prices both sides with a
+latency profile: the trace's own by default (model.latency_profile.from_records).
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.model import latency_profile as lp
+from statstorm.model import network_forecast as nf
 from statstorm.model import sampling
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
-from statstorm.model.replay import Prepared, ReplayResult, prepare, replay
+from statstorm.model.replay import Prepared, ReplayResult, replay
 from statstorm.results import whatif_input
-from statstorm.results.trace import Trace, read_trace
 from statstorm.results.trace.raw import TraceRecords, read_records
-from statstorm.results.whatif_input import CachedInput, measured_per_request
+from statstorm.results.whatif_input import CachedInput, new_input
 
 SCHEMA = "statstorm.whatif/1"
 FIND_MIN = ("realpath_cache_size",)
@@ -31,9 +33,10 @@ UNLIMITED = 1 << 40
 class WhatifOptions:
     trace: Path
     sets: tuple[str, ...] = ()
-    profile: str = "local"  # local | gluster | gluster-tuned | trace | FILE
+    profile: str = "auto"  # auto | local | gluster | gluster-tuned | trace | FILE
     find_min: str | None = None
     cache: bool = True  # use and keep the trace's input cache (results.whatif_input)
+    app_cache: bool = False  # the app's data files move to an object cache (apply's APCu)
 
 
 @dataclass
@@ -45,12 +48,20 @@ class WhatifRun:
     changes: list[tuple[str, str]]
     find_min: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    profile_kind: str = "built-in"  # trace | file | built-in
+    network: dict[str, Any] | None = None  # the mount layer: basis, measured round trips
 
     def to_json(self) -> dict[str, Any]:
+        measured: dict[str, Any] = {"per_request": self.measured}
+        if self.network is not None:
+            measured["round_trips_per_request"] = self.network.get("measured_per_request")
         out: dict[str, Any] = {"schema": SCHEMA, "current": self.current, "proposed": self.proposed,
-                               "measured": {"per_request": self.measured},
+                               "measured": measured,
                                "changes": {k: v for k, v in self.changes},
-                               "profile": self.profile_source}
+                               "profile": self.profile_source,
+                               "profile_kind": self.profile_kind}
+        if self.network is not None:
+            out["network"] = self.network
         if self.find_min is not None:
             out["find_min"] = self.find_min
         if self.notes:
@@ -58,34 +69,54 @@ class WhatifRun:
         return out
 
 
-def validate(opts: WhatifOptions) -> list[tuple[str, str]]:
-    changes = parse_set(list(opts.sets))
+def validate(opts: WhatifOptions) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The PHP changes and the `mount:` changes (key without the prefix); `app:` keys are
+    read by `app_cache`."""
+    app_cache(opts)
+    php_sets, mount = nf.parse_mount_sets(s for s in opts.sets if not s.startswith("app:"))
+    changes = parse_set(php_sets)
     if opts.find_min is not None and opts.find_min not in FIND_MIN:
         raise UsageError(f"--find-min {opts.find_min}: only realpath_cache_size can be searched")
     if not opts.trace.exists():
         raise UsageError(f"{opts.trace}: no such trace file; record one with "
                          "`statstorm trace -o FILE`")
-    if opts.profile not in lp.BUILTIN and opts.profile != "trace":
+    if opts.profile not in lp.BUILTIN and opts.profile not in ("trace", "auto"):
         p = Path(opts.profile)
         if not p.is_file():
-            raise UsageError(f"--profile {opts.profile}: not a built-in profile (local, gluster, "
-                             "gluster-tuned, trace) nor a file")
-    return changes
+            raise UsageError(f"--profile {opts.profile}: not a built-in profile (auto, local, "
+                             "gluster, gluster-tuned, trace) nor a file")
+    return changes, mount
 
 
-def load_profile(opts: WhatifOptions, trace: Trace | None) -> dict[str, Any]:
-    """The latency profile; `trace` is needed (and given) only for `--profile trace`."""
+def app_cache(opts: WhatifOptions) -> bool:
+    """Whether the app's data files move to its object cache (`--set app:data-cache=on`)."""
+    on = opts.app_cache
+    for s in opts.sets:
+        if s.startswith("app:"):
+            if s.replace(" ", "").lower() not in ("app:data-cache=on", "app:data-cache=1"):
+                raise UsageError(f"--set {s}: the app setting whatif knows is "
+                                 "app:data-cache=on")
+            on = True
+    return on
+
+
+def load_profile(opts: WhatifOptions, cached: CachedInput) -> tuple[dict[str, Any], str]:
+    """The latency profile and its kind: a FILE; the trace's own (auto, trace); built-in."""
     if opts.profile in lp.BUILTIN:
-        return lp.BUILTIN[opts.profile]
-    if opts.profile == "trace":
-        assert trace is not None
-        return lp.from_trace(trace.syscalls, trace.mounts)
+        return lp.BUILTIN[opts.profile], "built-in"
+    if opts.profile in ("trace", "auto"):
+        if cached.latency is not None:
+            return cached.latency, "trace"
+        if opts.profile == "trace":
+            raise UsageError("the trace has no latencies to build a profile from; use "
+                             "--profile local, gluster, gluster-tuned or a FILE")
+        return lp.BUILTIN["local"], "built-in"
     try:
         data = json.loads(Path(opts.profile).read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"--profile {opts.profile}: unreadable JSON ({exc}); write it with "
                          "`statstorm fsbench --profile-out FILE`") from None
-    return lp.validate(data, opts.profile)
+    return lp.validate(data, opts.profile), "file"
 
 
 def load_input(path: Path, use_cache: bool = True) -> tuple[CachedInput, TraceRecords | None]:
@@ -97,15 +128,17 @@ def load_input(path: Path, use_cache: bool = True) -> tuple[CachedInput, TraceRe
         if cached is not None:
             return cached, None
     records = read_records(path)
-    cached = CachedInput(records.header, measured_per_request(records, path), prepare(records))
+    cached = new_input(records, path)
     if use_cache:
         whatif_input.save(path, cached)
     return cached, records
 
 
-def side(result: ReplayResult, prep: Prepared, profile: dict[str, Any]) -> dict[str, Any]:
+def side(result: ReplayResult, prep: Prepared, profile: dict[str, Any],
+         tally: nf.Tally | None = None) -> dict[str, Any]:
     n = max(result.requests, 1)
-    us = lp.cost_us(profile, prep.mounts, result.by_mount) / n
+    reach = nf_reach(tally, result) if tally is not None else {}
+    us = lp.split_cost_us(profile, prep.mounts, result.by_mount, reach) / n
     s = result.settings
     return {
         "settings": s.describe(),
@@ -118,6 +151,21 @@ def side(result: ReplayResult, prep: Prepared, profile: dict[str, Any]) -> dict[
             "workers": result.workers},
         "metadata_time_us_per_request": round(us, 1),
     }
+
+
+def nf_reach(tally: nf.Tally, result: ReplayResult) -> dict[tuple[int, int, bool], float]:
+    """The share of each (mount, call, failed) of the replay that reaches the storage: the
+    forecast's share for that key, else its mount's (a call type the trace never made there)."""
+    out: dict[tuple[int, int, bool], float] = {}
+    mounts = {k[0] for k in tally.calls}
+    for key in result.by_mount:
+        if key[0] not in mounts:
+            continue
+        f = tally.fraction(key)
+        if f is None:
+            f = tally.mount_fraction(key[0]) if key[1] in nf.PATH_INDEXES else 0.0
+        out[key] = f or 0.0
+    return out
 
 
 def find_min_cache(prep: Prepared, settings: PhpSettings) -> dict[str, Any]:
@@ -136,20 +184,98 @@ def find_min_cache(prep: Prepared, settings: PhpSettings) -> dict[str, Any]:
 
 
 def run(opts: WhatifOptions) -> WhatifRun:
-    changes = validate(opts)
-    # --profile trace needs every syscall's latency: the trace itself, not the cache
-    cached, _ = load_input(opts.trace, opts.cache and opts.profile != "trace")
-    trace = read_trace(opts.trace) if opts.profile == "trace" else None
+    changes, mount_changes = validate(opts)
+    cached, _ = load_input(opts.trace, opts.cache)
     prep = cached.prep
     recorded = dict(cached.header.get("settings", {}))
     current_s = from_recorded(recorded)
     proposed_s = with_changes(current_s, recorded, changes)
-    profile = load_profile(opts, trace)
+    profile, kind = load_profile(opts, cached)
     cur = replay(prep, current_s)
     prop = replay(prep, proposed_s)
-    measured = cached.measured
+    notes: list[str] = []
+    data_cache = app_cache(opts)
+    net = network_plan(cached, mount_changes, data_cache, notes)
+    if net is None:
+        current, proposed = side(cur, prep, profile), side(prop, prep, profile)
+        network = None
+    else:
+        caches_now, caches_then, t_now, t_then = net
+        current, proposed = side(cur, prep, profile, t_now), side(prop, prep, profile, t_then)
+        r_now, r_then = nf_reach(t_now, cur), nf_reach(t_then, prop)
+        factors = nf.round_trip_factors(cached.network.get("measured"), cur.by_mount,
+                                        cur.requests, r_now)
+        current["network"] = nf.network_side(cur.by_mount, cur.requests, r_now, factors,
+                                             caches_now, prep.mounts)
+        proposed["network"] = nf.network_side(prop.by_mount, prop.requests, r_then, factors,
+                                              caches_then, prep.mounts)
+        network = {**factors.describe(), "app_data_cache": data_cache}
+        if profile.get("split") is None or kind != "trace":
+            notes.append("the latency profile does not tell cache answers from round trips: "
+                         "metadata time is priced per call as the profile says, so mount: "
+                         "changes show in the round trips only")
     fm = find_min_cache(prep, proposed_s) if opts.find_min else None
     note = sampling.whatif_note(cached.header)
-    return WhatifRun(side(cur, prep, profile), side(prop, prep, profile), measured,
-                     str(profile.get("source", opts.profile)), changes, fm,
-                     [note] if note else [])
+    if note:
+        notes.insert(0, note)
+    changes_all = changes + [(f"mount:{k}", v) for k, v in mount_changes]
+    if data_cache:
+        changes_all.append(("app:data-cache", "on"))
+    return WhatifRun(current, proposed, cached.measured,
+                     str(profile.get("source", opts.profile)), changes_all, fm, notes, kind,
+                     network)
+
+
+def network_plan(cached: CachedInput, mount_changes: list[tuple[str, str]], app_cache: bool,
+                 notes: list[str]) -> tuple[dict[int, nf.MountCaches], dict[int, nf.MountCaches],
+                                            nf.Tally, nf.Tally] | None:
+    """Each network mount's caches now and proposed, and the forecast under each; None when
+    the trace has no network mount (then `mount:` changes are an error)."""
+    mounts = [(str(m[0]), str(m[1])) for m in cached.header.get("mounts", [])]
+    net = [i for i, (_, fstype) in enumerate(mounts) if nf.kind_of(fstype)]
+    if not net:
+        if mount_changes:
+            raise UsageError("--set mount:…: the trace has no network mount (NFS, FUSE, "
+                             "GlusterFS) to change")
+        return None
+    recorded = cached.header.get("mount_options")
+    if not isinstance(recorded, list):
+        notes.append("the trace does not record its mount options (an older trace): the "
+                     "clients' default cache timeouts are assumed for the current side")
+        recorded = []
+    now: dict[int, nf.MountCaches] = {}
+    then: dict[int, nf.MountCaches] = {}
+    for i in net:
+        opts = recorded[i] if i < len(recorded) and isinstance(recorded[i], dict) else None
+        now[i] = nf.caches_of(mounts[i][1], opts)
+    kinds = {c.kind for c in now.values()}
+    for i in net:
+        mine = [(k, v) for k, v in mount_changes
+                if (k in nf.FUSE_KEYS) == (now[i].kind == nf.FUSE)]
+        if len(kinds) == 1:
+            mine = mount_changes  # a key of the other kind is an error naming the right ones
+        then[i] = nf.with_changes(now[i], mine)
+    calls = cached.network.get("calls") or []
+    requests = int(cached.network.get("requests") or 0)
+    return (now, then, nf.simulate(calls, requests, now),
+            nf.simulate(calls, requests, then, app_cache=app_cache))
+
+
+def _figures(side_: dict[str, Any]) -> dict[str, Any]:
+    return {"calls_per_request": side_["per_request"]["total"],
+            "round_trips_per_request": (side_.get("network") or {}).get(
+                "round_trips_per_request")}
+
+
+def predict_changes(trace: Path, sets: list[str], not_modelled: list[str]) -> dict[str, Any]:
+    """whatif's prediction for a set of changes (`apply --verify`): metadata calls and
+    network round trips per request, current and with every change, and with each change
+    alone. `sets` are --set values (PHP keys, mount:, app:); `not_modelled` is carried."""
+    both = run(WhatifOptions(trace, sets=tuple(sets)))
+    each = []
+    for s in sets:
+        alone = run(WhatifOptions(trace, sets=(s,)))
+        each.append({"setting": s, **_figures(alone.proposed)})
+    return {"trace": str(trace), "profile": both.profile_source, "sets": sets,
+            "current": _figures(both.current), "proposed": _figures(both.proposed),
+            "each": each, "not_modelled": not_modelled, "notes": both.notes}

@@ -15,9 +15,11 @@ process's own cwd, a cached dentry), so they take local disk's `walk` figure.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Iterable
 
 from statstorm.errors import UsageError
+from statstorm.results.trace.raw import S_CALL, S_LAT, S_MOUNT, S_RET
 from statstorm.results.trace.vocabulary import CALLS
 
 SCHEMA = "statstorm.latency-profile/1"
@@ -63,24 +65,130 @@ def validate(profile: Any, where: str) -> dict[str, Any]:
     return profile
 
 
-def from_trace(syscalls: Any, mounts: list[tuple[str, str]]) -> dict[str, Any]:
-    """Mean latency per mount, call and outcome of the trace's own syscalls."""
-    sums: dict[tuple[int, str, str], list[float]] = {}
+SPLIT_MIN_RATIO = 4.0  # the two modes' medians at least this far apart, else one mode
+ROUND_TRIP_FLOOR_US = 50.0  # one mode only: above this median it is the round trips'
+
+
+def from_records(syscalls: Iterable[list[Any]], mounts: list[tuple[str, str]],
+                 network: set[int]) -> dict[str, Any] | None:
+    """The trace's own latencies as a profile (raw records): the mean per mount, call and
+    outcome; for each network mount also its two modes, kernel-cache answers and round
+    trips (`split`). None when the trace holds no latencies."""
+    lats: dict[tuple[int, str, str], list[float]] = {}
     for s in syscalls:
-        if s.call not in CALLS or not s.lat_ns:
-            continue
-        k = (s.mount, s.call, "enoent" if s.ret < 0 else "hit")
-        acc = sums.setdefault(k, [0.0, 0])
-        acc[0] += s.lat_ns / 1000
-        acc[1] += 1
+        if s[S_CALL] in CALLS and s[S_LAT]:
+            k = (s[S_MOUNT], s[S_CALL], "enoent" if s[S_RET] < 0 else "hit")
+            v = lats.get(k)
+            if v is None:
+                v = lats[k] = []
+            v.append(s[S_LAT] / 1000)
+    if not lats:
+        return None
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for (m, call, outcome), (total, n) in sums.items():
+    for (m, call, outcome), vals in lats.items():
         mp = mounts[m][0] if 0 <= m < len(mounts) else "*"
-        out.setdefault(mp, {}).setdefault(call, {})[outcome] = round(total / n, 3)
-    if not out:
-        raise UsageError("the trace has no latencies to build a profile from; use "
-                         "--profile local, gluster or gluster-tuned")
-    return {"schema": SCHEMA, "source": "the trace's own latencies (mean)", "mounts": out}
+        out.setdefault(mp, {}).setdefault(call, {})[outcome] = round(sum(vals) / len(vals), 3)
+    split = {}
+    for m in sorted(network):
+        mine = {(c, o): v for (mm, c, o), v in lats.items() if mm == m and c in PATH_CALLS}
+        if mine and 0 <= m < len(mounts):
+            split[mounts[m][0]] = split_modes(mine)
+    return {"schema": SCHEMA, "source": "the trace's own latencies", "mounts": out,
+            "split": split}
+
+
+PATH_CALLS = ("stat", "lstat", "access", "readlink", "open")
+
+
+def _median(v: list[float]) -> float:
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def otsu_log(values: list[float]) -> float:
+    """The threshold that best splits `values` into two classes on a log scale (Otsu's
+    method over a histogram of 8 buckets per octave): the largest between-class variance."""
+    logs = [math.log2(max(v, 0.001)) for v in values]
+    lo = min(logs)
+    hist: dict[int, int] = {}
+    for x in logs:
+        b = int((x - lo) * 8)
+        hist[b] = hist.get(b, 0) + 1
+    keys = sorted(hist)
+    total = len(logs)
+    sum_all = sum(b * n for b, n in hist.items())
+    best, best_b = -1.0, keys[0]
+    w0 = s0 = 0.0
+    for b in keys[:-1]:
+        w0 += hist[b]
+        s0 += b * hist[b]
+        w1 = total - w0
+        m0, m1 = s0 / w0, (sum_all - s0) / w1
+        var = w0 * w1 * (m0 - m1) ** 2
+        if var > best:
+            best, best_b = var, b
+    return 2 ** (lo + (best_b + 1) / 8)
+
+
+def split_modes(lats: dict[tuple[str, str], list[float]]) -> dict[str, Any]:
+    """A network mount's path-call latencies (µs, per call and outcome) split into the
+    kernel's cache answers (fast) and round trips (slow) at one threshold for the mount."""
+    every = [x for v in lats.values() for x in v]
+    t = otsu_log(every) if len(set(every)) > 1 else every[0] * 2
+    fast = [x for x in every if x < t]
+    slow = [x for x in every if x >= t]
+    if not fast or not slow or _median(slow) < SPLIT_MIN_RATIO * _median(fast):
+        one = _median(every)  # one mode: which, by its size
+        t = 0.0 if one >= ROUND_TRIP_FLOOR_US else math.inf
+        fast = [] if t == 0.0 else every
+        slow = every if t == 0.0 else []
+    cached: dict[str, dict[str, float]] = {}
+    trips: dict[str, dict[str, float]] = {}
+    for (call, outcome), v in sorted(lats.items()):
+        f = [x for x in v if x < t]
+        s = [x for x in v if x >= t]
+        if f:
+            cached.setdefault(call, {})[outcome] = round(sum(f) / len(f), 3)
+        if s:
+            trips.setdefault(call, {})[outcome] = round(sum(s) / len(s), 3)
+    return {"threshold_us": None if math.isinf(t) else round(t, 3),
+            "cached_us": cached, "round_trip_us": trips,
+            "round_trip_mean_us": round(sum(slow) / len(slow), 3) if slow else None,
+            "cached_mean_us": round(sum(fast) / len(fast), 3) if fast else None,
+            "round_trip_share": round(len(slow) / len(every), 4)}
+
+
+def split_cost_us(profile: dict[str, Any], mounts: list[tuple[str, str]],
+                  by_mount: dict[tuple[int, int, bool], int],
+                  reach: dict[tuple[int, int, bool], float]) -> float:
+    """Like `cost_us`, but a call on a mount the profile splits (`split`) is priced as a
+    kernel-cache answer or a round trip: `reach[key]` of its calls reach the storage."""
+    split = profile.get("split") or {}
+    plain: dict[tuple[int, int, bool], int] = {}
+    local = BUILTIN["local"]["mounts"]["*"]
+    total = 0.0
+    for key, n in by_mount.items():
+        m, ci, failed = key
+        mp = mounts[m][0] if 0 <= m < len(mounts) else ""
+        sp = split.get(mp)
+        if sp is None or key not in reach:
+            plain[key] = n
+            continue
+        call, outcome = CALLS[ci], "enoent" if failed else "hit"
+        f = reach[key]
+        rt = (sp["round_trip_us"].get(call, {}).get(outcome) or sp["round_trip_mean_us"]
+              or _price(profile["mounts"].get(mp, {}), call, outcome) or 0.0)
+        hit = (sp["cached_us"].get(call, {}).get(outcome) or sp["cached_mean_us"]
+               or _price(local, call, outcome) or 0.0)
+        total += n * (f * rt + (1 - f) * hit)
+    return total + cost_us(profile, mounts, plain)
+
+
+def _price(calls: dict[str, Any], call: str, outcome: str) -> float | None:
+    vals = calls.get(call) or {}
+    v = vals.get(outcome)
+    return float(v) if v is not None else None
 
 
 def cost_us(profile: dict[str, Any], mounts: list[tuple[str, str]],

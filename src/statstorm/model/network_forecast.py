@@ -1,31 +1,219 @@
 """How many of a trace's file calls reach network storage under a mount's metadata caches:
-a small model of the kernel's FUSE/NFS attribute, entry and negative caches, for the
-round-trip forecast of `statstorm demo` (the measured round trips scaled by it). Pure code.
+a small model of the kernel's FUSE and NFS attribute, entry and negative caches, for the
+round-trip forecast of `statstorm demo` and the mount layer of `statstorm whatif`. Pure code.
 
 A path-based call (stat, lstat, access, readlink, open) on a network mount is answered by
-the kernel when the same path was looked up within the timeout that applies to it
-(attribute/entry timeout for a path that exists, the negative timeout for one that does
-not); otherwise it goes to the storage. An open always reaches the FUSE client (it has to
-hand out a file handle), and a data file's open also reads its data there. The trace is run
-twice and only the second pass counted: the steady state of a server that serves the same
-pages again and again.
+the kernel when the same path was looked up within the timeout that applies to it;
+otherwise it goes to the storage (one or more round trips).
+
+- **FUSE** (GlusterFS): a path that exists is cached for min(attribute-timeout,
+  entry-timeout), one that does not for negative-timeout. An open always reaches the FUSE
+  client (it has to hand out a file handle), and a data file's open also reads its data.
+- **NFS**: an unchanged file's attributes are cached for a time that starts at acregmin and
+  doubles at each revalidation up to acregmax (acdirmin/acdirmax for a directory: a path
+  that is the parent of another path seen); `actimeo` sets all four, `noac` makes them 0.
+  `lookupcache=all` also caches a missing name for as long as its directory's attributes,
+  `pos` caches found names only, `none` sends every lookup to the server. With close-to-open
+  (`cto`, the default) every open revalidates the file with the server; `nocto` lets a cached
+  file open without a round trip.
+
+The trace is run through the caches several times and only the last pass counted: the steady
+state of a server that serves the same pages again and again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
+from statstorm.errors import UsageError
+from statstorm.results.trace.raw import S_CALL, S_MOUNT, S_PATH, S_REQ, S_RET, S_TS
+from statstorm.results.trace.vocabulary import CALLS
+
 PATH_CALLS = frozenset(("stat", "lstat", "access", "readlink", "open"))
+PATH_INDEXES = frozenset(CALLS.index(c) for c in PATH_CALLS)
+OPEN = CALLS.index("open")
+FUSE, NFS = "fuse", "nfs"
+FUSE_KEYS = ("attribute-timeout", "entry-timeout", "negative-timeout")
+NFS_KEYS = ("actimeo", "acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache", "nocto",
+            "cto", "noac")
+LOOKUPCACHE = {"all": "all", "pos": "pos", "positive": "pos", "none": "none"}
+WARM_PASSES = 8  # NFS: enough doublings from acregmin to reach acregmax
 
 
 @dataclass(frozen=True)
 class MountCaches:
-    attribute_s: float = 1.0  # GlusterFS FUSE defaults
+    attribute_s: float = 1.0  # GlusterFS FUSE defaults; NFS: acregmin
     entry_s: float = 1.0
     negative_s: float = 0.0
+    kind: str = FUSE
+    attribute_max_s: float = 0.0  # NFS: acregmax
+    dir_min_s: float = 0.0  # NFS: acdirmin
+    dir_max_s: float = 0.0  # NFS: acdirmax
+    lookupcache: str = "all"  # NFS
+    cto: bool = True  # NFS: an open revalidates with the server
+
+    def describe(self) -> dict[str, Any]:
+        if self.kind == FUSE:
+            return {"kind": FUSE, "attribute-timeout": self.attribute_s,
+                    "entry-timeout": self.entry_s, "negative-timeout": self.negative_s}
+        return {"kind": NFS, "acregmin": self.attribute_s, "acregmax": self.attribute_max_s,
+                "acdirmin": self.dir_min_s, "acdirmax": self.dir_max_s,
+                "lookupcache": self.lookupcache, "cto": self.cto}
 
 
+NFS_DEFAULT = MountCaches(3.0, 3.0, 0.0, NFS, 60.0, 30.0, 60.0, "all", True)
+
+
+def _secs(key: str, value: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v <= 1e7:
+        raise UsageError(f"mount:{key}={value}: give a number of seconds (0 or more)")
+    return v
+
+
+def kind_of(fstype: str) -> str | None:
+    """The cache model of a file system type: FUSE, NFS, or None (not modelled)."""
+    if fstype.startswith("nfs"):
+        return NFS
+    if fstype.startswith(("fuse", "glusterfs")):
+        return FUSE
+    return None
+
+
+def caches_of(fstype: str, options: dict[str, str] | None) -> MountCaches:
+    """A mount's caches from the options recorded with the trace (`mount_options` in its
+    header: the effective cache options of `adapters.mounts`); the client's defaults for an
+    option (or a whole mount) not recorded."""
+    kind = kind_of(fstype) or FUSE
+    opts = {k: str(v) for k, v in (options or {}).items()}
+    if kind == FUSE:
+        changes = [(k, opts[k]) for k in FUSE_KEYS if k in opts]
+    else:
+        changes = [(k, opts[k]) for k in ("acregmin", "acregmax", "acdirmin", "acdirmax",
+                                          "lookupcache") if k in opts]
+        if opts.get("cto") == "no":
+            changes.append(("nocto", "1"))
+    try:
+        return with_changes(NFS_DEFAULT if kind == NFS else MountCaches(), changes)
+    except UsageError:  # an option this model cannot read: the client's defaults
+        return NFS_DEFAULT if kind == NFS else MountCaches()
+
+
+def _flag(key: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("", "1", "on", "yes", "true"):
+        return True
+    if v in ("0", "off", "no", "false"):
+        return False
+    raise UsageError(f"mount:{key}={value}: give on or off")
+
+
+def with_changes(c: MountCaches, changes: list[tuple[str, str]]) -> MountCaches:
+    """`c` with `mount:` changes applied ((key, value) without the prefix), in order."""
+    for key, value in changes:
+        if key in FUSE_KEYS and c.kind == FUSE:
+            s = _secs(key, value)
+            c = (replace(c, attribute_s=s) if key == "attribute-timeout" else
+                 replace(c, entry_s=s) if key == "entry-timeout" else replace(c, negative_s=s))
+        elif key in NFS_KEYS and c.kind == NFS:
+            if key == "actimeo":
+                s = _secs(key, value)
+                c = replace(c, attribute_s=s, entry_s=s, attribute_max_s=s, dir_min_s=s,
+                            dir_max_s=s)
+            elif key == "noac":
+                if _flag(key, value):
+                    c = replace(c, attribute_s=0.0, entry_s=0.0, attribute_max_s=0.0,
+                                dir_min_s=0.0, dir_max_s=0.0)
+            elif key in ("nocto", "cto"):
+                c = replace(c, cto=_flag(key, value) == (key == "cto"))
+            elif key == "lookupcache":
+                lc = LOOKUPCACHE.get(value.strip().lower())
+                if lc is None:
+                    raise UsageError(f"mount:lookupcache={value}: give none, pos or all")
+                c = replace(c, lookupcache=lc)
+            else:
+                s = _secs(key, value)
+                if key == "acregmin":
+                    c = replace(c, attribute_s=s, entry_s=s,
+                                attribute_max_s=max(c.attribute_max_s, s))
+                elif key == "acregmax":
+                    c = replace(c, attribute_max_s=s)
+                elif key == "acdirmin":
+                    c = replace(c, dir_min_s=s, dir_max_s=max(c.dir_max_s, s))
+                else:
+                    c = replace(c, dir_max_s=s)
+        else:
+            raise UsageError(_wrong_kind(key, c.kind))
+    return c
+
+
+def _wrong_kind(key: str, kind: str) -> str:
+    if key not in FUSE_KEYS + NFS_KEYS:
+        return (f"unknown mount:{key}: FUSE/GlusterFS takes {', '.join(FUSE_KEYS)}; NFS takes "
+                "actimeo, acregmin, acregmax, acdirmin, acdirmax, lookupcache, nocto, noac")
+    other = "NFS" if key in NFS_KEYS else "FUSE/GlusterFS"
+    return (f"mount:{key} is an {other} option and the trace's network mount is "
+            f"{'NFS' if kind == NFS else 'FUSE/GlusterFS'}: use "
+            f"{', '.join(FUSE_KEYS if kind == FUSE else NFS_KEYS[:-2])}")
+
+
+def parse_mount_sets(sets: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """`--set` values split into the PHP ones (returned as given) and the `mount:` ones, as
+    (key, value) without the prefix; a key's form is checked here, its kind against the
+    trace's mounts when applied."""
+    php: list[str] = []
+    mount: list[tuple[str, str]] = []
+    for s in sets:
+        if not s.startswith("mount:"):
+            php.append(s)
+            continue
+        key, sep, value = s[len("mount:"):].partition("=")
+        key = key.strip().lower()
+        if key not in FUSE_KEYS + NFS_KEYS:
+            raise UsageError(_wrong_kind(key, FUSE))
+        if not sep and key not in ("nocto", "cto", "noac"):
+            raise UsageError(f"--set {s}: give mount:{key}=VALUE")
+        mount.append((key, value.strip()))
+    return php, mount
+
+
+# -- the calls ----------------------------------------------------------------------------------
+# A network call as the forecast reads it: (ts_ns, mount, call index, path, found, data open)
+NetCall = tuple[int, int, int, str, bool, bool]
+
+
+def calls_of_records(syscalls: Iterable[list[Any]], paths: dict[int, str],
+                     network: set[int]) -> list[NetCall]:
+    """The path calls of requests on `network` mounts, from raw trace records, time order."""
+    out: list[NetCall] = []
+    for s in syscalls:
+        if s[S_MOUNT] in network and s[S_REQ] >= 0 and s[S_CALL] in PATH_CALLS:
+            p = s[S_PATH]
+            path = paths.get(p, "") if isinstance(p, int) else str(p)
+            ok = s[S_RET] >= 0
+            ci = CALLS.index(s[S_CALL])
+            out.append((s[S_TS], s[S_MOUNT], ci, path, ok,
+                        ci == OPEN and ok and not path.endswith(".php")))
+    out.sort(key=lambda c: c[0])
+    return out
+
+
+def calls_of_syscalls(syscalls: Iterable[Any], network: set[int]) -> list[NetCall]:
+    out = []
+    for s in syscalls:
+        if s.mount in network and s.call in PATH_CALLS and s.req >= 0:
+            ci = CALLS.index(s.call)
+            ok = s.ret >= 0
+            out.append((s.ts_ns, s.mount, ci, s.path, ok,
+                        ci == OPEN and ok and not s.path.endswith(".php")))
+    return out
+
+
+# -- the forecast -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Forecast:
     requests: int
@@ -34,38 +222,169 @@ class Forecast:
     data_opens_per_request: float  # opens of non-PHP files on network mounts (all reach it)
 
 
-def forecast(syscalls: Iterable[Any], network_mounts: set[int], requests: int,
-             caches: MountCaches, *, app_cache: bool = False) -> Forecast:
-    """`syscalls`: the trace's Syscall records (time order); `app_cache`: the app keeps its
-    data files in an object cache, so it opens them no more."""
-    calls = [s for s in syscalls if s.mount in network_mounts and s.call in PATH_CALLS
-             and s.req >= 0]
+@dataclass
+class Tally:
+    """Calls and the ones reaching the storage, per (mount, call index, failed)."""
+
+    calls: dict[tuple[int, int, bool], int]
+    reaching: dict[tuple[int, int, bool], int]
+    data_opens: int = 0
+
+    def fraction(self, key: tuple[int, int, bool]) -> float | None:
+        n = self.calls.get(key, 0)
+        return self.reaching.get(key, 0) / n if n else None
+
+    def mount_fraction(self, mount: int) -> float | None:
+        n = sum(v for k, v in self.calls.items() if k[0] == mount)
+        r = sum(v for k, v in self.reaching.items() if k[0] == mount)
+        return r / n if n else None
+
+
+def simulate(calls: list[NetCall], requests: int, caches: dict[int, MountCaches], *,
+             app_cache: bool = False) -> Tally:
+    """Run the calls (time order) through each mount's caches; count the last pass.
+    `app_cache`: the app keeps its data files in an object cache, so it opens them no more."""
+    tally = Tally({}, {})
     if not calls or requests <= 0:
-        return Forecast(max(requests, 0), 0.0, 0.0, 0.0)
-    # the second pass starts one request's gap after the first ends
-    width = calls[-1].ts_ns - calls[0].ts_ns
+        return tally
+    # each pass starts one request's gap after the previous one ends
+    width = calls[-1][0] - calls[0][0]
     span = width + max(width // max(requests - 1, 1), 1)
-    seen: dict[str, tuple[int, bool]] = {}
-    reaching = data = total = 0
-    for rnd in (0, 1):
-        for s in calls:
-            data_open = s.call == "open" and s.ret >= 0 and not s.path.endswith(".php")
+    dirs = {p[:i] for _, _, _, p, _, _ in calls for i in range(1, len(p)) if p[i] == "/"}
+    nfs = any(c.kind == NFS for c in caches.values())
+    passes = WARM_PASSES + 1 if nfs else 2
+    default = MountCaches()
+    seen: dict[str, tuple[int, float, bool]] = {}  # path → (validated at, ttl s, found)
+    for rnd in range(passes):
+        last = rnd == passes - 1
+        for ts, m, ci, path, ok, data_open in calls:
             if app_cache and data_open:
                 continue
-            now = s.ts_ns + rnd * span
-            hit = False
-            if s.path in seen:
-                t, ok = seen[s.path]
-                ttl = min(caches.attribute_s, caches.entry_s) if ok else caches.negative_s
-                hit = now - t < ttl * 1e9
-            if not hit:
-                seen[s.path] = (now, s.ret >= 0)
-            if rnd == 0:
-                continue
-            total += 1
-            if s.call == "open" or not hit:
-                reaching += 1
-            if data_open:
-                data += 1
+            c = caches.get(m, default)
+            now = ts + rnd * span
+            st = seen.get(path)
+            if c.kind == FUSE:
+                hit = st is not None and now - st[0] < st[1] * 1e9
+                reach = ci == OPEN or not hit
+                if not hit:
+                    ttl = min(c.attribute_s, c.entry_s) if ok else c.negative_s
+                    seen[path] = (now, ttl, ok)
+            else:
+                reach = _nfs_call(c, seen, st, now, path, ok, ci, path in dirs)
+            if last:
+                key = (m, ci, not ok)
+                tally.calls[key] = tally.calls.get(key, 0) + 1
+                if reach:
+                    tally.reaching[key] = tally.reaching.get(key, 0) + 1
+                if data_open:
+                    tally.data_opens += 1
+    return tally
+
+
+def _nfs_call(c: MountCaches, seen: dict[str, tuple[int, float, bool]],
+              st: tuple[int, float, bool] | None, now: int, path: str, ok: bool, ci: int,
+              is_dir: bool) -> bool:
+    """One call on an NFS mount: does it reach the server? (updates `seen`)"""
+    lo, hi = (c.dir_min_s, c.dir_max_s) if is_dir else (c.attribute_s, c.attribute_max_s)
+    if not ok:
+        if c.lookupcache != "all":
+            return True
+        lo, hi = c.dir_min_s, c.dir_max_s  # a negative entry lives as its directory's attrs
+    elif c.lookupcache == "none":
+        seen[path] = (now, lo, ok)
+        return True
+    valid = st is not None and st[2] == ok and now - st[0] < st[1] * 1e9
+    if valid:
+        return ci == OPEN and c.cto and ok
+    # revalidated unchanged: the timeout doubles (up to the maximum); else it starts over
+    ttl = min(max(st[1] * 2, lo), max(hi, lo)) if st is not None and st[2] == ok else lo
+    seen[path] = (now, ttl, ok)
+    return True
+
+
+def forecast(syscalls: Iterable[Any], network_mounts: set[int], requests: int,
+             caches: MountCaches, *, app_cache: bool = False) -> Forecast:
+    """`syscalls`: the trace's Syscall records (time order); the same caches on every
+    network mount (the demo's forecast)."""
+    calls = calls_of_syscalls(syscalls, network_mounts)
+    if not calls or requests <= 0:
+        return Forecast(max(requests, 0), 0.0, 0.0, 0.0)
+    t = simulate(calls, requests, {m: caches for m in network_mounts}, app_cache=app_cache)
+    total = sum(t.calls.values())
+    reaching = sum(t.reaching.values())
     return Forecast(requests, round(total / requests, 2), round(reaching / requests, 2),
-                    round(data / requests, 2))
+                    round(t.data_opens / requests, 2))
+
+
+# -- round trips per request ---------------------------------------------------------------------
+# The storage operations an open brings (its handle, data, close), in GlusterFS's FOP names
+# and NFS's operation names; every other operation is a path call's (LOOKUP, STAT, ACCESS…).
+OPEN_OPS = frozenset(("OPEN", "FLUSH", "RELEASE", "READ", "READV", "FSTAT", "CLOSE",
+                      "OPEN_NOATTR", "OPEN_DOWNGRADE", "LOCK", "LOCKU", "INODELK", "FINODELK",
+                      "ENTRYLK", "FENTRYLK", "FGETXATTR", "FXATTROP", "IPC"))
+
+
+@dataclass(frozen=True)
+class Factors:
+    """Storage operations per call that reaches it: for opens and for the other path calls,
+    from the round trips the trace measured over the current side's reaching calls; 1 each
+    when the trace measured none ("reaching calls": one round trip per call)."""
+
+    open_ops: float = 1.0
+    path_ops: float = 1.0
+    measured_per_request: float | None = None
+    basis: str = "reaching calls (the trace measured no round trips)"
+
+    def describe(self) -> dict[str, Any]:
+        return {"basis": self.basis, "measured_per_request": self.measured_per_request,
+                "ops_per_reaching_open": round(self.open_ops, 3),
+                "ops_per_reaching_path_call": round(self.path_ops, 3)}
+
+
+def reaching_per_request(by_mount: dict[tuple[int, int, bool], int], requests: int,
+                         reach: dict[tuple[int, int, bool], float]) -> tuple[float, float, float]:
+    """(network calls, reaching opens, reaching other path calls) per request."""
+    n = max(requests, 1)
+    calls = sum(by_mount.get(k, 0) for k in reach)
+    opens = sum(by_mount.get(k, 0) * f for k, f in reach.items() if k[1] == OPEN)
+    paths = sum(by_mount.get(k, 0) * f for k, f in reach.items() if k[1] != OPEN)
+    return calls / n, opens / n, paths / n
+
+
+def round_trip_factors(measured: dict[str, Any] | None, by_mount: dict[tuple[int, int, bool], int],
+                       requests: int, reach: dict[tuple[int, int, bool], float]) -> Factors:
+    """The storage operations per reaching call, calibrated on what the trace measured
+    (its trailer's "network": round trips per request and their breakdown by operation)."""
+    per_req = (measured or {}).get("per_request")
+    if not isinstance(per_req, (int, float)):
+        return Factors()
+    ops = (measured or {}).get("by_fop") or (measured or {}).get("by_op") or {}
+    total = measured.get("round_trips") if measured else None
+    _, opens, paths = reaching_per_request(by_mount, requests, reach)
+    share_open = (sum(n for op, n in ops.items() if op.upper() in OPEN_OPS) / total
+                  if total and ops else 0.0)
+    open_rt, path_rt = per_req * share_open, per_req * (1 - share_open)
+    all_f = per_req / (opens + paths) if opens + paths else 1.0
+    return Factors(open_rt / opens if opens and open_rt else all_f,
+                   path_rt / paths if paths and path_rt else all_f, float(per_req),
+                   "the round trips the trace measured, per call that reaches the storage "
+                   "(opens and other path calls apart)")
+
+
+def network_side(by_mount: dict[tuple[int, int, bool], int], requests: int,
+                 reach: dict[tuple[int, int, bool], float], factors: Factors,
+                 caches: dict[int, MountCaches], mounts: list[tuple[str, str]]) -> dict[str, Any]:
+    """One side's network figures per request."""
+    calls, opens, paths = reaching_per_request(by_mount, requests, reach)
+    return {"calls_per_request": round(calls, 2),
+            "reaching_per_request": round(opens + paths, 2),
+            "reaching_opens_per_request": round(opens, 2),
+            "round_trips_per_request": round(opens * factors.open_ops
+                                             + paths * factors.path_ops, 2),
+            "mounts": {mounts[m][0] if 0 <= m < len(mounts) else str(m): c.describe()
+                       for m, c in sorted(caches.items())}}
+
+
+__all__ = ["MountCaches", "Forecast", "Tally", "forecast", "simulate", "caches_of",
+           "with_changes", "parse_mount_sets", "calls_of_records", "round_trip_factors",
+           "network_side"]

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = "statstorm.apply/1"
+# --verify: a change is "worse" beyond these margins (a short run's noise stays inside them).
+WORSE_SYSCALLS = 0.02  # metadata calls per request up by more than 2 %
+WORSE_RPS = 0.10  # throughput down by more than 10 %
 # The kinds of storage step (the same names as the model's change kinds).
 VOLUME = "volume"
 MOUNT = "mount"
@@ -55,3 +58,42 @@ class StorageStep:
         return cls(str(d["kind"]), str(d["where"]), dict(d["before"]), dict(d["after"]),
                    list(d.get("client_argv") or []), int(d.get("client_pid") or 0),
                    bool(d.get("done")))
+
+
+def compare(before: dict[str, Any], after: dict[str, Any],
+            predicted: dict[str, Any] | None = None) -> dict[str, Any]:
+    """--verify's result: the change from `before` to `after`, why it is worse (empty: it is
+    not), and whatif's prediction beside the measurement (`predicted`, when made)."""
+    def rel(key: str) -> float | None:
+        b, a = before.get(key), after.get(key)
+        return None if not b or a is None else round((a - b) / b, 4)
+
+    why = []
+    sc = rel("syscalls_per_request")
+    if sc is not None and sc > WORSE_SYSCALLS:
+        why.append(f"metadata calls per request rose {sc:+.1%}")
+    rps = rel("rps")
+    if rps is not None and rps < -WORSE_RPS:
+        why.append(f"throughput fell {rps:+.1%}")
+    if after.get("errors", 0) > before.get("errors", 0):
+        why.append(f"{after['errors']} failed requests (before: {before.get('errors', 0)})")
+    out = {"before": before, "after": after,
+           "change": {"rps": rps, "p50_ms": rel("p50_ms"), "p99_ms": rel("p99_ms"),
+                      "syscalls_per_request": sc,
+                      "round_trips_per_request": rel("round_trips_per_request")},
+           "worse": "; ".join(why)}
+    if predicted is not None:
+        out["predicted"] = {**predicted, "measured": {
+            "calls_per_request": after.get("syscalls_per_request"),
+            "round_trips_per_request": after.get("round_trips_per_request")},
+            "error": {k: _err(predicted["proposed"].get(k), after.get(m)) for k, m in (
+                ("calls_per_request", "syscalls_per_request"),
+                ("round_trips_per_request", "round_trips_per_request"))}}
+    return out
+
+
+def _err(predicted: float | None, measured: float | None) -> float | None:
+    """(predicted − measured) / measured; None when either is missing or measured is 0."""
+    if predicted is None or measured is None or not measured:
+        return None
+    return round((predicted - measured) / measured, 4)

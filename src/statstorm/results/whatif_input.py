@@ -6,8 +6,13 @@ costs several times the replay itself. `statstorm whatif` therefore keeps what i
 sidecar file, `TRACE.whatif-cache` (format `statstorm-whatif-input`, documented in
 docs/trace.md), and uses it while it still matches. The trace file stays the source of truth:
 the cache is only ever derived from it, and is ignored (then rebuilt) whenever the trace's
-size or modification time, the cache's format version, or the code that builds or reads the
-model input has changed. Deleting it is always safe.
+size, modification time, inode or content (a SHA-256 of the trace file), the cache's format
+version, or the code that builds or reads the model input has changed. Deleting it is always
+safe.
+
+Besides the replay's input it holds what the mount layer needs, so that a cached run never
+reads the records: the trace-derived latency profile (`latency_profile.from_records`) and the
+network mounts' path calls with the round trips the trace measured (`network`).
 
 The sidecar is a `marshal` dump of plain values (dicts, lists, tuples, sets, str, int): the
 fastest stdlib form to load, and one that, unlike pickle, runs no code when loaded. A cache
@@ -30,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import (php_engine, phpsettings, realpath_cache, replay, replay_fs,
-                             replay_input, replay_ops, tracestats)
+from statstorm.model import (latency_profile, network_forecast, php_engine, phpsettings,
+                             realpath_cache, replay, replay_fs, replay_input, replay_ops,
+                             tracestats)
 from statstorm.model.realpath_cache import FsView
 from statstorm.model.replay_input import Prepared
 from statstorm.model.tracestats import summarize
@@ -42,11 +48,12 @@ from statstorm.results.trace.raw import R_END, S_CALL, S_REQ, S_RET, TraceRecord
 from statstorm.results.trace.vocabulary import CALLS, SUMMARY_KEYS
 
 FORMAT = "statstorm-whatif-input"
-VERSION = 1
+VERSION = 2
 SUFFIX = ".whatif-cache"
 # The modules whose code decides what the cache holds: any change to them invalidates it.
 _CODE = (vocabulary, jsonl, sidecar, raw, sys.modules[__name__], tracestats, replay,
-         replay_input, replay_fs, replay_ops, realpath_cache, php_engine, phpsettings)
+         replay_input, replay_fs, replay_ops, realpath_cache, php_engine, phpsettings,
+         latency_profile, network_forecast)
 
 
 @dataclass
@@ -56,6 +63,10 @@ class CachedInput:
     header: dict[str, Any]
     measured: dict[str, float]  # the trace's own per-request counts (tracestats.summarize)
     prep: Prepared
+    latency: dict[str, Any] | None = None  # the trace's own latency profile (None: none)
+    # the network mounts' path calls (network_forecast.NetCall), the trace's finished
+    # requests and the round trips it measured (its trailer's "network")
+    network: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def cache_path(trace: Path) -> Path:
@@ -70,9 +81,33 @@ def _code_key() -> str:
     return h.hexdigest()
 
 
-def _source_key(trace: Path) -> list[int]:
-    st = trace.stat()
-    return [st.st_size, st.st_mtime_ns]
+def _source_key(trace: Path) -> list[Any]:
+    """The trace file's size, mtime, inode and a SHA-256 of its bytes: a same-size edit with
+    its mtime put back, or another file renamed over it, does not match."""
+    with open(trace, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return [st.st_size, st.st_mtime_ns, st.st_ino, digest]
+
+
+def network_input(records: TraceRecords) -> dict[str, Any]:
+    """What the mount layer of whatif needs from the records (see CachedInput.network)."""
+    net = {i for i, (_, fstype) in enumerate(records.mounts)
+           if network_forecast.kind_of(str(fstype))}
+    done = sum(1 for r in records.requests.values() if r[R_END] >= 0) or len(records.requests)
+    return {"calls": network_forecast.calls_of_records(records.syscalls, records.paths, net)
+            if net else [],
+            "requests": done, "measured": records.trailer.get("network")}
+
+
+def new_input(records: TraceRecords, trace: Path) -> CachedInput:
+    """The whole what-if input of a trace's records."""
+    net = {i for i, (_, fstype) in enumerate(records.mounts)
+           if network_forecast.kind_of(str(fstype))}
+    return CachedInput(records.header, measured_per_request(records, trace),
+                       replay_input.prepare(records),
+                       latency_profile.from_records(records.syscalls, records.mounts, net),
+                       network_input(records))
 
 
 def _encode(cached: CachedInput, trace: Path) -> bytes:
@@ -82,7 +117,8 @@ def _encode(cached: CachedInput, trace: Path) -> bytes:
     fields["fs"] = dict(vars(prep.fs))
     return marshal.dumps({"format": FORMAT, "version": VERSION, "code": _code_key(),
                           "source": _source_key(trace), "header": cached.header,
-                          "measured": cached.measured, "prepared": fields})
+                          "measured": cached.measured, "prepared": fields,
+                          "latency": cached.latency, "network": cached.network})
 
 
 def _decode(data: Any, trace: Path) -> CachedInput | None:
@@ -95,7 +131,8 @@ def _decode(data: Any, trace: Path) -> CachedInput | None:
     fs = FsView()
     fs.__dict__.update(fields.pop("fs"))
     prep = Prepared(fs=fs, **fields)
-    return CachedInput(dict(data["header"]), dict(data["measured"]), prep)
+    return CachedInput(dict(data["header"]), dict(data["measured"]), prep, data["latency"],
+                       dict(data["network"]))
 
 
 def load(trace: Path) -> CachedInput | None:
@@ -128,8 +165,7 @@ def build(trace: Path) -> bool:
         records = read_records(trace)
         if records.header.get("detail") == "counts" or not records.operations:
             return False
-        cached = CachedInput(records.header, measured_per_request(records, trace),
-                             replay_input.prepare(records))
+        cached = new_input(records, trace)
     except (OSError, UsageError):
         return False
     return save(trace, cached)
