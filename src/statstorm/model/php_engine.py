@@ -294,12 +294,21 @@ class Engine:
             target = name
             if self.basedirs and not self.basedir_ok(w, target, cwd):
                 return
-            r = w.resolver
-            path = r.resolve(name, cwd, FILEPATH) or self._abs(name, cwd)
-            self.emit("open", path, True)
-            return
-        if self.basedirs and not self.basedir_ok(w, resolved, cwd):
-            return
+            # the stream opens the name as written: relative to the cwd, which is the
+            # include's last resort (PHP finds there what include_path did not)
+            path = w.resolver.resolve(name, cwd, FILEPATH) or self._abs(name, cwd)
+            if not self.fs.exists(path):
+                self.emit("open", path, True)
+                return
+            resolved = path  # (a *_once opens it every time: its name never resolves)
+        else:
+            if once and not s.opcache:
+                # zend_stream_open of the resolved path resolves it again (USE_PATH): free
+                # when the cache holds it under that spelling, a walk when the name was
+                # written with `..`, `./` or a symlink, or the cache is off or full
+                w.resolver.resolve(resolved, cwd, REALPATH)
+            if self.basedirs and not self.basedir_ok(w, resolved, cwd):
+                return
         self.emit("open", resolved, False)
         self.emit("fstat", resolved, False)
         w.included.add(resolved)

@@ -17,9 +17,10 @@ ENOENT, ENOTDIR = -2, -20
 _OBSERVED = frozenset(("lstat", "stat", "access", "open"))
 
 
-def _observe_each_call(fs: FsView, t: TraceRecords) -> bool:
+def _observe_each_call(fs: FsView, t: TraceRecords, enoent: set[str]) -> bool:
     """FsView.observe of each call that found or missed a path, in order (inlined: half a
-    million calls in a big trace); whether there are readlink calls."""
+    million calls in a big trace); whether there are readlink calls. The paths that a
+    call found missing with ENOENT are added to `enoent`."""
     pget = t.paths.get
     seen = fs._seen
     types = fs.types
@@ -32,6 +33,8 @@ def _observe_each_call(fs: FsView, t: TraceRecords) -> bool:
                 kind = FILE
             elif ret == ENOENT or ret == ENOTDIR:
                 kind = MISSING
+                if ret == ENOENT:
+                    enoent.add(pget(s[S_PATH], ""))
             else:
                 continue
             ts = s[S_TS]
@@ -57,7 +60,7 @@ def _observe_each_call(fs: FsView, t: TraceRecords) -> bool:
     return links
 
 
-def _observe_calls(fs: FsView, t: TraceRecords) -> bool:
+def _observe_calls(fs: FsView, t: TraceRecords, enoent: set[str]) -> bool:
     """What _observe_each_call does, for a trace whose paths each have one id, quicker: a
     call that repeats what its path last showed changes nothing, and the history of
     observations (`FsView._seen`) matters only for paths seen both present and missing, so
@@ -67,6 +70,7 @@ def _observe_calls(fs: FsView, t: TraceRecords) -> bool:
     last: dict[int, int] = {}  # path id → its type so far (-1: not absolute: ignored)
     first: dict[int, bool] = {}  # path id → whether its first call found it
     mixed: set[int] = set()  # path ids seen both present and missing
+    missing: set[int] = set()  # path ids a call found missing with ENOENT
     links = False
     for s in t.syscalls:
         call = s[S_CALL]
@@ -76,6 +80,8 @@ def _observe_calls(fs: FsView, t: TraceRecords) -> bool:
                 kind = FILE
             elif ret == ENOENT or ret == ENOTDIR:
                 kind = MISSING
+                if ret == ENOENT:
+                    missing.add(s[S_PATH])
             else:
                 continue
         elif call == "getcwd" and s[S_RET] > 0:
@@ -123,6 +129,7 @@ def _observe_calls(fs: FsView, t: TraceRecords) -> bool:
             else:
                 continue
             seen.setdefault(pget(i, ""), []).append(obs)
+    enoent.update(pget(i, "") for i in missing)
     return links
 
 
@@ -131,10 +138,18 @@ def from_records(t: TraceRecords, named: list[str]) -> FsView:
     resolutions used (a script an include named exists unless a call found it missing)."""
     fs = FsView()
     pget = t.paths.get
+    enoent: set[str] = set()
     if len(set(t.paths.values())) == len(t.paths):
-        links = _observe_calls(fs, t)
+        links = _observe_calls(fs, t, enoent)
     else:  # one path under two ids (not from TraceWriter): each call observed in turn
-        links = _observe_each_call(fs, t)
+        links = _observe_each_call(fs, t, enoent)
+    # A path that exists and has a child a call found missing with ENOENT (not ENOTDIR) is
+    # a directory, though no call showed what it is (an lstat's result has no type).
+    types = fs.types
+    for path in enoent:
+        parent = posixpath.dirname(path)
+        if types.get(parent) == FILE:
+            types[parent] = DIR
     if links:
         # symlinks: readlink(P) ok, then the next lstat of the same resolution is the target
         by_op: dict[tuple[int, int], list[tuple[str, str, int]]] = defaultdict(list)
@@ -158,7 +173,6 @@ def from_records(t: TraceRecords, named: list[str]) -> FsView:
                 fs.observe_link(path, target)
     # A script an include named (absolutely) exists unless a call found it missing: with
     # OPcache answering from its key the trace has no call on it at all.
-    types = fs.types
     for names in (named, [r[R_SCRIPT] for r in t.requests.values()]):  # primary scripts too
         for name in names:
             if name not in types and name.startswith("/"):

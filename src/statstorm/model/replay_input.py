@@ -96,6 +96,17 @@ _NO_ARGS: dict[str, Any] = {}  # never changed
 _G = 1_000_000_000
 
 
+CUT_AT = 199  # the tracers cut longer strings: bpftrace at 199 bytes, the eBPF tracer at 255
+
+
+def uncut(value: str, whole: str) -> str:
+    """`whole` where `value` is that string cut by the tracer (an include_path longer than
+    the tracer's longest string); else `value`."""
+    if len(value) >= CUT_AT and len(whole) > len(value) and whole.startswith(value):
+        return whole
+    return value
+
+
 def _prepare(t: TraceRecords) -> Prepared:
     if t.header.get("detail") == "counts" or (not t.syscalls and t.request_counts):
         raise UsageError("this trace has counts only (recorded with --counts); record one "
@@ -165,7 +176,7 @@ def _prepare(t: TraceRecords) -> Prepared:
                     v = info.get("include_path")
                     if isinstance(v, int):
                         v = pget(v, "")
-                    inc_path[pid] = str(v or "")
+                    inc_path[pid] = uncut(str(v or ""), recorded_ip)
             v = a.get("name", "")
             name = pget(v, "") if isinstance(v, int) else str(v)
             c = cwd.get(pid, "")
@@ -323,11 +334,12 @@ def _prepare(t: TraceRecords) -> Prepared:
     for pid, tl in timeline.items():
         tl.sort(key=_TIME)
         # OPcache fetches the cwd once per request for its first relative key, just before
-        # the include: the engine makes that call itself, so the recorded one goes. (Any
-        # 6-item event right before a relative include goes, as it always has.)
+        # the include: the engine makes that call itself, so the recorded one goes (a
+        # getcwd pass-through, marked by its sixth item, right before a relative include).
         if pid in relative:
             cut = [i - 1 for i, x in enumerate(tl) if i and x[1][0] == E_INCLUDE
-                   and not x[1][2].startswith("/") and len(tl[i - 1][1]) == 6]
+                   and not x[1][2].startswith("/") and len(tl[i - 1][1]) == 6
+                   and tl[i - 1][1][0] == E_PASS]
             if cut:
                 gone = set(cut)
                 tl = [x for i, x in enumerate(tl) if i not in gone]
