@@ -36,6 +36,7 @@ E_PROBE = 4  # (E_PROBE, req, name, func, abspath, cwd)
 E_CLEAR = 5  # (E_CLEAR, req, realpath, filename)
 E_USER_INI = 6  # (E_USER_INI, req, script_dir, dirs)
 E_RESOLVE = 7  # (E_RESOLVE, req, name, cwd, include_path, fallback_dir): the primary script
+E_CHDIR = 8  # (E_CHDIR, req): chdir() forgets the stat cache's relative names
 
 Event = tuple[Any, ...]
 
@@ -189,6 +190,11 @@ class Engine:
                 self._user_ini(w, ev[2], ev[3])
             elif kind == E_RESOLVE:
                 self._primary(w, ev[2], ev[3], ev[4], ev[5])
+            elif kind == E_CHDIR:
+                if w.stat_file is not None and not w.stat_file.startswith("/"):
+                    w.stat_file = None
+                if w.lstat_file is not None and not w.lstat_file.startswith("/"):
+                    w.lstat_file = None
             if w.cache.used > w.peak_bytes:
                 w.peak_bytes = w.cache.used
 
@@ -220,7 +226,12 @@ class Engine:
         r = w.resolver
         if name.startswith(("/", "./", "../")) or not include_path:
             return r.resolve(name, cwd, REALPATH)
-        for entry in include_path.split(":"):
+        # an empty entry is tried as "" (the name under /), except a last one: the scan
+        # stops at the string's end, so "a:b:" tries a and b only
+        entries = include_path.split(":")
+        if not entries[-1]:
+            entries.pop()
+        for entry in entries:
             if "://" in entry:
                 continue
             res = r.resolve(entry + "/" + name, cwd, REALPATH)

@@ -26,7 +26,7 @@ from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.model import replay_fs, replay_ops
-from statstorm.model.php_engine import (CALL_INDEX, E_CLEAR, E_INCLUDE, E_PASS, E_PROBE,
+from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_INCLUDE, E_PASS, E_PROBE,
                                         E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, Event)
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.realpath_cache import EXPAND, FILEPATH, REALPATH, FsView
@@ -157,8 +157,10 @@ def _prepare(t: TraceRecords) -> Prepared:
     fb_names: dict[str, str] = {}
     ev: Event
     tl_pid, tl = None, []  # the last worker's timeline (a run of roots is often one worker's)
+    chdirs = replay_ops.Chdirs(t, fs.canon)
     for o in scan.roots:
         _, oid, req, pid, start, _, kind, _, a = o
+        chdirs.advance(pid, start, cwd)
         if kind == "include" or kind == "include_resolve":
             in_binary_search = False
             if kind == "include_resolve":
@@ -171,7 +173,7 @@ def _prepare(t: TraceRecords) -> Prepared:
                 if isinstance(v, int):
                     v = pget(v, "")
                 if v:
-                    cwd[pid] = str(v)
+                    cwd[pid] = chdirs.physical(str(v))
                 if "include_path" in info:
                     v = info.get("include_path")
                     if isinstance(v, int):
@@ -279,6 +281,8 @@ def _prepare(t: TraceRecords) -> Prepared:
     for s in t.syscalls:
         _, ts, pid, req, op, call, _, path_id, ret, _, _, skind = s
         if op in dropped or call not in CALL_INDEX:
+            if call == "chdir" and ret == 0:  # PHP's chdir() forgets relative stat-cache keys
+                timeline[pid].append((ts, (E_CHDIR, req)))
             continue
         path = pget(path_id, "")
         if skind == "opcache_revalidate" and op < 0 and (

@@ -10,9 +10,10 @@ from __future__ import annotations
 import itertools
 import posixpath
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from statstorm.results.trace.raw import O_ID, O_START, TraceRecords
+from statstorm.results.trace.raw import (O_ID, O_START, S_CALL, S_PATH, S_PID, S_RET, S_TS,
+                                         TraceRecords)
 
 MODELED_KINDS = ("include", "include_resolve", "file_probe", "stat_cache_clear", "user_ini")
 _MODELED = frozenset(MODELED_KINDS)
@@ -111,11 +112,49 @@ def fallback_dir(last: str | None, ncands: int, name: str, include_path: str,
     if last is not None:
         n = _ENTRIES.get(include_path)
         if n is None:
-            n = _ENTRIES[include_path] = len([e for e in include_path.split(":")
-                                              if "://" not in e])
+            n = _ENTRIES[include_path] = len([e for e in include_path.removesuffix(":")
+                                              .split(":") if "://" not in e])
         if ncands == n + 1 and last.endswith("/" + name):
             return last[: -len(name) - 1]
     d = _DIRS.get(script)
     if d is None:
         d = _DIRS[script] = posixpath.dirname(script) if script else ""
     return d
+
+
+class Chdirs:
+    """Each process's successful chdir calls in time order, applied to its cwd as the
+    operations are walked in start order: an operation uses the cwd in force when it began
+    (an include records its cwd; a probe or a relative path does not)."""
+
+    def __init__(self, t: TraceRecords, canon: Callable[[str], str | None]) -> None:
+        self.canon = canon  # the physical path (the kernel's cwd follows symlinks)
+        pget = t.paths.get
+        self.by_pid: dict[int, list[tuple[int, str]]] = {}
+        for s in t.syscalls:
+            if s[S_CALL] == "chdir" and s[S_RET] == 0:
+                self.by_pid.setdefault(s[S_PID], []).append((s[S_TS], pget(s[S_PATH], "")))
+        self.pos: dict[int, int] = {}
+        self._physical: dict[str, str] = {}
+
+    def advance(self, pid: int, start: int, cwd: dict[int, str]) -> None:
+        """Apply `pid`'s chdir calls made before `start` to `cwd[pid]`."""
+        calls = self.by_pid.get(pid)
+        if not calls:
+            return
+        i = self.pos.get(pid, 0)
+        while i < len(calls) and calls[i][0] <= start:
+            path = calls[i][1]
+            if not path.startswith("/"):
+                path = posixpath.join(cwd.get(pid, "/"), path)
+            cwd[pid] = self.physical(path)
+            i += 1
+        self.pos[pid] = i
+
+    def physical(self, path: str) -> str:
+        """The cwd the kernel reports for a chdir to `path` (symlinks followed): the trace
+        records a directory as the script named it."""
+        p = self._physical.get(path)
+        if p is None:
+            p = self._physical[path] = self.canon(path) or posixpath.normpath(path)
+        return p
