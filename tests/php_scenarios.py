@@ -347,24 +347,31 @@ class Comparison:
 
 def check_case(seed: int, base: Path, home: Path,
                features: frozenset[str] = FEATURES) -> list[Comparison]:
-    """Record scenario `seed`, then compare: the tracer with strace under the recorded
-    settings, the model's replay with the tracer, and the model's prediction with real PHP
-    under every other setting. The scenario's tree is removed afterwards."""
-    sc = generate(seed, base, features)
+    """Generate scenario `seed` and check it (check_scenario)."""
+    return check_scenario(generate(seed, base, features), home)
+
+
+def check_scenario(sc: Scenario, home: Path) -> list[Comparison]:
+    """Record `sc` under its first settings, then compare: the tracer with strace under the
+    recorded settings, the model's replay with the tracer, and the model's prediction with
+    real PHP under every other setting. The scenario's tree is removed afterwards."""
     sc.build()
+    stem = f"case-{sc.seed}"
     try:
-        tfile = record(sc, home, sc.root.parent / f"case-{seed}.sst.gz")
+        tfile = record(sc, home, sc.root.parent / f"{stem}.sst.gz")
         sc.build()
         trace = read_trace(tfile)
-        traced = {k: summarize(trace)["per_request"][k] for k in SUMMARY_KEYS}
-        out = [Comparison(seed, "replay", predict(trace, sc, sc.settings[0]), traced)]
-        log = sc.root.parent / f"case-{seed}.strace"
-        out.append(Comparison(seed, "strace vs tracer", real(sc, sc.settings[0], log), traced))
+        per = summarize(trace)["per_request"]
+        traced = {k: per[k] for k in SUMMARY_KEYS}
+        out = [Comparison(sc.seed, "replay", predict(trace, sc, sc.settings[0]), traced)]
+        log = sc.root.parent / f"{stem}.strace"
+        out.append(Comparison(sc.seed, "strace vs tracer", real(sc, sc.settings[0], log),
+                              traced))
         for s in sc.settings[1:]:
-            out.append(Comparison(seed, " ".join(sc.changes(s)) or "(same)",
+            out.append(Comparison(sc.seed, " ".join(sc.changes(s)) or "(same)",
                                   predict(trace, sc, s), real(sc, s, log)))
         return out
     finally:
         shutil.rmtree(sc.root, ignore_errors=True)
-        for leftover in sc.root.parent.glob(f"case-{seed}.*"):
+        for leftover in sc.root.parent.glob(f"{stem}.*"):
             leftover.unlink(missing_ok=True)

@@ -37,6 +37,7 @@ E_CLEAR = 5  # (E_CLEAR, req, realpath, filename)
 E_USER_INI = 6  # (E_USER_INI, req, script_dir, dirs)
 E_RESOLVE = 7  # (E_RESOLVE, req, name, cwd, include_path, fallback_dir): the primary script
 E_CHDIR = 8  # (E_CHDIR, req): chdir() forgets the stat cache's relative names
+E_OPC_CLI = 9  # (E_OPC_CLI, req, lock file, script): a CLI run's calls of OPcache itself
 
 Event = tuple[Any, ...]
 
@@ -163,7 +164,7 @@ class Engine:
                 w = self._start_request(wid, w, now)
                 if ev[2] and ev[2] != "relative" and self.s.opcache:
                     self._primary_opcache(w, ev[2])
-                if ev[2] == "relative" and self.s.opcache:
+                if ev[2] == "relative" and self.s.opcache and not self.s.opcache_revalidate_path:
                     self.emit("getcwd", "", False)  # the primary script's key needs the cwd
                     w.opc_cwd = True
                 continue
@@ -190,6 +191,10 @@ class Engine:
                 self._user_ini(w, ev[2], ev[3])
             elif kind == E_RESOLVE:
                 self._primary(w, ev[2], ev[3], ev[4], ev[5])
+            elif kind == E_OPC_CLI:
+                if self.s.opcache:  # the lock file's open; the primary script's timestamp
+                    self.emit("open", ev[2], False)
+                    self.emit("fstat", ev[3], False)
             elif kind == E_CHDIR:
                 if w.stat_file is not None and not w.stat_file.startswith("/"):
                     w.stat_file = None
@@ -274,6 +279,8 @@ class Engine:
         if s.opcache:
             if name.startswith("/"):
                 key = name  # self._opc_key, inlined for the common case
+            elif s.opcache_revalidate_path:
+                key = None  # no key by the name as written, so no cwd for it
             else:
                 if not w.opc_cwd:
                     self.emit("getcwd", cwd, False)  # ZCG(cwd), once per request
@@ -295,7 +302,8 @@ class Engine:
             return
         if s.opcache and once and resolved is not None and resolved in self.opc_scripts:
             # found by its real path: the key is added, no open
-            self.opc_keys[key] = resolved
+            if key is not None:
+                self.opc_keys[key] = resolved
             w.included.add(resolved)
             self._validate(w, name, resolved, cwd, include_path, fallback, have_path=True)
             return
@@ -313,10 +321,11 @@ class Engine:
                 return
             resolved = path  # (a *_once opens it every time: its name never resolves)
         else:
-            if once and not s.opcache:
-                # zend_stream_open of the resolved path resolves it again (USE_PATH): free
-                # when the cache holds it under that spelling, a walk when the name was
-                # written with `..`, `./` or a symlink, or the cache is off or full
+            if once:
+                # zend_stream_open of the resolved path resolves it again (USE_PATH; with
+                # OPcache only for a script it has not cached): free when the realpath
+                # cache holds it under that spelling, a walk when the name was written
+                # with `..`, `./` or a symlink, or the cache is off or full
                 w.resolver.resolve(resolved, cwd, REALPATH)
             if self.basedirs and not self.basedir_ok(w, resolved, cwd):
                 return
@@ -326,7 +335,7 @@ class Engine:
         if s.opcache:
             if resolved not in self.opc_scripts:
                 self.opc_scripts[resolved] = w.request_time + s.opcache_revalidate_freq
-            if not once:  # a *_once compiles under its real path only
+            if not once and key is not None:  # a *_once compiles under its real path only
                 self.opc_keys[key] = resolved
             self.opc_keys[resolved] = resolved
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.model import replay_fs, replay_ops
-from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_INCLUDE, E_PASS, E_PROBE,
+from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_OPC_CLI, E_INCLUDE, E_PASS, E_PROBE,
                                         E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, Event)
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.realpath_cache import EXPAND, FILEPATH, REALPATH, FsView
@@ -278,8 +278,12 @@ def _prepare(t: TraceRecords) -> Prepared:
                    and sc[S_RET] >= 0)
     first_include = scan.first_include  # request → start of its first include
     kept = 0
+    opc_skip, opc_sem, opc_script = replay_ops.cli_opcache_calls(
+        t, single and from_recorded(settings).opcache)
     for s in t.syscalls:
         _, ts, pid, req, op, call, _, path_id, ret, _, _, skind = s
+        if opc_skip and (call == "open" or call == "fstat") and (ts, pid, call) in opc_skip:
+            continue
         if op in dropped or call not in CALL_INDEX:
             if call == "chdir" and ret == 0:  # PHP's chdir() forgets relative stat-cache keys
                 timeline[pid].append((ts, (E_CHDIR, req)))
@@ -292,7 +296,7 @@ def _prepare(t: TraceRecords) -> Prepared:
             # php-fpm's primary script's (before its first include; a later stat of it is
             # the application's, e.g. getlastmod()): the engine makes them
             continue
-        if call == "getcwd" and op < 0 and skind == "other":
+        if call == "getcwd" and op < 0 and (skind == "other" or skind == "main_script"):
             ev = (E_PASS, req, call, path, ret < 0, True)  # maybe OPcache's cwd (see below)
         else:
             ev = (E_PASS, req, call, path, ret < 0)
@@ -318,9 +322,11 @@ def _prepare(t: TraceRecords) -> Prepared:
                         break
                     elif seen_expand and ev[0] != E_PASS:
                         break
+        script = opc_script or _script_arg([str(a) for a in argv])
         for pid, tl in timeline.items():
             t0 = min(x[0] for x in tl) if tl else 0
             tl.append((t0 - 1, (E_REQ, 0, rel)))
+            tl.append((t0 - 1, (E_OPC_CLI, 0, opc_sem or "/tmp/.ZendSem", script)))
             first_request[pid] = t0
     else:
         # each request's start goes first among its worker's events at the same ns

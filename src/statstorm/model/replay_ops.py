@@ -158,3 +158,26 @@ class Chdirs:
         if p is None:
             p = self._physical[path] = self.canon(path) or posixpath.normpath(path)
         return p
+
+
+def cli_opcache_calls(t: TraceRecords, opcache: bool) -> tuple[set[tuple[int, int, str]], str, str]:
+    """OPcache's own calls in a PHP CLI run, made only when it is enabled: the open of its
+    lock file (`/tmp/.ZendSem.XXXXXX`, at start-up) and one more fstat of the primary
+    script (its timestamp). For a trace recorded with OPcache on: the (ts, pid, call) of
+    those recorded calls (the engine makes them), the lock file's path and the script's."""
+    pget = t.paths.get
+    sem = script = ""
+    skip: set[tuple[int, int, str]] = set()
+    if not opcache:
+        return skip, sem, script
+    for s in t.syscalls:
+        call = s[S_CALL]
+        if call == "open" and not sem and s[S_RET] >= 0 and "/.ZendSem." in pget(s[S_PATH], ""):
+            sem = pget(s[S_PATH], "")
+            skip.add((s[S_TS], s[S_PID], call))
+        elif call == "fstat" and sem and not script:
+            path = pget(s[S_PATH], "")
+            if path.endswith(".php"):
+                script = path
+                skip.add((s[S_TS], s[S_PID], call))
+    return skip, sem, script
