@@ -130,10 +130,19 @@ class Chdirs:
     def __init__(self, t: TraceRecords, canon: Callable[[str], str | None]) -> None:
         self.canon = canon  # the physical path (the kernel's cwd follows symlinks)
         pget = t.paths.get
-        self.by_pid: dict[int, list[tuple[int, str]]] = {}
+        # pid → [(ts, directory as named, the cwd a getcwd reported next, if any)]
+        self.by_pid: dict[int, list[tuple[int, str, str]]] = {}
+        pending: dict[int, int] = {}  # pid → index of its last chdir without a getcwd yet
         for s in t.syscalls:
-            if s[S_CALL] == "chdir" and s[S_RET] == 0:
-                self.by_pid.setdefault(s[S_PID], []).append((s[S_TS], pget(s[S_PATH], "")))
+            call = s[S_CALL]
+            if call == "chdir" and s[S_RET] == 0:
+                calls = self.by_pid.setdefault(s[S_PID], [])
+                calls.append((s[S_TS], pget(s[S_PATH], ""), ""))
+                pending[s[S_PID]] = len(calls) - 1
+            elif call == "getcwd" and s[S_RET] > 0 and s[S_PID] in pending:
+                calls = self.by_pid[s[S_PID]]
+                i = pending.pop(s[S_PID])
+                calls[i] = (calls[i][0], calls[i][1], pget(s[S_PATH], ""))
         self.pos: dict[int, int] = {}
         self._physical: dict[str, str] = {}
 
@@ -144,9 +153,11 @@ class Chdirs:
             return
         i = self.pos.get(pid, 0)
         while i < len(calls) and calls[i][0] <= start:
-            path = calls[i][1]
+            _, path, reported = calls[i]
             if not path.startswith("/"):
                 path = posixpath.join(cwd.get(pid, "/"), path)
+            if reported:  # the kernel's own answer (through symlinks)
+                self._physical[path] = reported
             cwd[pid] = self.physical(path)
             i += 1
         self.pos[pid] = i
