@@ -164,7 +164,7 @@ class Engine:
                 w = self._start_request(wid, w, now)
                 if ev[2] and ev[2] != "relative" and self.s.opcache:
                     self._primary_opcache(w, ev[2])
-                if ev[2] == "relative" and self.s.opcache and not self.s.opcache_revalidate_path:
+                if ev[2] == "relative" and self.s.opcache:
                     self.emit("getcwd", "", False)  # the primary script's key needs the cwd
                     w.opc_cwd = True
                 continue
@@ -279,8 +279,8 @@ class Engine:
         if s.opcache:
             if name.startswith("/"):
                 key = name  # self._opc_key, inlined for the common case
-            elif s.opcache_revalidate_path:
-                key = None  # no key by the name as written, so no cwd for it
+            elif once and s.opcache_revalidate_path:
+                key = None  # a *_once makes no key by the name as written: no cwd for it
             else:
                 if not w.opc_cwd:
                     self.emit("getcwd", cwd, False)  # ZCG(cwd), once per request

@@ -10,7 +10,7 @@ import posixpath
 from collections import defaultdict
 
 from statstorm.model.realpath_cache import DIR, FILE, LINK, MISSING, FsView
-from statstorm.results.trace.raw import (R_SCRIPT, S_CALL, S_PATH, S_PID, S_RET, S_TS,
+from statstorm.results.trace.raw import (R_SCRIPT, S_CALL, S_OP, S_PATH, S_PID, S_RET, S_TS,
                                          TraceRecords)
 
 ENOENT, ENOTDIR = -2, -20
@@ -151,30 +151,31 @@ def from_records(t: TraceRecords, named: list[str]) -> FsView:
         if types.get(parent) == FILE:
             types[parent] = DIR
     if links:
-        # symlinks: readlink(P) ok, then the process's next lstat is the target, or (the
-        # target's directory cached) the resolved path under it: the rest of a path that
-        # was walked through the link just before
-        by_pid: dict[int, list[tuple[str, str, int]]] = defaultdict(list)
+        # symlinks: readlink(P) ok, then a later lstat of the process under the target:
+        # the resolved path of a path walked through the link just before (the target's
+        # directory cached), or else the same operation's next lstat, the target itself
+        by_pid: dict[int, list[tuple[str, str, int, int]]] = defaultdict(list)
         for s in t.syscalls:
             call = s[S_CALL]
             if call == "readlink" or call == "lstat":
                 path = pget(s[S_PATH], "")
                 if path.startswith("/"):
-                    by_pid[s[S_PID]].append((call, path, s[S_RET]))
+                    by_pid[s[S_PID]].append((call, path, s[S_RET], s[S_OP]))
         for calls in by_pid.values():
-            for i, (call, path, ret) in enumerate(calls):
+            for i, (call, path, ret, op) in enumerate(calls):
                 if call != "readlink" or ret < 0:
                     continue
-                nxt = next((c for c in calls[i + 1:] if c[0] == "lstat"), None)
-                if nxt is None:
-                    continue
                 parent = posixpath.dirname(path)
-                target = nxt[1]
-                for rest in sorted({c[1][len(path):] for c in calls[max(0, i - 64):i]
-                                    if c[1].startswith(path + "/")}, key=len, reverse=True):
-                    if len(target) > len(rest) and target.endswith(rest):
-                        target = target[:-len(rest)]
-                        break
+                rests = sorted({c[1][len(path):] for c in calls[max(0, i - 64):i]
+                                if c[1].startswith(path + "/")}, key=len, reverse=True)
+                after = [c for c in calls[i + 1:i + 9] if c[0] == "lstat"]
+                found = next((c[1][:-len(r)] for c in after for r in rests
+                              if len(c[1]) > len(r) and c[1].endswith(r)), None)
+                if found is None:
+                    found = next((c[1] for c in after[:1] if c[3] == op), None)
+                if found is None:
+                    continue
+                target = found
                 if target.startswith(parent.rstrip("/") + "/"):
                     target = target[len(parent.rstrip("/")) + 1:]
                 fs.observe_link(path, target)
