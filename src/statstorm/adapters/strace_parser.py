@@ -141,9 +141,8 @@ class _LogParser:
         if ts is not None:
             if ts < proc.last_ns:
                 raise UsageError(f"{self.source}:{lineno}: the time goes back by "
-                                 f"{(proc.last_ns - ts) / 1e6:,.3f} ms for PID {pid}: lines out "
-                                 "of order or logs put together; give one strace log as strace "
-                                 "wrote it")
+                                 f"{(proc.last_ns - ts) / 1e6:,.3f} ms for PID {pid}: lines out"
+                                 " of order or logs put together; give one log as strace wrote it")
             proc.last_ns = ts
         self.good += 1
         if body.startswith((b"---", b"strace: ")):
@@ -259,17 +258,12 @@ class _LogParser:
             lat = int(lat_m.group(1)) * 10**9 + frac_ns(lat_m.group(2))
         proc.done_ns = max(proc.done_ns, ts + lat if lat else end_ts)
         raw_ret, ret_deco, err = res.groups()
-        if raw_ret == b"?":
-            ret = 0
-        else:
-            value = number(raw_ret)
-            if value is None:
-                self.good -= 1
-                self._bad(lineno)
-                return
-            ret = value
-            if ret == -1 and err:
-                ret = -errno_value(err.decode())
+        value = 0 if raw_ret == b"?" else number(raw_ret)
+        if value is None:  # a result no register holds: a damaged line
+            self.good -= 1
+            self._bad(lineno)
+            return
+        ret = -errno_value(err.decode()) if value == -1 and err else value
         if ret_deco is not None or DECORATED.search(text, 0, end):
             self.out.flags_seen.add("-y")
         call: str | None = None
