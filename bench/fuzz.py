@@ -434,12 +434,12 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [t for t in TARGETS if not args.only or t.name in args.only.split(",")]
     if not chosen or args.inputs < len(chosen):
         ap.error(f"choose from {', '.join(t.name for t in TARGETS)}, and at least one input each")
-    per = args.inputs // len(chosen)
-    print(f"fuzzing {len(chosen)} parsers, {per:,} inputs each, seed {args.seed}, "
+    per, extra = divmod(args.inputs, len(chosen))
+    print(f"fuzzing {len(chosen)} parsers, {args.inputs:,} inputs in all, seed {args.seed}, "
           f"time limit {args.time_limit:g} s per input", file=sys.stderr)
     reports = []
-    for t in chosen:
-        rep = fuzz(t, per, args.seed, args.time_limit)
+    for i, t in enumerate(chosen):
+        rep = fuzz(t, per + (i < extra), args.seed, args.time_limit)
         reports.append(rep)
         print(f"{rep.name:18} {rep.tried:>8,} inputs  {rep.failed:>6,} failures  "
               f"{rep.hangs:>4} hangs  {rep.seconds:7.1f} s", flush=True)
