@@ -300,6 +300,14 @@ def test_damaged_load_generator_outputs_found_by_mutation() -> None:
                  plain.replace("1077.58", "1077.5.")]:
         with pytest.raises(ComponentError, match="^wrk"):
             wrk.parse(text)
+    matrix = SEED_BYTES["wrk-matrix"][1].decode()  # integers too big for a float: --seed 2
+    for damaged in (matrix.replace("2100", HUGE[:400], 1),
+                    matrix.replace("[0,300]", f"[0,{HUGE[:400]}]")):
+        with pytest.raises(ComponentError, match="STATSTORM-MATRIX line is damaged"):
+            TARGETS["wrk-matrix"].run(damaged.encode())
+    ok0 = (FIX / "vegeta" / "ok.jsonl").read_text().splitlines()
+    with pytest.raises(ComponentError, match="no 'seq'"):
+        vegeta.parse(ok0[0].replace('"seq":0', f'"seq":{HUGE[:400]}'), 10.0, "")
     with pytest.raises(ComponentError, match="^ab output not understood"):
         ab.parse((FIX / "ab" / "plain.txt").read_text().replace("799.98", ".28.71"))
     ok = (FIX / "vegeta" / "ok.jsonl").read_text().splitlines()
