@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import ipaddress
 import random
 import signal
 import socket
@@ -140,7 +141,11 @@ def _lookup_locally(real: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
     def lookup(host: str, port: object, *args: object, **kw: object) -> list[Any]:
         if isinstance(host, str):
             host.encode("idna")
-        if host in ("localhost", "127.0.0.1", "::1") or str(host).replace(".", "").isdigit():
+        try:
+            literal = host == "localhost" or bool(ipaddress.ip_address(host))
+        except ValueError:
+            literal = False
+        if literal:  # answered from /etc/hosts or the literal itself: no DNS query
             return real(host, port, *args, **kw)
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
     return lookup
