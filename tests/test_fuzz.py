@@ -47,7 +47,7 @@ def _bench() -> ModuleType:
 FUZZ = _bench()
 TARGETS = {t.name: t for t in FUZZ.TARGETS}
 SEED_BYTES = {name: [s for s in t.seeds() if s] for name, t in TARGETS.items()}
-BUDGET = settings(max_examples=120, deadline=None, derandomize=True, database=None,
+BUDGET = settings(max_examples=250, deadline=None, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck))
 
 
