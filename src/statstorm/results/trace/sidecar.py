@@ -78,6 +78,9 @@ class RecordsWriter:
                          "header": json.loads(json.dumps(header))})
         except (ValueError, TypeError):
             self.drop()
+        except BaseException:
+            self.drop()
+            raise
 
     def _chunk(self, obj: Any) -> None:
         assert self._fh is not None
@@ -172,11 +175,12 @@ class Rebuild:
             pass
 
     def add(self, batch: list[Any]) -> None:
+        """A batch as decoded, dumped at once: its reader may change the records next."""
         if self._w is None:
             return
         try:
-            for rec in batch:
-                self._w.add(rec)
+            self._w.buf.extend(batch)
+            self._w.flush()
         except OSError:
             self.drop()
 
