@@ -309,7 +309,8 @@ class _LogParser:
         return proc.fds.get(num, "") if num is not None else ""
 
     def _flagged(self, proc: _Proc, name: str, args: list[bytes]) -> tuple[str | None, str]:
-        flag_arg = args[2] if name == "statx" else args[3] if len(args) > 3 else b"0"
+        at = 2 if name == "statx" else 3  # the flags argument (absent on a damaged line)
+        flag_arg = args[at] if len(args) > at else b"0"
         raw = quoted(args[1]) if len(args) > 1 else None
         flags = at_flags(flag_arg)
         call = call_type(name, flags, decode_path(raw) if raw else "")
