@@ -221,9 +221,11 @@ def test_a_failure_at_any_write_publishes_nothing(tmp_path: Path, monkeypatch: p
 
 
 @pytest.mark.root
-def test_full_disk_under_a_real_trace_cmd_leaves_no_temp_file(shared_dir: Path) -> None:
-    if not shutil.which("php"):
-        pytest.skip("php is not installed")
+@pytest.mark.parametrize("backend", ["auto", "bpftrace"])
+def test_full_disk_under_a_real_trace_cmd_leaves_no_temp_file(shared_dir: Path,
+                                                              backend: str) -> None:
+    if not shutil.which("php") or (backend == "bpftrace" and not shutil.which("bpftrace")):
+        pytest.skip("php or bpftrace is not installed")
     disk = shared_dir / "small"
     disk.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(disk)], check=True)
@@ -232,7 +234,8 @@ def test_full_disk_under_a_real_trace_cmd_leaves_no_temp_file(shared_dir: Path) 
         write_trace(out, read_trace(pool_trace(shared_dir / "p.sst")))
         old = {p: p.read_bytes() for p in (out, records_path(out))}
         p = run_cli(["trace", "--cmd", "php -r 'for ($i = 0; $i < 3000; $i++) "
-                     "file_exists(\"/tmp/statstorm-none-$i\");'", "-o", str(out)], shared_dir)
+                     "file_exists(\"/tmp/statstorm-none-$i\");'", "-o", str(out),
+                     "--backend", backend], shared_dir)
         one_line_error(p, 1, "No space left on device", str(out))
         assert {q: q.read_bytes() for q in old} == old
         assert temp_files(disk) == [] and sorted(x.name for x in disk.iterdir()) == [
