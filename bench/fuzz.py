@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import ipaddress
 import random
 import signal
 import socket
@@ -32,7 +33,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -134,13 +135,17 @@ def _nginx_t(data: bytes) -> None:
     nginx.files_passing_to(_text(data), "/run/php/php8.2-fpm.sock")
 
 
-def _lookup_locally(real: Callable[..., list]) -> Callable[..., list]:  # type: ignore[type-arg]
+def _lookup_locally(real: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
     """getaddrinfo that never asks DNS: IP literals and localhost as the real one answers them,
     other names as unknown. The host is IDNA-encoded first, as the real one does."""
-    def lookup(host: str, port: object, *args: object, **kw: object) -> list:  # type: ignore[type-arg]
+    def lookup(host: str, port: object, *args: object, **kw: object) -> list[Any]:
         if isinstance(host, str):
             host.encode("idna")
-        if host in ("localhost", "127.0.0.1", "::1") or str(host).replace(".", "").isdigit():
+        try:
+            literal = host == "localhost" or bool(ipaddress.ip_address(host))
+        except ValueError:
+            literal = False
+        if literal:  # answered from /etc/hosts or the literal itself: no DNS query
             return real(host, port, *args, **kw)
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
     return lookup
@@ -382,12 +387,22 @@ def shrink(target: Target, data: bytes, key: str, limit: float, budget: int = 30
 
 
 @dataclass
+class Failure:
+    count: int
+    example: bytes  # the smallest input found that fails this way
+
+
+@dataclass
 class Report:
     name: str
     tried: int = 0
     hangs: int = 0
     seconds: float = 0.0
-    failures: dict[str, list[object]] = field(default_factory=dict)  # key -> [count, example]
+    failures: dict[str, Failure] = field(default_factory=dict)  # by failure_key; 'hang' too
+
+    @property
+    def failed(self) -> int:
+        return sum(f.count for k, f in self.failures.items() if k != "hang")
 
 
 def fuzz(target: Target, n: int, seed: int, limit: float) -> Report:
@@ -396,19 +411,19 @@ def fuzz(target: Target, n: int, seed: int, limit: float) -> Report:
     rep = Report(target.name)
     start = time.perf_counter()
     for data, _ in zip(inputs(rng, seeds), range(n)):
-        faulthandler.dump_traceback_later(max(60.0, limit * 20), exit=True)  # C-level hangs
+        faulthandler.dump_traceback_later(max(60.0, limit * 20), exit=True,  # C-level hangs
+                                          file=2)
         key = outcome(target, data, limit)
         rep.tried += 1
         if key == "hang":
             rep.hangs += 1
         if key is not None:
-            entry = rep.failures.setdefault(key, [0, data])
-            entry[0] = int(entry[0]) + 1  # type: ignore[call-overload]
+            rep.failures.setdefault(key, Failure(0, data)).count += 1
     faulthandler.cancel_dump_traceback_later()
     rep.seconds = time.perf_counter() - start
-    for key, entry in rep.failures.items():
+    for key, f in rep.failures.items():
         if key != "hang":
-            entry[1] = shrink(target, entry[1], key, limit)  # type: ignore[arg-type]
+            f.example = shrink(target, f.example, key, limit)
     return rep
 
 
@@ -424,20 +439,19 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [t for t in TARGETS if not args.only or t.name in args.only.split(",")]
     if not chosen or args.inputs < len(chosen):
         ap.error(f"choose from {', '.join(t.name for t in TARGETS)}, and at least one input each")
-    per = args.inputs // len(chosen)
-    print(f"fuzzing {len(chosen)} parsers, {per:,} inputs each, seed {args.seed}, "
+    per, extra = divmod(args.inputs, len(chosen))
+    print(f"fuzzing {len(chosen)} parsers, {args.inputs:,} inputs in all, seed {args.seed}, "
           f"time limit {args.time_limit:g} s per input", file=sys.stderr)
     reports = []
-    for t in chosen:
-        rep = fuzz(t, per, args.seed, args.time_limit)
+    for i, t in enumerate(chosen):
+        rep = fuzz(t, per + (i < extra), args.seed, args.time_limit)
         reports.append(rep)
-        bad = sum(int(e[0]) for k, e in rep.failures.items() if k != "hang")  # type: ignore[call-overload]
-        print(f"{rep.name:18} {rep.tried:>8,} inputs  {bad:>6,} failures  {rep.hangs:>4} hangs  "
-              f"{rep.seconds:7.1f} s", flush=True)
-        for key, (count, example) in rep.failures.items():
-            print(f"    {count:>6}x {key}: {bytes(example)[:200]!r}", flush=True)  # type: ignore[call-overload]
+        print(f"{rep.name:18} {rep.tried:>8,} inputs  {rep.failed:>6,} failures  "
+              f"{rep.hangs:>4} hangs  {rep.seconds:7.1f} s", flush=True)
+        for key, f in rep.failures.items():
+            print(f"    {f.count:>6}x {key}: {f.example[:200]!r}", flush=True)
     total = sum(r.tried for r in reports)
-    failed = sum(int(e[0]) for r in reports for k, e in r.failures.items() if k != "hang")  # type: ignore[call-overload]
+    failed = sum(r.failed for r in reports)
     hangs = sum(r.hangs for r in reports)
     print(f"{'all':18} {total:>8,} inputs  {failed:>6,} failures  {hangs:>4} hangs  "
           f"{sum(r.seconds for r in reports):7.1f} s")

@@ -8,7 +8,7 @@ from __future__ import annotations
 # Documented exit codes (docs/cli.md lists them too).
 EXIT_OK = 0
 EXIT_FAILURE = 1  # the command ran and failed (a check failed, a component misbehaved)
-EXIT_USAGE = 2  # bad flags or bad input files
+EXIT_USAGE = 2  # bad flags or bad input files (also a truncated or damaged input: DamagedInput)
 EXIT_PRIVILEGE = 3  # needs root (or a capability)
 EXIT_DEPENDENCY = 4  # a Debian package or a kernel feature is missing
 EXIT_BUSY = 5  # a resource is taken: port in use, lab name exists
@@ -23,6 +23,19 @@ class StatstormError(Exception):
 
 class UsageError(StatstormError):
     exit_code = EXIT_USAGE
+
+
+class DamagedInput(UsageError):
+    """An input file cut off or changed after it was written: a trace without its seal (an
+    interrupted copy or write) or whose checksum does not match. Exit code 2, as for any bad
+    input; the message says what the file still holds and how to get a whole one."""
+
+
+class OutputError(StatstormError):
+    """A file could not be written (disk full, I/O error): nothing was published, the previous
+    file is intact and no temp file is left. Exit code 1."""
+
+    exit_code = EXIT_FAILURE
 
 
 class PrivilegeError(StatstormError):

@@ -126,7 +126,7 @@ def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
             else:
                 feed_record(attr, rec)
     except BaseException:
-        writer.close({"stopped": "error"})
+        writer.abort()  # a failed trace is not published: the previous file stays
         raise
 
     def extra() -> dict[str, Any]:
@@ -136,6 +136,11 @@ def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
                 if i in summary.requests and summary.requests[i].end_ns >= 0]
         return {"events": status.records, "sampling": counted.trailer(opts.sample, done)}
 
-    return finish_events(env, attr, writer, summary, progress, out, warnings, backend="ebpf",
-                         stopped=stopped, t_start=t_start, dropped=status.lost, network=network,
-                         strlen=libbpf_trace.STRMAX, extra=extra)
+    try:
+        return finish_events(env, attr, writer, summary, progress, out, warnings,
+                             backend="ebpf", stopped=stopped, t_start=t_start,
+                             dropped=status.lost, network=network,
+                             strlen=libbpf_trace.STRMAX, extra=extra)
+    except BaseException:
+        writer.abort()  # no temp file after a failed drain (abort is a no-op once published)
+        raise

@@ -115,9 +115,13 @@ def find_binary(name: str, env_var: str, extra_dirs: Sequence[str] = ()) -> str 
 
 # -- reading what a generator printed ---------------------------------------------------------
 def is_number(value: object) -> bool:
-    """A finite JSON number that is not negative (booleans are not numbers here)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value) and value >= 0
+    """A JSON number a counter or a time can be: not negative, finite, an integer under 2**63
+    (booleans are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, int):
+        return 0 <= value < 1 << 63  # a bigger one would not even convert to a float
+    return math.isfinite(value) and value >= 0
 
 
 def json_object(text: str, what: str) -> Any:

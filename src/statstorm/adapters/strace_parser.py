@@ -141,9 +141,8 @@ class _LogParser:
         if ts is not None:
             if ts < proc.last_ns:
                 raise UsageError(f"{self.source}:{lineno}: the time goes back by "
-                                 f"{(proc.last_ns - ts) / 1e6:,.3f} ms for PID {pid}: lines out "
-                                 "of order or logs put together; give one strace log as strace "
-                                 "wrote it")
+                                 f"{(proc.last_ns - ts) / 1e6:,.3f} ms for PID {pid}: lines out"
+                                 " of order or logs put together; give one log as strace wrote it")
             proc.last_ns = ts
         self.good += 1
         if body.startswith((b"---", b"strace: ")):
@@ -259,17 +258,12 @@ class _LogParser:
             lat = int(lat_m.group(1)) * 10**9 + frac_ns(lat_m.group(2))
         proc.done_ns = max(proc.done_ns, ts + lat if lat else end_ts)
         raw_ret, ret_deco, err = res.groups()
-        if raw_ret == b"?":
-            ret = 0
-        else:
-            value = number(raw_ret)
-            if value is None:
-                self.good -= 1
-                self._bad(lineno)
-                return
-            ret = value
-            if ret == -1 and err:
-                ret = -errno_value(err.decode())
+        value = 0 if raw_ret == b"?" else number(raw_ret)
+        if value is None:  # a result no register holds: a damaged line
+            self.good -= 1
+            self._bad(lineno)
+            return
+        ret = -errno_value(err.decode()) if value == -1 and err else value
         if ret_deco is not None or DECORATED.search(text, 0, end):
             self.out.flags_seen.add("-y")
         call: str | None = None
@@ -315,7 +309,8 @@ class _LogParser:
         return proc.fds.get(num, "") if num is not None else ""
 
     def _flagged(self, proc: _Proc, name: str, args: list[bytes]) -> tuple[str | None, str]:
-        flag_arg = args[2] if name == "statx" else args[3] if len(args) > 3 else b"0"
+        at = 2 if name == "statx" else 3  # the flags argument (absent on a damaged line)
+        flag_arg = args[at] if len(args) > at else b"0"
         raw = quoted(args[1]) if len(args) > 1 else None
         flags = at_flags(flag_arg)
         call = call_type(name, flags, decode_path(raw) if raw else "")

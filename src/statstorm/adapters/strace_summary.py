@@ -89,15 +89,21 @@ def read_row(table: SummaryTable, line: str) -> tuple[str, CountRow | None] | No
     by_end = {e: c for c, e in columns}
     ends = [e for _, e in numbers]
     aligned = all(e in by_end for e in ends) and len(set(ends)) == len(ends)
+    texts = [t for t, _ in numbers]
     if aligned:  # as strace prints it: a blank cell is a column without a number
-        values = {by_end[e]: t for t, e in numbers}
-    elif len(numbers) == len(names):
-        values = dict(zip(names, (t for t, _ in numbers)))
-    elif len(numbers) == len(names) - 1 and "errors" in names:
-        values = dict(zip([c for c in names if c != "errors"], (t for t, _ in numbers)))
-    else:
+        return name, _row(name, {by_end[e]: t for t, e in numbers}, True)
+    if len(numbers) == len(names):
+        return name, _row(name, dict(zip(names, texts)), False)
+    if len(numbers) != len(names) - 1:
         return name, None
-    return name, _row(name, values, aligned)
+    # One cell is blank: errors (0 errors), or on old strace's total row usecs/call. The
+    # cells must agree with each other, or the row is unreadable (a `calls` cell left out).
+    for blank in ("errors", "usecs/call") if name == "total" else ("errors",):
+        if blank in names:
+            row = _row(name, dict(zip([c for c in names if c != blank], texts)), False)
+            if row is not None:
+                return name, row
+    return name, None
 
 
 def _row(name: str, values: dict[str, str], aligned: bool) -> CountRow | None:
@@ -109,10 +115,10 @@ def _row(name: str, values: dict[str, str], aligned: bool) -> CountRow | None:
         return None
     row = CountRow(name, int(calls), int(errors), seconds)
     usecs = values.get("usecs/call")
-    if not aligned and usecs is not None and "seconds" in values and row.calls:
+    if not aligned and usecs is not None and "seconds" in values:
         # Whitespace was mangled: the cells were placed by count, so check them against each
         # other (strace prints usecs/call as seconds / calls).
-        expected = seconds * 1e6 / row.calls
+        expected = seconds * 1e6 / row.calls if row.calls else 0.0
         if abs(expected - float(usecs)) > 1 + 0.02 * expected:
             return None
     return row

@@ -24,7 +24,7 @@ RESUMED = re.compile(rb"<\.\.\. ([a-z_][a-z0-9_]*) resumed>")
 ATTACHED = re.compile(rb"strace: Process (\d{1,10}) attached")
 UNFINISHED = b"<unfinished ...>"
 LATENCY = re.compile(rb"\s<(\d{1,9})\.(\d+)>\s*$")
-RESULT = re.compile(rb"\s*=\s*(-?\d+|0x[0-9a-fA-F]+|\?)(?:<((?:[^>\\]|\\.)*)>)?"
+RESULT = re.compile(rb"\s*=\s*(0x[0-9a-fA-F]+|-?\d+|\?)(?:<((?:[^>\\]|\\.)*)>)?"
                      rb"(?:\s+(E[A-Z0-9_]+))?")
 DECORATED = re.compile(rb"(?:\d|AT_FDCWD)<")
 _FD_ARG = re.compile(rb"(AT_FDCWD|-?\d{1,10})(?:<(.*)>)?$", re.S)

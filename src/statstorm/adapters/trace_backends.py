@@ -247,7 +247,7 @@ def run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, out
         raise
     except BaseException:
         halt()
-        writer.close({"stopped": "error"})
+        writer.abort()  # a failed trace is not published: the previous file stays
         session.close()
         raise
     # Drain: stop bpftrace (it flushes what it has), then feed the rest. Ctrl-C is ignored
@@ -266,6 +266,9 @@ def run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, out
         result = finish_events(env, attr, writer, summary, progress, out, warnings,
                                backend="bpftrace", stopped=stopped, t_start=t_start,
                                dropped=framer.dropped, network=network, strlen=bpftrace.STRLEN)
+    except BaseException:
+        writer.abort()  # the drain failed (a full disk): no temp file, the previous trace
+        raise
     finally:
         if main:
             signal.signal(signal.SIGINT, old)

@@ -53,7 +53,7 @@ def _row(n: int, line: str) -> dict[str, Any]:
     r = json_object(line, f"vegeta result line {n}")
     bad = "not an object" if not isinstance(r, dict) else next((
         f"no {k!r}" for k, ok in (
-            ("seq", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+            ("seq", lambda v: isinstance(v, int) and is_number(v)),
             ("timestamp", lambda v: isinstance(v, str)), ("latency", is_number),
             ("code", lambda v: v is None or isinstance(v, int) and not isinstance(v, bool)),
             ("error", lambda v: v is None or isinstance(v, str)),

@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> None:
     as_json = "--json" in (sys.argv[1:] if argv is None else argv)
 
     signal.signal(signal.SIGTERM, _on_sigterm)
+    for stream in (sys.stdout, sys.stderr):  # a path that is not UTF-8, in a UTF-8 locale
+        if getattr(stream, "errors", "") == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         rv = cli.main(args=argv, prog_name="statstorm", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):

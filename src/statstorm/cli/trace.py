@@ -115,7 +115,8 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
                 [[shown(e["entry"]), f"{e['failed']:,}", _fmt(e["per_request"])]
                  for e in entries])
     _list_table(out, "top failed paths", ["path", "calls"],
-                [[shown(f["path"]), f"{f['calls']:,}"] for f in (s.get("top_failed_paths") or [])[:10]])
+                [[shown(f["path"]), f"{f['calls']:,}"]
+                 for f in (s.get("top_failed_paths") or [])[:10]])
     _list_table(out, "top directories", ["directory", "calls"],
                 [[shown(d["dir"]), f"{d['calls']:,}"] for d in (s.get("top_dirs") or [])[:10]])
     for note in s.get("notes", []):

@@ -64,8 +64,7 @@ def whatif(env: Env, trace_file: Path, sets: tuple[str, ...], profile: str,
     Examples:
       statstorm whatif before.sst.gz --set realpath_cache_size=16K
       statstorm whatif before.sst.gz --set open_basedir= --profile gluster
-      statstorm whatif before.sst.gz --set mount:attribute-timeout=600 \
-          --set mount:entry-timeout=600 --set mount:negative-timeout=600
+      statstorm whatif before.sst.gz --set mount:attribute-timeout=600 --set mount:entry-timeout=600
       statstorm whatif cli.sst.gz --set opcache.enable_cli=1 --set opcache.revalidate_freq=0
       statstorm whatif before.sst.gz --find-min realpath_cache_size --json
     """

@@ -59,7 +59,8 @@ def parse_ops(text: str) -> tuple[str, ...]:
     ops = tuple(o.strip() for o in text.split(",") if o.strip())
     bad = [o for o in ops if o not in fsworkload.OPS]
     if bad or not ops:
-        raise UsageError(f"--ops {text!r}: unknown operation {', '.join(bad) or '(none)'}; "
+        names = ", ".join(map(repr, bad)) or "(none)"
+        raise UsageError(f"--ops {text!r}: unknown operation {names}; "
                          f"choose from {','.join(fsworkload.OPS)}")
     return tuple(dict.fromkeys(ops))
 

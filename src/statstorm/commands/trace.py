@@ -25,6 +25,7 @@ from statstorm.adapters.trace_backends import (DEFAULT_DURATION_S, DEFAULT_EVENT
 from statstorm.env import Env
 from statstorm.errors import DependencyError, UsageError
 from statstorm.model.tracestats import diff_summaries, summarize
+from statstorm.results.common import check_output_dir
 from statstorm.results.trace import (CALLS, FLAGGED_STAT, SUMMARY_KEYS, SYSCALL_CALL, Trace,
                                     read_trace, write_trace)
 
@@ -168,7 +169,12 @@ def _regular(path: Path) -> None:
 def show(path: Path) -> dict[str, Any]:
     """The summary of a saved trace (`statstorm trace show`)."""
     _regular(path)
-    return _summary(read_trace(path))
+    tr = read_trace(path)
+    s = _summary(tr)
+    if not tr.sealed:  # whole (it ends with its trailer), but written before traces were sealed
+        s["notes"] = [*s.get("notes", []), "written before statstorm sealed its traces: its "
+                      "completeness and content could not be checked"]
+    return s
 
 
 def diff(a: Path, b: Path) -> dict[str, Any]:
@@ -199,6 +205,8 @@ def import_log(source: Path, output: Path | None, *, requests: int | None,
     the file written (default SOURCE.sst.gz) and its summary."""
     if requests is not None and requests <= 0:
         raise UsageError("--requests must be at least 1")
+    if output is not None:  # checked before the import (the default is beside the source)
+        check_output_dir(output)
     tr = strace_log.import_file(source, requests=requests, table=table)
     out = output or source.with_name(source.name + ".sst.gz")
     write_trace(out, tr)

@@ -257,8 +257,9 @@ def network_plan(cached: CachedInput, mount_changes: list[tuple[str, str]], app_
         then[i] = nf.with_changes(now[i], mine)
     calls = cached.network.get("calls") or []
     requests = int(cached.network.get("requests") or 0)
-    return (now, then, nf.simulate(calls, requests, now),
-            nf.simulate(calls, requests, then, app_cache=app_cache))
+    roots = {i: mounts[i][0] for i in net}
+    return (now, then, nf.simulate(calls, requests, now, roots=roots),
+            nf.simulate(calls, requests, then, app_cache=app_cache, roots=roots))
 
 
 def _figures(side_: dict[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,14 @@ Format `statstorm.latency-profile/1` (written by `statstorm fsbench --profile-ou
 priced with the figures of the mount it landed on (as the trace recorded it); a mount the
 profile does not name takes the profile's "*" entry, or else local disk's figures.
 
+The trace's own profile (`from_records`, whatif's default when the trace holds latencies)
+has the mean per mount, call and outcome, and for each network mount a `split`: its path
+calls' latencies cut in two at the threshold Otsu's method finds on a log scale (the two
+modes of a network mount: answers from the kernel's caches, a few µs, and round trips to
+the storage, hundreds of µs), with the mean of each mode per call and outcome. whatif prices
+a call on such a mount as a round trip for the share of its calls the mount layer says reach
+the storage (`model.network_forecast`), and as a cache answer for the rest (`split_cost_us`).
+
 Built-in profiles are the p50 latencies measured by `bench/fsbench_gluster.py` on the lab
 machine (docs/fsbench.md, warm state): local disk (ext4), the lab's GlusterFS FUSE mount with
 default options and with 600 s attribute/entry/negative timeouts ("tuned"). `walk` gives

@@ -241,9 +241,12 @@ class Tally:
 
 
 def simulate(calls: list[NetCall], requests: int, caches: dict[int, MountCaches], *,
-             app_cache: bool = False) -> Tally:
+             app_cache: bool = False, roots: dict[int, str] | None = None) -> Tally:
     """Run the calls (time order) through each mount's caches; count the last pass.
-    `app_cache`: the app keeps its data files in an object cache, so it opens them no more."""
+    `app_cache`: the app keeps its data files in an object cache, so it opens them no more.
+    `roots`: each mount's mount point; on a FUSE mount, a path's directories below it need
+    their own entries (each expires after entry-timeout, and its LOOKUP reaches the
+    client); without `roots` only the path itself is followed."""
     tally = Tally({}, {})
     if not calls or requests <= 0:
         return tally
@@ -255,6 +258,13 @@ def simulate(calls: list[NetCall], requests: int, caches: dict[int, MountCaches]
     passes = WARM_PASSES + 1 if nfs else 2
     default = MountCaches()
     seen: dict[str, tuple[int, float, bool]] = {}  # path → (validated at, ttl s, found)
+    walked: dict[str, int] = {}  # FUSE: a directory's entry → looked up at
+    parents: dict[str, tuple[str, ...]] = {}
+    for _, m, _, p, _, _ in calls:
+        if p not in parents:
+            root = (roots or {}).get(m)
+            parents[p] = () if root is None else tuple(
+                p[:i] for i in range(len(root.rstrip("/")) + 1, len(p)) if p[i] == "/")
     for rnd in range(passes):
         last = rnd == passes - 1
         for ts, m, ci, path, ok, data_open in calls:
@@ -265,8 +275,13 @@ def simulate(calls: list[NetCall], requests: int, caches: dict[int, MountCaches]
             st = seen.get(path)
             if c.kind == FUSE:
                 hit = st is not None and now - st[0] < st[1] * 1e9
+                limit = now - c.entry_s * 1e9
+                for d in parents[path]:
+                    if walked.get(d, -1 << 62) <= limit:
+                        walked[d] = now
+                        hit = False
                 reach = ci == OPEN or not hit
-                if not hit:
+                if not (st is not None and now - st[0] < st[1] * 1e9):
                     ttl = min(c.attribute_s, c.entry_s) if ok else c.negative_s
                     seen[path] = (now, ttl, ok)
             else:

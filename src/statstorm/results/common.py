@@ -1,15 +1,18 @@
-"""Helpers shared by result files: files written atomically, schema-versioned JSON, and
-loading millions of small records without the garbage collector."""
+"""Helpers shared by result files: files written atomically (temp files beside the target,
+signals held back while publishing, output directories checked first), schema-versioned JSON,
+loading millions of small records without the garbage collector, and the test fault hook."""
 
 from __future__ import annotations
 
 import gc
 import json
 import os
+import signal
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from statstorm.errors import UsageError
 
@@ -74,3 +77,64 @@ def read_json(path: Path, kind: str) -> Any:
         raise UsageError(f"{path}: no such {kind} file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not a valid {kind} file ({exc}); re-create it") from None
+
+
+def check_output_dir(path: Path, flag: str = "-o") -> None:
+    """Refuse an output path whose directory is missing or not writable, or that is a
+    directory, before any work is done (validate first)."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory; give a file name to {flag}")
+    if not parent.is_dir():
+        raise UsageError(f"{path}: directory {parent} does not exist; create it or choose "
+                         f"another {flag}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{path}: directory {parent} is not writable; choose another {flag}")
+
+
+def temp_beside(path: Path, suffix: str = "") -> tuple[BinaryIO, str]:
+    """A new temp file in `path`'s directory (`.NAME.XXXXXXXX[suffix]`), open for writing;
+    every writer of trace files makes its temp files here (tests inject faults through it)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    return os.fdopen(fd, "wb"), tmp
+
+
+FAULT_ENV = "STATSTORM_TEST_FAULT"
+
+
+def fault_hook(point: str) -> tuple[int, int] | None:
+    """The fault a test asked for at `point` through STATSTORM_TEST_FAULT=POINT:N[:SIGNAL]
+    (e.g. `after-events:25000:TERM`): (N, signal number; SIGINT by default), or None. Read
+    here only, so a fault is injected where the code names its point, never by timing."""
+    spec = os.environ.get(FAULT_ENV, "")
+    name, _, rest = spec.partition(":")
+    if name != point or not rest:
+        return None
+    count, _, sig = rest.partition(":")
+    try:
+        return int(count), int(getattr(signal, "SIG" + (sig or "INT").upper().removeprefix("SIG")))
+    except (ValueError, AttributeError):
+        return None
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back meanwhile (in the main thread, where Python runs signal
+    handlers), then handled as they would have been: a publish or a clean-up runs whole."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    old = {s: signal.signal(s, lambda n, f: got.append(n)) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        for n in got[:1]:
+            h = old[signal.Signals(n)]
+            if callable(h):
+                h(n, None)
+            elif h == signal.SIG_DFL:
+                os.kill(os.getpid(), n)

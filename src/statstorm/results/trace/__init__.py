@@ -17,6 +17,8 @@ compressed (detected by its magic bytes, chosen by a `.gz` suffix when writing).
     kernel (`statstorm trace --counts`: no "s" records then); req -1: calls outside requests
   - ["c", syscall, calls, errors, seconds]  aggregated counts (an imported `strace -c` table)
   - ["e", trailer]                      the end: events, dropped, stop reason, duration_ns
+  - ["z", lines, sha256]                the seal, the last line: the lines before it and their
+                                        digest (`seal`); the header then says "seal": "sha256"
 - Times are nanoseconds since the trace started. `ret` is the syscall's return value;
   negative values are -errno. `req`, `op`, `mount` and `path_id` are -1 when unknown.
 
@@ -24,9 +26,11 @@ Paths are bytes on Linux; they are stored as str decoded with `surrogateescape`,
 writes as `\\udcXX` escapes, so non-UTF-8 names survive a round trip.
 
 The package's modules: `vocabulary` (call types, operation kinds, the records as dataclasses),
-`jsonl` (the JSON-lines file: TraceWriter, read_trace, iter_batches), `sidecar` (the record
-sidecar `TRACE.records`, a quicker form of the same records) and `raw` (the records as the
-lists the file holds, for the what-if model). The names most code needs are here too.
+`writer` (TraceWriter: all or nothing, sealed), `jsonl` (reading the JSON-lines file:
+read_trace, iter_batches), `seal` (how a trace proves itself whole, and the errors when it is
+not), `sidecar` (the record sidecar `TRACE.records`, a quicker form of the same records) and
+`raw` (the records as the lists the file holds, for the what-if model). The names most code
+needs are here too.
 """
 
 from statstorm.results.trace.jsonl import (TraceWriter, iter_batches, iter_records, read_trace,

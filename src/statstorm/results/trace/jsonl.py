@@ -1,7 +1,8 @@
 """The trace file itself: JSON Lines, optionally gzip compressed (see the package's docstring
-and docs/trace.md). `TraceWriter` streams one (and its record sidecar, `results.trace.sidecar`);
-`iter_batches`, `iter_records` and `read_trace` read one back, with one-line errors when it is
-malformed.
+and docs/trace.md). `TraceWriter` (`results.trace.writer`) streams one, sealed, with its record
+sidecar (`results.trace.sidecar`); `iter_batches`, `iter_records` and `read_trace` read one
+back, checking its seal (`results.trace.seal`), with one-line errors when it is malformed,
+truncated or damaged.
 """
 
 from __future__ import annotations
@@ -9,157 +10,22 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
-import tempfile
+import zlib
 from pathlib import Path
 from typing import IO, Any, Iterator
 
 from statstorm.errors import UsageError
 from statstorm.results.common import collector_paused
-from statstorm.results.trace.sidecar import CHUNK, PLAIN, RecordsWriter
+import statstorm.results.trace.seal as seal
+from statstorm.results.trace.sidecar import Rebuild, stale
 from statstorm.results.trace.sidecar import load as load_sidecar
 from statstorm.results.trace.vocabulary import (FORMAT, INTERNED_ARGS, VERSION, CountRow,
                                                 Operation, Request, RequestCounts, Syscall,
                                                 Trace)
+from statstorm.results.trace.writer import TraceWriter, write_trace
 
-
-class TraceWriter:
-    """Streams a trace to a temp file beside `path`; `close()` renames it into place.
-
-    Use as a context manager: on an exception the trailer is still written (with the
-    exception's name as the stop reason) so whatever was captured stays readable.
-    With `records` (the default) the same records also go to the record sidecar
-    (`results.trace.sidecar`), which readers load instead of decoding the JSON lines.
-    """
-
-    def __init__(self, path: Path, header: dict[str, Any], records: bool = True) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        raw: IO[bytes] = os.fdopen(fd, "wb")
-        self._raw = raw
-        stream: IO[bytes] = raw
-        if path.name.endswith(".gz"):
-            stream = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6)  # type: ignore[assignment]
-        self._gz = stream if stream is not raw else None
-        self._fh = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape",
-                                    newline="\n")
-        self._paths: dict[str, int] = {}
-        self.events = 0
-        self._closed = False
-        # json.dumps(obj, separators=(",", ":"), ensure_ascii=True), without making an
-        # encoder for every line
-        self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
-        self._line(header)
-        self._rec: RecordsWriter | None = None
-        if records:
-            fd, rec_tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".records",
-                                           dir=path.parent)
-            os.close(fd)
-            self._rec = RecordsWriter(rec_tmp, header)
-
-    def _record(self, rec: list[Any], plain: bool = True) -> None:
-        """A record line, also kept for the sidecar (see RecordsWriter.add for `plain`)."""
-        self._fh.write(self._encode(rec) + "\n")
-        if self._rec is not None:
-            self._rec.add(rec, plain)
-
-    def _line(self, obj: Any) -> None:
-        self._fh.write(self._encode(obj) + "\n")
-
-    def path_id(self, path: str) -> int:
-        if not path:
-            return -1
-        pid = self._paths.get(path)
-        if pid is None:
-            pid = len(self._paths)
-            self._paths[path] = pid
-            self._record(["p", pid, path])
-        return pid
-
-    def request(self, r: Request) -> None:
-        self._record(["r", r.id, r.pid, r.start_ns, r.end_ns, r.script, r.uri])
-
-    def operation(self, o: Operation) -> None:
-        args: dict[str, Any] = {}
-        plain = True  # only values JSON gives back as they were (see RecordsWriter.add)
-        for k, v in o.args.items():
-            if k in INTERNED_ARGS and isinstance(v, str):
-                args[k] = self.path_id(v) if v else -1
-            elif k == "candidates" and isinstance(v, list):
-                args[k] = [self.path_id(str(c)) for c in v]
-            else:
-                args[k] = v
-                if type(v) not in PLAIN:
-                    plain = False
-        self._record(["o", o.id, o.req, o.pid, o.start_ns, o.end_ns, o.kind, o.parent, args],
-                     plain and type(o.kind) is str)
-
-    def syscall(self, s: Syscall) -> None:
-        rec = ["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall, self.path_id(s.path),
-               s.ret, s.lat_ns, s.mount, s.kind]
-        self._fh.write(self._encode(rec) + "\n")
-        if self._rec is not None:  # self._rec.add(rec), inlined: the commonest record
-            buf = self._rec.buf
-            buf.append(rec)
-            if len(buf) >= CHUNK:
-                self._rec.flush()
-        self.events += 1
-
-    def count(self, c: CountRow) -> None:
-        self._record(["c", c.syscall, c.calls, c.errors, c.seconds], False)
-
-    def request_counts(self, rc: RequestCounts) -> None:
-        self._record(["k", rc.req, rc.pid, {k: list(v) for k, v in rc.calls.items()}], False)
-        self.events += sum(v[0] for v in rc.calls.values())
-
-    def close(self, trailer: dict[str, Any]) -> None:
-        """Write the trailer and put the trace in place."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._record(["e", {"events": self.events, **trailer}], False)
-            self._fh.flush()
-            self._fh.close()  # closes the gzip stream, which does not close `raw`
-            self._raw.close()
-            os.chmod(self._tmp, 0o644)
-            if self._rec is not None:
-                self._rec.finish(self._tmp, self.path)
-            os.replace(self._tmp, self.path)
-        except BaseException:
-            self.abort()
-            raise
-
-    def abort(self) -> None:
-        self._closed = True
-        if self._rec is not None:
-            self._rec.drop()
-        try:
-            self._raw.close()
-        except OSError:
-            pass
-        try:
-            os.unlink(self._tmp)
-        except FileNotFoundError:
-            pass
-
-    def __enter__(self) -> TraceWriter:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close({"stopped": "end"})
-        elif issubclass(exc_type, (KeyboardInterrupt, Exception)):
-            self.close({"stopped": exc_type.__name__})
-        else:
-            self.abort()
-
-
-def write_trace(path: Path, trace: Trace) -> None:
-    """Write a whole in-memory trace (an import) as a trace file."""
-    with TraceWriter(path, trace.header) as w:
-        trace.feed(w)
+__all__ = ["BATCH_BYTES", "TraceWriter", "iter_batches", "iter_records", "read_trace",
+           "write_trace"]
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -170,11 +36,21 @@ def _open_text(path: Path) -> IO[str]:
     except IsADirectoryError:
         raise UsageError(f"{path}: is a directory; give a trace file written by "
                          "`statstorm trace -o`") from None
-    magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+    except PermissionError:
+        raise UsageError(f"{path}: permission denied; run as its owner (or root), or make "
+                         "it readable (chmod o+r)") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        magic = raw.peek(2)[:2]
+    except OSError as exc:
+        raw.close()
+        raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     stream: IO[bytes] = raw
     if magic == b"\x1f\x8b":
         stream = gzip.GzipFile(fileobj=raw)  # type: ignore[assignment]
-    return io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape")
+    # lines end at "\n" only, untranslated: the seal's digest covers the bytes as written
+    return io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape", newline="\n")
 
 
 BATCH_BYTES = 1 << 22  # lines decoded per json.loads call: ~4 MB of text
@@ -232,7 +108,9 @@ def iter_batches(path: Path, sidecar: bool = True) -> Iterator[list[Any]]:
     """The header (alone in the first batch), then every record of a trace file in batches;
     one-line errors when malformed. The same records, in order, as `iter_records`. They
     come from the record sidecar (`results.trace.sidecar`) when it matches the trace and
-    `sidecar` is set, else from the JSON lines."""
+    `sidecar` is set, else from the JSON lines, whose seal is checked once they are read
+    (`results.trace.seal`): a truncated or damaged trace raises `DamagedInput` before the
+    last batch is over. A sidecar that did not match is rebuilt from the JSON lines."""
     loaded = load_sidecar(path) if sidecar else None
     if loaded is not None:
         header, batches = loaded
@@ -240,36 +118,75 @@ def iter_batches(path: Path, sidecar: bool = True) -> Iterator[list[Any]]:
         yield [header]
         yield from batches
         return
+    rebuild: Rebuild | None = None
+    try:
+        for batch in _json_batches(path):
+            if rebuild is None and sidecar and stale(path):
+                rebuild = Rebuild(path, batch[0])
+            elif rebuild is not None:
+                rebuild.add(batch)
+            yield batch
+        if rebuild is not None:
+            rebuild.publish()
+    finally:
+        if rebuild is not None:
+            rebuild.drop()
+
+
+def _json_batches(path: Path) -> Iterator[list[Any]]:
     fh = _open_text(path)
+    check = seal.Check()
     with fh:
         lineno = 0
         try:
             line = fh.readline()
             while line and not line.strip():
                 lineno += 1
+                check.take([line])
                 line = fh.readline()
             if not line:
                 raise UsageError(f"{path}: empty file, not a statstorm trace")
             lineno += 1
+            check.take([line])
             try:
                 header = json.loads(line)
             except json.JSONDecodeError:
+                if not line.endswith("\n"):
+                    raise seal.truncated(path, "its only line is cut short") from None
                 raise _damaged(path, lineno) from None
             if lineno == 1:
                 _check_header(path, header)
             else:
                 _check_record(path, lineno, header)
             yield [header]
+            last: Any = header
+            cut = False
+            pending: list[Any] | None = None  # one batch behind: the last waits for the end
             while True:
                 lines = fh.readlines(BATCH_BYTES)
                 if not lines:
                     break
+                check.take(lines)
+                if not lines[-1].endswith("\n"):  # the file's last line: whole, or cut?
+                    try:
+                        json.loads(lines[-1])
+                    except json.JSONDecodeError:
+                        cut = True
+                        lines.pop()
                 recs = _decode_lines(path, lineno + 1, lines)
                 lineno += len(lines)
-                yield recs
-        except (OSError, EOFError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{path}:{lineno}: truncated or unreadable trace ({exc}); "
-                             "record it again") from None
+                if recs:
+                    last = recs[-1]
+                if pending is not None:
+                    yield pending
+                pending = recs
+            seal.check_end(path, header, last, check, cut, lambda: _open_text(path))
+            if pending is not None:
+                yield pending
+        except EOFError:
+            raise seal.truncated(path, "its compressed stream ends early") from None
+        except (OSError, zlib.error, UnicodeDecodeError) as exc:
+            raise seal.damaged(path, f"unreadable at line {lineno}: {exc}") from None
 
 
 def iter_records(path: Path) -> Iterator[Any]:
@@ -331,6 +248,8 @@ def _read_trace(path: Path) -> Trace:
                     t.counts.append(CountRow(rec[1], int(rec[2]), int(rec[3]), float(rec[4])))
                 elif tag == "e":
                     t.trailer = rec[1]
-    except (ValueError, TypeError, IndexError, AttributeError):
+                elif tag == "z":
+                    t.sealed = True
+    except (ValueError, TypeError, IndexError, AttributeError, KeyError):
         raise UsageError(f"{path}: malformed trace record {str(rec)[:80]}") from None
     return t

@@ -37,6 +37,7 @@ class TraceRecords:
     trailer: dict[str, Any] = field(default_factory=dict)
     request_counts: bool = False  # "k" records (kept only as this flag)
     count_rows: bool = False  # "c" records (likewise)
+    sealed: bool = field(default=False, compare=False)  # ended by its seal (results.trace.seal)
 
     @property
     def mounts(self) -> list[tuple[str, str]]:
@@ -88,7 +89,9 @@ def _read_records(path: Path, sidecar: bool) -> TraceRecords:
                     t.request_counts = True
                 elif tag == "c":
                     t.count_rows = True
-    except (ValueError, TypeError, IndexError):
+                elif tag == "z":
+                    t.sealed = True
+    except (ValueError, TypeError, IndexError, KeyError):
         raise UsageError(f"{path}: malformed trace record {str(rec)[:80]}") from None
     paths[-1] = ""
     return t

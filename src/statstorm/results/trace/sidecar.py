@@ -3,23 +3,28 @@
 Decoding JSON is most of the cost of reading a big trace. `TraceWriter` therefore also writes
 every record it writes as a JSON line to `TRACE.records` (format `statstorm-trace-records`,
 documented in docs/trace.md), in `marshal` chunks as the trace streams; readers
-(`results.trace.jsonl.iter_batches`) use it instead of the JSON lines while it still matches the trace.
+(`results.trace.jsonl.iter_batches`) use it instead of the JSON lines while it matches the
+trace.
 
-The JSON-lines file stays the trace: the sidecar only ever repeats it, and it is ignored
-(the JSON lines are decoded) when it is missing, damaged, of another format version, not
-owned by the current user (or by root and writable by no one else), or written for another
-file (its trailer names the trace's size, modification time and inode). Deleting it is
-always safe.
+The JSON-lines file stays the trace: the sidecar only ever repeats it. It is used only when
+its last chunk names the SHA-256 of the trace file it was built from (the file's bytes, as
+stored) and that is the trace's now, and of its own bytes before that chunk, and these match;
+and only if the current user owns it (or root does and no one else can write it). Otherwise
+(missing, damaged, of another format version, written for other content) the JSON lines are
+read, and a sidecar that did not match is rebuilt from them once they proved whole
+(`Rebuild`). Deleting it is always safe.
 
-Layout: chunks, each an 8-byte little-endian length and one `marshal` dump. The first chunk is
-{"format", "version", "header"}; then lists of records exactly as the JSON lines decode
-(lists, header excluded); the last is {"end": True, "records": n, "source": [size,
-mtime_ns, inode]}. Each record's values are those JSON gives back (a record holding
-anything else, a tuple say, goes through JSON first), so both readers give equal records.
+Format version 2: chunks, each an 8-byte little-endian length and one `marshal` dump. The
+first is {"format", "version", "header"}; then lists of records exactly as the JSON lines
+decode (lists, header excluded, the seal included); the last is {"end": True, "records": n,
+"trace_sha256", "sha256"} (`sha256`: of every byte before this chunk). Each record's values
+are those JSON gives back (a record holding anything else, a tuple say, goes through JSON
+first), so both readers give equal records.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import marshal
 import os
@@ -27,10 +32,11 @@ import struct
 from pathlib import Path
 from typing import IO, Any
 
+from statstorm.results import common
 from statstorm.results.common import collector_paused, trusted
 
 FORMAT = "statstorm-trace-records"
-VERSION = 1
+VERSION = 2
 SUFFIX = ".records"
 CHUNK = 1 << 15  # records per marshal dump
 _LEN = struct.Struct("<Q")
@@ -42,34 +48,47 @@ def records_path(trace: Path) -> Path:
     return trace.with_name(trace.name + SUFFIX)
 
 
-def source_key(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+def file_sha256(path: Path | str) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            sha.update(block)
+    return sha.hexdigest()
 
 
 class RecordsWriter:
-    """Writes the sidecar beside a trace being written (to a temp name; `finish` renames it).
+    """Writes the sidecar beside a trace being written, to a temp name: `seal` ends it once
+    the trace's bytes are known, `publish` renames it into place after the trace.
 
-    Any failure (an unmarshallable value, a full disk) drops the sidecar silently: the
-    trace itself is complete without it."""
+    A value that cannot be dumped drops the sidecar (the trace is complete without it); a
+    failed write (a full disk) is the writer's error: it raises, and the caller aborts."""
 
-    def __init__(self, tmp: str, header: dict[str, Any]) -> None:
-        self._tmp = tmp
-        self._fh: IO[bytes] | None = None
+    def __init__(self, final: Path, header: dict[str, Any]) -> None:
+        self._final = final
+        self._sha = hashlib.sha256()
         # the records of the next chunk: a writer may append a plain record (see `add`)
         # itself, then call `flush` once there are CHUNK of them
         self.buf: list[Any] = []
         self.records = 0
+        self._fh: IO[bytes] | None
+        self._fh, self._tmp = common.temp_beside(final, SUFFIX)
+        self._sealed = False
         try:
-            self._fh = open(tmp, "wb")
             self._chunk({"format": FORMAT, "version": VERSION,
                          "header": json.loads(json.dumps(header))})
-        except (OSError, ValueError, TypeError):
+        except (ValueError, TypeError):
             self.drop()
+        except BaseException:
+            self.drop()
+            raise
 
     def _chunk(self, obj: Any) -> None:
         assert self._fh is not None
         data = marshal.dumps(obj)
-        self._fh.write(_LEN.pack(len(data)))
+        head = _LEN.pack(len(data))
+        self._sha.update(head)
+        self._sha.update(data)
+        self._fh.write(head)
         self._fh.write(data)
 
     def add(self, rec: list[Any], plain: bool = True) -> None:
@@ -90,31 +109,46 @@ class RecordsWriter:
             try:
                 self._chunk(self.buf)
                 self.records += len(self.buf)
-            except (OSError, ValueError, TypeError):
+            except (ValueError, TypeError):
                 self.drop()
         self.buf.clear()
 
-    def finish(self, trace_tmp: str, final: Path) -> None:
-        """After the trace's last line is written to `trace_tmp` (to become `final`)."""
+    def seal(self, trace_sha256: str) -> None:
+        """The last chunk, naming the trace's bytes; the file made durable."""
         if self._fh is not None and self.buf:
             self.flush()
-        if self._fh is None:  # dropped: an older trace's sidecar must not stay beside it
+        if self._fh is None:
+            return
+        own = self._sha.hexdigest()
+        self._chunk({"end": True, "records": self.records, "trace_sha256": trace_sha256,
+                     "sha256": own})
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        self._fh = None
+        os.chmod(self._tmp, 0o644)
+        self._sealed = True
+
+    def publish(self) -> None:
+        """After the trace is in place: the sidecar beside it (or, when it was dropped, no
+        sidecar: an older trace's must not stay). A failure here leaves a trace without a
+        sidecar, which is whole."""
+        target = records_path(self._final)
+        try:
+            if self._sealed:
+                os.replace(self._tmp, target)
+                self._sealed = False
+                return
+            os.unlink(target)
+        except OSError:
+            self.drop()
             try:
-                os.unlink(records_path(final))
+                os.unlink(target)
             except OSError:
                 pass
-            return
-        try:
-            self._chunk({"end": True, "records": self.records,
-                         "source": source_key(os.stat(trace_tmp))})
-            self._fh.close()
-            self._fh = None
-            os.chmod(self._tmp, 0o644)
-            os.replace(self._tmp, records_path(final))
-        except (OSError, ValueError, TypeError):
-            self.drop()
 
     def drop(self) -> None:
+        self._sealed = False
         if self._fh is not None:
             try:
                 self._fh.close()
@@ -127,6 +161,53 @@ class RecordsWriter:
             pass
 
 
+class Rebuild:
+    """A sidecar written again by a reader from the JSON lines it decodes (when the one beside
+    the trace did not match); published only once the trace proved whole. Best effort: a
+    directory the reader cannot write in, a full disk, means no sidecar."""
+
+    def __init__(self, trace: Path, header: dict[str, Any]) -> None:
+        self._trace = trace
+        self._w: RecordsWriter | None = None
+        try:
+            self._w = RecordsWriter(trace, header)
+        except OSError:
+            pass
+
+    def add(self, batch: list[Any]) -> None:
+        """A batch as decoded, dumped at once: its reader may change the records next."""
+        if self._w is None:
+            return
+        try:
+            self._w.buf.extend(batch)
+            self._w.flush()
+        except OSError:
+            self.drop()
+
+    def publish(self) -> None:
+        if self._w is None:
+            return
+        try:
+            self._w.seal(file_sha256(self._trace))
+            self._w.publish()
+        except OSError:
+            self.drop()
+        self._w = None
+
+    def drop(self) -> None:
+        if self._w is not None:
+            self._w.drop()
+            self._w = None
+
+
+def stale(trace: Path) -> bool:
+    """A sidecar is beside the trace, ours, but was not used: it is to be rebuilt."""
+    try:
+        return os.stat(records_path(trace)).st_uid == os.getuid()
+    except OSError:
+        return False
+
+
 def load(trace: Path) -> tuple[dict[str, Any], list[list[Any]]] | None:
     """The trace's header and record batches from its sidecar, or None (no sidecar, or one
     that does not match the trace, is damaged or not ours)."""
@@ -136,7 +217,6 @@ def load(trace: Path) -> tuple[dict[str, Any], list[list[Any]]] | None:
 
 def _load(trace: Path) -> tuple[dict[str, Any], list[list[Any]]] | None:
     try:
-        st = os.stat(trace)
         with open(records_path(trace), "rb") as fh:
             if not trusted(os.fstat(fh.fileno())):
                 return None
@@ -146,9 +226,11 @@ def _load(trace: Path) -> tuple[dict[str, Any], list[list[Any]]] | None:
     try:
         chunks = []
         pos = 0
+        last_at = 0
         end = len(data)
         while pos < end:
             (n,) = _LEN.unpack_from(data, pos)
+            last_at = pos
             pos += 8
             if pos + n > end:
                 return None
@@ -165,7 +247,13 @@ def _load(trace: Path) -> tuple[dict[str, Any], list[list[Any]]] | None:
     if type(last) is not dict or last.get("end") is not True:
         return None
     batches = chunks[1:-1]
-    if last.get("source") != source_key(st) or last.get("records") != sum(
-            len(b) if type(b) is list else -1 << 40 for b in batches):
+    if last.get("records") != sum(len(b) if type(b) is list else -1 << 40 for b in batches):
+        return None
+    if last.get("sha256") != hashlib.sha256(memoryview(data)[:last_at]).hexdigest():
+        return None
+    try:
+        if last.get("trace_sha256") != file_sha256(trace):
+            return None
+    except OSError:
         return None
     return first["header"], batches

@@ -125,6 +125,9 @@ class Trace:
     counts: list[CountRow] = field(default_factory=list)
     request_counts: list[RequestCounts] = field(default_factory=list)
     trailer: dict[str, Any] = field(default_factory=dict)
+    # read from a file that ended with its seal (results.trace.seal): checked whole. False
+    # for a trace in memory, and for one written before traces were sealed.
+    sealed: bool = field(default=False, compare=False)
 
     @property
     def mounts(self) -> list[tuple[str, str]]:
