@@ -151,9 +151,11 @@ def test_cache_is_a_plain_sidecar_with_a_versioned_header(tmp_path: Path) -> Non
     path = small_trace(tmp_path / "t.sst")
     whatif_cmd.load_input(path)
     data = marshal.loads(whatif_input.cache_path(path).read_bytes())
-    assert data["format"] == "statstorm-whatif-input" and data["version"] == 1
-    assert data["source"] == [path.stat().st_size, path.stat().st_mtime_ns]
-    data["version"] = 2
+    assert data["format"] == "statstorm-whatif-input"
+    assert data["version"] == whatif_input.VERSION
+    st = path.stat()
+    assert data["source"][:3] == [st.st_size, st.st_mtime_ns, st.st_ino]
+    data["version"] = whatif_input.VERSION + 1
     whatif_input.cache_path(path).write_bytes(marshal.dumps(data))
     assert whatif_input.load(path) is None
 
@@ -393,7 +395,11 @@ def test_file_system_view_from_calls_quick_and_plain_agree(tmp_path: Path) -> No
     path = pool_trace(tmp_path / "p.sst")
     for t in (raw.read_records(path), raw.of_trace(small_trace_read(tmp_path))):
         quick, plain = FsView(), FsView()
-        assert replay_fs._observe_calls(quick, t) == replay_fs._observe_each_call(plain, t)
+        quick_enoent: set[str] = set()
+        plain_enoent: set[str] = set()
+        assert (replay_fs._observe_calls(quick, t, quick_enoent)
+                == replay_fs._observe_each_call(plain, t, plain_enoent))
+        assert quick_enoent == plain_enoent
         assert quick.types == plain.types and list(quick.types) == list(plain.types)
         quick.finish()
         plain.finish()

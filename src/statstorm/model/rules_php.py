@@ -350,8 +350,8 @@ def user_ini_lookups(facts: Facts) -> list[Finding]:
             gain = gain_estimate(facts, f"{name} stat", t.user_ini_per_request, "negative")
             note = "estimate: all of them go"
         else:
-            note = (f"none in this trace: each worker repeats them once per "
-                    f"user_ini.cache_ttl and after every respawn")
+            note = ("none in this trace: each worker repeats them once per "
+                    "user_ini.cache_ttl and after every respawn")
     return [finding("info", f"{name} lookups although none exists", ev, ["user_ini.filename ="],
                f"a {name} added later is ignored until the setting is restored", gain, note)]
 
