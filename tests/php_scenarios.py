@@ -121,7 +121,7 @@ class _Gen:
             f = (d + "/" if d else "") + f"{self.name(1, 30)}{i}.php"
             self.sc.files[f] = f"<?php $GLOBALS['n'] = ($GLOBALS['n'] ?? 0) + {i};\n"
             self.php.append(f)
-        if "symlink" in self.features and rnd.random() < 0.4:  # a symlinked release: current -> releases/rN
+        if "symlink" in self.features and rnd.random() < 0.4:  # current -> releases/rN
             rel = f"releases/r{rnd.randint(1, 9)}"
             for i in range(rnd.randint(2, 8)):
                 f = f"{rel}/lib/{self.name()}{i}.php"

@@ -26,8 +26,9 @@ from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.model import replay_fs, replay_ops
-from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_OPC_CLI, E_INCLUDE, E_PASS, E_PROBE,
-                                        E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, Event)
+from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_INCLUDE, E_OPC_CLI,
+                                        E_PASS, E_PROBE, E_REALPATH, E_REQ, E_RESOLVE,
+                                        E_USER_INI, Event)
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.realpath_cache import EXPAND, FILEPATH, REALPATH, FsView
 from statstorm.model.replay_ops import fallback_dir
@@ -94,17 +95,6 @@ def prepare(trace: Trace | TraceRecords) -> Prepared:
 
 _NO_ARGS: dict[str, Any] = {}  # never changed
 _G = 1_000_000_000
-
-
-CUT_AT = 199  # the tracers cut longer strings: bpftrace at 199 bytes, the eBPF tracer at 255
-
-
-def uncut(value: str, whole: str) -> str:
-    """`whole` where `value` is that string cut by the tracer (an include_path longer than
-    the tracer's longest string); else `value`."""
-    if len(value) >= CUT_AT and len(whole) > len(value) and whole.startswith(value):
-        return whole
-    return value
 
 
 def _prepare(t: TraceRecords) -> Prepared:
@@ -178,7 +168,7 @@ def _prepare(t: TraceRecords) -> Prepared:
                     v = info.get("include_path")
                     if isinstance(v, int):
                         v = pget(v, "")
-                    inc_path[pid] = uncut(str(v or ""), recorded_ip)
+                    inc_path[pid] = replay_ops.uncut(str(v or ""), recorded_ip)
             v = a.get("name", "")
             name = pget(v, "") if isinstance(v, int) else str(v)
             c = cwd.get(pid, "")
@@ -323,10 +313,15 @@ def _prepare(t: TraceRecords) -> Prepared:
                     elif seen_expand and ev[0] != E_PASS:
                         break
         script = opc_script or _script_arg([str(a) for a in argv])
+        # OPcache's own calls go to the PHP processes (a wrapping shell makes none): those
+        # whose lock-file open was recorded, else those with PHP operations
+        php_pids = {pid for _, pid, _ in opc_skip} or {
+            pid for pid, tl in timeline.items() if any(x[1][0] != E_PASS for x in tl)}
         for pid, tl in timeline.items():
             t0 = min(x[0] for x in tl) if tl else 0
             tl.append((t0 - 1, (E_REQ, 0, rel)))
-            tl.append((t0 - 1, (E_OPC_CLI, 0, opc_sem or "/tmp/.ZendSem", script)))
+            if pid in php_pids:
+                tl.append((t0 - 1, (E_OPC_CLI, 0, opc_sem or "/tmp/.ZendSem", script)))
             first_request[pid] = t0
     else:
         # each request's start goes first among its worker's events at the same ns

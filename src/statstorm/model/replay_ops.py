@@ -122,6 +122,17 @@ def fallback_dir(last: str | None, ncands: int, name: str, include_path: str,
     return d
 
 
+CUT_AT = 199  # the tracers cut longer strings: bpftrace at 199 bytes, the eBPF tracer at 255
+
+
+def uncut(value: str, whole: str) -> str:
+    """`whole` where `value` is that string cut by the tracer (an include_path longer than
+    the tracer's longest string); else `value`."""
+    if len(value) >= CUT_AT and len(whole) > len(value) and whole.startswith(value):
+        return whole
+    return value
+
+
 class Chdirs:
     """Each process's successful chdir calls in time order, applied to its cwd as the
     operations are walked in start order: an operation uses the cwd in force when it began
