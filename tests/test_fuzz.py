@@ -207,10 +207,22 @@ def test_c_tables_say_what_they_leave_out(rows: list[tuple[str, int, int, int]],
     (table,) = parse_tables(text)
     damaged = 0 <= blank < len(rows)
     want = {r[0]: (r[1], r[2]) for i, r in enumerate(rows) if i != blank or not damaged}
-    assert {r.syscall: (r.calls, r.errors) for r in table.rows} == want
-    if damaged:
+    got = {r.syscall: (r.calls, r.errors) for r in table.rows}
+    # Without its columns (mangled), a row whose calls cell is blank reads like a row whose
+    # errors cell is: "362 1 open" is 1 call and no error as well as no call and 1 error.
+    # Read that way it is still a row the table holds, not a lost one.
+    ambiguous = mangle and damaged and got.get(rows[blank][0]) == (rows[blank][2], 0)
+    if ambiguous:
+        del got[rows[blank][0]]
+    assert got == want
+    if damaged and not ambiguous:
         assert table.unreadable == [rows[blank][0]]
-    assert table.complete == (total and not damaged and not 0 <= cut < len(rows))
+    whole = total and not damaged and not 0 <= cut < len(rows)
+    if mangle:  # the total row's blank usecs/call cell is lost too: never complete wrongly,
+        # unless the blank calls cell read as a row that agrees with the total (ambiguous)
+        assert whole or ambiguous or not table.complete
+    else:
+        assert table.complete == whole
 
 
 # -- regressions: each bug the issue lists or the fuzzer found ---------------------------------
