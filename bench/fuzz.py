@@ -50,7 +50,7 @@ from statstorm.model import checkfacts, matrix_grid, phpsettings  # noqa: E402
 from statstorm.model.tracestats import summarize  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
-SEEDS = Path("/work/shared/seeds")  # the posts the project was seeded with, when present
+SEEDS = ROOT.parent / "shared" / "seeds"  # the posts the project was seeded with, when present
 
 # Pieces that broke parsers before or are known to be hard: huge numbers, bytes that are not
 # UTF-8, Unicode line separators (str.splitlines splits on them), strace's own markers.

@@ -90,9 +90,10 @@ def main() -> int:
     used: dict[int, set[str]] = {}
 
     def one(seed: int) -> tuple[int, list[ps.Comparison] | str]:
-        used[seed] = features_of(ps.generate(seed, work / "cases", feats))
+        sc = ps.generate(seed, work / "cases", feats)
+        used[seed] = features_of(sc)
         try:
-            return seed, ps.check_case(seed, work / "cases", home, feats)
+            return seed, ps.check_scenario(sc, home)
         except Exception as exc:  # a scenario that could not run is reported, not hidden
             return seed, f"{type(exc).__name__}: {exc}"
 

@@ -31,7 +31,7 @@ from statstorm.model import phpsettings
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
-SEEDS = Path("/work/shared/seeds")
+SEEDS = ROOT.parent / "shared" / "seeds"  # the posts the project was seeded with, when present
 
 
 def _bench() -> ModuleType:

@@ -35,7 +35,6 @@ def scenario(base: Path, name: str, files: dict[str, str], lines: list[str],
              script: str = "main.php") -> ps.Scenario:
     sc = ps.Scenario(seed=0, root=base / name, files=files, links=links or {}, script=script,
                      lines=lines)
-    sc.seed = abs(hash(name)) % 100_000
     sc.settings = [dict(BASE, **s) for s in settings]
     return sc
 
