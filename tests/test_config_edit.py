@@ -5,7 +5,7 @@ Property tests (Hypothesis, derandomised): for random files around the edited li
 holding Unicode separators and look-alike directives, LF/CRLF/mixed line ends, indentation,
 other directives on the same nginx line, a missing final newline), editing key X leaves every
 other byte as it was, and a second edit of the same key changes nothing. Then the real readers
-judge edited files: `php-fpm8.2 -t`/`-tt`, `nginx -t`, `findmnt --verify`."""
+judge edited files: `php-fpm8.2 -t`/`-tt`, `nginx -t`, `apache2 -t`, `findmnt --verify`."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from statstorm.adapters import backups, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.model import applyplan
+from statstorm.model.apacheplan import edit_apache
 from statstorm.model.applyplan import MASTER_INI, MOUNT, NGINX, POOL, POOL_INI, Change
 from statstorm.results.apply import SCHEMA, FileEdit
 
@@ -286,6 +287,81 @@ def test_edit_app_keeps_crlf_separators_and_a_missing_final_newline() -> None:
     assert applyplan.edit_app(out, ch) == out
 
 
+# -- Apache ------------------------------------------------------------------------------------
+OVERRIDE = Change("x", applyplan.APACHE, "AllowOverride", "None", "", where="/srv/app")
+WORKERS = Change("x", applyplan.APACHE, "MaxRequestWorkers", "12", "", where="")
+
+
+@st.composite
+def apaches(draw: st.DrawFn) -> tuple[Built, str]:
+    """An Apache configuration with comments (Unicode separators before look-alike
+    directives), another <Directory>, and maybe <Directory "/srv/app/"> with maybe its
+    AllowOverride (continued on a second line, or not), or maybe MaxRequestWorkers in an
+    <IfModule>. Returns the file and which key ("dir" or "server") is edited."""
+    eol = draw(EOL)
+    mixed = draw(st.booleans())
+
+    def end() -> str:
+        return draw(EOL) if mixed else eol
+
+    def filler(n: int) -> list[tuple[str, str]]:
+        return [(draw(st.sampled_from([
+            "# " + draw(comment_text("AllowOverride All")),
+            "#" + draw(comment_text("MaxRequestWorkers 150")),
+            "    Options FollowSymLinks", "", "  ", "Timeout 30"])), end())
+            for _ in range(draw(st.integers(0, n)))]
+
+    kind = draw(st.sampled_from(["dir", "server"]))
+    pieces = [("ServerRoot /etc/apache2", end()), *filler(3),
+              ('<Directory "/srv/other">', end()), ("  AllowOverride All", end()),
+              ("</Directory>", end()), *filler(2)]
+    target = draw(st.booleans())
+    lead = draw(st.sampled_from(["", "  ", "\t", " \f"]))
+    cont = draw(st.sampled_from(["", " \\"]))
+    first = (lead + ("AllowOverride All" if kind == "dir" else "MaxRequestWorkers 150")
+             + draw(st.sampled_from(["", " ", "\t"])) + cont)
+    if kind == "dir" and draw(st.booleans()):
+        pieces += [(draw(st.sampled_from(['<Directory "/srv/app/">', "<Directory /srv/app>",
+                                          '  <directory "/srv/app" >'])), end()), *filler(2)]
+        open_at = len(pieces)
+        if target:
+            pieces.append((first, end()))
+            if cont:
+                pieces.append(("    FileInfo", end()))
+        pieces += [*filler(2), ("</Directory>", end())]
+        close_at = len(pieces) - 1
+    elif kind == "server":
+        pieces += [("<IfModule mpm_event_module>", end()), *filler(1)]
+        if target:
+            pieces.append((first, end()))
+            if cont:
+                pieces.append(("    150", end()))
+        pieces += [("</IfModule>", end())]
+    else:
+        target, close_at = False, -1
+    pieces += filler(3)
+    text, starts = assemble(pieces, draw(st.booleans()))
+    bodies = [b for b, _ in pieces]
+    if target:
+        at = bodies.index(first)
+        last = at + (1 if cont else 0)
+        return Built(text, (starts[at] + len(lead), starts[last] + len(bodies[last])),
+                     (0, 0)), kind
+    if kind == "dir" and close_at >= 0:  # inserted before the section's end
+        return Built(text, None, (starts[open_at], starts[close_at])), kind
+    return Built(text, None, (len(text), len(text))), kind  # appended
+
+
+@PROPS
+@given(apaches())
+def test_edit_apache_changes_only_the_directive(case: tuple[Built, str]) -> None:
+    built, kind = case
+    change = OVERRIDE if kind == "dir" else WORKERS
+    out = edit_apache(built.text, [change])
+    check_edit(built.text, out, built, f"{change.key} {change.value}")
+    assert edit_apache(out, [change]) == out
+
+
 # -- the real readers on edited files ------------------------------------------------------------
 def test_php_fpm_reads_the_edited_pool_as_meant(tmp_path: Path) -> None:
     """php-fpm splits at a lone CR as the editor does (the line behind it is a directive) and
@@ -360,6 +436,33 @@ def test_findmnt_accepts_the_edited_fstab(tmp_path: Path) -> None:
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
     assert mounts.verify_fstab(Env(), fstab, [f"{tmp_path}/code"]) == ""  # as apply checks it
+
+
+def test_apache_accepts_the_edited_config(tmp_path: Path) -> None:
+    """Apache reads the edited line (an AllowOverride it refused becomes one it accepts), not
+    the look-alike behind U+2028 in a comment; CRLF and the missing final line end stay."""
+    if not shutil.which("apache2"):
+        pytest.skip("apache2 is not installed")
+    mpm = Path("/usr/lib/apache2/modules/mod_mpm_event.so")
+    conf = tmp_path / "apache2.conf"
+    text = (f"ServerRoot {tmp_path}\r\nListen 127.0.0.1:8089\r\n"
+            f"LoadModule mpm_event_module {mpm}\r\nPidFile {tmp_path}/pid\r\n"
+            f"ErrorLog {tmp_path}/error.log\r\nServerName localhost\r\n"
+            "# old\u2028AllowOverride Bogus\x85\r\n<IfModule mpm_event_module>\r\n"
+            "\tMaxRequestWorkers 150 \\\r\n\t\t\r\n</IfModule>\r\n"
+            '<Directory "/srv/app/">\r\n  AllowOverride Bogus\r\n</Directory>')
+    conf.write_bytes(backups.encode(text))
+
+    def apache_t() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["apache2", "-t", "-f", str(conf)], capture_output=True, text=True)
+
+    assert "Illegal override option Bogus" in apache_t().stderr
+    out = edit_apache(backups.read_text(conf), [OVERRIDE, WORKERS])
+    assert out == text.replace("  AllowOverride Bogus", "  AllowOverride None").replace(
+        "\tMaxRequestWorkers 150 \\\r\n\t\t\r\n", "\tMaxRequestWorkers 12\r\n")
+    backups.write_file(conf, out)
+    res = apache_t()
+    assert res.returncode == 0, res.stderr
 
 
 # -- all-or-nothing writes -----------------------------------------------------------------------
