@@ -69,3 +69,121 @@ def test_json_errors_are_a_json_object_on_stdout(tmp_path: Path, args: list[str]
     out = json.loads(proc.stdout)
     assert out["exit"] == 2 and out["error"] and "\n" not in out["error"]
     assert proc.stderr.strip()  # the one-line message is still on stderr
+
+
+# -- issue #20: a startup line out of a terminal; whatif on an old trace; unreadable inputs ------
+FIX = Path(__file__).parent / "fixtures"
+OLD_TRACE = FIX / "report" / "demo" / "before.sst.gz"  # written before traces were sealed
+
+
+def test_a_verb_says_what_it_does_on_stderr_out_of_a_terminal(tmp_path: Path) -> None:
+    """stderr captured (not a tty), as in cron or CI: one plain startup line naming the verb,
+    its input and its output; --json keeps stdout to the JSON alone."""
+    import json
+
+    from conftest import run_cli
+    src, out = FIX / "strace" / "real-cli-f.log", tmp_path / "t.sst.gz"
+    p = run_cli(["trace", "import", str(src), "-o", str(out), "--json"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.splitlines() == [f"statstorm trace import: {src} → {out}"]
+    assert json.loads(p.stdout)["file"] == str(out)
+    p = run_cli(["trace", "import", str(src), "-o", str(out)], tmp_path)
+    assert p.stderr.splitlines() == [f"statstorm trace import: {src} → {out}"]
+    assert "\x1b" not in p.stderr + p.stdout  # no colour out of a terminal
+    # a usage error found before the work starts stays the only line
+    for args in (["trace", "import", str(tmp_path / "none.log")],
+                 ["trace", "import", str(src), "-o", str(tmp_path / "no" / "t.sst")],
+                 ["trace", "import", str(tmp_path)],
+                 ["trace", "--cmd", "php -v", "-d", "0"],
+                 ["lab", "down", "--name", "../etc"]):
+        p = run_cli(args, tmp_path)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+        assert "statstorm: error:" in p.stderr
+
+
+@pytest.mark.root
+def test_trace_says_what_it_traces_once_attached(tmp_path: Path) -> None:
+    import shutil
+
+    from conftest import run_cli
+    if not shutil.which("php"):
+        pytest.skip("php is not installed")
+    out = tmp_path / "cmd.sst"
+    p = run_cli(["trace", "--cmd", "php -r 'file_exists(\"/nonexistent\");'", "-o", str(out),
+                 "--json"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("statstorm trace:")]
+    assert lines == [f"statstorm trace: command php -r 'file_exists(\"/nonexistent\");', until it "
+                     f"exits, full events → {out}. Ctrl-C to stop."], p.stderr
+    assert p.stderr.splitlines()[0] == lines[0]  # before anything else it says
+
+
+def test_whatif_notes_a_trace_written_before_traces_were_sealed(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from conftest import run_cli
+    from statstorm.cli.whatif import UNSEALED
+    from statstorm.results.trace import read_trace, write_trace
+    old = tmp_path / "old.sst.gz"
+    shutil.copy(OLD_TRACE, old)
+    p = run_cli(["whatif", str(old), "--set", "realpath_cache_size=16K", "--json"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert UNSEALED in json.loads(p.stdout)["notes"]
+    p = run_cli(["whatif", str(old), "--set", "realpath_cache_size=16K"], tmp_path)  # cached
+    assert p.returncode == 0 and f"note: {UNSEALED}" in p.stdout, p.stderr
+    shown = run_cli(["trace", "show", str(old), "--json"], tmp_path).stdout
+    assert UNSEALED in json.loads(shown)["notes"]  # the words trace show uses
+    sealed = tmp_path / "sealed.sst.gz"
+    write_trace(sealed, read_trace(old))
+    p = run_cli(["whatif", str(sealed), "--json"], tmp_path)
+    assert p.returncode == 0 and UNSEALED not in json.loads(p.stdout).get("notes", []), p.stderr
+
+
+def test_file_arguments_fail_in_one_line(tmp_path: Path) -> None:
+    """A missing input or a directory where a file is meant: one line, exit 2, not click's
+    usage block; a JSON error object under --json."""
+    import json
+
+    from conftest import run_cli
+    for args, needle in ((["matrix", "import", str(tmp_path / "none.txt")], "no such file"),
+                         (["check", "--trace", str(tmp_path)], "is a directory"),
+                         (["trace", "--cmd", "php -v", "-o", str(tmp_path)], "is a directory"),
+                         (["fsbench", str(tmp_path), "-o", str(tmp_path)], "is a directory")):
+        p = run_cli([*args, "--json"] if args[0] == "check" else args, tmp_path)
+        assert p.returncode == 2, (args, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0] and str(tmp_path) in lines[0], p.stderr
+        if args[0] == "check":
+            assert json.loads(p.stdout) == {"error": lines[0].split("error: ", 1)[1], "exit": 2}
+
+
+@pytest.mark.root
+def test_an_unreadable_input_as_another_user_is_one_line(state_home: Path) -> None:
+    """A root-only 0600 file read as nobody: one line that names the fix, exit 2, for every
+    verb that reads a file (click's own check gave its multi-line usage block)."""
+    import json
+    import os
+    import pwd
+    import shutil
+
+    d = state_home / "unreadable"
+    d.mkdir(mode=0o755, exist_ok=True)
+    path = d / "t.sst.gz"
+    shutil.copy(OLD_TRACE, path)
+    path.chmod(0o600)
+    gid = pwd.getpwnam("nobody").pw_gid
+    for args in (["trace", "show", str(path)], ["whatif", str(path)],
+                 ["trace", "diff", str(path), str(path)], ["trace", "import", str(path)],
+                 ["check", "--trace", str(path)], ["apply", "--all", "--trace", str(path)],
+                 ["matrix", "import", str(path)], ["report", str(path)],
+                 ["trace", "show", str(path), "--json"]):
+        p = subprocess.run(["setpriv", "--reuid=nobody", f"--regid={gid}", "--clear-groups",
+                            sys.executable, "-m", "statstorm", *args], capture_output=True,
+                           text=True, env=dict(os.environ, STATSTORM_HOME=str(state_home)))
+        assert p.returncode == 2, (args, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0], (args, p.stderr)
+        assert "permission denied" in lines[0] and "chmod o+r" in lines[0]
+        if "--json" in args:
+            assert json.loads(p.stdout)["exit"] == 2

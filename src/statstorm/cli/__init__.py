@@ -8,15 +8,17 @@ documented code (see statstorm.errors).
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
+import threading
 from types import FrameType
 
 import click
 
 from statstorm import __version__
 from statstorm.env import Env
-from statstorm.errors import EXIT_INTERRUPTED, Interrupted, StatstormError
+from statstorm.errors import EXIT_INTERRUPTED, Interrupted, StatstormError, os_error
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -33,6 +35,28 @@ def cli(ctx: click.Context, verbose: bool) -> None:
       statstorm lab down
     """
     ctx.obj = Env(verbose=verbose)
+
+
+def started(env: Env, verb: str, what: str) -> None:
+    """The startup line of a verb that works over time (`statstorm VERB: what it acts on`):
+    one plain line on stderr, in a terminal or not, so a cron or CI log says what ran.
+    Printed once the options are validated, so a usage error stays the only line."""
+    env.log(f"statstorm {verb}: " + re.sub(r"[\r\n]+", " ", what))
+
+
+class StartedWhenReady(threading.Event):
+    """A `ready` event for a core call that sets it when its work really starts (trace: the
+    tracer attached): the verb's startup line is printed then, after the target is found
+    and the privileges checked, so an error before that stays the only line."""
+
+    def __init__(self, env: Env, verb: str, what: str) -> None:
+        super().__init__()
+        self._line = (env, verb, what)
+
+    def set(self) -> None:
+        if not self.is_set():
+            started(*self._line)
+        super().set()
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -77,4 +101,8 @@ def main(argv: list[str] | None = None) -> None:
         _fail(str(exc), exc.exit_code, as_json)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:  # one a core call did not name itself
+        err = os_error(exc)
+        print(f"statstorm: error: {err}", file=sys.stderr)
+        _fail(str(err), err.exit_code, as_json)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from statstorm.cli import cli
+from statstorm.cli import cli, started
+from statstorm.cli.paths import InputPath
 from statstorm.commands import apply as apply_cmd
 from statstorm.env import Env
 from statstorm.model.applyplan import MANUAL
@@ -122,7 +123,7 @@ def _prediction(out: Console, p: dict[str, Any]) -> None:
 @click.option("--verify", is_flag=True, help="Measure before and after (a short traced run); "
               "roll back if the change made things worse.")
 @click.option("--rollback", is_flag=True, help="Restore the last applied backup set and reload.")
-@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--trace", "trace_file", type=InputPath(dir_okay=False),
               default=None, help="A trace of the pool, for check's measured evidence.")
 @click.option("--url", default="", metavar="URL", help="A page of the app (loopback): checked "
               "after the reload, and loaded by --verify.")
@@ -156,10 +157,19 @@ def apply(env: Env, finding_ids: tuple[str, ...], all_: bool, pool: str | None, 
       statstorm apply --pool www opcache-revalidate --yes
       statstorm apply --pool www --rollback
     """
-    result = apply_cmd.run(env, apply_cmd.ApplyOptions(
+    opts = apply_cmd.ApplyOptions(
         findings=finding_ids, all=all_, pool=pool, lab=lab, yes=yes, verify=verify,
         rollback=rollback, trace=trace_file, url=url, verify_duration_s=verify_duration,
-        verify_concurrency=verify_concurrency))
+        verify_concurrency=verify_concurrency)
+    apply_cmd.validate(env, opts)
+    if yes or rollback:
+        where = f"lab {lab}" if lab else f"pool {pool}" if pool else "the running pool"
+        started(env, "apply", f"{where}: restore the last backup set and reload" if rollback
+                else f"{where}: {'every finding' if all_ else ', '.join(finding_ids)}, backed "
+                "up, tested and reloaded" + (f"; --verify measures before and after "
+                                             f"({verify_duration:g} s of load each)"
+                                             if verify else ""))
+    result = apply_cmd.run(env, opts)
     if as_json:
         json.dump(result.to_json(), env.stdout, indent=2)
         env.stdout.write("\n")

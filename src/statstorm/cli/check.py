@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from statstorm.cli import cli
+from statstorm.cli.paths import InputPath
 from statstorm.commands import check as check_cmd
 from statstorm.env import Env
 from statstorm.errors import EXIT_FAILURE
@@ -58,10 +59,10 @@ def render(env: Env, result: check_cmd.CheckResult) -> None:
               help="Check this php-fpm pool (repeatable)  [default: every running pool]")
 @click.option("--lab", "lab", is_flag=False, flag_value="lab", default=None, metavar="[NAME]",
               help="Check a lab's pool (default name: lab).")
-@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--trace", "trace_file", type=InputPath(dir_okay=False),
               default=None, help="A trace of the pool (`statstorm trace -o FILE`): measured "
               "evidence and predicted gains.")
-@click.option("--fsbench", "fsbench_file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--fsbench", "fsbench_file", type=InputPath(dir_okay=False),
               default=None, help="An fsbench result (`statstorm fsbench -o FILE`): the "
               "storage's per-call latency, to turn saved calls into time.")
 @click.option("--docroot", default=None, metavar="DIR", help="The pool's document root, when "

@@ -10,7 +10,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from statstorm.cli import cli
+from statstorm.cli import cli, started
+from statstorm.cli.paths import OutputPath
 from statstorm.commands import demo as demo_cmd
 from statstorm.env import Env
 from statstorm.results.demo import DemoResult
@@ -70,7 +71,7 @@ def render(env: Env, r: DemoResult) -> None:
               show_default=True, help="The application both labs serve.")
 @click.option("--storage", type=click.Choice(["glusterfs"]), default="glusterfs",
               show_default=True, help="The network storage compared with local disk.")
-@click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("-o", "--output-dir", type=OutputPath(file_okay=False),
               default=Path("statstorm-demo"), show_default=True,
               help="Where the demo writes demo.json, the traces and check/apply results.")
 @click.option("--rounds", type=int, default=3, show_default=True,
@@ -105,7 +106,7 @@ def demo(env: Env, app: str, storage: str, output_dir: Path, rounds: int, durati
                                 rounds=rounds, duration_s=duration_s, concurrency=concurrency,
                                 views=views, keep=keep)
     demo_cmd.validate(env, opts)
-    env.log(f"statstorm demo: {app} on local disk vs {storage} — measure, trace, check, "
+    started(env, "demo", f"{app} on local disk vs {storage} — measure, trace, check, "
             f"predict, apply, measure again ({rounds} rounds of {duration_s:g} s per lab and "
             f"phase); results in {output_dir}/. Ctrl-C stops it and removes the labs.")
     result = demo_cmd.run(env, opts)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from statstorm.cli import cli
+from statstorm.cli import cli, started
+from statstorm.cli.paths import OutputPath
 from statstorm.commands import fsbench as cmd
 from statstorm.env import Env
 from statstorm.model.fsworkload import OPS
@@ -106,9 +107,9 @@ def render(r: FsbenchResult) -> str:
 @click.option("--max-files", type=int, default=None,
               help="Use an evenly spread sample of at most this many files per tree.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON instead of tables.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("-o", "--output", type=OutputPath(dir_okay=False), default=None,
               help="Write the result JSON here, updated as each cell finishes.")
-@click.option("--profile-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--profile-out", type=OutputPath(dir_okay=False), default=None,
               help="Write a latency profile (statstorm.latency-profile/1) for `statstorm whatif`.")
 @click.pass_obj
 def fsbench(env: Env, paths: tuple[str, ...], ops: str, state: str, clients: int,
@@ -131,7 +132,8 @@ def fsbench(env: Env, paths: tuple[str, ...], ops: str, state: str, clients: int
         iterations=iterations, duration_s=duration, max_files=max_files, output=output,
         profile_out=profile_out)
     cmd.validate(env, opts)
-    env.log(f"fsbench: {len(paths)} path(s), ops {','.join(opts.ops)}, state "
-            f"{'+'.join(opts.states)}, {clients} client(s)… Ctrl-C to stop.")
+    started(env, "fsbench", f"{', '.join(paths)}: ops {','.join(opts.ops)}, state "
+            f"{'+'.join(opts.states)}, {clients} client(s)"
+            + (f" → {output}" if output else "") + ". Ctrl-C to stop.")
     result = cmd.run(env, opts)
     click.echo(json.dumps(result.to_json(), indent=2) if as_json else render(result))

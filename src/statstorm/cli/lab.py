@@ -10,7 +10,8 @@ import click
 
 from statstorm.adapters import apache_lab, phpfpm
 from statstorm.apps import synthetic
-from statstorm.cli import cli
+from statstorm.cli import cli, started
+from statstorm.cli.paths import OutputPath
 from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
 from statstorm.errors import UsageError
@@ -151,6 +152,11 @@ def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], php_ini
         app_spec=_spec(spec), server=server, mpm=mpm or "", handler=handler,
         allow_override=allow_override or "",
     )
+    lab_cmd.validate(env, opts)
+    arch = (f"Apache {opts.mpm or apache_lab.default_mpm(handler)} + {handler}"
+            if server == "apache" else "nginx + php-fpm")
+    started(env, "lab up", f"lab {name}: {app} on {storage} storage, {arch}, {workers} "
+            f"worker(s). Ctrl-C stops it and removes what was started.")
     state = lab_cmd.up(env, opts)
     click.echo(json.dumps(state.to_json(), indent=2) if as_json else _render_state(state))
 
@@ -168,7 +174,11 @@ def down(env: Env, name: str, all_labs: bool) -> None:
       statstorm lab down --name fast
       statstorm lab down --all
     """
-    names = [s.name for s in lab_cmd.list_labs(env)] if all_labs else [name]
+    labs = [s.name for s in lab_cmd.list_labs(env)]
+    names = labs if all_labs else [name]
+    if [n for n in names if n in labs]:  # an unknown or bad --name: only its own line
+        started(env, "lab down", ("every lab: " if all_labs else "lab ") + ", ".join(names)
+                + " (stop its processes, unmount, remove its files)")
     for n in names:
         lab_cmd.down(env, n)
 
@@ -212,7 +222,7 @@ def list_(env: Env, as_json: bool) -> None:
 
 
 @lab.command("gen-app")
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("directory", type=OutputPath(file_okay=False))
 @click.option("--force", is_flag=True, help="Replace DIRECTORY if it holds a generated app.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 @_spec_options

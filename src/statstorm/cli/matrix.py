@@ -11,7 +11,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from statstorm.cli import cli
+from statstorm.cli import cli, started
+from statstorm.cli.paths import InputPath, OutputPath
 from statstorm.commands import matrix as matrix_cmd
 from statstorm.commands import matrix_import
 from statstorm.model.matrix_grid import ARCHS, MatrixOptions, parse_arch, parse_knob, parse_on_off
@@ -109,10 +110,10 @@ def render(result: MatrixResult, all_pairs: bool = False) -> None:
               help="A good answer's length is within this fraction of the primer's.")
 @click.option("--alpha", type=float, default=0.05, show_default=True,
               help="Significance level of the comparisons (0.05: 95 % intervals).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("-o", "--output", type=OutputPath(dir_okay=False), default=None,
               help="JSON result file, rewritten after every cell-round; an unfinished one is "
                    "continued  [default: matrix-DATE-TIME.json]")
-@click.option("--resume", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--resume", type=InputPath(dir_okay=False), default=None,
               help="Continue the matrix in this result file with the flags it was started with.")
 @click.option("--all-pairs", is_flag=True, help="Show every comparison, not only one-parameter ones.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and its estimated duration, and exit.")
@@ -160,10 +161,14 @@ def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, stor
         timeout_s=timeout, marker=marker, length_tolerance=length_tolerance, alpha=alpha,
         output=output, resume=resume, dry_run=dry_run, knobs=knobs)
     plan = matrix_cmd.plan(env, opts)
-    for line in plan.lines():
-        (click.echo(line) if dry_run else env.log(line))
+    lines = plan.lines()
     if dry_run:
+        for line in lines:
+            click.echo(line)
         return
+    started(env, "matrix", lines[0])  # then the rest of the plan
+    for line in lines[1:]:
+        env.log(line)
     result = matrix_cmd.run(env, plan)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
@@ -176,12 +181,12 @@ def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, stor
 
 @matrix.command("import")
 @click.argument("files", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+                type=InputPath(exists=True, dir_okay=False))
 @click.option("--label", "labels", multiple=True,
               help="The label of each report, in order (default: the bulleted line above "
                    "each report in the file, else FILE#N).")
 @click.option("--app", default="", help="The app the runs served (recorded only).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("-o", "--output", type=OutputPath(dir_okay=False), default=None,
               help="Write the result JSON to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result JSON on stdout.")
 @click.pass_obj

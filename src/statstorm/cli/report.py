@@ -8,14 +8,15 @@ from pathlib import Path
 import click
 
 from statstorm.cli import cli
+from statstorm.cli.paths import InputPath, OutputPath
 from statstorm.env import Env
 
 SCHEMA = "statstorm.report/1"
 
 
 @cli.command("report")
-@click.argument("inputs", nargs=-1, type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("report.html"),
+@click.argument("inputs", nargs=-1, type=InputPath())
+@click.option("-o", "--output", type=OutputPath(), default=Path("report.html"),
               show_default=True, help="The HTML file to write (atomically: whole or not at all).")
 @click.option("--title", default="", help="The page's title  [default: from the results].")
 @click.option("--no-follow", is_flag=True, help="Read only the files given, not the traces and "

@@ -11,7 +11,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from statstorm.cli import cli
+from statstorm.cli import cli, started
+from statstorm.cli.paths import OutputPath
 from statstorm.commands import sweep as sweep_cmd
 from statstorm.commands import trace as trace_cmd
 from statstorm.env import Env
@@ -98,9 +99,9 @@ def _table(result: SweepResult) -> Table:
 @click.option("--allow-remote", is_flag=True, help="Allow a target that is not on loopback (only servers you own).")
 @click.option("--pool", default=None, help="php-fpm pool to sample (its status page: --fpm-status, or a lab's).")
 @click.option("--fpm-status", "fpm_status", default=None, metavar="URL", help="The pool's pm.status_path URL.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("-o", "--output", type=OutputPath(dir_okay=False), default=None,
               help="JSON result file, rewritten after each level  [default: sweep-DATE-TIME.json]")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--plot", type=OutputPath(dir_okay=False), default=None,
               help="SVG plot  [default: the output file with .svg]")
 @click.option("--trace", is_flag=True,
               help="Trace the pool's file syscalls during every measured run (statstorm trace; "
@@ -144,12 +145,13 @@ def sweep(env: Env, url: str, lab: str | None, concurrency: str | None, rate: st
     err = Console(file=env.stderr, stderr=True, highlight=False,
                   width=None if env.stderr.isatty() else 140)
     unit = "connections" if plan.model == "closed" else "req/s"
-    err.print(f"Sweeping {plan.url} with {plan.tool} ({plan.model} model): "
-              f"{','.join(f'{lv:g}' for lv in plan.levels)} {unit}, {plan.repeats}× {plan.duration_s:g} s "
-              f"+ {plan.warmup_s:g} s warm-up per level, about {plan.estimated_s / 60:.1f} min"
-              + (f" (tracing adds about {sweep_cmd.TRACE_OVERHEAD_S:.0f} s per run: attach and "
-                 f"detach)" if plan.trace else "")
-              + f". Writing {plan.output}. Ctrl-C to stop.")
+    started(env, "sweep", f"{plan.url} with {plan.tool} ({plan.model} model): "
+            f"{','.join(f'{lv:g}' for lv in plan.levels)} {unit}, {plan.repeats}× "
+            f"{plan.duration_s:g} s + {plan.warmup_s:g} s warm-up per level, about "
+            f"{plan.estimated_s / 60:.1f} min"
+            + (f" (tracing adds about {sweep_cmd.TRACE_OVERHEAD_S:.0f} s per run: attach and "
+               f"detach)" if plan.trace else "")
+            + f" → {plan.output}. Ctrl-C to stop.")
 
     def progress(msg: str, lv: LevelResult | None) -> None:
         if lv is None:

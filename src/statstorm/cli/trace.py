@@ -11,9 +11,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from statstorm.cli import cli
+from statstorm.cli import StartedWhenReady, cli, started
+from statstorm.cli.paths import InputPath, OutputPath
 from statstorm.commands import trace as trace_cmd
 from statstorm.env import Env
+from statstorm.results.common import check_output_dir
 from statstorm.results.trace import CALLS, SUMMARY_KEYS
 
 # the JSON of `trace --json`, `trace show/import --json` (a trace's summary) and `trace diff`
@@ -123,6 +125,24 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
         out.print(f"note: {shown(note)}")
 
 
+def describe(opts: trace_cmd.TraceOptions) -> str:
+    """What a trace acts on, for its startup line: target, bound, detail, file."""
+    target = (f"lab {opts.lab}" if opts.lab else f"php-fpm pool {opts.pool}" if opts.pool
+              else f"PID {', '.join(map(str, opts.pids))}" if opts.pids
+              else f"command {opts.cmd}")
+    bound = (f"{opts.duration_s:g} s" if opts.duration_s is not None
+             else "until it exits" if opts.cmd is not None
+             else f"{trace_cmd.DEFAULT_DURATION_S:g} s")
+    if opts.requests is not None:
+        bound += f" or {opts.requests:,} requests"
+    detail = ("in-kernel counts" if opts.counts else
+              f"1 request in {opts.sample} recorded in full" if opts.sample > 1
+              else "full events")
+    backend = "" if opts.backend == "auto" else f" ({opts.backend})"
+    return (f"{target}, {bound}, {detail}{backend} → {shown(str(opts.output))}. "
+            "Ctrl-C to stop.")
+
+
 @cli.group("trace", invoke_without_command=True)
 @click.option("--pool", default=None, help="Trace every worker of this php-fpm pool (also "
               "workers started during the trace).")
@@ -138,7 +158,7 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
               "have finished.")
 @click.option("--max-events", type=int, default=trace_cmd.DEFAULT_EVENT_CAP, show_default=True,
               help="Stop at this many syscalls.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("-o", "--output", type=OutputPath(dir_okay=False), default=None,
               help="Trace file (gzip if it ends in .gz)  [default: trace-DATE-TIME.sst.gz]")
 @click.option("--backend", type=click.Choice(list(trace_cmd.BACKENDS)), default="auto",
               show_default=True, help="auto: the compiled eBPF tracer (built by "
@@ -175,17 +195,19 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
     if ctx.invoked_subcommand is not None:
         return
     env: Env = ctx.obj
+    output = output or trace_cmd.default_output()  # named once: the startup line says it
     opts = trace_cmd.TraceOptions(pool=pool, pids=pids, lab=lab, cmd=cmd, duration_s=duration,
                                   requests=requests, max_events=max_events, output=output,
                                   backend=backend, counts=counts, sample=sample)
     trace_cmd.validate(opts)
     err = Console(file=env.stderr, stderr=True, highlight=False)
+    ready = StartedWhenReady(env, "trace", describe(opts))
 
     def progress(msg: str) -> None:
         if env.stderr.isatty():
             err.print(f"  {msg}", style="dim", end="\r")
 
-    result = trace_cmd.run(env, opts, progress=progress)
+    result = trace_cmd.run(env, opts, progress=progress, ready=ready)
     for w in result.warnings:
         err.print(f"warning: {w}", style="bold yellow" if "LOUD" in w else "yellow")
     if as_json:
@@ -196,7 +218,7 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
 
 
 @trace.command("show")
-@click.argument("trace_file", type=click.Path(path_type=Path))
+@click.argument("trace_file", type=InputPath())
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_obj
 def show(env: Env, trace_file: Path, as_json: bool) -> None:
@@ -215,8 +237,8 @@ def show(env: Env, trace_file: Path, as_json: bool) -> None:
 
 
 @trace.command("diff")
-@click.argument("a", type=click.Path(path_type=Path))
-@click.argument("b", type=click.Path(path_type=Path))
+@click.argument("a", type=InputPath())
+@click.argument("b", type=InputPath())
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.pass_obj
 def diff(env: Env, a: Path, b: Path, as_json: bool) -> None:
@@ -249,8 +271,8 @@ def diff(env: Env, a: Path, b: Path, as_json: bool) -> None:
 
 
 @trace.command("import")
-@click.argument("source", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.argument("source", type=InputPath(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=OutputPath(dir_okay=False), default=None,
               help="Trace file to write  [default: SOURCE.sst.gz]")
 @click.option("--requests", type=int, default=None,
               help="How many requests the input covers (for an strace -c table or a log "
@@ -268,6 +290,10 @@ def import_(env: Env, source: Path, output: Path | None, requests: int | None, t
       statstorm trace import php-fpm.strace -o fpm.sst.gz
       statstorm trace import strace-c.txt --requests 1000 --json
     """
+    if output is not None:
+        check_output_dir(output)
+    started(env, "trace import", f"{shown(str(source))} → "
+            f"{shown(str(output or source.with_name(source.name + '.sst.gz')))}")
     out, summary = trace_cmd.import_log(source, output, requests=requests, table=table)
     if as_json:
         click.echo(json.dumps({"schema": SUMMARY_SCHEMA, **summary, "file": str(out)}, indent=2))

@@ -10,9 +10,22 @@ from rich.console import Console
 from rich.table import Table
 
 from statstorm.cli import cli
+from statstorm.cli.paths import InputPath
 from statstorm.commands import whatif as whatif_cmd
 from statstorm.env import Env
 from statstorm.results.trace import SUMMARY_KEYS
+from statstorm.results.trace.jsonl import iter_batches
+
+UNSEALED = ("written before statstorm sealed its traces: its completeness and content could "
+            "not be checked")  # as `trace show` says it
+
+
+def unsealed(path: Path) -> bool:
+    """Whether a trace that read whole was written before traces were sealed: its header does
+    not promise a seal (a trace whose header does, and that lacks it, does not read at all)."""
+    for batch in iter_batches(path, sidecar=False):  # the header alone, then let go
+        return "seal" not in batch[0]
+    return False
 
 
 def _caches(c: dict[str, object]) -> str:
@@ -24,7 +37,7 @@ def _fmt(v: float) -> str:
 
 
 @cli.command("whatif")
-@click.argument("trace_file", type=click.Path(path_type=Path))
+@click.argument("trace_file", type=InputPath())
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="A proposed setting (repeat for more): realpath_cache_size, "
                    "realpath_cache_ttl, open_basedir, include_path, opcache.enable(_cli), "
@@ -71,6 +84,8 @@ def whatif(env: Env, trace_file: Path, sets: tuple[str, ...], profile: str,
     opts = whatif_cmd.WhatifOptions(trace=trace_file, sets=sets, profile=profile,
                                     find_min=find_min, cache=not no_cache)
     res = whatif_cmd.run(opts)
+    if unsealed(trace_file) and UNSEALED not in res.notes:
+        res.notes.append(UNSEALED)
     if as_json:
         click.echo(json.dumps(res.to_json(), indent=2))
         return
