@@ -443,7 +443,9 @@ def test_apache_accepts_the_edited_config(tmp_path: Path) -> None:
     the look-alike behind U+2028 in a comment; CRLF and the missing final line end stay."""
     if not shutil.which("apache2"):
         pytest.skip("apache2 is not installed")
-    mpm = Path("/usr/lib/apache2/modules/mod_mpm_event.so")
+    mpm = Path("/usr/lib/apache2/modules/mod_mpm_event.so")  # Debian's apache2 package
+    if not mpm.exists():
+        pytest.skip("apache2's mpm_event module is not where Debian puts it")
     conf = tmp_path / "apache2.conf"
     text = (f"ServerRoot {tmp_path}\r\nListen 127.0.0.1:8089\r\n"
             f"LoadModule mpm_event_module {mpm}\r\nPidFile {tmp_path}/pid\r\n"
