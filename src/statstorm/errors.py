@@ -5,6 +5,8 @@ Every message is one line that says what went wrong and names the fix.
 
 from __future__ import annotations
 
+import errno
+
 # Documented exit codes (docs/cli.md lists them too).
 EXIT_OK = 0
 EXIT_FAILURE = 1  # the command ran and failed (a check failed, a component misbehaved)
@@ -60,3 +62,17 @@ class Interrupted(StatstormError):
     """Raised from signal handlers (SIGTERM) so cleanup runs as for Ctrl-C."""
 
     exit_code = EXIT_INTERRUPTED
+
+
+def os_error(exc: OSError) -> StatstormError:
+    """A file-system error no caller turned into its own message (a disk that filled up, a
+    permission taken away mid-run): one line naming the file and the fix. Exit code 1."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    what = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free space on that file system and run it again"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = "fix its permissions (or run as root) and run it again"
+    else:
+        fix = "fix that and run it again"
+    return OutputError(f"{where}{what}: {fix}")

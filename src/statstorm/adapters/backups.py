@@ -25,6 +25,7 @@ from statstorm.results.apply import SCHEMA, FileEdit, StorageStep
 from statstorm.results.common import write_atomic
 
 MANIFEST = "manifest.json"
+IN_EFFECT = ("applied", "verified", "applying", "rollback-failed")
 
 
 def decode(data: bytes) -> str:
@@ -220,13 +221,15 @@ def sets(env: Env) -> list[Path]:
 
 def newest(env: Env, lab: str | None = None, pool: str | None = None,
            ) -> tuple[Path, dict[str, Any]] | None:
-    """The newest backup set still in effect (status applied or verified), for the lab or pool
-    when one is named, with its manifest checked whole. A set whose status or target cannot be
+    """The newest backup set that may be in effect (applied or verified; also applying, an
+    apply that stopped before it could roll back, and rollback-failed: putting the same files
+    back again is harmless), for the lab or pool when one is named, with its manifest checked
+    whole. A set whose status or target cannot be
     read stops the search (it may be the one in effect): UsageError naming the fix."""
     for d in reversed(sets(env)):
         data = _load(d)
         t = data["target"]
-        if data["status"] not in ("applied", "verified"):
+        if data["status"] not in IN_EFFECT:
             continue
         if (lab and t.get("lab") != lab) or (pool and t.get("pool") != pool):
             continue

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from statstorm import faults
 from statstorm.adapters import (apache_lab, gluster, http, labs, mariadb, mounts, nginx, phpfpm,
                                 procs, tree_copy)
 from statstorm.apps import mediawiki, synthetic, wordpress
@@ -145,7 +146,8 @@ def up(env: Env, opts: LabOptions) -> LabState:
     return labs.status(env, opts.name)
 
 
-def _step(env: Env, state: LabState, message: str) -> None:
+def _step(env: Env, state: LabState, message: str, point: str) -> None:
+    faults.phase(f"lab-up/{point}")
     env.log(f"lab {state.name}: {message}")
 
 
@@ -159,7 +161,7 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
 
     # 1. Where the code will live.
     if opts.storage == "glusterfs":
-        _step(env, state, "creating a GlusterFS volume on loopback…")
+        _step(env, state, "creating a GlusterFS volume on loopback…", "volume")
         gluster.ensure_glusterd(env)
         state.volume = VOLUME_PREFIX + opts.name
         state.brick = str(root / "brick")
@@ -167,6 +169,7 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
         gluster.create_volume(env, state.volume, Path(state.brick))
         state.mount_point = str(root / "mnt")
         labs.save(state)
+        faults.phase("lab-up/mount")
         state.fuse_client_pid = gluster.mount(env, state.volume, Path(state.mount_point),
                                               opts.mount_options)
         labs.save(state)
@@ -180,13 +183,14 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
 
     # 2. The app, prepared on local disk, then copied to the storage.
     if opts.app == "mediawiki":
-        _step(env, state, f"copying MediaWiki {mediawiki.version()} and installing it (SQLite)…")
+        _step(env, state, f"copying MediaWiki {mediawiki.version()} and installing it (SQLite)…",
+              "app")
         mediawiki.copy_tree(env, stage)
         mediawiki.install(env, php, stage, root / "data", state.port)
         docroot, entry, front = code, mediawiki.ENTRY, "index.php"
         extra_ini: dict[str, str] = {}
     elif opts.app == "wordpress":
-        _step(env, state, "starting the lab's MariaDB on a unix socket…")
+        _step(env, state, "starting the lab's MariaDB on a unix socket…", "database")
 
         def record_db(pid: int) -> None:
             state.mariadb_pid = pid
@@ -195,18 +199,19 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
         db = wordpress.start_database(env, root, root / "log/mariadbd.out", record_db)
         state.db_socket = str(db.socket)
         labs.save(state)
-        _step(env, state, f"copying WordPress {wordpress.version()} and installing it (MariaDB)…")
+        _step(env, state, f"copying WordPress {wordpress.version()} and installing it (MariaDB)…",
+              "app")
         wordpress.copy_tree(env, stage)
         wordpress.install(env, php, stage, root / "data", root / "conf", state.port, db)
         docroot, entry, front = code, wordpress.ENTRY, "index.php"
         extra_ini = {}
     else:
-        _step(env, state, "generating the synthetic app…")
+        _step(env, state, "generating the synthetic app…", "app")
         app = synthetic.generate(env, stage, opts.app_spec)
         docroot, entry, front = code / "public", "/" + app.entry, app.entry
         extra_ini = {"include_path": app.include_path_for(str(code))}
     if stage != code:
-        _step(env, state, f"copying the app tree to {code} (GlusterFS)…")
+        _step(env, state, f"copying the app tree to {code} (GlusterFS)…", "copy")
         tree_copy.copy_tree(stage, code, jobs=8)
         shutil.rmtree(stage)
     state.docroot = str(docroot)
@@ -215,6 +220,7 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     # 3. php-fpm (unless Apache runs PHP itself) and the web server, our own masters.
     ini = {**extra_ini, **opts.php_ini}
     state.php_ini = ini
+    faults.phase("lab-up/php")
     if state.handler != "fpm":
         (root / "conf/php").mkdir(exist_ok=True)
         labs.php_ini_file(state).write_text(apache_lab.render_ini(ini))
@@ -229,12 +235,13 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     labs.save(state)
 
     # 4. Prove it serves the app.
-    _step(env, state, f"checking {state.url}{entry}…")
+    _step(env, state, f"checking {state.url}{entry}…", "check")
     check_pages(env, state)
     if state.handler != "fpm":
         state.effective_ini = apache_lab.effective_ini(state.url, sorted({*REPORTED_INI, *ini}))
     state.phase = "up"
     labs.save(state)
+    faults.phase("lab-up/up")
 
 
 def _start_fpm(env: Env, state: LabState, fpm: str, ini: dict[str, str]) -> None:
@@ -247,7 +254,7 @@ def _start_fpm(env: Env, state: LabState, fpm: str, ini: dict[str, str]) -> None
     phpfpm.test_config(env, fpm, fpm_conf, ini)
     state.effective_ini = phpfpm.effective_ini(env, fpm, fpm_conf, ini,
                                                sorted({*REPORTED_INI, *ini}))
-    _step(env, state, f"starting php-fpm pool {state.pool} ({state.workers} workers)…")
+    _step(env, state, f"starting php-fpm pool {state.pool} ({state.workers} workers)…", "fpm")
 
     def record_fpm(pid: int) -> None:
         state.fpm_master_pid = pid
@@ -282,7 +289,7 @@ def _start_apache(env: Env, opts: LabOptions, state: LabState, docroot: Path, fr
     apache_lab.test_config(env, conf)
     procs.check_port_free(state.port)
     _step(env, state, f"starting Apache (mpm_{state.mpm}, PHP through {state.handler}) on "
-                      f"127.0.0.1:{state.port}…")
+                      f"127.0.0.1:{state.port}…", "server")
 
     def record_apache(pid: int) -> None:
         state.apache_pid = pid
@@ -302,7 +309,7 @@ def _start_nginx(env: Env, opts: LabOptions, state: LabState, docroot: Path, fro
                                             front_controller=front))
     nginx.test_config(env, nginx_conf, root)
     procs.check_port_free(state.port)
-    _step(env, state, f"starting nginx on 127.0.0.1:{state.port}…")
+    _step(env, state, f"starting nginx on 127.0.0.1:{state.port}…", "server")
 
     def record_nginx(pid: int) -> None:
         state.nginx_pid = pid

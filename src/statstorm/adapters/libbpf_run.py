@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from statstorm import faults
 from statstorm.adapters import bpftrace, libbpf_trace, round_trips, trace_targets
 from statstorm.adapters.trace_backends import (DEFAULT_DURATION_S, TraceOptions, TraceRun,
                                                bound_reached, event_attributor, finish_events,
@@ -86,6 +87,7 @@ def run_ebpf(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Pa
             if held is not None:
                 held.finish()
             status = session.stop()
+            faults.phase("trace/stopped")
             if progress:
                 progress(f"attributing {status.records:,} events")
             result = _attribute_spool(env, opts, target, head, out, warnings, progress,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 from contextlib import contextmanager
 
+from statstorm import faults
 from statstorm.adapters import procs
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
@@ -83,6 +84,7 @@ def run_bounded(env: Env, argv: Sequence[str], *, timeout: float, what: str,
     except FileNotFoundError:
         raise DependencyError(f"{argv[0]} is not installed: run scripts/setup.sh as root") from None
     try:
+        faults.phase("load/running")
         out, err = proc.communicate(input=stdin_text, timeout=timeout)
     except subprocess.TimeoutExpired:
         procs.terminate(proc.pid, timeout=3)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from statstorm import faults
 from statstorm.adapters import (bpftrace, mounts, php_targets, procs, round_trips, strace_log,
                                 trace_targets)
 from statstorm.adapters.bpftrace_session import BpftraceSession, EventFramer, Refused
@@ -132,6 +133,7 @@ def on_attached(network: round_trips.Window | None, held: procs.HeldCommand | No
         held.release()
     if ready is not None:
         ready.set()
+    faults.phase("trace/attached")
 
 
 def bound_reached(opts: TraceOptions, now: float, deadline: float | None,
@@ -139,6 +141,7 @@ def bound_reached(opts: TraceOptions, now: float, deadline: float | None,
                   held: procs.HeldCommand | None, warnings: list[str]) -> str | None:
     """Why an attached trace stops now ("duration", "stop", "requests", "event cap",
     "command exited"), or None: it goes on."""
+    faults.phase("trace/recording")
     if deadline is not None and now >= deadline:
         return "duration"
     if stop is not None and stop.is_set():
@@ -308,6 +311,7 @@ def finish_events(env: Env, attr: Attributor | CountAttributor, writer: TraceWri
                   extra: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Close an eBPF trace once every event is fed: its trailer, warnings and summary.
     `extra` adds to the trailer what the backend tells once every request is closed."""
+    faults.phase("trace/publish")
     attr.finish()
     trailer: dict[str, Any] = {
         "stopped": stopped, "duration_ns": attr.last_ns,

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters import (apache_lab, backups, http, labs, nginx, php_targets, phpfpm,
-                                pool_config, storage_steps)
+from statstorm import faults
+from statstorm.adapters import (apache_lab, apply_steps, backups, http, labs, nginx,
+                                php_targets, phpfpm, pool_config, storage_steps)
 from statstorm.adapters.pool_config import ApplyFailed, Target
 from statstorm.commands import check as check_cmd
 from statstorm.commands import sweep as sweep_cmd
@@ -314,52 +315,6 @@ def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
     return result
 
 
-# -- files --------------------------------------------------------------------------------------
-def _install(env: Env, target: Target, edits: list[FileEdit], changes: list[Change],
-             steps: list[StorageStep]) -> list[str]:
-    """Change the storage, write, test, reload and check; ApplyFailed on any failure (steps
-    and files may be half-way)."""
-    for st in steps:
-        try:
-            storage_steps.do(env, st, target.lab)
-        except storage_steps.StepFailed as exc:
-            raise ApplyFailed(str(exc)) from None
-    for e in edits:
-        try:
-            backups.write_file(e.path, e.after, e.path.stat() if e.before is not None else None,
-                               new_mode=0o644)
-        except OSError as exc:
-            raise ApplyFailed(f"cannot write {e.path} ({exc.strerror or exc})") from None
-    paths = [e.path for e in edits]
-    pool_config.test_config(env, target, paths, [st.where for st in steps if st.kind == MOUNT])
-    pool_config.reload(env, target, paths, fpm=bool(steps))
-    return pool_config.health(env, target, changes)
-
-
-def _roll_back(env: Env, target: Target, backup: Path, reason: str,
-               steps: list[StorageStep] | None = None) -> None:
-    """Restore the backup set and undo the storage steps, reload, check; mark the set
-    rolled back."""
-    env.log(f"rolling back: {reason}")
-    paths = backups.restore(backup)
-    undone = [st for st in steps or [] if st.done]
-    try:
-        for st in reversed(undone):
-            storage_steps.undo(env, st, target.lab)
-        pool_config.test_config(env, target, paths, apps=False)  # as they were
-        pool_config.reload(env, target, paths, fpm=bool(undone))
-        pool_config.health(env, target, [])
-    except (ApplyFailed, ComponentError) as exc:
-        if steps:
-            backups.save_steps(backup, steps)
-        backups.mark(backup, "rollback-failed", f"{reason}; then {exc}")
-        raise ComponentError(f"{reason}; the previous files are back but {exc}: see "
-                             f"{backup}/manifest.json") from None
-    if steps:
-        backups.save_steps(backup, steps)
-    backups.mark(backup, "rolled-back", reason)
-
-
 # -- verifying ----------------------------------------------------------------------------------
 def full_tracer(env: Env, *, lab: str | None, pool: str | None, duration_s: float,
                 output: Path, ready: Any, stop: Any) -> trace_cmd.TraceRun:
@@ -449,26 +404,34 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
     result.backup = str(backup)
     env.log(f"backed up {len(result.edits)} file(s) to {backup}")
     try:
-        result.notes += _install(env, target, result.edits, result.changes, result.steps)
-    except ApplyFailed as exc:
-        _roll_back(env, target, backup, str(exc), result.steps)
-        raise ComponentError(f"{exc}: rolled back, the pool serves with the previous "
+        faults.phase("apply/backup")
+        result.notes += apply_steps.install(env, target, result.edits, result.changes,
+                                            result.steps)
+        apply_steps.record(backup, result.steps, "applied")
+    except (ApplyFailed, OSError) as exc:
+        why = (str(exc) if isinstance(exc, ApplyFailed) else
+               f"cannot record the change in {backup} ({exc.strerror or exc})")
+        apply_steps.roll_back(env, target, backup, why, result.steps)
+        raise ComponentError(f"{why}: rolled back, the pool serves with the previous "
                              f"configuration (backup {backup})") from None
     except BaseException:
-        _roll_back(env, target, backup, "interrupted while applying", result.steps)
+        apply_steps.roll_back(env, target, backup, "interrupted while applying", result.steps)
         raise
-    backups.save_steps(backup, result.steps)
-    backups.mark(backup, "applied")
+    faults.phase("apply/applied")
     result.mode = "applied"
     if before is not None:
         env.log("verify: measuring after the change…")
         result.verify = compare(before, measure(env, target, opts), prediction)
         if result.verify["worse"]:
             result.reason = f"--verify: {result.verify['worse']}"
-            _roll_back(env, target, backup, result.reason, result.steps)
+            apply_steps.roll_back(env, target, backup, result.reason, result.steps)
             result.mode = "rolled-back"
         else:
-            backups.mark(backup, "verified")
+            try:
+                backups.mark(backup, "verified")
+            except OSError as exc:  # applied and in effect: the manifest still says so
+                result.notes.append(f"{backup}/manifest.json still says applied, not verified "
+                                    f"({exc.strerror or exc})")
     return result
 
 
@@ -485,7 +448,7 @@ def rollback(env: Env, opts: ApplyOptions) -> ApplyResult:
                           backups.copy_text(d, entry) or "", ("now", "restored"))
                  for entry in data["files"]]
         steps = [StorageStep.from_json(x) for x in data.get("storage") or []]
-        _roll_back(env, target, d, "statstorm apply --rollback", steps)
+        apply_steps.roll_back(env, target, d, "statstorm apply --rollback", steps)
         return ApplyResult("rolled-back", target, edits=edits, steps=steps, backup=str(d),
                            reason="statstorm apply --rollback")
     where = f" for {'lab ' + opts.lab if opts.lab else 'pool ' + str(opts.pool)}" if (

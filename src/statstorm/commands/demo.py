@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from statstorm import faults
 from statstorm.adapters import http, lab_build, labs, round_trips
 from statstorm.adapters.loadgen import RunSpec, load_lock
 from statstorm.adapters.wrk import Wrk
@@ -270,6 +271,7 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
         if n > 1:
             result.timings_s[f"step{n - 1}"] = round(now - mark[0], 1)
         mark[0] = now
+        faults.phase(f"demo/step-{n}")
         log(f"[{n}/{STEPS}] {text}")
 
     manual: dict[str, str] = {}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from statstorm import faults
 from statstorm.adapters import fsbench_ops, gluster, labs, mounts
 from statstorm.env import Env
 from statstorm.errors import PrivilegeError, UsageError
@@ -334,6 +335,7 @@ def _run_cells(env: Env, opts: FsbenchOptions, result: res.FsbenchResult, state:
         for i, w in enumerate(workloads):
             if state == "cold":
                 chk = _drop(env, w, owned[i], check=i not in checks)
+                faults.phase("fsbench/dropped")
                 if i not in checks:
                     checks[i] = chk
             t0 = time.perf_counter_ns()
@@ -342,6 +344,7 @@ def _run_cells(env: Env, opts: FsbenchOptions, result: res.FsbenchResult, state:
             else:
                 parts = pool.map(_client_pass, [(op, i, c / opts.clients) for c in range(opts.clients)])
             accs[i].add(parts, time.perf_counter_ns() - t0)
+            faults.phase("fsbench/pass")
         rnd += 1
         if iterations is not None and rnd >= iterations:
             break
@@ -368,6 +371,7 @@ def _run_cells(env: Env, opts: FsbenchOptions, result: res.FsbenchResult, state:
         result = replace(result, cells=tuple(cells))
         if opts.output:
             res.write(opts.output, result)
+        faults.phase("fsbench/cell")
         if on_cell:
             on_cell(result, cell)
     return result

@@ -18,12 +18,12 @@ import os
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from statistics import median
-from typing import Any, Callable, Protocol, Sequence
+from typing import Callable, Protocol
 
+from statstorm import faults
 from statstorm.adapters import bpftrace, http, labs, php_targets, sysstat
 from statstorm.adapters.ab import Ab
 from statstorm.adapters.loadgen import LoadGenerator, RunSpec, load_lock
@@ -31,11 +31,9 @@ from statstorm.adapters.vegeta import Vegeta
 from statstorm.adapters.wrk import Wrk
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
-from statstorm.model import knee as knee_model
-from statstorm.model import stats
+from statstorm.model.sweep_levels import Traced, aggregate, analyse, with_trace
 from statstorm.results.common import write_json_atomic
-from statstorm.results.sweep import (ErrorCounts, LevelResult, LoadRun, RepeatResult,
-                                     ServerSignals, SweepResult)
+from statstorm.results.sweep import LevelResult, RepeatResult, SweepResult
 
 CLOSED_TOOLS = ("wrk", "ab")
 OPEN_TOOLS = ("vegeta",)
@@ -222,106 +220,12 @@ def plan(env: Env, opts: SweepOptions) -> Plan:
     return p
 
 
-def aggregate(level: float, model: str, repeats: Sequence[RepeatResult], validation: str) -> LevelResult:
-    runs = [r.run for r in repeats]
-    srv = [r.server for r in repeats]
-    errors = ErrorCounts()
-    for r in runs:
-        errors = errors + r.errors
-
-    def med(values: Sequence[float]) -> float:
-        return round(float(median(values)), 3)
-
-    def opt_max(values: Sequence[int | None]) -> int | None:
-        vals = [v for v in values if v is not None]
-        return max(vals) if vals else None
-
-    def opt_min(values: Sequence[int | None]) -> int | None:
-        vals = [v for v in values if v is not None]
-        return min(vals) if vals else None
-
-    server = ServerSignals(
-        seconds=round(sum(s.seconds for s in srv), 3),
-        ctx_switches_per_s=med([s.ctx_switches_per_s for s in srv]),
-        cpu_busy_pct=med([s.cpu_busy_pct for s in srv]),
-        cpu_system_pct=med([s.cpu_system_pct for s in srv]),
-        cpu_iowait_pct=med([s.cpu_iowait_pct for s in srv]),
-        fpm_pool=next((s.fpm_pool for s in srv if s.fpm_pool), ""),
-        fpm_active_max=opt_max([s.fpm_active_max for s in srv]),
-        fpm_idle_min=opt_min([s.fpm_idle_min for s in srv]),
-        fpm_total=opt_max([s.fpm_total for s in srv]),
-        fpm_listen_queue_max=opt_max([s.fpm_listen_queue_max for s in srv]),
-        fpm_max_children_reached=(sum(s.fpm_max_children_reached or 0 for s in srv)
-                                  if any(s.fpm_max_children_reached is not None for s in srv) else None),
-        fpm_samples=sum(s.fpm_samples for s in srv),
-        **_trace_medians(srv),
-    )
-    rps = [r.rps for r in runs]
-    return LevelResult(
-        concurrency=int(level) if model == "closed" else None,
-        rate=level if model == "open" else None,
-        repeats=tuple(repeats), rps=med(rps), rps_spread=round(knee_model.spread(rps), 3),
-        **_merged_latency(runs), max=round(max(r.max for r in runs), 3),
-        errors=errors, server=server, validation=validation,
-    )
-
-
-def _merged_latency(runs: Sequence[LoadRun]) -> dict[str, float]:
-    """p50/p90/p99 of all the level's requests: the runs' spectra merged (model.stats)."""
-    merged = stats.merged_percentiles([(r.percentiles, r.requests) for r in runs], (50, 90, 99))
-    if merged is None or not all(r.percentiles for r in runs):  # no spectrum: runs' medians
-        merged = [stats.median([getattr(r, k) for r in runs]) for k in ("p50", "p90", "p99")]
-    return {k: round(v, 3) for k, v in zip(("p50", "p90", "p99"), merged)}
-
-
-def _trace_medians(srv: Sequence[ServerSignals]) -> dict[str, Any]:
-    """The level's trace fields: medians over the traced repeats, the first repeat's file."""
-    traced = [s for s in srv if s.file_syscalls_per_request is not None]
-    if not traced:
-        return {}
-
-    def med(values: Sequence[float | None]) -> float:
-        return round(float(median([v or 0.0 for v in values])), 3)
-
-    return {
-        "file_syscalls_per_s": med([s.file_syscalls_per_s for s in traced]),
-        "file_syscalls_per_request": med([s.file_syscalls_per_request for s in traced]),
-        "failed_per_request": med([s.failed_per_request for s in traced]),
-        "traced_requests": sum(s.traced_requests or 0 for s in traced),
-        "trace_dropped": sum(s.trace_dropped or 0 for s in traced),
-        "trace_file": traced[0].trace_file,
-    }
-
-
-class Traced(Protocol):
-    """What sweep reads of a trace taken during a run (`statstorm trace`'s TraceRun)."""
-
-    output: Path
-    summary: dict[str, Any]
-    warnings: list[str]
-
-
 class Tracer(Protocol):
     """Traces `pool` (or `lab`'s pool) into `output` from when it sets `ready` until `stop`
     is set (or `duration_s` passes). The CLI passes `statstorm trace`'s counting tracer."""
 
     def __call__(self, env: Env, *, lab: str | None, pool: str | None, duration_s: float,
                  output: Path, ready: threading.Event, stop: threading.Event) -> Traced: ...
-
-
-def with_trace(server: ServerSignals, trace: Traced, load_s: float) -> ServerSignals:
-    """`server` with the file-syscall figures of the trace taken during the run."""
-    summary = trace.summary
-    totals, per_request = summary.get("totals", {}), summary.get("per_request", {})
-    return replace(
-        server,
-        file_syscalls_per_s=round(totals.get("total", 0) / load_s, 1) if load_s > 0 else 0.0,
-        file_syscalls_per_request=float(per_request.get("total", 0.0)),
-        failed_per_request=float(per_request.get("failed", 0.0)),
-        traced_requests=int(summary.get("requests", 0)),
-        trace_dropped=int(summary.get("trace", {}).get("dropped", 0)),
-        trace_file=str(trace.output),
-    )
 
 
 class TraceThread:
@@ -377,14 +281,6 @@ class TraceThread:
         self.thread.join(self.DETACH_TIMEOUT_S)
 
 
-def analyse(result: SweepResult) -> None:
-    unit = "users" if result.model == "closed" else "req/s offered"
-    points = [knee_model.LevelPoint(lv.level, tuple(r.run.rps for r in lv.repeats), lv.server,
-                                    lv.errors.total, sum(r.run.requests for r in lv.repeats))
-              for lv in result.levels]
-    result.knee = knee_model.analyse(points, unit=unit)
-
-
 Progress = Callable[[str, LevelResult | None], None]
 
 
@@ -420,6 +316,7 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
             work = Path(tmp)
             for level in p.levels:
                 name = f"{'concurrency' if p.model == 'closed' else 'rate'} {level:g}"
+                faults.phase("sweep/level")
                 if p.warmup_s > 0:
                     say(f"{name}: warm-up {p.warmup_s:g} s (not recorded)", None)
                     with load_lock(env):
@@ -465,6 +362,7 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
                 lv = aggregate(level, p.model, reps, validation)
                 result.levels.append(lv)
                 write_json_atomic(p.output, result.to_json())
+                faults.phase("sweep/written")
                 say(f"{name}: done", lv)
     except (KeyboardInterrupt, Interrupted):
         result.interrupted = True

@@ -1,6 +1,7 @@
 """Helpers shared by result files: files written atomically (temp files beside the target,
 signals held back while publishing, output directories checked first), schema-versioned JSON,
-loading millions of small records without the garbage collector, and the test fault hook."""
+loading millions of small records without the garbage collector. Every publishing writer
+passes the tests' `write` fault point (statstorm.faults)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
+from statstorm import faults
 from statstorm.errors import UsageError
 
 
@@ -23,6 +25,7 @@ def write_atomic(path: Path, data: str | bytes, like: os.stat_result | None = No
     partial file (and, when `durable`, fsync'ed before the rename). The file gets the mode and
     owner of `like` (the file it replaces), else `new_mode` (else the temp file's 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    faults.write(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -95,26 +98,9 @@ def check_output_dir(path: Path, flag: str = "-o") -> None:
 def temp_beside(path: Path, suffix: str = "") -> tuple[BinaryIO, str]:
     """A new temp file in `path`'s directory (`.NAME.XXXXXXXX[suffix]`), open for writing;
     every writer of trace files makes its temp files here (tests inject faults through it)."""
+    faults.write(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     return os.fdopen(fd, "wb"), tmp
-
-
-FAULT_ENV = "STATSTORM_TEST_FAULT"
-
-
-def fault_hook(point: str) -> tuple[int, int] | None:
-    """The fault a test asked for at `point` through STATSTORM_TEST_FAULT=POINT:N[:SIGNAL]
-    (e.g. `after-events:25000:TERM`): (N, signal number; SIGINT by default), or None. Read
-    here only, so a fault is injected where the code names its point, never by timing."""
-    spec = os.environ.get(FAULT_ENV, "")
-    name, _, rest = spec.partition(":")
-    if name != point or not rest:
-        return None
-    count, _, sig = rest.partition(":")
-    try:
-        return int(count), int(getattr(signal, "SIG" + (sig or "INT").upper().removeprefix("SIG")))
-    except (ValueError, AttributeError):
-        return None
 
 
 @contextmanager

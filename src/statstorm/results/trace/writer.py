@@ -13,9 +13,10 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
+from statstorm import faults
 from statstorm.errors import OutputError, StatstormError, UsageError
 from statstorm.results import common
-from statstorm.results.common import fault_hook, signals_deferred
+from statstorm.results.common import signals_deferred
 import statstorm.results.trace.seal as seal
 from statstorm.results.trace.sidecar import CHUNK, PLAIN, RecordsWriter
 from statstorm.results.trace.vocabulary import (INTERNED_ARGS, CountRow, Operation, Request,
@@ -50,7 +51,7 @@ class TraceWriter:
     With `records` (the default) the same records also go to the record sidecar
     (`results.trace.sidecar`), which readers load instead of decoding the JSON lines.
 
-    STATSTORM_TEST_FAULT=after-events:N[:SIGNAL] (`results.common.fault_hook`) sends the
+    STATSTORM_TEST_FAULT=after-events:N[:SIGNAL] (`statstorm.faults.hook`) sends the
     process that signal once the N-th syscall is written: the tests' interruption point.
     """
 
@@ -65,7 +66,7 @@ class TraceWriter:
         self._raw: IO[bytes] | None = None
         self._tmp: str | None = None
         self._rec: RecordsWriter | None = None
-        fault = fault_hook("after-events")
+        fault = faults.hook("after-events")
         self._fault_at, self._fault_sig = fault if fault is not None else (-1, 0)
         # json.dumps(obj, separators=(",", ":"), ensure_ascii=True), without making an
         # encoder for every line
