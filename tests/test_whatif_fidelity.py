@@ -130,6 +130,40 @@ def test_opcache_cli_calls_and_revalidate_path(base: Path, state_home: Path) -> 
     assert_exact(ps.check_scenario(sc, state_home))
 
 
+def test_open_basedir_checks_of_chdir_and_fopen(base: Path, state_home: Path) -> None:
+    """PHP's chdir() and fopen()-style functions check their path against open_basedir too,
+    outside any include or probe. Recorded with open_basedir, each check is a run of path
+    resolutions (one per entry tried), made again only while open_basedir is set; recorded
+    without, each chdir() and each plain-files open of the script gets one."""
+    def body(root: Path) -> list[str]:
+        return ["for ($p = 0; $p < 3; $p++) {", f"  chdir({str(root / 'lib')!r});",
+                "  include 'a.php';", f"  file_get_contents({str(root / 'data/d.txt')!r});",
+                f"  chdir({str(root)!r});", "  @is_file('lib/a.php');", "}"]
+    files = {"lib/a.php": "<?php $a = 1;\n", "data/d.txt": "d"}
+    for name, first in (("bc-on", True), ("bc-off", False)):
+        root = base / name
+        on = {"open_basedir": f"/nonexistent-first:{root}", "include_path": "/nonexistent"}
+        off = {"open_basedir": "", "include_path": "/nonexistent"}
+        runs = (on, off, dict(off, realpath_cache_size="0")) if first else (
+            off, on, dict(on, open_basedir=str(root)))
+        sc = scenario(base, name, files, body(root), *runs)
+        assert_exact(ps.check_scenario(sc, state_home))
+
+
+def test_symlink_target_not_from_another_spelling(base: Path, state_home: Path) -> None:
+    """A symlink's target is the next lstat of its own resolution when there is one: a later
+    walk through another spelling of the link (`./current/lib`) is not its target (taken
+    for one, the link pointed at itself and everything under it looked missing)."""
+    root = base / "sl"
+    files = {"releases/r1/lib/x.php": "<?php $x = 1;\n", "releases/r1/lib/y.php": "<?php $y = 1;\n"}
+    body = [f"chdir({str(root)!r});", "for ($p = 0; $p < 2; $p++) {",
+            "  @include __DIR__ . '/current/lib/x.php';", "  @include './current/lib/y.php';",
+            f"  @filemtime({str(root / 'current/lib/y.php')!r});", "}"]
+    sc = scenario(base, "sl", files, body, {}, {"realpath_cache_size": "0"},
+                  {"open_basedir": str(root)}, links={"current": "releases/r1"})
+    assert_exact(ps.check_scenario(sc, state_home))
+
+
 # Generated scenarios over the features whose cases are exact so far. Not yet (figures in
 # docs/whatif.md, from bench/whatif_fidelity.py): OPcache (a repeated *_once that OPcache
 # answers from its key leaves no trace, so turning OPcache off from such a trace

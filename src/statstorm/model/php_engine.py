@@ -13,6 +13,8 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from statstorm.model import include_resolution, open_basedir
+from statstorm.model.open_basedir import E_BASEDIR
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.realpath_cache import (FILEPATH, REALPATH, FsView, RealpathCache,
                                             Resolver)
@@ -38,6 +40,7 @@ E_USER_INI = 6  # (E_USER_INI, req, script_dir, dirs)
 E_RESOLVE = 7  # (E_RESOLVE, req, name, cwd, include_path, fallback_dir): the primary script
 E_CHDIR = 8  # (E_CHDIR, req): chdir() forgets the stat cache's relative names
 E_OPC_CLI = 9  # (E_OPC_CLI, req, lock file, script): a CLI run's calls of OPcache itself
+# E_BASEDIR = 10: (E_BASEDIR, req, path, cwd), an open_basedir check (model.open_basedir)
 
 Event = tuple[Any, ...]
 
@@ -89,7 +92,7 @@ class Engine:
         self._req = -1
         self._counts: list[int] = [0] * (2 * NCALLS)
         self._now = 0
-        self.basedirs = [b for b in settings.open_basedir.split(":") if b]
+        self.basedirs = open_basedir.entries(settings.open_basedir)
         self.recorded_include_path: str | None = None
 
     # -- syscalls ------------------------------------------------------------------------
@@ -195,6 +198,9 @@ class Engine:
                 if self.s.opcache:  # the lock file's open; the primary script's timestamp
                     self.emit("open", ev[2], False)
                     self.emit("fstat", ev[3], False)
+            elif kind == E_BASEDIR:
+                if self.basedirs:
+                    self.basedir_ok(w, ev[2], ev[3])
             elif kind == E_CHDIR:
                 if w.stat_file is not None and not w.stat_file.startswith("/"):
                     w.stat_file = None
@@ -217,35 +223,6 @@ class Engine:
         return w
 
     # -- include -------------------------------------------------------------------------
-    def _opc_key(self, name: str, cwd: str, include_path: str, fallback: str) -> Any:
-        if name.startswith("/"):
-            return name
-        if name.startswith(("./", "../")):
-            return (name, cwd, "", fallback)
-        return (name, cwd, include_path, fallback)
-
-    def resolve_include(self, w: Worker, name: str, cwd: str, include_path: str,
-                        fallback: str) -> str | None:
-        """php_resolve_path: direct for absolute and ./ ../ names, else each include_path
-        entry, then the including script's directory."""
-        r = w.resolver
-        if name.startswith(("/", "./", "../")) or not include_path:
-            return r.resolve(name, cwd, REALPATH)
-        # an empty entry is tried as "" (the name under /), except a last one: the scan
-        # stops at the string's end, so "a:b:" tries a and b only
-        entries = include_path.split(":")
-        if not entries[-1]:
-            entries.pop()
-        for entry in entries:
-            if "://" in entry:
-                continue
-            res = r.resolve(entry + "/" + name, cwd, REALPATH)
-            if res is not None:
-                return res
-        if fallback:
-            return r.resolve(fallback + "/" + name, cwd, REALPATH)
-        return None
-
     def _ip(self, include_path: str) -> str:
         """The include_path in force: the proposed one where the trace ran with the
         recorded one (a value set by the script itself is kept)."""
@@ -258,7 +235,7 @@ class Engine:
         include_path = self._ip(include_path)
         if self.s.opcache and not self.s.opcache_revalidate_path and name in self.opc_keys:
             return
-        resolved = self.resolve_include(w, name, cwd, include_path, fallback)
+        resolved = include_resolution.resolve(w.resolver, name, cwd, include_path, fallback)
         if self.s.opcache and resolved is not None:
             self.opc_keys[name] = resolved
 
@@ -278,14 +255,14 @@ class Engine:
         key = None
         if s.opcache:
             if name.startswith("/"):
-                key = name  # self._opc_key, inlined for the common case
+                key = name  # include_resolution.opc_key, inlined for the common case
             elif once and s.opcache_revalidate_path:
                 key = None  # a *_once makes no key by the name as written: no cwd for it
             else:
                 if not w.opc_cwd:
                     self.emit("getcwd", cwd, False)  # ZCG(cwd), once per request
                     w.opc_cwd = True
-                key = self._opc_key(name, cwd, include_path, fallback)
+                key = include_resolution.opc_key(name, cwd, include_path, fallback)
             script = None if s.opcache_revalidate_path else self.opc_keys.get(key)
             if script is not None:
                 if once and script in w.included:
@@ -297,7 +274,7 @@ class Engine:
                     return  # self._validate's first checks, inlined
                 self._validate(w, name, script, cwd, include_path, fallback, have_path=once)
                 return
-        resolved = self.resolve_include(w, name, cwd, include_path, fallback)
+        resolved = include_resolution.resolve(w.resolver, name, cwd, include_path, fallback)
         if once and resolved is not None and resolved in w.included:
             return
         if s.opcache and once and resolved is not None and resolved in self.opc_scripts:
@@ -309,7 +286,7 @@ class Engine:
             return
         if resolved is None:
             if once:  # zend_stream_open of the name as written: its own resolution first
-                self.resolve_include(w, name, cwd, include_path, fallback)
+                include_resolution.resolve(w.resolver, name, cwd, include_path, fallback)
             target = name
             if self.basedirs and not self.basedir_ok(w, target, cwd):
                 return
@@ -347,7 +324,7 @@ class Engine:
         if s.opcache_revalidate_freq and self.opc_scripts.get(script, 0) >= w.request_time:
             return
         if not have_path:
-            self.resolve_include(w, name, cwd, include_path, fallback)
+            include_resolution.resolve(w.resolver, name, cwd, include_path, fallback)
         self.emit("stat", script, not self.fs.exists(script))
         self.opc_scripts[script] = w.request_time + s.opcache_revalidate_freq
 
@@ -358,38 +335,7 @@ class Engine:
     # -- open_basedir --------------------------------------------------------------------
     def basedir_ok(self, w: Worker, path: str, cwd: str) -> bool:
         """php_check_open_basedir: each entry until one holds the path."""
-        for basedir in self.basedirs:
-            if self._basedir_one(w, basedir, path, cwd):
-                return True
-        return False
-
-    def _basedir_one(self, w: Worker, basedir: str, path: str, cwd: str) -> bool:
-        r = w.resolver
-        local = basedir
-        if basedir == ".":
-            self.emit("getcwd", cwd, False)
-            local = cwd
-        name = r.resolve(path, cwd, FILEPATH)
-        if name is None:
-            return False
-        tmp = name
-        nesting = 0
-        while True:
-            resolved = r.resolve(tmp, cwd, REALPATH)
-            if resolved is not None:
-                break
-            if nesting == 0:
-                self.emit("readlink", tmp, True)
-            i = tmp.rfind("/")
-            if i < 0:
-                return False
-            tmp = tmp[:i] or "/"
-            nesting += 1
-        base = r.resolve(local, cwd, FILEPATH)
-        if base is None:
-            return False
-        base = base.rstrip("/") + "/"
-        return resolved.startswith(base) or resolved + "/" == base
+        return open_basedir.allowed(w.resolver, self.emit, self.basedirs, path, cwd)
 
     # -- stat family ---------------------------------------------------------------------
     def _probe(self, w: Worker, name: str, func: str, abspath: str, cwd: str) -> None:

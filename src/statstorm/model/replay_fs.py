@@ -133,6 +133,13 @@ def _observe_calls(fs: FsView, t: TraceRecords, enoent: set[str]) -> bool:
     return links
 
 
+def _observe_target(fs: FsView, link: str, parent: str, target: str) -> None:
+    """The link's target, relative to its directory when it lies under it."""
+    if target.startswith(parent.rstrip("/") + "/"):
+        target = target[len(parent.rstrip("/")) + 1:]
+    fs.observe_link(link, target)
+
+
 def from_records(t: TraceRecords, named: list[str]) -> FsView:
     """The file system as the trace `t` saw it; `named`: the names its includes and
     resolutions used (a script an include named exists unless a call found it missing)."""
@@ -166,6 +173,11 @@ def from_records(t: TraceRecords, named: list[str]) -> FsView:
                 if call != "readlink" or ret < 0:
                     continue
                 parent = posixpath.dirname(path)
+                nxt = calls[i + 1] if i + 1 < len(calls) else None
+                if nxt is not None and nxt[0] == "lstat" and nxt[3] == op and op >= 0:
+                    # the resolution goes on with the target (not cached): its lstat
+                    _observe_target(fs, path, parent, nxt[1])
+                    continue
                 rests = sorted({c[1][len(path):] for c in calls[max(0, i - 64):i]
                                 if c[1].startswith(path + "/")}, key=len, reverse=True)
                 after = [c for c in calls[i + 1:i + 9] if c[0] == "lstat"]
@@ -173,12 +185,8 @@ def from_records(t: TraceRecords, named: list[str]) -> FsView:
                               if len(c[1]) > len(r) and c[1].endswith(r)), None)
                 if found is None:
                     found = next((c[1] for c in after[:1] if c[3] == op), None)
-                if found is None:
-                    continue
-                target = found
-                if target.startswith(parent.rstrip("/") + "/"):
-                    target = target[len(parent.rstrip("/")) + 1:]
-                fs.observe_link(path, target)
+                if found is not None:
+                    _observe_target(fs, path, parent, found)
     # A script an include named (absolutely) exists unless a call found it missing: with
     # OPcache answering from its key the trace has no call on it at all.
     for names in (named, [r[R_SCRIPT] for r in t.requests.values()]):  # primary scripts too

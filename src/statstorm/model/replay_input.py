@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import replay_fs, replay_ops
-from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_INCLUDE, E_OPC_CLI,
+from statstorm.model import open_basedir, replay_cli, replay_fs, replay_ops
+from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_INCLUDE,
                                         E_PASS, E_PROBE, E_REALPATH, E_REQ, E_RESOLVE,
                                         E_USER_INI, Event)
 from statstorm.model.phpsettings import from_recorded
@@ -128,6 +128,8 @@ def _prepare(t: TraceRecords) -> Prepared:
     for s in t.syscalls:
         if s[S_CALL] == "getcwd" and s[S_RET] > 0 and s[S_PID] not in cwd:
             cwd[s[S_PID]] = pget(s[S_PATH], "")
+    cwd0 = dict(cwd)  # each process's first cwd
+    expands: set[tuple[int, int]] = set()  # (pid, start) of the script's expand_filepath calls
     pending_once: dict[int, bool] = {}
     primary_seen: set[int] = set()  # requests whose primary script was resolved
     # A command's search for its own binary (PHP_BINARY) runs in module start-up before
@@ -238,6 +240,8 @@ def _prepare(t: TraceRecords) -> Prepared:
                     in_binary_search = False
                 ev = (E_REALPATH, req, path, cwd.get(pid, ""),
                       MODES.get(str(a.get("mode", "realpath")), REALPATH), in_binary_search)
+                if kind == "realpath" and ev[4] == FILEPATH:  # maybe fopen()'s (a check)
+                    expands.add((pid, start))
         modeled += 1
         if pid != tl_pid:
             tl_pid, tl = pid, timeline[pid]
@@ -270,13 +274,16 @@ def _prepare(t: TraceRecords) -> Prepared:
     kept = 0
     opc_skip, opc_sem, opc_script = replay_ops.cli_opcache_calls(
         t, single and from_recorded(settings).opcache)
+    chdir_calls: list[tuple[int, int, int, str, bool]] = []
     for s in t.syscalls:
         _, ts, pid, req, op, call, _, path_id, ret, _, _, skind = s
         if opc_skip and (call == "open" or call == "fstat") and (ts, pid, call) in opc_skip:
             continue
         if op in dropped or call not in CALL_INDEX:
-            if call == "chdir" and ret == 0:  # PHP's chdir() forgets relative stat-cache keys
-                timeline[pid].append((ts, (E_CHDIR, req)))
+            if call == "chdir" and skind != "startup":
+                chdir_calls.append((pid, ts, req, pget(path_id, ""), ret == 0))
+                if ret == 0:  # PHP's chdir() forgets relative stat-cache keys
+                    timeline[pid].append((ts, (E_CHDIR, req)))
             continue
         path = pget(path_id, "")
         if skind == "opcache_revalidate" and op < 0 and (
@@ -295,34 +302,9 @@ def _prepare(t: TraceRecords) -> Prepared:
 
     first_request: dict[int, int] = {}
     if single:
-        # A relative primary script: OPcache fetches the cwd for its key (a getcwd right
-        # after the script's own path resolution, in no operation). The engine makes that
-        # call, so a recorded one goes.
-        primary = _script_arg([str(a) for a in argv])
-        rel = "relative" if primary and not primary.startswith("/") else ""
-        if rel and from_recorded(settings).opcache:
-            for pid, tl in timeline.items():
-                tl.sort(key=_TIME)
-                seen_expand = False
-                for i, (_, ev) in enumerate(tl):
-                    if ev[0] == E_REALPATH and ev[4] == FILEPATH:
-                        seen_expand = True
-                    elif seen_expand and ev[0] == E_PASS and ev[2] == "getcwd":
-                        del tl[i]
-                        break
-                    elif seen_expand and ev[0] != E_PASS:
-                        break
-        script = opc_script or _script_arg([str(a) for a in argv])
-        # OPcache's own calls go to the PHP processes (a wrapping shell makes none): those
-        # whose lock-file open was recorded, else those with PHP operations
-        php_pids = {pid for _, pid, _ in opc_skip} or {
-            pid for pid, tl in timeline.items() if any(x[1][0] != E_PASS for x in tl)}
-        for pid, tl in timeline.items():
-            t0 = min(x[0] for x in tl) if tl else 0
-            tl.append((t0 - 1, (E_REQ, 0, rel)))
-            if pid in php_pids:
-                tl.append((t0 - 1, (E_OPC_CLI, 0, opc_sem or "/tmp/.ZendSem", script)))
-            first_request[pid] = t0
+        first_request = replay_cli.cli_request(
+            timeline, [str(a) for a in argv], from_recorded(settings).opcache, opc_skip,
+            opc_sem, opc_script)
     else:
         # each request's start goes first among its worker's events at the same ns
         starts: dict[int, list[tuple[int, Event]]] = {}
@@ -333,11 +315,19 @@ def _prepare(t: TraceRecords) -> Prepared:
         for pid, entries in starts.items():
             timeline[pid] = entries + timeline[pid]
 
+    basedirs = open_basedir.entries(str(settings.get("open_basedir", "")))
+    if not basedirs:  # PHP's chdir() checks the path against a proposed open_basedir
+        for pid, ts, ev in open_basedir.chdir_checks(chdirs.before(chdir_calls, cwd0), single):
+            timeline[pid].append((ts - 1, ev))
     streams: dict[int, tuple[list[Event], list[int], list[int]]] = {}
     total = 0
     epoch_s = epoch_ns // _G
     for pid, tl in timeline.items():
         tl.sort(key=_TIME)
+        if basedirs:  # the recorded checks outside includes and probes, one event each
+            tl = open_basedir.group(tl, basedirs)
+        elif expands:  # fopen() and the like check the path against a proposed one
+            tl = open_basedir.fopen_checks(tl, {ns for p, ns in expands if p == pid})
         # OPcache fetches the cwd once per request for its first relative key, just before
         # the include: the engine makes that call itself, so the recorded one goes (a
         # getcwd pass-through, marked by its sixth item, right before a relative include).
@@ -398,19 +388,3 @@ def _seconds(ns: list[int], epoch_ns: int) -> list[int]:
         out.extend(itertools.repeat(sec, j - i))
         i = j
     return out
-
-
-def _script_arg(argv: list[str]) -> str:
-    """The script of a `php [options] script.php` command line ('' if none)."""
-    i = 1
-    while i < len(argv):
-        a = argv[i]
-        if a in ("-d", "-c", "-z"):
-            i += 2
-            continue
-        if a == "--":
-            return argv[i + 1] if i + 1 < len(argv) else ""
-        if not a.startswith("-"):
-            return a
-        i += 1
-    return ""

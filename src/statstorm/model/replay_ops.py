@@ -173,6 +173,20 @@ class Chdirs:
             i += 1
         self.pos[pid] = i
 
+    def before(self, calls: list[tuple[int, int, int, str, bool]], first: dict[int, str]
+               ) -> list[tuple[int, int, int, str, str]]:
+        """Each (pid, ts, req, path, succeeded) chdir call as (pid, ts, req, path, the cwd in
+        force before it); `first`: each process's cwd before its first chdir."""
+        cur = dict(first)
+        out = []
+        for pid, ts, req, path, ok in calls:
+            before = cur.get(pid, "/")
+            out.append((pid, ts, req, path, before))
+            if ok:
+                cur[pid] = self.physical(path if path.startswith("/") else
+                                         posixpath.join(before, path))
+        return out
+
     def physical(self, path: str) -> str:
         """The cwd the kernel reports for a chdir to `path` (symlinks followed): the trace
         records a directory as the script named it."""

@@ -1,0 +1,68 @@
+"""A traced command's request (`statstorm trace --cmd 'php …'`): the whole run is one
+request. Its start goes before each process's first event; OPcache's own calls in a CLI run
+(the open of its lock file, one more fstat of the primary script) go to the PHP processes;
+a relative primary script makes OPcache fetch the cwd for its key, a call the engine makes
+itself, so the recorded one goes.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from statstorm.model.php_engine import E_OPC_CLI, E_PASS, E_REALPATH, E_REQ
+from statstorm.model.realpath_cache import FILEPATH
+
+_TIME = operator.itemgetter(0)
+
+
+def cli_request(timeline: dict[int, list[tuple[int, Any]]], argv: list[str], opcache: bool,
+                opc_skip: set[tuple[int, int, str]], opc_sem: str, opc_script: str
+                ) -> dict[int, int]:
+    """Add the request's start (and OPcache's calls) to each process's events; returns each
+    process's first event time. `opcache`: the trace was recorded with OPcache on;
+    `opc_skip`, `opc_sem`, `opc_script`: model.replay_ops.cli_opcache_calls."""
+    first_request: dict[int, int] = {}
+    primary = script_arg(argv)
+    rel = "relative" if primary and not primary.startswith("/") else ""
+    if rel and opcache:
+        # a getcwd right after the script's own path resolution, in no operation
+        for tl in timeline.values():
+            tl.sort(key=_TIME)
+            seen_expand = False
+            for i, (_, ev) in enumerate(tl):
+                if ev[0] == E_REALPATH and ev[4] == FILEPATH:
+                    seen_expand = True
+                elif seen_expand and ev[0] == E_PASS and ev[2] == "getcwd":
+                    del tl[i]
+                    break
+                elif seen_expand and ev[0] != E_PASS:
+                    break
+    script = opc_script or primary
+    # OPcache's own calls go to the PHP processes (a wrapping shell makes none): those
+    # whose lock-file open was recorded, else those with PHP operations
+    php_pids = {pid for _, pid, _ in opc_skip} or {
+        pid for pid, tl in timeline.items() if any(x[1][0] != E_PASS for x in tl)}
+    for pid, tl in timeline.items():
+        t0 = min(x[0] for x in tl) if tl else 0
+        tl.append((t0 - 1, (E_REQ, 0, rel)))
+        if pid in php_pids:
+            tl.append((t0 - 1, (E_OPC_CLI, 0, opc_sem or "/tmp/.ZendSem", script)))
+        first_request[pid] = t0
+    return first_request
+
+
+def script_arg(argv: list[str]) -> str:
+    """The script of a `php [options] script.php` command line ('' if none)."""
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-d", "-c", "-z"):
+            i += 2
+            continue
+        if a == "--":
+            return argv[i + 1] if i + 1 < len(argv) else ""
+        if not a.startswith("-"):
+            return a
+        i += 1
+    return ""
