@@ -164,11 +164,32 @@ def test_symlink_target_not_from_another_spelling(base: Path, state_home: Path) 
     assert_exact(ps.check_scenario(sc, state_home))
 
 
+def test_symlink_target_cached_and_changed_into(base: Path, state_home: Path) -> None:
+    """A link resolved while its target is cached shows its target in the same operation's
+    open (not in a later walk of the link's own path); a link the script only changed into
+    shows it in the getcwd that follows. Both matter once open_basedir (cache off) walks
+    through the link."""
+    root = base / "sc"
+    files = {"releases/r1/lib/a.php": "<?php $a = 1;\n", "releases/r2/b.php": "<?php $b = 1;\n"}
+    body = ["for ($p = 0; $p < 2; $p++) {", "  @include './current/lib/a.php';",
+            "  @include __DIR__ . '/current/lib/missing.php';",
+            "  @include __DIR__ . '/current/lib/missing.php';",
+            f"  @filemtime({str(root / 'current/lib/a.php')!r});",
+            f"  chdir({str(root / 'next')!r});", "  @include './b.php';",
+            f"  chdir({str(root)!r});", "}"]
+    sc = scenario(base, "sc", files, [f"chdir({str(root)!r});", *body], {},
+                  {"open_basedir": str(root)}, {"realpath_cache_size": "0"},
+                  links={"current": "releases/r1", "next": "releases/r2"})
+    assert_exact(ps.check_scenario(sc, state_home))
+
+
 # Generated scenarios over the features whose cases are exact so far. Not yet (figures in
 # docs/whatif.md, from bench/whatif_fidelity.py): OPcache (a repeated *_once that OPcache
 # answers from its key leaves no trace, so turning OPcache off from such a trace
-# under-counts), open_basedir mixed with chdir and symlinks (under-counted), and files
-# created and removed while the script runs mixed with the rest.
+# under-counts), open_basedir mixed with symlinks (exact with chdir, probes, includes and
+# cache sizes over 15 seeds; a symlinked release the trace never resolved is taken for a
+# plain directory), and files created and removed while the script runs mixed with the rest
+# (unlink() and rename() check open_basedir, which a trace without it cannot show).
 EXACT_FEATURES = ps.FEATURES - {"opcache", "basedir", "tmpfile"}
 SEEDS = (1, 2, 3, 5, 8, 13, 21, 34)
 

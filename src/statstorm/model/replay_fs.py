@@ -140,6 +140,32 @@ def _observe_target(fs: FsView, link: str, parent: str, target: str) -> None:
     fs.observe_link(link, target)
 
 
+def _chdir_links(fs: FsView, t: TraceRecords) -> None:
+    """A directory the trace only changed into: when the next getcwd of the process reports
+    another path (the kernel's cwd follows symlinks) and the directory's parent is no link
+    the trace knows, the directory is a symlink to that path."""
+    pget = t.paths.get
+    pending: dict[int, str] = {}
+    for s in t.syscalls:
+        call = s[S_CALL]
+        if call == "chdir":
+            path = pget(s[S_PATH], "")
+            if s[S_RET] == 0 and path.startswith("/"):
+                pending[s[S_PID]] = path = posixpath.normpath(path)
+                if path not in fs.types:  # it exists (a link or a directory)
+                    fs.observe(path, DIR)
+            continue
+        if call != "getcwd" or s[S_PID] not in pending:
+            continue
+        path = pending.pop(s[S_PID])
+        now = pget(s[S_PATH], "")
+        if s[S_RET] <= 0 or not now.startswith("/") or now == path or path in fs.links:
+            continue
+        parent = posixpath.dirname(path)
+        if fs.canon(parent) == parent and fs.types.get(path) == DIR:
+            _observe_target(fs, path, parent, now)
+
+
 def from_records(t: TraceRecords, named: list[str]) -> FsView:
     """The file system as the trace `t` saw it; `named`: the names its includes and
     resolutions used (a script an include named exists unless a call found it missing)."""
@@ -164,7 +190,7 @@ def from_records(t: TraceRecords, named: list[str]) -> FsView:
         by_pid: dict[int, list[tuple[str, str, int, int]]] = defaultdict(list)
         for s in t.syscalls:
             call = s[S_CALL]
-            if call == "readlink" or call == "lstat":
+            if call == "readlink" or call == "lstat" or call == "open":
                 path = pget(s[S_PATH], "")
                 if path.startswith("/"):
                     by_pid[s[S_PID]].append((call, path, s[S_RET], s[S_OP]))
@@ -180,13 +206,21 @@ def from_records(t: TraceRecords, named: list[str]) -> FsView:
                     continue
                 rests = sorted({c[1][len(path):] for c in calls[max(0, i - 64):i]
                                 if c[1].startswith(path + "/")}, key=len, reverse=True)
-                after = [c for c in calls[i + 1:i + 9] if c[0] == "lstat"]
+                # the same operation's calls first (its open is of the resolved path); a
+                # walk of the link itself under another spelling is not its target
+                after = sorted(calls[i + 1:i + 9], key=lambda c: c[3] != op)
+                norm = posixpath.normpath(path)
                 found = next((c[1][:-len(r)] for c in after for r in rests
-                              if len(c[1]) > len(r) and c[1].endswith(r)), None)
+                              if len(c[1]) > len(r) and c[1].endswith(r)
+                              and posixpath.normpath(c[1][:-len(r)]) != norm), None)
                 if found is None:
-                    found = next((c[1] for c in after[:1] if c[3] == op), None)
+                    found = next((c[1] for c in calls[i + 1:i + 9]
+                                  if c[0] == "lstat"), None)
+                    if found is not None and calls[i + 1:i + 9][0][3] != op:
+                        found = None
                 if found is not None:
                     _observe_target(fs, path, parent, found)
+    _chdir_links(fs, t)
     # A script an include named (absolutely) exists unless a call found it missing: with
     # OPcache answering from its key the trace has no call on it at all.
     for names in (named, [r[R_SCRIPT] for r in t.requests.values()]):  # primary scripts too
