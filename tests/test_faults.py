@@ -22,6 +22,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import pytest
@@ -41,9 +43,10 @@ WRITE_CODES = (1, 2)
 def sweep_faults(args: list[str], home: Path, tmp: Path, extra: Callable[[fault_runs.Run], list[str]],
                  *, before: Callable[[], None] = lambda: None, ok_sig: tuple[int, ...] = SIG_CODES,
                  ok_write: tuple[int, ...] = WRITE_CODES, every: bool = False,
-                 found: list[tuple[str, int]] | None = None) -> list[str]:
-    """Run `args` once per fault (listed from a first run unless `found`); every problem
-    found, named by its fault."""
+                 found: list[tuple[str, int]] | None = None) -> Outcome:
+    """Run `args` once per fault (listed from a first run unless `found`): INT and TERM in
+    turn and the first and last write, or with `every` both signals at every point and both
+    errnos at every write. Every problem found, named by its fault."""
     found = found if found is not None else fault_runs.points(args, home, tmp)
     wanted = fault_runs.faults_for(found, alternate=not every, every_write=every)
     assert wanted
@@ -53,7 +56,13 @@ def sweep_faults(args: list[str], home: Path, tmp: Path, extra: Callable[[fault_
         r = fault_runs.run(args, home, fault)
         codes = ok_write if fault.startswith("write:") else ok_sig
         bad += [f"{fault}: {p}" for p in fault_runs.problems(r, ok_codes=codes, extra=extra)]
-    return bad
+    return Outcome(len(wanted), bad)
+
+
+@dataclass
+class Outcome:
+    runs: int
+    problems: list[str]
 
 
 class Load:
@@ -94,6 +103,12 @@ def home() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def served(home: Path) -> Iterator[dict[str, str]]:
+    with served_lab(home) as st:
+        yield st
+
+
+@contextmanager
+def served_lab(home: Path) -> Iterator[dict[str, str]]:
     """A synthetic lab on local disk with a finding apply can fix (a 2 s realpath TTL)."""
     name = unique_name("flt")
     run_cli(["lab", "up", "--name", name, "--app", "synthetic", "--workers", "2",
@@ -114,17 +129,20 @@ def serves(url: str) -> str | None:
         return f"{url}: {exc}"
 
 
-@pytest.mark.parametrize("storage", ["local", "glusterfs"])
-def test_lab_up_stopped_at_any_step_leaves_nothing(home: Path, tmp_path: Path,
-                                                   storage: str) -> None:
+# -- the cases: each a verb, the points it passes and what must hold after a fault ----------
+def lab_up_case(home: Path, tmp: Path, storage: str, every: bool = False) -> Outcome:
+    """`lab up`: the lab is removed whole (processes, mount, volume, directory). Without
+    `every`, a GlusterFS lab is stopped only at the steps a local lab does not have."""
     name = unique_name("lu")
     args = ["lab", "up", "--name", name, "--app", "synthetic", "--storage", storage]
-    found = fault_runs.points(args, home, tmp_path)
+    found = fault_runs.points(args, home, tmp)
     run_cli(["lab", "down", "--name", name], home, check=True)
+    gluster = ["lab-up/volume", "lab-up/mount", "lab-up/copy"] if storage == "glusterfs" else []
     assert [p for p, _ in found if p != "write"] == [
-        *(["lab-up/volume", "lab-up/mount"] if storage == "glusterfs" else []),
-        "lab-up/app", *(["lab-up/copy"] if storage == "glusterfs" else []),
-        "lab-up/php", "lab-up/fpm", "lab-up/server", "lab-up/check", "lab-up/up"]
+        *gluster[:2], "lab-up/app", *gluster[2:], "lab-up/php", "lab-up/fpm", "lab-up/server",
+        "lab-up/check", "lab-up/up"]
+    if gluster and not every:
+        found = [(p, n) for p, n in found if p in gluster]
     state_dir = home / "labs" / name
 
     def extra(r: fault_runs.Run) -> list[str]:
@@ -133,16 +151,17 @@ def test_lab_up_stopped_at_any_step_leaves_nothing(home: Path, tmp_path: Path,
             run_cli(["lab", "down", "--name", name], home)
         return left
 
-    assert sweep_faults(args, home, tmp_path, extra, found=found) == []
+    return sweep_faults(args, home, tmp, extra, found=found, every=every)
 
 
-def test_trace_stopped_at_any_step_leaves_the_previous_trace_or_a_whole_one(
-        home: Path, tmp_path: Path, served: dict[str, str]) -> None:
-    out = tmp_path / "out" / "t.sst.gz"
+def trace_case(home: Path, tmp: Path, served: dict[str, str], every: bool = False) -> Outcome:
+    """`trace` on a lab under light load: the previous trace, or a whole new one (Ctrl-C
+    ends a trace early and publishes what it holds); no temp file, no spool, no loader."""
+    out = tmp / "out" / "t.sst.gz"
     out.parent.mkdir()
-    args = ["trace", "--lab", served["name"], "-d", "2", "-o", str(out)]
+    args = ["trace", "--lab", served["name"], "-d", "1", "-o", str(out)]
     with Load(served["url"]):
-        found = fault_runs.points(args, home, tmp_path)
+        found = fault_runs.points(args, home, tmp)
     assert [p for p, _ in found][:2] == ["trace/attached", "trace/recording"]
     assert {"trace/stopped", "trace/publish", "write"} <= {p for p, _ in found}
     previous = {p: p.read_bytes() for p in out.parent.iterdir()}  # the trace and its sidecars
@@ -164,47 +183,45 @@ def test_trace_stopped_at_any_step_leaves_the_previous_trace_or_a_whole_one(
         return bad
 
     with Load(served["url"]):
-        bad = sweep_faults(args, home, tmp_path, extra, before=restore, ok_sig=(0, 130),
-                           ok_write=(0, 1, 2), found=found)
-    assert bad == []
+        return sweep_faults(args, home, tmp, extra, before=restore, ok_sig=(0, 130),
+                            ok_write=(0, 1, 2), found=found, every=every)
 
 
-def test_sweep_stopped_at_any_step_leaves_a_whole_result(home: Path, tmp_path: Path,
-                                                         served: dict[str, str]) -> None:
-    out = tmp_path / "sweep.json"
-    args = ["sweep", served["url"], "-c", "1,2", "-d", "1", "--warmup", "0", "-o", str(out)]
-    found = fault_runs.points(args, home, tmp_path)
+def sweep_case(home: Path, tmp: Path, served: dict[str, str], every: bool = False) -> Outcome:
+    """`sweep`: its JSON is the previous one or a whole new one; wrk is ended."""
+    out = tmp / "sweep.json"
+    levels = "1,2" if every else "2"
+    args = ["sweep", served["url"], "-c", levels, "-d", "1", "--warmup", "0", "-o", str(out)]
+    found = fault_runs.points(args, home, tmp)
     assert [p for p, _ in found if p != "write"] == ["sweep/level", "load/running",
                                                      "sweep/written"]
     previous = out.read_bytes()
 
-    def restore() -> None:
-        out.write_bytes(previous)
-
     def extra(r: fault_runs.Run) -> list[str]:
-        bad = [f"temp file left: {t}" for t in fault_runs.temp_files([tmp_path])]
+        bad = [f"temp file left: {t}" for t in fault_runs.temp_files([tmp])]
         problem = fault_runs.json_whole(out, "statstorm.sweep")
         return bad + ([problem] if problem else [])
 
-    assert sweep_faults(args, home, tmp_path, extra, before=restore) == []
+    return sweep_faults(args, home, tmp, extra, before=lambda: out.write_bytes(previous),
+                        found=found, every=every)
 
 
-def test_fsbench_stopped_at_any_step_leaves_a_whole_result(home: Path, tmp_path: Path,
-                                                           served: dict[str, str]) -> None:
-    out = tmp_path / "fs.json"
+def fsbench_case(home: Path, tmp: Path, served: dict[str, str], every: bool = False) -> Outcome:
+    """`fsbench` on the lab's code tree: its JSON is the previous or a whole new one."""
+    out = tmp / "fs.json"
     code = Path(served["state_dir"]) / "code"
     args = ["fsbench", str(code), "--ops", "stat,open", "--iterations", "2", "-o", str(out)]
-    found = fault_runs.points(args, home, tmp_path)
+    found = fault_runs.points(args, home, tmp)
     assert {"fsbench/pass", "fsbench/cell", "write"} <= {p for p, _ in found}
     previous = out.read_bytes()
 
     def extra(r: fault_runs.Run) -> list[str]:
-        bad = [f"temp file left: {t}" for t in fault_runs.temp_files([tmp_path])]
+        bad = [f"temp file left: {t}" for t in fault_runs.temp_files([tmp])]
         problem = fault_runs.json_whole(out, "statstorm.fsbench")
         return bad + ([problem] if problem else [])
 
-    assert sweep_faults(args, home, tmp_path, extra,
-                        before=lambda: out.write_bytes(previous)) == []
+    return sweep_faults(args, home, tmp, extra, before=lambda: out.write_bytes(previous),
+                        found=found, every=every)
 
 
 def _apply_setup(home: Path, served: dict[str, str]) -> tuple[Path, str, str]:
@@ -223,15 +240,15 @@ def _config_state(home: Path, served: dict[str, str], conf: Path, old: str, new:
                   ) -> list[str]:
     """The pool file is the old or the new one and the pool serves; backup sets are whole;
     no temp file. Leaves the old configuration in place for the next run."""
-    bad = [f"temp file left: {t}" for t in
-           fault_runs.temp_files([conf.parent, (home / "apply")])]
+    sets = home / "apply"
+    bad = [f"temp file left: {t}" for t in fault_runs.temp_files([conf.parent, sets])]
     text = conf.read_text()
     if text not in (old, new):
         bad.append("the pool file is neither the old nor the new one")
     problem = serves(served["url"])
     if problem:
         bad.append(problem)
-    for d in ((home / "apply")).iterdir():
+    for d in sets.iterdir():
         try:
             backups.manifest(d)
         except Exception as exc:  # noqa: BLE001 - any failure is what the test reports
@@ -243,24 +260,24 @@ def _config_state(home: Path, served: dict[str, str], conf: Path, old: str, new:
     return bad
 
 
-def test_apply_stopped_at_any_step_leaves_the_old_or_the_new_config(
-        home: Path, tmp_path: Path, served: dict[str, str]) -> None:
+def apply_case(home: Path, tmp: Path, served: dict[str, str], every: bool = False) -> Outcome:
+    """`apply --yes`: the pool file is the old one (rolled back) or the new one (and then
+    --rollback finds it), the pool serves, every backup set is whole."""
     conf, old, new = _apply_setup(home, served)
     args = ["apply", "--lab", served["name"], "realpath-cache-ttl", "--yes"]
-    found = fault_runs.points(args, home, tmp_path)
+    found = fault_runs.points(args, home, tmp)
     run_cli(["apply", "--lab", served["name"], "--rollback"], home, check=True)
     assert [p for p, _ in found if p != "write"] == [
         "apply/backup", "apply/edit", "apply/tested", "apply/reloaded", "apply/checked",
         "apply/applied"]
-
-    def extra(r: fault_runs.Run) -> list[str]:
-        return _config_state(home, served, conf, old, new)
-
-    assert sweep_faults(args, home, tmp_path, extra, found=found) == []
+    return sweep_faults(args, home, tmp, lambda r: _config_state(home, served, conf, old, new),
+                        found=found, every=every)
 
 
-def test_rollback_stopped_at_any_step_leaves_the_old_or_the_new_config(
-        home: Path, tmp_path: Path, served: dict[str, str]) -> None:
+def rollback_case(home: Path, tmp: Path, served: dict[str, str], every: bool = False,
+                  ) -> Outcome:
+    """`apply --rollback`: it holds Ctrl-C and SIGTERM until the files are back and the pool
+    reloaded; a failed write leaves the old or the new file, and a second --rollback ends it."""
     conf, old, new = _apply_setup(home, served)
     name = served["name"]
 
@@ -269,25 +286,32 @@ def test_rollback_stopped_at_any_step_leaves_the_old_or_the_new_config(
 
     args = ["apply", "--lab", name, "--rollback"]
     applied()
-    found = fault_runs.points(args, home, tmp_path)
+    found = fault_runs.points(args, home, tmp)
     assert [p for p, _ in found if p != "write"] == [
         "rollback/restored", "rollback/reloaded", "rollback/marked"]
 
     def extra(r: fault_runs.Run) -> list[str]:
-        if r.fault.startswith("rollback/") and conf.read_text() != old:
-            return ["a rollback stopped by a signal did not finish"]  # it holds signals
+        if not r.fault.startswith("write:") and conf.read_text() != old:
+            return ["a rollback stopped by a signal did not finish"]
         return _config_state(home, served, conf, old, new)
 
-    assert sweep_faults(args, home, tmp_path, extra, before=applied, found=found) == []
+    return sweep_faults(args, home, tmp, extra, before=applied, found=found, every=every)
 
 
-def test_demo_stopped_at_any_step_leaves_no_lab(home: Path, tmp_path: Path) -> None:
+DEMO_STEPS = 7
+
+
+def demo_case(home: Path, tmp: Path, every: bool = False) -> Outcome:
+    """The demo (synthetic app, shortest options): both labs removed whatever the step; its
+    files whole. Without `every`, steps 2 (labs up) and 5 (apply) and the first write."""
     name = unique_name("dmf")
-    out = tmp_path / "demo"
-    args = ["demo", "--app", "synthetic", "--rounds", "1", "--duration", "2",
-            "--views", "2", "--name", name, "-o", str(out)]
-    # the steps are the demo's own; the writes are those of its labs and results
-    found = [(f"demo/step-{n}", 1) for n in (1, 3, 5, 7)] + [("write", 1)]
+    out = tmp / "demo"
+    args = ["demo", "--app", "synthetic", "--rounds", "1", "--duration", "2", "--views", "2",
+            "--name", name, "-o", str(out)]
+    if every:
+        found = fault_runs.points(args, home, tmp)
+    else:
+        found = [("demo/step-2", 1), ("demo/step-5", 1), ("write", 1)]
 
     def extra(r: fault_runs.Run) -> list[str]:
         bad = [f"temp file left: {t}" for t in fault_runs.temp_files([out])]
@@ -299,7 +323,42 @@ def test_demo_stopped_at_any_step_leaves_no_lab(home: Path, tmp_path: Path) -> N
             bad += [problem] if problem else []
         return bad
 
-    assert sweep_faults(args, home, tmp_path, extra, found=found) == []
+    return sweep_faults(args, home, tmp, extra, found=found, every=every)
+
+
+@pytest.mark.parametrize("storage", ["local", "glusterfs"])
+def test_lab_up_stopped_at_any_step_leaves_nothing(home: Path, tmp_path: Path,
+                                                   storage: str) -> None:
+    assert lab_up_case(home, tmp_path, storage).problems == []
+
+
+def test_trace_stopped_at_any_step_leaves_the_previous_trace_or_a_whole_one(
+        home: Path, tmp_path: Path, served: dict[str, str]) -> None:
+    assert trace_case(home, tmp_path, served).problems == []
+
+
+def test_sweep_stopped_at_any_step_leaves_a_whole_result(home: Path, tmp_path: Path,
+                                                         served: dict[str, str]) -> None:
+    assert sweep_case(home, tmp_path, served).problems == []
+
+
+def test_fsbench_stopped_at_any_step_leaves_a_whole_result(home: Path, tmp_path: Path,
+                                                           served: dict[str, str]) -> None:
+    assert fsbench_case(home, tmp_path, served).problems == []
+
+
+def test_apply_stopped_at_any_step_leaves_the_old_or_the_new_config(
+        home: Path, tmp_path: Path, served: dict[str, str]) -> None:
+    assert apply_case(home, tmp_path, served).problems == []
+
+
+def test_rollback_stopped_at_any_step_leaves_the_old_or_the_new_config(
+        home: Path, tmp_path: Path, served: dict[str, str]) -> None:
+    assert rollback_case(home, tmp_path, served).problems == []
+
+
+def test_demo_stopped_at_any_step_leaves_no_lab(home: Path, tmp_path: Path) -> None:
+    assert demo_case(home, tmp_path).problems == []
 
 
 WRK_ERRORS = re.compile(r"Non-2xx or 3xx responses: (\d+)|Socket errors: connect (\d+), "

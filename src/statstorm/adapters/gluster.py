@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
+import os
 import shutil
 import socket
 import time
 from pathlib import Path
-from typing import Mapping
+from contextlib import contextmanager
+from typing import Iterator, Mapping
 
 from statstorm.adapters import mounts, procs
 from statstorm.env import Env
@@ -15,6 +18,7 @@ from statstorm.errors import ComponentError, DependencyError
 
 GLUSTERD = "/usr/sbin/glusterd"
 GLUSTERD_PIDFILE = Path("/run/statstorm-glusterd.pid")
+GLUSTERD_LOCK = Path("/run/statstorm-glusterd.lock")
 # Mount options the lab accepts (passed to mount.glusterfs as -o k=v).
 KNOWN_MOUNT_OPTIONS = {
     "attribute-timeout", "entry-timeout", "negative-timeout", "direct-io-mode",
@@ -75,6 +79,20 @@ def _gluster(env: Env, *args: str, what: str, check: bool = True, timeout: float
 def glusterd_running(env: Env) -> bool:
     res = env.run(["gluster", "--mode=script", "volume", "list"], check=False, timeout=30)
     return res.returncode == 0
+
+
+@contextmanager
+def glusterd_lock() -> Iterator[None]:
+    """Held while a statstorm process starts glusterd and creates its volume, or deletes its
+    volume and decides whether to stop glusterd: otherwise a lab going down in one process
+    could stop the glusterd another has just started for a volume not created yet."""
+    GLUSTERD_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(GLUSTERD_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def ensure_glusterd(env: Env) -> bool:

@@ -162,11 +162,12 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     # 1. Where the code will live.
     if opts.storage == "glusterfs":
         _step(env, state, "creating a GlusterFS volume on loopback…", "volume")
-        gluster.ensure_glusterd(env)
-        state.volume = VOLUME_PREFIX + opts.name
-        state.brick = str(root / "brick")
-        labs.save(state)
-        gluster.create_volume(env, state.volume, Path(state.brick))
+        with gluster.glusterd_lock():  # no other lab's down stops it meanwhile
+            gluster.ensure_glusterd(env)
+            state.volume = VOLUME_PREFIX + opts.name
+            state.brick = str(root / "brick")
+            labs.save(state)
+            gluster.create_volume(env, state.volume, Path(state.brick))
         state.mount_point = str(root / "mnt")
         labs.save(state)
         faults.phase("lab-up/mount")
@@ -398,12 +399,14 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
         gluster.unmount(env, mount_point, pid)
     if state.volume:
         gluster.delete_volume(env, state.volume, Path(state.brick) if state.brick else None)
-    # The last lab down stops the glusterd that statstorm started (its PID file is ours).
+    # The last lab down stops the glusterd that statstorm started (its PID file is ours);
+    # under the lock, so no other statstorm is between starting it and creating its volume.
     if gluster.GLUSTERD_PIDFILE.exists() and Path("/usr/sbin/gluster").exists():
-        if not gluster.glusterd_running(env):
-            gluster.GLUSTERD_PIDFILE.unlink(missing_ok=True)
-        elif not any(v.startswith(VOLUME_PREFIX) for v in gluster.list_volumes(env)):
-            gluster.stop_glusterd(env)
+        with gluster.glusterd_lock():
+            if not gluster.glusterd_running(env):
+                gluster.GLUSTERD_PIDFILE.unlink(missing_ok=True)
+            elif not any(v.startswith(VOLUME_PREFIX) for v in gluster.list_volumes(env)):
+                gluster.stop_glusterd(env)
     if gluster.is_mounted(mount_point):
         raise ComponentError(f"{mount_point} is still mounted; unmount it and run "
                              f"`statstorm lab down --name {name}` again")
