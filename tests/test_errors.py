@@ -187,3 +187,32 @@ def test_an_unreadable_input_as_another_user_is_one_line(state_home: Path) -> No
         assert "permission denied" in lines[0] and "chmod o+r" in lines[0]
         if "--json" in args:
             assert json.loads(p.stdout)["exit"] == 2
+
+
+def test_json_inputs_are_bounded_and_fifos_refused(tmp_path: Path) -> None:
+    """A JSON input (a result for report, a latency profile, a lab state) larger than
+    statstorm reads, or a FIFO, is one line naming the fix, read no further."""
+    import os
+    import re
+
+    from conftest import run_cli
+    from statstorm.results import common
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:  # sparse: no disk used
+        fh.truncate(common.MAX_JSON_BYTES + 1)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    trace = Path(__file__).parent / "fixtures" / "report" / "demo" / "before.sst.gz"
+    for bad, needle in ((big, "more than the"), (fifo, "not a regular file|nor a file")):
+        for args in (["report", str(bad), "-o", str(tmp_path / "r.html")],
+                     ["whatif", str(trace), "--profile", str(bad)]):
+            p = run_cli(args, tmp_path, timeout=60)
+            assert p.returncode == 2, (args, p.stderr)
+            lines = p.stderr.strip().splitlines()
+            assert len(lines) == 1 and re.search(needle, lines[0]), (args, p.stderr)
+        with pytest.raises(UsageError, match=needle):
+            read_json(bad, "lab state")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(UsageError, match="not a valid lab state file"):
+        read_json(deep, "lab state")

@@ -22,7 +22,7 @@ from typing import Any
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.results.apply import SCHEMA, FileEdit, StorageStep
-from statstorm.results.common import write_atomic
+from statstorm.results.common import MAX_JSON_BYTES, read_bounded, write_atomic
 
 MANIFEST = "manifest.json"
 IN_EFFECT = ("applied", "verified", "applying", "rollback-failed")
@@ -129,10 +129,10 @@ def _bad(d: Path, why: str) -> UsageError:
 def _load(d: Path) -> dict[str, Any]:
     """The manifest as JSON with its schema, status and target checked (not its files)."""
     try:
-        data = json.loads((d / MANIFEST).read_bytes())
-    except OSError as exc:
-        raise _bad(d, exc.strerror or str(exc)) from None
-    except ValueError as exc:  # bad JSON, bad UTF-8
+        data = json.loads(read_bounded(d / MANIFEST, MAX_JSON_BYTES, "see below"))
+    except UsageError as exc:
+        raise _bad(d, str(exc).split(": ", 1)[-1].split(";")[0]) from None
+    except (ValueError, RecursionError) as exc:  # bad JSON, bad UTF-8
         raise _bad(d, f"not JSON: {str(exc).splitlines()[0][:80]}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise _bad(d, f"not a {SCHEMA} manifest")

@@ -5,9 +5,7 @@ by adapters.strace_summary.
 
 from __future__ import annotations
 
-import os
 import socket
-import stat
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
@@ -16,6 +14,7 @@ from statstorm.adapters.strace_parser import parse_log
 from statstorm.adapters.strace_summary import FIX, parse_tables
 from statstorm.adapters.strace_syntax import CALL, PREFIX
 from statstorm.errors import UsageError
+from statstorm.results.common import read_bounded
 from statstorm.results.trace.vocabulary import Trace, new_header
 
 __all__ = ["MAX_BYTES", "detect", "import_data", "import_file", "read_input"]
@@ -26,48 +25,8 @@ _GIVE = "give an strace log or an strace -c table"
 
 
 def read_input(path: Path, *, limit: int | None = None, what: str = _GIVE) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes (default MAX_BYTES); anything
-    else (missing, a directory, a FIFO or device, too big, unreadable) is a one-line
-    UsageError naming the fix. A FIFO is refused without waiting for a writer."""
-    limit = MAX_BYTES if limit is None else limit
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file; {what}") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory; {what}") from None
-    except PermissionError:
-        raise UsageError(f"{path}: permission denied; make it readable or run as its owner") \
-            from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot open it ({exc.strerror}); {what}") from None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise UsageError(f"{path}: is a directory; {what}")
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{path}: not a regular file (a pipe, socket or device); save the "
-                             f"output to a file first and give that file")
-        if st.st_size > limit:
-            raise UsageError(f"{path}: {st.st_size:,} bytes, more than the {limit:,} statstorm "
-                             "reads; give a shorter excerpt (e.g. `head -n 1000000`)")
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read it ({exc.strerror}); give a readable file") \
-            from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > limit:
-        raise UsageError(f"{path}: more than the {limit:,} bytes statstorm reads (it grew while "
-                         "read); give a shorter excerpt")
-    return data
+    """An strace log's bytes, bounded (results.common.read_bounded)."""
+    return read_bounded(path, MAX_BYTES if limit is None else limit, what)
 
 
 def _read(path: Path) -> bytes:

@@ -21,6 +21,7 @@ from statstorm.model import sampling
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
 from statstorm.model.replay import Prepared, ReplayResult, replay
 from statstorm.results import whatif_input
+from statstorm.results.common import MAX_JSON_BYTES, read_bounded
 from statstorm.results.trace.raw import TraceRecords, read_records
 from statstorm.results.whatif_input import CachedInput, new_input
 
@@ -112,8 +113,9 @@ def load_profile(opts: WhatifOptions, cached: CachedInput) -> tuple[dict[str, An
                              "--profile local, gluster, gluster-tuned or a FILE")
         return lp.BUILTIN["local"], "built-in"
     try:
-        data = json.loads(Path(opts.profile).read_text())
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_bounded(Path(opts.profile), MAX_JSON_BYTES,
+                                       "write one with `statstorm fsbench --profile-out FILE`"))
+    except (ValueError, RecursionError) as exc:
         raise UsageError(f"--profile {opts.profile}: unreadable JSON ({exc}); write it with "
                          "`statstorm fsbench --profile-out FILE`") from None
     return lp.validate(data, opts.profile), "file"

@@ -9,6 +9,7 @@ import gc
 import json
 import os
 import signal
+import stat
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -72,14 +73,65 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_json(path: Path, kind: str) -> Any:
+# The largest JSON input read (results, profiles, lab states, manifests): far above any
+# statstorm writes, far below what would exhaust memory.
+MAX_JSON_BYTES = 256 << 20
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; anything else (missing, a
+    directory, a FIFO or device, too big, unreadable) is a one-line UsageError naming the
+    fix (`what`: what to give instead). A FIFO is refused without waiting for a writer."""
     try:
-        with open(path) as fh:
-            return json.load(fh)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such {kind} file") from None
+        raise UsageError(f"{path}: no such file; {what}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory; {what}") from None
+    except PermissionError:
+        raise UsageError(f"{path}: permission denied; make it readable or run as its owner") \
+            from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot open it ({exc.strerror}); {what}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"{path}: is a directory; {what}")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{path}: not a regular file (a pipe, socket or device); save the "
+                             f"output to a file first and give that file")
+        if st.st_size > limit:
+            raise UsageError(f"{path}: {st.st_size:,} bytes, more than the {limit:,} statstorm "
+                             "reads; give a shorter excerpt (e.g. `head -n 1000000`)")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror}); give a readable file") \
+            from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise UsageError(f"{path}: more than the {limit:,} bytes statstorm reads (it grew while "
+                         "read); give a shorter excerpt")
+    return data
+
+
+def read_json(path: Path, kind: str) -> Any:
+    """A JSON input of at most MAX_JSON_BYTES; one-line UsageError otherwise."""
+    data = read_bounded(path, MAX_JSON_BYTES, f"give a {kind} file")
+    try:
+        return json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not a valid {kind} file ({exc}); re-create it") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a valid {kind} file (nested too deep); re-create it") \
+            from None
 
 
 def check_output_dir(path: Path, flag: str = "-o") -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
+from statstorm.results.common import MAX_JSON_BYTES, read_bounded
 from statstorm.results.trace import FORMAT, Trace, read_trace
 
 # kind → the schema versions this statstorm reads
@@ -62,6 +63,9 @@ class ResultFile:
 def _is_trace(path: Path) -> bool:
     """Whether `path` starts like a trace file: gzip, or a first line naming the format."""
     try:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise UsageError(f"{path}: not a regular file (a pipe, socket or device); save the "
+                             "output to a file first and give that file")
         with open(path, "rb") as fh:
             head = fh.read(4096)
     except FileNotFoundError:
@@ -117,9 +121,8 @@ def load(path: Path) -> ResultFile:
         return ResultFile("trace", int(trace.header.get("version", 1)), path,
                           dict(trace.header), trace)
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json.loads(read_bounded(path, MAX_JSON_BYTES, "give a statstorm result file"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise UsageError(f"{path}: truncated or not JSON ({exc}); re-create it with the "
                          "command that wrote it") from None
     kind, version = _schema(path, data)
