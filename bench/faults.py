@@ -45,7 +45,7 @@ PARTIAL = ("neither the old nor the new", "does not read", "published by a run t
 
 
 def kind(problem: str) -> str:
-    text = problem.split(": ", 2)[-1]
+    text = problem.partition(": ")[2]  # after the fault
     if any(k in text for k in LEFTOVER):
         return "leftover"
     if any(k in text for k in PARTIAL):

@@ -173,7 +173,7 @@ def problems(r: Run, *, ok_codes: tuple[int, ...], extra: Callable[[Run], list[s
     if r.code in (1, 2) and not errors and "--json" not in r.args:
         bad.append("failed without an error line: " + r.stderr.strip()[-300:])
     if r.left:
-        bad.append(f"processes left: {r.left}")
+        bad.append(f"processes left: {r.left} (its stderr: {r.stderr.strip()[-300:]})")
     if r.tmp_left:
         bad.append(f"left in its TMPDIR: {r.tmp_left}")
     bad += extra(r)

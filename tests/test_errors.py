@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -202,7 +203,8 @@ def test_json_inputs_are_bounded_and_fifos_refused(tmp_path: Path) -> None:
         fh.truncate(common.MAX_JSON_BYTES + 1)
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
-    trace = Path(__file__).parent / "fixtures" / "report" / "demo" / "before.sst.gz"
+    trace = tmp_path / "before.sst.gz"  # a copy: whatif writes its input cache beside it
+    shutil.copy(OLD_TRACE, trace)
     for bad, needle in ((big, "more than the"), (fifo, "not a regular file|nor a file")):
         for args in (["report", str(bad), "-o", str(tmp_path / "r.html")],
                      ["whatif", str(trace), "--profile", str(bad)]):

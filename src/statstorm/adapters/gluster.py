@@ -143,10 +143,18 @@ def create_volume(env: Env, volume: str, brick: Path) -> None:
 
 
 def delete_volume(env: Env, volume: str, brick: Path | None) -> None:
-    if volume in list_volumes(env):
+    deadline = env.clock() + 60
+    while volume in list_volumes(env):
+        # A volume just created (a lab stopped while it was being made) may not stop at the
+        # first try: stop and delete again until glusterd has let it go.
         _gluster(env, "volume", "stop", volume, "force", what=f"stopping volume {volume}",
                  check=False)
-        _gluster(env, "volume", "delete", volume, what=f"deleting volume {volume}")
+        try:
+            _gluster(env, "volume", "delete", volume, what=f"deleting volume {volume}")
+        except ComponentError:
+            if env.clock() >= deadline:
+                raise
+            env.sleep(1.0)
     if brick is not None and brick.exists():
         shutil.rmtree(brick, ignore_errors=True)
 

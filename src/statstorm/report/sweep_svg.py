@@ -8,7 +8,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from statstorm.results.common import read_json
+from statstorm.results.common import read_json, write_atomic
 
 W, PANEL_H, LEFT, RIGHT, TOP, GAP = 720, 220, 70, 20, 40, 60
 
@@ -83,13 +83,5 @@ def render(data: dict[str, Any]) -> str:
 
 
 def write(json_path: Path, svg_path: Path) -> None:
-    """Render the sweep JSON at `json_path` to `svg_path` (atomically)."""
-    import os
-    import tempfile
-
-    text = render(read_json(json_path, "sweep result"))
-    svg_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{svg_path.name}.", dir=svg_path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, svg_path)
+    """Render the sweep JSON at `json_path` to `svg_path` (all or nothing: write_atomic)."""
+    write_atomic(svg_path, render(read_json(json_path, "sweep result")), new_mode=0o644)
