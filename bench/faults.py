@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fault injection over every verb, every point and every write (issue #20's goal).
 
-For `lab up` (local disk and GlusterFS), `trace`, `sweep`, `fsbench`, `apply --yes`,
+For `lab up` (local disk and GlusterFS), `trace`, `trace import`, `sweep`, `fsbench`, `apply --yes`,
 `apply --rollback` and the demo: the points each passes are listed by a first run, then the
 verb runs once per point with SIGINT and once with SIGTERM (at the first and the second
 passing of a repeated point), and once per write with ENOSPC and once with EACCES, each in a
@@ -36,8 +36,8 @@ import fault_runs  # noqa: E402
 import test_faults as cases  # noqa: E402
 from conftest import unique_name  # noqa: E402
 
-VERBS = ("lab-up-local", "lab-up-glusterfs", "trace", "sweep", "fsbench", "apply", "rollback",
-         "demo")
+VERBS = ("lab-up-local", "lab-up-glusterfs", "trace", "trace_import", "sweep", "fsbench",
+         "apply", "rollback", "demo")
 LEFTOVER = ("processes left", "left in its TMPDIR", "temp file left", "process ", "mount:",
             "volume ", "directory ")
 PARTIAL = ("neither the old nor the new", "does not read", "published by a run that failed",
@@ -79,8 +79,8 @@ def main() -> int:
                 try:
                     if verb.startswith("lab-up-"):
                         out = cases.lab_up_case(home, tmp, verb.removeprefix("lab-up-"), every=True)
-                    elif verb == "demo":
-                        out = cases.demo_case(home, tmp, every=True)
+                    elif verb in ("demo", "trace_import"):
+                        out = getattr(cases, f"{verb}_case")(home, tmp, every=True)
                     else:
                         case = getattr(cases, f"{verb}_case")
                         out = case(home, tmp, served, every=True)

@@ -78,6 +78,8 @@ def leftovers(state_dir: str, volume: str = "") -> list[str]:
                              capture_output=True, text=True).stdout
         if volume in out.split():
             found.append(f"volume {volume}")
+        if Path("/var/lib/glusterd/vols", volume).exists():  # known to glusterd, running or not
+            found.append(f"volume {volume} in glusterd's store")
     if Path(state_dir).exists():
         found.append(f"directory {state_dir}")
     return found

@@ -125,17 +125,19 @@ def points(args: list[str], home: Path, tmp: Path) -> list[tuple[str, int]]:
 
 
 def faults_for(found: list[tuple[str, int]], signals: Iterable[str] = SIGNALS,
-               errnos: Iterable[str] = ERRNOS, every_write: bool = True,
+               errnos: Iterable[str] = ERRNOS, write_stride: int = 1,
                alternate: bool = False) -> list[str]:
     """STATSTORM_TEST_FAULT values for every point found: each phase point at its first and
     second passing (before and while a repeated step), with each signal (or, `alternate`,
-    INT and TERM in turn); each write (every one, or the first and last) with each errno."""
+    INT and TERM in turn); every `write_stride`-th write and the last (0: the first and the
+    last) with each errno (or, `alternate`, in turn)."""
     out: list[str] = []
     sigs, errs = list(signals), list(errnos)
     k = 0
     for point, n in found:
         if point == "write":
-            ns = range(1, n + 1) if every_write else sorted({1, n})
+            ns = (sorted({*range(1, n + 1, write_stride), n}) if write_stride > 0
+                  else sorted({1, n}))
             for i in ns:
                 for e in ([errs[i % len(errs)]] if alternate else errs):
                     out.append(f"write:{i}:{e}")

@@ -43,12 +43,13 @@ WRITE_CODES = (1, 2)
 def sweep_faults(args: list[str], home: Path, tmp: Path, extra: Callable[[fault_runs.Run], list[str]],
                  *, before: Callable[[], None] = lambda: None, ok_sig: tuple[int, ...] = SIG_CODES,
                  ok_write: tuple[int, ...] = WRITE_CODES, every: bool = False,
-                 found: list[tuple[str, int]] | None = None) -> Outcome:
+                 write_stride: int = 1, found: list[tuple[str, int]] | None = None) -> Outcome:
     """Run `args` once per fault (listed from a first run unless `found`): INT and TERM in
     turn and the first and last write, or with `every` both signals at every point and both
-    errnos at every write. Every problem found, named by its fault."""
+    errnos at every `write_stride`-th write. Every problem found, named by its fault."""
     found = found if found is not None else fault_runs.points(args, home, tmp)
-    wanted = fault_runs.faults_for(found, alternate=not every, every_write=every)
+    wanted = fault_runs.faults_for(found, alternate=not every,
+                                   write_stride=write_stride if every else 0)
     assert wanted
     bad = []
     for fault in wanted:
@@ -187,6 +188,34 @@ def trace_case(home: Path, tmp: Path, served: dict[str, str], every: bool = Fals
                             ok_write=(0, 1, 2), found=found, every=every)
 
 
+def trace_import_case(home: Path, tmp: Path, every: bool = False) -> Outcome:
+    """`trace import` of a real strace log: stopped after parsing, while writing (the
+    writer's own after-events point) or at a failed write, the previous trace stays."""
+    out = tmp / "imp" / "i.sst.gz"
+    out.parent.mkdir()
+    log = Path(__file__).parent / "fixtures" / "strace" / "real-cli-f-tt-T-y.log"
+    args = ["trace", "import", str(log), "-o", str(out)]
+    found = fault_runs.points(args, home, tmp)
+    assert [p for p, _ in found if p != "write"] == ["trace-import/parsed"]
+    found += [("after-events", 2)]
+    previous = {p: p.read_bytes() for p in out.parent.iterdir()}
+
+    def restore() -> None:
+        for p in out.parent.iterdir():
+            p.unlink()
+        for p, data in previous.items():
+            p.write_bytes(data)
+
+    def extra(r: fault_runs.Run) -> list[str]:
+        bad = [f"temp file left: {t}" for t in fault_runs.temp_files([out.parent])]
+        now = {p: p.read_bytes() for p in out.parent.iterdir()}
+        if r.code != 0 and now != previous:
+            bad.append("a failed import changed the previous trace or its sidecar")
+        return bad
+
+    return sweep_faults(args, home, tmp, extra, before=restore, found=found, every=every)
+
+
 def sweep_case(home: Path, tmp: Path, served: dict[str, str], every: bool = False) -> Outcome:
     """`sweep`: its JSON is the previous one or a whole new one; wrk is ended."""
     out = tmp / "sweep.json"
@@ -303,7 +332,8 @@ DEMO_STEPS = 7
 
 def demo_case(home: Path, tmp: Path, every: bool = False) -> Outcome:
     """The demo (synthetic app, shortest options): both labs removed whatever the step; its
-    files whole. Without `every`, steps 2 (labs up) and 5 (apply) and the first write."""
+    files whole. Without `every`, steps 2 (labs up) and 5 (apply) and the first write; with
+    it, every step and every fifth of its (many) writes."""
     name = unique_name("dmf")
     out = tmp / "demo"
     args = ["demo", "--app", "synthetic", "--rounds", "1", "--duration", "2", "--views", "2",
@@ -323,7 +353,7 @@ def demo_case(home: Path, tmp: Path, every: bool = False) -> Outcome:
             bad += [problem] if problem else []
         return bad
 
-    return sweep_faults(args, home, tmp, extra, found=found, every=every)
+    return sweep_faults(args, home, tmp, extra, found=found, every=every, write_stride=5)
 
 
 @pytest.mark.parametrize("storage", ["local", "glusterfs"])
@@ -335,6 +365,11 @@ def test_lab_up_stopped_at_any_step_leaves_nothing(home: Path, tmp_path: Path,
 def test_trace_stopped_at_any_step_leaves_the_previous_trace_or_a_whole_one(
         home: Path, tmp_path: Path, served: dict[str, str]) -> None:
     assert trace_case(home, tmp_path, served).problems == []
+
+
+def test_trace_import_stopped_or_failed_leaves_the_previous_trace(home: Path,
+                                                                  tmp_path: Path) -> None:
+    assert trace_import_case(home, tmp_path).problems == []
 
 
 def test_sweep_stopped_at_any_step_leaves_a_whole_result(home: Path, tmp_path: Path,

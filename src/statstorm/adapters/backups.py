@@ -224,8 +224,8 @@ def newest(env: Env, lab: str | None = None, pool: str | None = None,
     """The newest backup set that may be in effect (applied or verified; also applying, an
     apply that stopped before it could roll back, and rollback-failed: putting the same files
     back again is harmless), for the lab or pool when one is named, with its manifest checked
-    whole. A set whose status or target cannot be
-    read stops the search (it may be the one in effect): UsageError naming the fix."""
+    whole. A set whose status or target cannot be read stops the search (it may be the one
+    in effect): UsageError naming the fix."""
     for d in reversed(sets(env)):
         data = _load(d)
         t = data["target"]

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from statstorm import faults
 from statstorm.adapters import bpftrace, libbpf_trace, strace_log, trace_targets
 from statstorm.adapters.bpftrace_session import Refused
 from statstorm.adapters.libbpf_run import run_ebpf
@@ -209,6 +210,7 @@ def import_log(source: Path, output: Path | None, *, requests: int | None,
         check_output_dir(output)
     tr = strace_log.import_file(source, requests=requests, table=table)
     out = output or source.with_name(source.name + ".sst.gz")
+    faults.phase("trace-import/parsed")
     write_trace(out, tr)
     return out, _summary(tr)
 
