@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from statstorm import faults
-from statstorm.adapters import (apache_lab, gluster, http, labs, mariadb, mounts, nginx, phpfpm,
-                                procs, tree_copy)
+from statstorm.adapters import (apache_lab, gluster, lab_servers, labs, mariadb, mounts, nginx,
+                                phpfpm, procs, tree_copy)
 from statstorm.apps import mediawiki, synthetic, wordpress
 from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
@@ -33,13 +32,6 @@ SERVERS = ("nginx", "apache")
 VOLUME_PREFIX = "statstorm-"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 # Settings read back from the pool with `php-fpm -i` and stored with the lab.
-REPORTED_INI = [
-    "realpath_cache_size", "realpath_cache_ttl", "open_basedir", "include_path",
-    "opcache.enable", "opcache.validate_timestamps", "opcache.revalidate_freq",
-    "user_ini.filename", "user_ini.cache_ttl",
-]
-
-
 @dataclass(frozen=True)
 class LabOptions:
     name: str = "lab"
@@ -146,11 +138,6 @@ def up(env: Env, opts: LabOptions) -> LabState:
     return labs.status(env, opts.name)
 
 
-def _step(env: Env, state: LabState, message: str, point: str) -> None:
-    faults.phase(f"lab-up/{point}")
-    env.log(f"lab {state.name}: {message}")
-
-
 def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     root = Path(state.state_dir)
     for sub in ("conf", "run", "log", "tmp", "data"):
@@ -161,7 +148,7 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
 
     # 1. Where the code will live.
     if opts.storage == "glusterfs":
-        _step(env, state, "creating a GlusterFS volume on loopback…", "volume")
+        lab_servers.step(env, state, "creating a GlusterFS volume on loopback…", "volume")
         with gluster.glusterd_lock():  # no other lab's down stops it meanwhile
             gluster.ensure_glusterd(env)
             state.volume = VOLUME_PREFIX + opts.name
@@ -184,14 +171,14 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
 
     # 2. The app, prepared on local disk, then copied to the storage.
     if opts.app == "mediawiki":
-        _step(env, state, f"copying MediaWiki {mediawiki.version()} and installing it (SQLite)…",
+        lab_servers.step(env, state, f"copying MediaWiki {mediawiki.version()} and installing it (SQLite)…",
               "app")
         mediawiki.copy_tree(env, stage)
         mediawiki.install(env, php, stage, root / "data", state.port)
         docroot, entry, front = code, mediawiki.ENTRY, "index.php"
         extra_ini: dict[str, str] = {}
     elif opts.app == "wordpress":
-        _step(env, state, "starting the lab's MariaDB on a unix socket…", "database")
+        lab_servers.step(env, state, "starting the lab's MariaDB on a unix socket…", "database")
 
         def record_db(pid: int) -> None:
             state.mariadb_pid = pid
@@ -200,19 +187,19 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
         db = wordpress.start_database(env, root, root / "log/mariadbd.out", record_db)
         state.db_socket = str(db.socket)
         labs.save(state)
-        _step(env, state, f"copying WordPress {wordpress.version()} and installing it (MariaDB)…",
+        lab_servers.step(env, state, f"copying WordPress {wordpress.version()} and installing it (MariaDB)…",
               "app")
         wordpress.copy_tree(env, stage)
         wordpress.install(env, php, stage, root / "data", root / "conf", state.port, db)
         docroot, entry, front = code, wordpress.ENTRY, "index.php"
         extra_ini = {}
     else:
-        _step(env, state, "generating the synthetic app…", "app")
+        lab_servers.step(env, state, "generating the synthetic app…", "app")
         app = synthetic.generate(env, stage, opts.app_spec)
         docroot, entry, front = code / "public", "/" + app.entry, app.entry
         extra_ini = {"include_path": app.include_path_for(str(code))}
     if stage != code:
-        _step(env, state, f"copying the app tree to {code} (GlusterFS)…", "copy")
+        lab_servers.step(env, state, f"copying the app tree to {code} (GlusterFS)…", "copy")
         tree_copy.copy_tree(stage, code, jobs=8)
         shutil.rmtree(stage)
     state.docroot = str(docroot)
@@ -227,127 +214,22 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
         labs.php_ini_file(state).write_text(apache_lab.render_ini(ini))
         state.php_cgi_binary = apache_lab.php_cgi_binary() if state.handler == "fcgid" else ""
     else:
-        _start_fpm(env, state, fpm, ini)
+        lab_servers.start_fpm(env, state, fpm, ini)
     if state.server == "apache":
-        _start_apache(env, opts, state, docroot, front)
+        lab_servers.start_apache(env, state, docroot, front, fixed_port=opts.port is not None)
     else:
-        _start_nginx(env, opts, state, docroot, front)
+        lab_servers.start_nginx(env, state, docroot, front, fixed_port=opts.port is not None)
     state.url = f"http://127.0.0.1:{state.port}"
     labs.save(state)
 
     # 4. Prove it serves the app.
-    _step(env, state, f"checking {state.url}{entry}…", "check")
-    check_pages(env, state)
+    lab_servers.step(env, state, f"checking {state.url}{entry}…", "check")
+    lab_servers.check_pages(env, state)
     if state.handler != "fpm":
-        state.effective_ini = apache_lab.effective_ini(state.url, sorted({*REPORTED_INI, *ini}))
+        state.effective_ini = apache_lab.effective_ini(state.url, sorted({*lab_servers.REPORTED_INI, *ini}))
     state.phase = "up"
     labs.save(state)
     faults.phase("lab-up/up")
-
-
-def _start_fpm(env: Env, state: LabState, fpm: str, ini: dict[str, str]) -> None:
-    root = Path(state.state_dir)
-    state.pool = f"statstorm-{state.name}"
-    state.fpm_socket = str(root / "run/php-fpm.sock")
-    fpm_conf = root / "conf/php-fpm.conf"
-    fpm_conf.write_text(phpfpm.render_conf(pool=state.pool, run_dir=root / "run",
-                                           log_dir=root / "log", workers=state.workers))
-    phpfpm.test_config(env, fpm, fpm_conf, ini)
-    state.effective_ini = phpfpm.effective_ini(env, fpm, fpm_conf, ini,
-                                               sorted({*REPORTED_INI, *ini}))
-    _step(env, state, f"starting php-fpm pool {state.pool} ({state.workers} workers)…", "fpm")
-
-    def record_fpm(pid: int) -> None:
-        state.fpm_master_pid = pid
-        labs.save(state)
-
-    # conf/php: ini files the master reads at every start and reload (apply writes
-    # settings only the master reads there, e.g. opcache.huge_code_pages)
-    labs.php_ini_file(state).parent.mkdir(parents=True, exist_ok=True)
-    phpfpm.start(env, fpm, fpm_conf, ini, root / "log/php-fpm.out", state.workers, record_fpm,
-                 ini_dir=labs.php_ini_file(state).parent)
-    state.worker_pids = phpfpm.worker_pids(state.fpm_master_pid)
-    labs.save(state)
-
-
-def _keep_port(opts: LabOptions, state: LabState) -> None:
-    if opts.port is None and procs.port_in_use(state.port):
-        # Chosen at the start; another server took it while the app was being installed
-        # (MediaWiki's $wgServer follows SERVER_PORT, so only the web server needs the new one).
-        state.port = procs.free_port()
-        labs.save(state)
-
-
-def _start_apache(env: Env, opts: LabOptions, state: LabState, docroot: Path, front: str) -> None:
-    root = Path(state.state_dir)
-    _keep_port(opts, state)
-    conf = labs.apache_conf(state)
-    apache_lab.write_probe(root)
-    conf.write_text(apache_lab.render_conf(
-        mpm=state.mpm, handler=state.handler, port=state.port, docroot=str(docroot), prefix=root,
-        front_controller=front, workers=state.workers, socket=state.fpm_socket,
-        php_cgi=state.php_cgi_binary, allow_override=state.allow_override))
-    apache_lab.test_config(env, conf)
-    procs.check_port_free(state.port)
-    _step(env, state, f"starting Apache (mpm_{state.mpm}, PHP through {state.handler}) on "
-                      f"127.0.0.1:{state.port}…", "server")
-
-    def record_apache(pid: int) -> None:
-        state.apache_pid = pid
-        labs.save(state)
-
-    apache_lab.start(env, conf, root, state.port, record_apache)
-
-
-def _start_nginx(env: Env, opts: LabOptions, state: LabState, docroot: Path, front: str) -> None:
-    root = Path(state.state_dir)
-    for sub in ("client_body", "fastcgi", "proxy", "uwsgi", "scgi"):
-        (root / "tmp" / sub).mkdir(exist_ok=True)
-    nginx_conf = root / "conf/nginx.conf"
-    _keep_port(opts, state)
-    nginx_conf.write_text(nginx.render_conf(port=state.port, docroot=str(docroot),
-                                            socket=state.fpm_socket, prefix=root,
-                                            front_controller=front))
-    nginx.test_config(env, nginx_conf, root)
-    procs.check_port_free(state.port)
-    _step(env, state, f"starting nginx on 127.0.0.1:{state.port}…", "server")
-
-    def record_nginx(pid: int) -> None:
-        state.nginx_pid = pid
-        labs.save(state)
-
-    nginx.start(env, nginx_conf, root, state.port, record_nginx)
-
-
-def check_pages(env: Env, state: LabState) -> str:
-    """GET the app's page (and MediaWiki's API); raise unless they are real app output."""
-    checks: list[tuple[str, tuple[str, ...]]]
-    if state.app == "mediawiki":
-        checks = [(mediawiki.ENTRY, mediawiki.PAGE_MARKERS),
-                  (mediawiki.API, ('"generator":"MediaWiki', '"sitename"'))]
-    elif state.app == "wordpress":
-        checks = [(wordpress.ENTRY, wordpress.PAGE_MARKERS),
-                  (wordpress.API, wordpress.API_MARKERS)]
-    else:
-        checks = [("/index.php?format=json", ('"app":"statstorm-synthetic"',))]
-    first_body = ""
-    for path, markers in checks:
-        url = state.url + path
-        status_code, body = 0, ""
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                status_code, body = http.fetch(url)
-                break
-            except OSError as exc:
-                body = str(exc)
-                time.sleep(0.5)
-        if status_code != 200 or not all(m in body for m in markers):
-            snippet = " ".join(body.split())[:160]
-            raise ComponentError(f"{url} answered {status_code or 'nothing'} without the expected "
-                                 f"content ({snippet!r}); see {state.state_dir}/log/")
-        first_body = first_body or body
-    return first_body
 
 
 def _own_pids(state: LabState) -> list[int]:
