@@ -218,3 +218,16 @@ def test_json_inputs_are_bounded_and_fifos_refused(tmp_path: Path) -> None:
     deep.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(UsageError, match="not a valid lab state file"):
         read_json(deep, "lab state")
+
+
+def test_a_process_gone_mid_read_is_gone_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading /proc of a process that is exiting fails with ESRCH, not ENOENT (found by
+    fault injection: a lab stopped while its volume was being made died in its clean-up)."""
+    from statstorm.adapters import procs
+
+    def gone(self: Path, *a: object) -> bytes:
+        raise ProcessLookupError(3, "No such process")
+    monkeypatch.setattr(Path, "read_bytes", gone)
+    monkeypatch.setattr(Path, "read_text", gone)
+    assert procs.cmdline(1) == [] and procs.children(1) == [] and not procs.alive(1)
+    assert procs.find_pids(["anything"]) == []

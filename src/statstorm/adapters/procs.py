@@ -39,12 +39,12 @@ def children(pid: int) -> list[int]:
     task_dir = Path(f"/proc/{pid}/task")
     try:
         tids = list(task_dir.iterdir())
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return []
     for tid in tids:
         try:
             kids.update(int(x) for x in (tid / "children").read_text().split())
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone meanwhile (ENOENT or ESRCH)
             continue
     return sorted(k for k in kids if alive(k))
 
@@ -52,7 +52,7 @@ def children(pid: int) -> list[int]:
 def cmdline(pid: int) -> list[str]:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone meanwhile: ENOENT, or ESRCH mid-exit
         return []
     return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
 
