@@ -183,6 +183,91 @@ def test_symlink_target_cached_and_changed_into(base: Path, state_home: Path) ->
     assert_exact(ps.check_scenario(sc, state_home))
 
 
+def test_opcache_revalidate_path_makes_no_key_cwd(base: Path, state_home: Path) -> None:
+    """With revalidate_path=1 OPcache makes no key from the name as written, for a plain
+    include as for a *_once: no getcwd of its own (strace: `include 'Z/a.php'` through an
+    absolute include_path makes no getcwd; `include './Z/a.php'` only expand_filepath's)."""
+    root = base / "rp"
+    files = {"Z/a.php": "<?php $a = 1;\n", "Z/b.php": "<?php $b = 1;\n"}
+    body = ["for ($p = 0; $p < 2; $p++) {", "  include 'Z/a.php';", "  include './Z/b.php';",
+            "  include_once 'Z/b.php';", "}"]
+    on = {"opcache.enable_cli": "1", "opcache.revalidate_path": "1",
+          "opcache.revalidate_freq": "0", "include_path": str(root)}
+    sc = scenario(base, "rp", files, body, on, dict(on, **{"opcache.revalidate_path": "0"}),
+                  dict(on, **{"opcache.enable_cli": "0"}))
+    assert_exact(ps.check_scenario(sc, state_home))
+
+
+def test_opcache_chdir_fetches_the_cwd(base: Path, state_home: Path) -> None:
+    """OPcache replaces chdir(): a getcwd after every call (its keys' cwd, so the next
+    relative key needs none), whatever revalidate_path is. Recorded with OPcache on, that
+    getcwd was kept as traced, so OPcache off kept it too; recorded off, it was missing."""
+    root = base / "cd"
+    files = {"Z/a.php": "<?php $a = 1;\n", "Y/b.php": "<?php $b = 1;\n"}
+    body = ["for ($p = 0; $p < 2; $p++) {", f"  chdir({str(root / 'Z')!r});",
+            "  include 'a.php';", f"  chdir({str(root)!r});", "  include 'Y/b.php';",
+            f"  @chdir({str(root / 'nope')!r});", "}"]
+    on = {"opcache.enable_cli": "1", "opcache.revalidate_freq": "0", "include_path": "/usr"}
+    off = dict(on, **{"opcache.enable_cli": "0"})
+    rp = dict(on, **{"opcache.revalidate_path": "1"})
+    for name, settings in (("cd-on", (on, off, rp)), ("cd-off", (off, on, rp))):
+        lines = [s.replace(str(root), str(base / name)) for s in body]
+        sc = scenario(base, name, files, lines, *settings)
+        assert_exact(ps.check_scenario(sc, state_home))
+
+
+def test_opcache_once_adds_its_key_when_included(base: Path, state_home: Path) -> None:
+    """A *_once of a script OPcache has cached (found by its real path) adds the key of its
+    name as written even when the script was included already (persistent_zend_resolve_path
+    runs before the included-files check): a later plain include of that name is answered
+    by the key, with no resolution nor open (strace: one include_once and then an include
+    opens the file twice; two include_once and then an include, once)."""
+    root = base / "ok"
+    files = {"Z/a.php": "<?php $a = 1;\n"}
+    body = ["include_once 'Z/a.php';", "include_once 'Z/a.php';", "include 'Z/a.php';",
+            "include_once 'Z/a.php';"]
+    on = {"opcache.enable_cli": "1", "opcache.revalidate_freq": "2", "include_path": str(root)}
+    sc = scenario(base, "ok", files, body, on, dict(on, **{"opcache.revalidate_freq": "0"}))
+    assert_exact(ps.check_scenario(sc, state_home))
+
+
+def test_opcache_relative_primary_under_revalidate_path(base: Path, state_home: Path) -> None:
+    """`php main.php` makes OPcache fetch the cwd for the primary script's key, but not
+    with revalidate_path=1 (strace: 4 getcwd with it off, 3 with it on, 3 without OPcache)."""
+    on = {"opcache.enable_cli": "1", "opcache.revalidate_path": "1"}
+    sc = scenario(base, "rel", {"a.php": "<?php $a = 1;\n"}, ["include __DIR__ . '/a.php';"],
+                  on, dict(on, **{"opcache.revalidate_path": "0"}),
+                  dict(on, **{"opcache.enable_cli": "0"}))
+    sc.relative_primary = True
+    assert_exact(ps.check_scenario(sc, state_home))
+
+
+def test_opcache_file_override_keys(base: Path, state_home: Path) -> None:
+    """enable_file_override: file_exists/is_file/is_readable look the name up by OPcache's
+    key. A relative name needs the cwd (a getcwd, the request's first, outside the probe,
+    whatever revalidate_path is) and hits only a key an include of that name made (none
+    with revalidate_path=1); a hit is revalidated as an include is (a stat of the script
+    with validate_timestamps and revalidate_freq=0). Before, a relative name hit whenever
+    the file it names was cached, and a hit cost nothing."""
+    root = base / "fo"
+    files = {"Z/a.php": "<?php $a = 1;\n", "Z/b.php": "<?php $b = 1;\n"}
+    body = ["for ($p = 0; $p < 2; $p++) {", "  @file_exists('Z/a.php');", "  include 'Z/a.php';",
+            "  @is_readable('Z/a.php');", f"  include {str(root / 'Z/b.php')!r};",
+            "  @is_file('Z/b.php');", f"  @file_exists({str(root / 'Z/b.php')!r});", "}"]
+    on = {"opcache.enable_cli": "1", "opcache.enable_file_override": "1",
+          "opcache.revalidate_freq": "0", "include_path": str(root)}
+    rp = dict(on, **{"opcache.revalidate_path": "1"})
+    fixed = dict(on, **{"opcache.validate_timestamps": "0"})
+    no = dict(on, **{"opcache.enable_file_override": "0"})
+    # recorded with the override on, a hit leaves no probe (only its getcwd and stat):
+    # replayed, not predicted from
+    for name, settings in (("fo", (no, on, rp, fixed)), ("fo-on", (on,)), ("fo-rp", (rp,))):
+        lines = [s.replace(str(root), str(base / name)) for s in body]
+        sc = scenario(base, name, files, lines, *settings)
+        sc.settings = [dict(x, include_path=str(base / name)) for x in sc.settings]
+        assert_exact(ps.check_scenario(sc, state_home))
+
+
 # Generated scenarios over the features whose cases are exact so far. Not yet (figures in
 # docs/whatif.md, from bench/whatif_fidelity.py): OPcache (a repeated *_once that OPcache
 # answers from its key leaves no trace, so turning OPcache off from such a trace

@@ -13,7 +13,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from statstorm.model import include_resolution, open_basedir
+from statstorm.model import include_resolution, open_basedir, user_ini
 from statstorm.model.open_basedir import E_BASEDIR
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.realpath_cache import (FILEPATH, REALPATH, FsView, RealpathCache,
@@ -38,7 +38,7 @@ E_PROBE = 4  # (E_PROBE, req, name, func, abspath, cwd)
 E_CLEAR = 5  # (E_CLEAR, req, realpath, filename)
 E_USER_INI = 6  # (E_USER_INI, req, script_dir, dirs)
 E_RESOLVE = 7  # (E_RESOLVE, req, name, cwd, include_path, fallback_dir): the primary script
-E_CHDIR = 8  # (E_CHDIR, req): chdir() forgets the stat cache's relative names
+E_CHDIR = 8  # (E_CHDIR, req, succeeded, PHP's chdir()): stat cache; OPcache's getcwd
 E_OPC_CLI = 9  # (E_OPC_CLI, req, lock file, script): a CLI run's calls of OPcache itself
 # E_BASEDIR = 10: (E_BASEDIR, req, path, cwd), an open_basedir check (model.open_basedir)
 
@@ -89,11 +89,13 @@ class Engine:
         self.retired: list[Worker] = []
         self.opc_keys: dict[Any, str] = {}  # OPcache key → script (real path)
         self.opc_scripts: dict[str, int] = {}  # script → revalidate at (s)
+        self.opc_names: dict[tuple[str, str], Any] = {}  # (relative name, cwd) → its key
         self._req = -1
         self._counts: list[int] = [0] * (2 * NCALLS)
         self._now = 0
         self.basedirs = open_basedir.entries(settings.open_basedir)
         self.recorded_include_path: str | None = None
+        self._validated: str | None = None  # the script of the last include's revalidation
 
     # -- syscalls ------------------------------------------------------------------------
     def emit(self, call: str, path: str, failed: bool) -> None:
@@ -109,8 +111,6 @@ class Engine:
         codes[code] = codes.get(code, 0) + 1
 
     def _switch(self, req: int) -> None:
-        if req == self._req:
-            return
         self._req = req
         self._counting = self.counted is None or req in self.counted
         c = self.tally.per_req.get(req)
@@ -145,8 +145,7 @@ class Engine:
         wid = wids[0] if wids else 0
         w = self.worker(wid)
         last = None
-        fs = self.fs
-        emit = self.emit
+        fs, emit, s = self.fs, self.emit, self.s
         for i, ev in enumerate(events):
             kind = ev[0]
             now = times[i]
@@ -161,13 +160,15 @@ class Engine:
             if ev[1] != self._req:
                 self._switch(ev[1])
             if kind == E_PASS:
+                if len(ev) == 6 and ev[5] == "revalidate" and self._validated == ev[3]:
+                    continue  # a revalidation the engine has just made itself
                 emit(ev[2], ev[3], ev[4])
                 continue
             if kind == E_REQ:
                 w = self._start_request(wid, w, now)
                 if ev[2] and ev[2] != "relative" and self.s.opcache:
                     self._primary_opcache(w, ev[2])
-                if ev[2] == "relative" and self.s.opcache:
+                if ev[2] == "relative" and s.opcache and not s.opcache_revalidate_path:
                     self.emit("getcwd", "", False)  # the primary script's key needs the cwd
                     w.opc_cwd = True
                 continue
@@ -191,7 +192,7 @@ class Engine:
                     else:
                         w.cache.clear()
             elif kind == E_USER_INI:
-                self._user_ini(w, ev[2], ev[3])
+                user_ini.scan(s, fs, emit, w.user_ini, w.request_time, ev[2], ev[3])
             elif kind == E_RESOLVE:
                 self._primary(w, ev[2], ev[3], ev[4], ev[5])
             elif kind == E_OPC_CLI:
@@ -202,9 +203,12 @@ class Engine:
                 if self.basedirs:
                     self.basedir_ok(w, ev[2], ev[3])
             elif kind == E_CHDIR:
-                if w.stat_file is not None and not w.stat_file.startswith("/"):
+                if s.opcache and ev[3]:  # OPcache's chdir(): the new cwd for its keys
+                    emit("getcwd", "", False)
+                    w.opc_cwd = True
+                if ev[2] and w.stat_file is not None and not w.stat_file.startswith("/"):
                     w.stat_file = None
-                if w.lstat_file is not None and not w.lstat_file.startswith("/"):
+                if ev[2] and w.lstat_file is not None and not w.lstat_file.startswith("/"):
                     w.lstat_file = None
             if w.cache.used > w.peak_bytes:
                 w.peak_bytes = w.cache.used
@@ -240,8 +244,7 @@ class Engine:
             self.opc_keys[name] = resolved
 
     def _primary_opcache(self, w: Worker, script: str) -> None:
-        """php-fpm's primary script through OPcache: compiled once, then revalidated like
-        any script (its open and resolution are kept as traced)."""
+        """php-fpm's primary script: compiled once, then revalidated (open: as traced)."""
         if script in self.opc_scripts:
             self._validate(w, script, script, "", "", "", have_path=True)
         else:
@@ -250,14 +253,15 @@ class Engine:
     def _include(self, w: Worker, name: str, once: bool, cwd: str, include_path: str,
                  fallback: str) -> None:
         s = self.s
+        self._validated = None
         if include_path == self.recorded_include_path:  # self._ip, inlined
             include_path = s.include_path
         key = None
         if s.opcache:
             if name.startswith("/"):
                 key = name  # include_resolution.opc_key, inlined for the common case
-            elif once and s.opcache_revalidate_path:
-                key = None  # a *_once makes no key by the name as written: no cwd for it
+            elif s.opcache_revalidate_path:
+                key = None  # no key by the name as written: no cwd for it
             else:
                 if not w.opc_cwd:
                     self.emit("getcwd", cwd, False)  # ZCG(cwd), once per request
@@ -275,14 +279,17 @@ class Engine:
                 self._validate(w, name, script, cwd, include_path, fallback, have_path=once)
                 return
         resolved = include_resolution.resolve(w.resolver, name, cwd, include_path, fallback)
-        if once and resolved is not None and resolved in w.included:
-            return
         if s.opcache and once and resolved is not None and resolved in self.opc_scripts:
-            # found by its real path: the key is added, no open
+            # found by its real path (persistent_zend_resolve_path): the key is added, no
+            # open; also when the script was included already
             if key is not None:
-                self.opc_keys[key] = resolved
+                self._add_key(key, resolved)
+            if resolved in w.included:
+                return
             w.included.add(resolved)
             self._validate(w, name, resolved, cwd, include_path, fallback, have_path=True)
+            return
+        if once and resolved is not None and resolved in w.included:
             return
         if resolved is None:
             if once:  # zend_stream_open of the name as written: its own resolution first
@@ -313,8 +320,13 @@ class Engine:
             if resolved not in self.opc_scripts:
                 self.opc_scripts[resolved] = w.request_time + s.opcache_revalidate_freq
             if not once and key is not None:  # a *_once compiles under its real path only
-                self.opc_keys[key] = resolved
+                self._add_key(key, resolved)
             self.opc_keys[resolved] = resolved
+
+    def _add_key(self, key: Any, script: str) -> None:
+        self.opc_keys[key] = script
+        if type(key) is tuple:  # a relative name's, for enable_file_override's probes
+            self.opc_names[(key[0], key[1])] = key
 
     def _validate(self, w: Worker, name: str, script: str, cwd: str, include_path: str,
                   fallback: str, have_path: bool) -> None:
@@ -326,6 +338,7 @@ class Engine:
         if not have_path:
             include_resolution.resolve(w.resolver, name, cwd, include_path, fallback)
         self.emit("stat", script, not self.fs.exists(script))
+        self._validated = script
         self.opc_scripts[script] = w.request_time + s.opcache_revalidate_freq
 
     @staticmethod
@@ -341,9 +354,20 @@ class Engine:
     def _probe(self, w: Worker, name: str, func: str, abspath: str, cwd: str) -> None:
         s = self.s
         if s.opcache and s.opcache_enable_file_override and func in OVERRIDE_FUNCS:
-            script = self.opc_keys.get(name) or (abspath if abspath in self.opc_scripts else None)
+            # OPcache answers from a key of the name as written (a relative one needs the
+            # cwd), revalidated as an include's; a miss runs the function itself
+            key: Any = name
+            if not name.startswith("/"):
+                if not w.opc_cwd:
+                    self.emit("getcwd", cwd, False)
+                    w.opc_cwd = True
+                key = self.opc_names.get((name, cwd))
+            script = self.opc_keys.get(key) or (name if name in self.opc_scripts else None)
             if script is not None:
-                return
+                ip, fb = (key[2], key[3]) if type(key) is tuple else ("", "")
+                self._validate(w, name, script, cwd, ip, fb, have_path=False)
+                if self.fs.exists(script):
+                    return
         exists = self.fs.exists(abspath)
         if func in ACCESS_FUNCS:
             if self.basedirs and not self.basedir_ok(w, name, cwd):
@@ -369,24 +393,6 @@ class Engine:
         self.emit("stat", abspath, not exists)
         if exists:
             w.stat_file = name
-
-    # -- .user.ini -----------------------------------------------------------------------
-    def _user_ini(self, w: Worker, script_dir: str, dirs: tuple[str, ...]) -> None:
-        s = self.s
-        if not s.user_ini_filename:
-            return
-        expires = w.user_ini.get(script_dir)
-        if expires is not None and w.request_time <= expires:
-            return
-        for d in dirs:
-            path = d.rstrip("/") + "/" + s.user_ini_filename
-            exists = self.fs.exists(path)
-            self.emit("stat", path, not exists)
-            if exists:  # fopen + the parser's reads
-                self.emit("open", path, False)
-                self.emit("fstat", path, False)
-                self.emit("fstat", path, False)
-        w.user_ini[script_dir] = w.request_time + s.user_ini_cache_ttl
 
     # -- results -------------------------------------------------------------------------
     def all_workers(self) -> list[Worker]:

@@ -1,8 +1,9 @@
 """A traced command's request (`statstorm trace --cmd 'php …'`): the whole run is one
 request. Its start goes before each process's first event; OPcache's own calls in a CLI run
 (the open of its lock file, one more fstat of the primary script) go to the PHP processes;
-a relative primary script makes OPcache fetch the cwd for its key, a call the engine makes
-itself, so the recorded one goes.
+a relative primary script makes OPcache fetch the cwd for its key (not with revalidate_path,
+which makes no key by the name as written), a call the engine makes itself, so the recorded
+one goes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ def cli_request(timeline: dict[int, list[tuple[int, Any]]], argv: list[str], opc
                 opc_skip: set[tuple[int, int, str]], opc_sem: str, opc_script: str
                 ) -> dict[int, int]:
     """Add the request's start (and OPcache's calls) to each process's events; returns each
-    process's first event time. `opcache`: the trace was recorded with OPcache on;
+    process's first event time. `opcache`: the trace was recorded with OPcache on and
+    making keys by the names as written (revalidate_path off);
     `opc_skip`, `opc_sem`, `opc_script`: model.replay_ops.cli_opcache_calls."""
     first_request: dict[int, int] = {}
     primary = script_arg(argv)

@@ -141,7 +141,6 @@ def _prepare(t: TraceRecords) -> Prepared:
     user_ini_start: dict[tuple[int, int], int] = {}
     modeled = 0
     fallbacks: dict[tuple[Any, ...], str] = {}
-    relative: set[int] = set()  # workers with an include of a relative name
     # the fallback directory of names without candidates, by (include_path, script): the
     # same for a run of includes, so looked up by name alone while they do not change
     by_dir: dict[tuple[str, str], dict[str, str]] = {}
@@ -210,8 +209,6 @@ def _prepare(t: TraceRecords) -> Prepared:
                         continue
                     else:
                         ev = (E_INCLUDE, req, name, False, c, ip, fallback)
-                if not name.startswith("/"):
-                    relative.add(pid)
         else:
             pending_once.pop(pid, None)
             if kind != "realpath" and kind != "main_script":
@@ -272,18 +269,28 @@ def _prepare(t: TraceRecords) -> Prepared:
                    and sc[S_RET] >= 0)
     first_include = scan.first_include  # request → start of its first include
     kept = 0
-    opc_skip, opc_sem, opc_script = replay_ops.cli_opcache_calls(
-        t, single and from_recorded(settings).opcache)
+    rec = from_recorded(settings)
+    opc_skip, opc_sem, opc_script = replay_ops.cli_opcache_calls(t, single and rec.opcache)
     chdir_calls: list[tuple[int, int, int, str, bool]] = []
+    # OPcache's chdir() fetches the new cwd (the engine makes that getcwd: the recorded one
+    # goes); with revalidate_path it makes no key by the name as written (no cwd for it)
+    # (CLI only: in php-fpm's traces a script's chdir() is not told from php-fpm's own)
+    opc_chdir, opc_keys = rec.opcache and single, rec.opcache and not rec.opcache_revalidate_path
+    after_chdir: set[int] = set()  # processes whose last call was a chdir
     for s in t.syscalls:
         _, ts, pid, req, op, call, _, path_id, ret, _, _, skind = s
         if opc_skip and (call == "open" or call == "fstat") and (ts, pid, call) in opc_skip:
             continue
+        if after_chdir and pid in after_chdir:
+            after_chdir.discard(pid)
+            if opc_chdir and call == "getcwd" and op < 0:
+                continue
         if op in dropped or call not in CALL_INDEX:
             if call == "chdir" and skind != "startup":
                 chdir_calls.append((pid, ts, req, pget(path_id, ""), ret == 0))
-                if ret == 0:  # PHP's chdir() forgets relative stat-cache keys
-                    timeline[pid].append((ts, (E_CHDIR, req)))
+                # PHP's chdir() forgets relative stat-cache keys when it succeeds
+                timeline[pid].append((ts, (E_CHDIR, req, ret == 0, single)))
+                after_chdir.add(pid)
             continue
         path = pget(path_id, "")
         if skind == "opcache_revalidate" and op < 0 and (
@@ -291,7 +298,10 @@ def _prepare(t: TraceRecords) -> Prepared:
                                     and ts < first_include.get(req, 1 << 62))):
             # a *_once's revalidation (OPcache compiles it outside compile_filename), or
             # php-fpm's primary script's (before its first include; a later stat of it is
-            # the application's, e.g. getlastmod()): the engine makes them
+            # the application's, e.g. getlastmod()): the engine makes them; with
+            # enable_file_override it may be a probe's that OPcache answered (no operation)
+            if rec.opcache_enable_file_override and path in scripts:
+                timeline[pid].append((ts, (E_PASS, req, call, path, ret < 0, "revalidate")))
             continue
         if call == "getcwd" and op < 0 and (skind == "other" or skind == "main_script"):
             ev = (E_PASS, req, call, path, ret < 0, True)  # maybe OPcache's cwd (see below)
@@ -303,8 +313,7 @@ def _prepare(t: TraceRecords) -> Prepared:
     first_request: dict[int, int] = {}
     if single:
         first_request = replay_cli.cli_request(
-            timeline, [str(a) for a in argv], from_recorded(settings).opcache, opc_skip,
-            opc_sem, opc_script)
+            timeline, [str(a) for a in argv], opc_keys, opc_skip, opc_sem, opc_script)
     else:
         # each request's start goes first among its worker's events at the same ns
         starts: dict[int, list[tuple[int, Event]]] = {}
@@ -328,16 +337,8 @@ def _prepare(t: TraceRecords) -> Prepared:
             tl = open_basedir.group(tl, basedirs)
         elif expands:  # fopen() and the like check the path against a proposed one
             tl = open_basedir.fopen_checks(tl, {ns for p, ns in expands if p == pid})
-        # OPcache fetches the cwd once per request for its first relative key, just before
-        # the include: the engine makes that call itself, so the recorded one goes (a
-        # getcwd pass-through, marked by its sixth item, right before a relative include).
-        if pid in relative:
-            cut = [i - 1 for i, x in enumerate(tl) if i and x[1][0] == E_INCLUDE
-                   and not x[1][2].startswith("/") and len(tl[i - 1][1]) == 6
-                   and tl[i - 1][1][0] == E_PASS]
-            if cut:
-                gone = set(cut)
-                tl = [x for i, x in enumerate(tl) if i not in gone]
+        if rec.opcache:  # OPcache's own getcwd for its keys: the engine makes it
+            tl = replay_ops.drop_opcache_cwd(tl, opc_keys, rec.opcache_enable_file_override)
         evs = [x[1] for x in tl]
         ns = [x[0] for x in tl]
         streams[pid] = (evs, _seconds(ns, epoch_ns), ns)
@@ -345,7 +346,6 @@ def _prepare(t: TraceRecords) -> Prepared:
     counted = [r[R_ID] for r in requests.values() if r[R_END] >= 0]
     if not counted and single:
         counted = [0]
-    rec = from_recorded(settings)
     prep = Prepared(fs, streams, counted, first_request, t.mounts, total, modeled, kept,
                     str(settings.get("include_path", "")), rec.max_requests, rec.workers)
     prep.start_s = epoch_s

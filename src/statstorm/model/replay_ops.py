@@ -12,6 +12,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from statstorm.model.php_engine import E_INCLUDE, E_PASS, E_PROBE, OVERRIDE_FUNCS
 from statstorm.results.trace.raw import (O_ID, O_START, S_CALL, S_PATH, S_PID, S_RET, S_TS,
                                          TraceRecords)
 
@@ -217,3 +218,21 @@ def cli_opcache_calls(t: TraceRecords, opcache: bool) -> tuple[set[tuple[int, in
                 script = path
                 skip.add((s[S_TS], s[S_PID], call))
     return skip, sem, script
+
+
+def drop_opcache_cwd(tl: list[tuple[int, Any]], includes: bool, probes: bool
+                     ) -> list[tuple[int, Any]]:
+    """A process's timeline without OPcache's getcwd for its first relative key in a
+    request (the engine makes that call itself): a getcwd pass-through in no operation
+    (marked by its sixth item) right before a relative include (`includes`: the trace made
+    keys by the names as written, revalidate_path off) or a relative probe that
+    enable_file_override answers from a key (`probes`, whatever revalidate_path is)."""
+    def keyed(ev: Any) -> bool:
+        if ev[0] == E_INCLUDE:
+            return includes and not ev[2].startswith("/")
+        return probes and ev[0] == E_PROBE and ev[3] in OVERRIDE_FUNCS \
+            and not ev[2].startswith("/")
+    gone = {i - 1 for i, x in enumerate(tl) if i and len(tl[i - 1][1]) == 6
+            and tl[i - 1][1][0] == E_PASS and tl[i - 1][1][5] is True and keyed(x[1])}
+    return [x for i, x in enumerate(tl) if i not in gone] if gone else tl
+
