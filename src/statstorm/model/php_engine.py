@@ -18,6 +18,7 @@ from statstorm.model.open_basedir import E_BASEDIR
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.realpath_cache import (FILEPATH, REALPATH, FsView, RealpathCache,
                                             Resolver)
+from statstorm.model.replay_tally import Tally
 from statstorm.results.trace.vocabulary import CALLS
 
 CALL_INDEX = {c: i for i, c in enumerate(CALLS)}
@@ -59,21 +60,6 @@ class Worker:
     peak_bytes: int = 0
 
 
-@dataclass
-class Tally:
-    """Calls per request ({req: [n, failed] × call}) and per (mount, call, failed)."""
-
-    per_req: dict[int, list[int]] = field(default_factory=dict)
-    # (mount index + 1) << 4 | call index << 1 | failed → calls (an int key: counting a
-    # million calls is much quicker than with a tuple key)
-    codes: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def by_mount(self) -> dict[tuple[int, int, bool], int]:
-        """{(mount index, call index, failed): calls}, in the order first counted."""
-        return {((k >> 4) - 1, (k >> 1) & 7, bool(k & 1)): n for k, n in self.codes.items()}
-
-
 class Engine:
     def __init__(self, settings: PhpSettings, fs: FsView,
                  mount_of: Callable[[str], int] | None = None,
@@ -96,6 +82,8 @@ class Engine:
         self.basedirs = open_basedir.entries(settings.open_basedir)
         self.recorded_include_path: str | None = None
         self._validated: str | None = None  # the script of the last include's revalidation
+        # the last include: a *_once of an included script (script, name, cwd, ip, fallback)
+        self._deferred: tuple[str, str, str, str, str] | None = None
 
     # -- syscalls ------------------------------------------------------------------------
     def emit(self, call: str, path: str, failed: bool) -> None:
@@ -160,8 +148,12 @@ class Engine:
             if ev[1] != self._req:
                 self._switch(ev[1])
             if kind == E_PASS:
-                if len(ev) == 6 and ev[5] == "revalidate" and self._validated == ev[3]:
-                    continue  # a revalidation the engine has just made itself
+                if len(ev) == 6 and ev[5] == "revalidate":
+                    if self._validated == ev[3]:
+                        continue  # a revalidation the engine has just made itself
+                    d = self._deferred  # else an override's, after its resolution
+                    if d is not None and d[0] == ev[3]:
+                        include_resolution.resolve(w.resolver, d[1], d[2], d[3], d[4])
                 emit(ev[2], ev[3], ev[4])
                 continue
             if kind == E_REQ:
@@ -253,7 +245,7 @@ class Engine:
     def _include(self, w: Worker, name: str, once: bool, cwd: str, include_path: str,
                  fallback: str) -> None:
         s = self.s
-        self._validated = None
+        self._validated = self._deferred = None
         if include_path == self.recorded_include_path:  # self._ip, inlined
             include_path = s.include_path
         key = None
@@ -270,6 +262,9 @@ class Engine:
             script = None if s.opcache_revalidate_path else self.opc_keys.get(key)
             if script is not None:
                 if once and script in w.included:
+                    # (or enable_file_override's resolution of a probe's name, which the
+                    # tracer takes for a *_once: its revalidation stat follows)
+                    self._deferred = (script, name, cwd, include_path, fallback)
                     return
                 w.included.add(script)
                 if not s.opcache_validate_timestamps or (
