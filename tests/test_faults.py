@@ -332,8 +332,9 @@ DEMO_STEPS = 7
 
 def demo_case(home: Path, tmp: Path, every: bool = False) -> Outcome:
     """The demo (synthetic app, shortest options): both labs removed whatever the step; its
-    files whole. Without `every`, steps 2 (labs up) and 5 (apply) and the first write; with
-    it, every step and every fifth of its (many) writes."""
+    files whole. Without `every`, its first trace (step 3, in a thread) while it records,
+    step 5 (apply) and the first write; with it, every step (and every point of the verbs it
+    runs) and every fifth of its (many) writes."""
     name = unique_name("dmf")
     out = tmp / "demo"
     args = ["demo", "--app", "synthetic", "--rounds", "1", "--duration", "2", "--views", "2",
@@ -341,7 +342,8 @@ def demo_case(home: Path, tmp: Path, every: bool = False) -> Outcome:
     if every:
         found = fault_runs.points(args, home, tmp)
     else:
-        found = [("demo/step-2", 1), ("demo/step-5", 1), ("write", 1)]
+        # step 3's trace runs in a thread: stopped there, its loader and spool must go too
+        found = [("trace/recording", 1), ("demo/step-5", 1), ("write", 1)]
 
     def extra(r: fault_runs.Run) -> list[str]:
         bad = [f"temp file left: {t}" for t in fault_runs.temp_files([out])]

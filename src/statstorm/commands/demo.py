@@ -140,7 +140,7 @@ def measure(env: Env, states: dict[str, LabState], opts: DemoOptions, label: str
 
 def trace_views(env: Env, state: LabState, views: int, output: Path) -> dict[str, Any]:
     """`statstorm trace` of the lab's pool while `views` page views are fetched; its summary."""
-    attached = threading.Event()
+    attached, stop, finished = threading.Event(), threading.Event(), threading.Event()
     done: list[trace_cmd.TraceRun] = []
     errors: list[BaseException] = []
 
@@ -148,29 +148,35 @@ def trace_views(env: Env, state: LabState, views: int, output: Path) -> dict[str
         try:
             done.append(trace_cmd.run(env, trace_cmd.TraceOptions(
                 lab=state.name, requests=views, duration_s=120.0, output=output),
-                ready=attached))
+                ready=attached, stop=stop))
         except BaseException as exc:  # handed to the caller
             errors.append(exc)
         finally:
             attached.set()
+            finished.set()
 
     thread = threading.Thread(target=tracer, name="statstorm-demo-trace", daemon=True)
     thread.start()
-    attached.wait(150)
-    url = state.url + state.entry_path
-    deadline = time.monotonic() + 180
-    fetched = 0
-    # The tracer counts a request once later events show it over: views go on (beyond
-    # `views`, not counted) until it has its `views` finished requests and stops.
-    while thread.is_alive() and not errors and time.monotonic() < deadline:
-        try:
-            http.fetch(url, timeout=60)
-        except OSError as exc:
-            raise ComponentError(f"{url}: no answer while tracing ({exc})") from None
-        fetched += 1
-        if fetched >= views:
-            thread.join(0.2)
-    thread.join(max(1.0, deadline - time.monotonic()))
+    try:
+        attached.wait(150)
+        url = state.url + state.entry_path
+        deadline = time.monotonic() + 180
+        fetched = 0
+        # The tracer counts a request once later events show it over: views go on (beyond
+        # `views`, not counted) until it has its `views` finished requests and stops.
+        while thread.is_alive() and not errors and time.monotonic() < deadline:
+            try:
+                http.fetch(url, timeout=60)
+            except OSError as exc:
+                raise ComponentError(f"{url}: no answer while tracing ({exc})") from None
+            fetched += 1
+            if fetched >= views:
+                thread.join(0.2)
+        thread.join(max(1.0, deadline - time.monotonic()))
+    except BaseException:  # Ctrl-C, SIGTERM, no answer: the tracer detaches before we go
+        stop.set()
+        finished.wait(120)  # not thread.join: a join Ctrl-C cut short may mark it stopped
+        raise
     if errors:
         raise errors[0]
     if not done:

@@ -240,6 +240,8 @@ class TraceThread:
         self.lab, self.pool, self.duration_s, self.output = lab, pool, duration_s, output
         self.ready = threading.Event()
         self.stop_event = threading.Event()
+        self.finished = threading.Event()  # set by the thread: a join cut short by Ctrl-C
+        # may leave the thread marked stopped while it still runs (CPython 3.11)
         self.result: Traced | None = None
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._go, name="statstorm-sweep-trace", daemon=True)
@@ -253,11 +255,17 @@ class TraceThread:
             self.error = exc
         finally:
             self.ready.set()
+            self.finished.set()
 
     def start(self) -> None:
         """Start tracing; return once the tracer is attached (or raise why it could not)."""
         self.thread.start()
-        if not self.ready.wait(self.ATTACH_TIMEOUT_S):
+        try:
+            attached = self.ready.wait(self.ATTACH_TIMEOUT_S)
+        except BaseException:  # Ctrl-C, SIGTERM: the tracer detaches before we go
+            self.abandon()
+            raise
+        if not attached:
             self.abandon()
             raise ComponentError(f"the tracer did not attach within {self.ATTACH_TIMEOUT_S:.0f} s")
         if self.error is not None:
@@ -267,8 +275,12 @@ class TraceThread:
     def finish(self) -> Traced:
         """Stop tracing (the run is over) and return the trace."""
         self.stop_event.set()
-        self.thread.join(self.DETACH_TIMEOUT_S)
-        if self.thread.is_alive():
+        try:
+            self.finished.wait(self.DETACH_TIMEOUT_S)
+        except BaseException:  # interrupted while it detaches: let it finish, then go
+            self.abandon()
+            raise
+        if not self.finished.is_set():
             raise ComponentError(f"the tracer did not stop within {self.DETACH_TIMEOUT_S:.0f} s")
         if self.error is not None:
             raise self.error
@@ -278,7 +290,7 @@ class TraceThread:
     def abandon(self) -> None:
         """Stop tracing after a failed or interrupted run; never raises."""
         self.stop_event.set()
-        self.thread.join(self.DETACH_TIMEOUT_S)
+        self.finished.wait(self.DETACH_TIMEOUT_S)
 
 
 Progress = Callable[[str, LevelResult | None], None]
