@@ -62,7 +62,8 @@ STARTUP = re.compile(r"^statstorm [a-z ]+: ")  # a verb's startup line, printed 
 def one_line_error(p: subprocess.CompletedProcess[str], code: int, *words: str) -> None:
     """One error line (after the verb's startup line, when the work had started)."""
     assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
-    lines = [ln for ln in p.stderr.strip().splitlines() if not STARTUP.match(ln)]
+    lines = [ln for ln in p.stderr.strip().splitlines()
+             if ln.strip() and not STARTUP.match(ln)]  # click ends a ^C's line: a blank one
     assert "Traceback" not in p.stderr and len(lines) == 1, p.stderr
     for w in words:
         assert w in p.stderr, (w, p.stderr)

@@ -58,6 +58,9 @@ class _Checked(click.Path):
         if not self.file_okay and not stat.S_ISDIR(st.st_mode):
             kind = "a file" if stat.S_ISREG(st.st_mode) else "not a directory"
             raise UsageError(f"{where}: is {kind}; give a directory")
+        if self.must_read and not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{where}: not a regular file (a pipe, socket or device); save the "
+                             "output to a file first and give that file")
         mode = os.R_OK | (os.X_OK if stat.S_ISDIR(st.st_mode) else 0)
         if self.must_read and not os.access(value, mode):
             raise unreadable(where)
