@@ -171,8 +171,8 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
 
     # 2. The app, prepared on local disk, then copied to the storage.
     if opts.app == "mediawiki":
-        lab_servers.step(env, state, f"copying MediaWiki {mediawiki.version()} and installing it (SQLite)…",
-              "app")
+        lab_servers.step(env, state, f"copying MediaWiki {mediawiki.version()} and installing "
+                         "it (SQLite)…", "app")
         mediawiki.copy_tree(env, stage)
         mediawiki.install(env, php, stage, root / "data", state.port)
         docroot, entry, front = code, mediawiki.ENTRY, "index.php"
@@ -187,8 +187,8 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
         db = wordpress.start_database(env, root, root / "log/mariadbd.out", record_db)
         state.db_socket = str(db.socket)
         labs.save(state)
-        lab_servers.step(env, state, f"copying WordPress {wordpress.version()} and installing it (MariaDB)…",
-              "app")
+        lab_servers.step(env, state, f"copying WordPress {wordpress.version()} and installing "
+                         "it (MariaDB)…", "app")
         wordpress.copy_tree(env, stage)
         wordpress.install(env, php, stage, root / "data", root / "conf", state.port, db)
         docroot, entry, front = code, wordpress.ENTRY, "index.php"
@@ -226,7 +226,8 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     lab_servers.step(env, state, f"checking {state.url}{entry}…", "check")
     lab_servers.check_pages(env, state)
     if state.handler != "fpm":
-        state.effective_ini = apache_lab.effective_ini(state.url, sorted({*lab_servers.REPORTED_INI, *ini}))
+        state.effective_ini = apache_lab.effective_ini(
+            state.url, sorted({*lab_servers.REPORTED_INI, *ini}))
     state.phase = "up"
     labs.save(state)
     faults.phase("lab-up/up")
