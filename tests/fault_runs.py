@@ -182,6 +182,18 @@ def problems(r: Run, *, ok_codes: tuple[int, ...], extra: Callable[[Run], list[s
     return bad
 
 
+def snapshot(d: Path) -> tuple[dict[Path, bytes], Callable[[], None]]:
+    """The files of `d` now, and a function that puts `d` back to exactly them."""
+    previous = {p: p.read_bytes() for p in d.iterdir()}
+
+    def restore() -> None:
+        for p in d.iterdir():
+            p.unlink()
+        for p, data in previous.items():
+            p.write_bytes(data)
+    return previous, restore
+
+
 def json_whole(path: Path, schema_prefix: str) -> str | None:
     """None when `path` is a whole JSON result of that schema, else what is wrong."""
     try:

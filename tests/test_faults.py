@@ -17,7 +17,6 @@ import json
 import re
 import shutil
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +29,7 @@ import pytest
 
 import fault_runs
 from conftest import leftovers, run_cli, unique_name
+from test_apply_lab import Load  # light load, failures counted
 from statstorm.adapters import backups
 
 pytestmark = [pytest.mark.root,
@@ -64,34 +64,6 @@ def sweep_faults(args: list[str], home: Path, tmp: Path, extra: Callable[[fault_
 class Outcome:
     runs: int
     problems: list[str]
-
-
-class Load:
-    """One client, a request every 50 ms, while a verb runs (so traces and checks see
-    requests); counts failures."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.ok, self.failed = url, 0, []  # type: ignore[var-annotated]
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._go, daemon=True)
-
-    def _go(self) -> None:
-        while not self.stop.is_set():
-            try:
-                with urllib.request.urlopen(self.url, timeout=30) as resp:
-                    resp.read()
-                    self.ok += 1
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-                self.failed.append(str(exc))
-            time.sleep(0.05)
-
-    def __enter__(self) -> "Load":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
 
 
 @pytest.fixture(scope="module")
@@ -165,13 +137,7 @@ def trace_case(home: Path, tmp: Path, served: dict[str, str], every: bool = Fals
         found = fault_runs.points(args, home, tmp)
     assert [p for p, _ in found][:2] == ["trace/attached", "trace/recording"]
     assert {"trace/stopped", "trace/publish", "write"} <= {p for p, _ in found}
-    previous = {p: p.read_bytes() for p in out.parent.iterdir()}  # the trace and its sidecars
-
-    def restore() -> None:
-        for p in out.parent.iterdir():
-            p.unlink()
-        for p, data in previous.items():
-            p.write_bytes(data)
+    previous, restore = fault_runs.snapshot(out.parent)  # the trace and its sidecars
 
     def extra(r: fault_runs.Run) -> list[str]:
         bad = [f"temp file left: {t}" for t in fault_runs.temp_files([out.parent])]
@@ -198,13 +164,7 @@ def trace_import_case(home: Path, tmp: Path, every: bool = False) -> Outcome:
     found = fault_runs.points(args, home, tmp)
     assert [p for p, _ in found if p != "write"] == ["trace-import/parsed"]
     found += [("after-events", 2)]
-    previous = {p: p.read_bytes() for p in out.parent.iterdir()}
-
-    def restore() -> None:
-        for p in out.parent.iterdir():
-            p.unlink()
-        for p, data in previous.items():
-            p.write_bytes(data)
+    previous, restore = fault_runs.snapshot(out.parent)
 
     def extra(r: fault_runs.Run) -> list[str]:
         bad = [f"temp file left: {t}" for t in fault_runs.temp_files([out.parent])]
@@ -214,6 +174,15 @@ def trace_import_case(home: Path, tmp: Path, every: bool = False) -> Outcome:
         return bad
 
     return sweep_faults(args, home, tmp, extra, before=restore, found=found, every=every)
+
+
+def _whole_result(out: Path, tmp: Path, schema: str) -> Callable[[fault_runs.Run], list[str]]:
+    """After a run: no temp file beside the result, and the result whole (previous or new)."""
+    def extra(r: fault_runs.Run) -> list[str]:
+        bad = [f"temp file left: {t}" for t in fault_runs.temp_files([tmp])]
+        problem = fault_runs.json_whole(out, schema)
+        return bad + ([problem] if problem else [])
+    return extra
 
 
 def sweep_case(home: Path, tmp: Path, served: dict[str, str], every: bool = False) -> Outcome:
@@ -226,12 +195,8 @@ def sweep_case(home: Path, tmp: Path, served: dict[str, str], every: bool = Fals
                                                      "sweep/written"]
     previous = out.read_bytes()
 
-    def extra(r: fault_runs.Run) -> list[str]:
-        bad = [f"temp file left: {t}" for t in fault_runs.temp_files([tmp])]
-        problem = fault_runs.json_whole(out, "statstorm.sweep")
-        return bad + ([problem] if problem else [])
-
-    return sweep_faults(args, home, tmp, extra, before=lambda: out.write_bytes(previous),
+    return sweep_faults(args, home, tmp, _whole_result(out, tmp, "statstorm.sweep"),
+                        before=lambda: out.write_bytes(previous),
                         found=found, every=every)
 
 
@@ -244,12 +209,8 @@ def fsbench_case(home: Path, tmp: Path, served: dict[str, str], every: bool = Fa
     assert {"fsbench/pass", "fsbench/cell", "write"} <= {p for p, _ in found}
     previous = out.read_bytes()
 
-    def extra(r: fault_runs.Run) -> list[str]:
-        bad = [f"temp file left: {t}" for t in fault_runs.temp_files([tmp])]
-        problem = fault_runs.json_whole(out, "statstorm.fsbench")
-        return bad + ([problem] if problem else [])
-
-    return sweep_faults(args, home, tmp, extra, before=lambda: out.write_bytes(previous),
+    return sweep_faults(args, home, tmp, _whole_result(out, tmp, "statstorm.fsbench"),
+                        before=lambda: out.write_bytes(previous),
                         found=found, every=every)
 
 
