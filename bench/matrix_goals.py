@@ -6,7 +6,10 @@ Goals (issue "Apache, WordPress and statstorm matrix"):
       shown on a cell pair with a known, real difference: the same cell twice, the twin with
       a test knob that burns CPU at the start of every request, sized from a calibration run
       and rescaled by a short pilot so that it costs about 3 % of the throughput (MediaWiki by
-      default, --app-a; resolved = the interval excludes 1 and the ratio is ≥ 0.965);
+      default, --app-a; resolved = the interval excludes 1 and the ratio is ≥ 0.965). Both the
+      pilot and the main run use `matrix --precision`: at least --rounds-a rounds, then more
+      until the interval is within ±--precision-a % (at most --max-rounds-a), so a bursty host
+      costs more rounds instead of an unresolved answer;
   (b) the full default matrix (6 architectures × OPcache on/off) on MediaWiki (or
       --app wordpress) in ≤ 20 minutes, its plan printed first;
   (c) huge code pages' effect on WordPress (or --huge-app mediawiki), with its interval,
@@ -56,19 +59,24 @@ def comparison(data: dict[str, Any], a: str, b: str) -> dict[str, Any]:
     raise SystemExit(f"no comparison of {a} and {b} in the result")
 
 
-def twin_run(out: Path, name: str, app: str, rounds: int, duration: int,
-             spin_us: int) -> dict[str, Any]:
+def twin_run(out: Path, name: str, app: str, rounds: int, duration: int, spin_us: int,
+             precision: float = 0.0, max_rounds: int = 0) -> dict[str, Any]:
     """The same cell twice, the twin ("+knob") burning `spin_us` of CPU per request."""
     path = out / f"{name}.json"
+    more = ["--precision", f"{precision:g}", "--max-rounds", str(max_rounds)] if precision else []
     statstorm(["matrix", "--app", app, "--arch", "nginx-fpm", "--opcache", "on",
-               "--rounds", str(rounds), "-d", str(duration),
+               "--rounds", str(rounds), "-d", str(duration), *more,
                "--test-spin", f"{CELL_A}+={spin_us}", "-o", str(path), "--json"], show=False)
-    c = comparison(result(path), CELL_A, CELL_A + "+knob")
+    data = result(path)
+    c = comparison(data, CELL_A, CELL_A + "+knob")
     c["spin_us"] = spin_us
+    c["stop"] = data.get("stop", {})
+    c["n"] = min(len(cell["rounds"]) for cell in data["cells"])
     return c
 
 
-def part_a(out: Path, app: str, rounds: int, duration: int, pilot_rounds: int) -> dict[str, Any]:
+def part_a(out: Path, app: str, rounds: int, duration: int, pilot_rounds: int,
+           precision: float, max_rounds: int) -> dict[str, Any]:
     """Two cells with a known ~3 % difference: nginx-fpm OPcache on vs the same with CPU burnt.
 
     The knob is sized in two steps: from a calibration run (CPU time of a request ≈ cores /
@@ -86,12 +94,13 @@ def part_a(out: Path, app: str, rounds: int, duration: int, pilot_rounds: int) -
     spin_us = max(1, round(GOAL_RATIO * cores / rps * 1e6))
     print(f"(a) calibration: {rps:.1f} req/s → first knob of {spin_us} µs of CPU per request")
     if pilot_rounds > 0:
-        pilot = twin_run(out, "a-pilot", app, pilot_rounds, duration, spin_us)
+        pilot = twin_run(out, "a-pilot", app, pilot_rounds, duration, spin_us, precision,
+                         max(pilot_rounds, max_rounds // 3))
         slowdown = 1 - pilot["ratio"]
         if slowdown > 0.005:
             spin_us = max(1, round(spin_us * GOAL_RATIO / slowdown))
         print(f"(a) pilot: {fmt(pilot)} → knob of {spin_us} µs")
-    return twin_run(out, "a", app, rounds, duration, spin_us)
+    return twin_run(out, "a", app, rounds, duration, spin_us, precision, max_rounds)
 
 
 def part_b(out: Path, app: str) -> tuple[float, dict[str, Any]]:
@@ -116,8 +125,10 @@ def part_c(out: Path, app: str, rounds: int) -> dict[str, Any]:
 
 
 def fmt(c: dict[str, Any]) -> str:
+    rounds = f", {c['n']} rounds" if "n" in c else ""
+    stop = f" ({c['stop']['reason']})" if c.get("stop") else ""
     return (f"{c['ratio']:.4f} [{c['ci_low']:.4f} – {c['ci_high']:.4f}] p={c['p_value']:.4f} "
-            f"{c['verdict']}")
+            f"{c['verdict']}{rounds}{stop}")
 
 
 def main() -> None:
@@ -129,7 +140,10 @@ def main() -> None:
                          "thousands of requests/s make wrk's answer checks part of the noise)")
     ap.add_argument("--huge-app", default="wordpress", help="app of (c)")
     ap.add_argument("--rounds", type=int, default=10, help="rounds of (c)")
-    ap.add_argument("--rounds-a", type=int, default=16, help="rounds of (a)")
+    ap.add_argument("--rounds-a", type=int, default=16, help="least rounds of (a)")
+    ap.add_argument("--precision-a", type=float, default=1.5,
+                    help="(a) adds rounds until its interval is within ±this %% (0: no more)")
+    ap.add_argument("--max-rounds-a", type=int, default=48, help="most rounds of (a)")
     ap.add_argument("--pilot-rounds", type=int, default=6,
                     help="rounds of (a)'s pilot that sizes the knob (0: no pilot)")
     ap.add_argument("--duration", type=int, default=5, help="seconds per cell-round in (a)")
@@ -140,7 +154,8 @@ def main() -> None:
     parts = set(args.only.split(","))
     rows: list[tuple[str, str, str]] = []
     if "a" in parts:
-        c = part_a(out, args.app_a, args.rounds_a, args.duration, args.pilot_rounds)
+        c = part_a(out, args.app_a, args.rounds_a, args.duration, args.pilot_rounds,
+                   args.precision_a, args.max_rounds_a)
         # resolved: a slowdown of at most ~3 % (ratio ≥ 0.965) whose interval excludes 1
         ok = c["verdict"] == "significant" and c["ci_high"] < 1.0 and c["ratio"] >= 0.965
         rows.append(("(a) known ~3 % slowdown (B/A)", fmt(c) + f", knob {c['spin_us']} µs",

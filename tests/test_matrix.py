@@ -7,7 +7,9 @@ about throughput figures."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 from pathlib import Path
 
@@ -17,7 +19,10 @@ from statstorm.cli import main
 from statstorm.commands import matrix as matrix_cmd
 from statstorm.commands import matrix_import
 from statstorm.model.matrix_grid import Knob, MatrixOptions
+from statstorm.model.matrix_summary import half_width, precision, refresh, shown
 from statstorm.env import Env
+from statstorm.results.matrix import Cell as CellResult
+from statstorm.results.matrix import MatrixResult, Round, save
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "matrix"
 CELLS = ("nginx-fpm/opcache-on/local", "nginx-fpm/opcache-off/local")
@@ -120,10 +125,15 @@ def test_two_cells_interrupted_resumed_failures_counted(
     labs_dir = state_home / "labs"
     assert not labs_dir.exists() or not any(labs_dir.iterdir()), "labs left after Ctrl-C"
 
-    # The same flags and -o continue where it stopped.
-    code, stdout, err = run_main(["matrix", *FLAGS, "-o", str(out), "--json"], capsys)
-    assert "measured runs to go: 3" in err
+    # The same flags and -o continue where it stopped; --precision (not part of what must
+    # match) then adds rounds: ±0.001 % is never reached, so it stops at --max-rounds.
+    code, stdout, err = run_main(["matrix", *FLAGS, "-o", str(out), "--json",
+                                  "--precision", "0.001", "--max-rounds", "3"], capsys)
+    assert "measured runs to go: 3" in err and "up to 3 in all" in err
+    assert "round 3 of at most 3" in err and "the most allowed (--max-rounds)" in err
     data = json.loads(stdout)
+    assert data["stop"]["reason"] == "max rounds reached" and data["stop"]["rounds"] == 3
+    assert data["stop"]["widest"] == f"{CELLS[0]} vs {CELLS[1]}" and data["stop"]["widest_pct"] > 0.001
     assert data == json.loads(out.read_text())
     assert code == 1  # validation failures: shown, and the exit status says so
     assert data["schema"] == "statstorm.matrix/1" and data["interrupted"] is False
@@ -131,7 +141,7 @@ def test_two_cells_interrupted_resumed_failures_counted(
     on, off = data["cells"]
     assert (on["id"], off["id"]) == CELLS
     for c in (on, off):
-        assert [r["round"] for r in c["rounds"]] == [0, 1]
+        assert [r["round"] for r in c["rounds"]] == [0, 1, 2]
         assert {"server", "mpm", "handler", "opcache", "huge_code_pages", "storage"} <= set(c)
         assert (c["server"], c["handler"], c["storage"], c["huge_code_pages"]) == ("nginx", "fpm", "local", False)
         assert c["rps"]["ci_low"] <= c["rps"]["median"] <= c["rps"]["ci_high"] and c["rps"]["median"] > 0
@@ -173,3 +183,55 @@ def test_twin_knob_adds_an_identical_cell_with_the_knob() -> None:
                                      "nginx-fpm/opcache-on/local+knob"]
     assert not cells[0].knob and cells[1].knob.spin_us == 300
     assert cells[0].php_ini() == cells[1].php_ini()
+
+
+def _measured(rps: dict[str, list[float]]) -> MatrixResult:
+    result = MatrixResult(app="synthetic", source="measured", options={}, started="")
+    for cid, values in rps.items():
+        result.cells.append(CellResult(id=cid, server="nginx", mpm="", handler="fpm",
+                                       opcache=True, huge_code_pages=False, storage="local",
+                                       rounds=[Round(round=i, requests=100, duration_s=1.0, rps=v,
+                                                     failed=0) for i, v in enumerate(values)]))
+    refresh(result, 0.05)
+    return result
+
+
+def test_precision_is_the_widest_interval_shown() -> None:
+    twin = CELLS[0] + "+knob"
+    # paired rounds whose ratio barely moves: a narrow interval around 0.97
+    steady = _measured({CELLS[0]: [100.0, 120.0, 90.0, 110.0],
+                        twin: [97.0, 116.5, 87.2, 106.8]})
+    [c] = steady.comparisons
+    assert c["differs_in"] == [] and shown(c)
+    p = precision(steady, 0.01)
+    assert p.met and p.what == f"{CELLS[0]} vs {twin}" and 0 < p.widest < 0.01
+    assert half_width(c["ratio"], c["ci_low"], c["ci_high"]) == p.widest
+    assert not precision(steady, p.widest / 2).met
+    # a noisy pair: the widest interval decides, whatever the ratios are
+    noisy = _measured({CELLS[0]: [100.0, 120.0, 90.0, 110.0],
+                       twin: [80.0, 125.0, 95.0, 100.0]})
+    assert not precision(noisy, 0.05).met and precision(noisy, 0.5).met
+    # one round: no interval yet; one cell: its median's interval
+    assert precision(_measured({CELLS[0]: [100.0], twin: [97.0]}), 0.5).widest == math.inf
+    assert precision(_measured({CELLS[0]: [100.0, 101.0, 100.5, 99.5, 100.2]}), 0.02).met
+    # pairs that differ in two parameters are not shown, and do not hold the rounds back
+    assert not shown({"differs_in": ["opcache", "storage"]})
+
+
+def test_precision_reached_resumes_to_nothing(tmp_path: Path) -> None:
+    """A result file whose intervals already meet --precision: run() measures nothing and
+    starts no lab; the stop reason is recorded."""
+    out = tmp_path / "m.json"
+    twin = CELLS[0] + "+knob"
+    opts = MatrixOptions(app="synthetic", archs=("nginx-fpm",), opcache=(True,), rounds=4,
+                         knobs=(("nginx-fpm/opcache-on/local", Knob(spin_us=300, twin=True)),),
+                         precision=0.01, output=out)
+    result = _measured({CELLS[0]: [100.0, 120.0, 90.0, 110.0], twin: [97.0, 116.5, 87.2, 106.8]})
+    result.options = matrix_cmd.options_to_json(opts)
+    save(out, result)
+    env = Env(state_root=tmp_path / "state")
+    plan = matrix_cmd.plan(env, dataclasses.replace(opts, dry_run=True))  # no root needed
+    assert plan.order == ()
+    data = matrix_cmd.run(env, plan).to_json()
+    assert data["stop"]["reason"] == "precision reached" and data["stop"]["rounds"] == 4
+    assert not (tmp_path / "state" / "labs").exists()

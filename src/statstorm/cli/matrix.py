@@ -16,6 +16,7 @@ from statstorm.cli.paths import InputPath, OutputPath
 from statstorm.commands import matrix as matrix_cmd
 from statstorm.commands import matrix_import
 from statstorm.model.matrix_grid import ARCHS, MatrixOptions, parse_arch, parse_knob, parse_on_off
+from statstorm.model.matrix_summary import shown
 from statstorm.env import Env
 from statstorm.errors import EXIT_FAILURE
 from statstorm.results.matrix import MatrixResult
@@ -52,11 +53,11 @@ def cells_table(result: MatrixResult) -> Table:
 
 
 def comparisons_table(result: MatrixResult, all_pairs: bool) -> Table | None:
-    rows = [c for c in result.comparisons if all_pairs or len(c["differs_in"]) == 1]
+    rows = [c for c in result.comparisons if all_pairs or shown(c)]
     if not rows:
         return None
     t = Table(title="comparisons: B against A (throughput ratio of medians)"
-              + ("" if all_pairs else ", pairs that differ in one parameter"))
+              + ("" if all_pairs else ", pairs that differ in one parameter at most"))
     for h in ("A", "B", "B/A", "95 % interval", "p", "verdict"):
         t.add_column(h, justify="left" if h in ("A", "B", "verdict") else "right")
     for c in rows:
@@ -78,6 +79,12 @@ def render(result: MatrixResult, all_pairs: bool = False) -> None:
     comp = comparisons_table(result, all_pairs)
     if comp is not None:
         console.print(comp)
+    stop = result.stop
+    if stop.get("reason") in ("precision reached", "max rounds reached"):
+        widest = stop.get("widest_pct")
+        console.print(f"rounds: {stop['rounds']}, {stop['reason']} (widest interval "
+                      + (f"±{widest:g} %" if widest is not None else "none yet")
+                      + f" for {stop.get('widest') or '-'}; asked ±{stop['precision_pct']:g} %)")
     for w in result.warnings:
         console.print(f"warning: {w}")
 
@@ -95,7 +102,13 @@ def render(result: MatrixResult, all_pairs: bool = False) -> None:
 @click.option("--cells", default="", metavar="ID1,ID2,…",
               help="Only these cells (ids as --dry-run prints them; globs allowed).")
 @click.option("--rounds", type=int, default=5, show_default=True,
-              help="Interleaved rounds: every cell is measured once per round.")
+              help="Interleaved rounds: every cell is measured once per round (with "
+                   "--precision: the least).")
+@click.option("--precision", "precision_pct", type=float, default=0.0, metavar="PCT",
+              help="Then add rounds until every comparison shown has its 95 % interval within "
+                   "±PCT % of its ratio (or its cell's median, for one cell), e.g. 1.5.")
+@click.option("--max-rounds", type=int, default=0, metavar="N",
+              help="With --precision: the most rounds in all  [default: 4 × --rounds, at most 100]")
 @click.option("-d", "--duration", type=float, default=10.0, show_default=True,
               help="Seconds of load per cell-round.")
 @click.option("--warmup", type=float, default=5.0, show_default=True,
@@ -122,7 +135,7 @@ def render(result: MatrixResult, all_pairs: bool = False) -> None:
 @click.option("--test-break", multiple=True, hidden=True, metavar="CELL=N")
 @click.pass_context
 def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, storage: str,
-           cells: str, rounds: int, duration: float, warmup: float, round_warmup: float,
+           cells: str, rounds: int, precision_pct: float, max_rounds: int, duration: float, warmup: float, round_warmup: float,
            concurrency: int, workers: int, timeout: float, marker: str, length_tolerance: float,
            alpha: float, output: Path | None, resume: Path | None, all_pairs: bool,
            dry_run: bool, as_json: bool, test_spin: tuple[str, ...],
@@ -144,6 +157,7 @@ def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, stor
       sudo statstorm matrix --app mediawiki --dry-run
       sudo statstorm matrix --app mediawiki -o mw.json
       sudo statstorm matrix --app wordpress --arch nginx-fpm --opcache on --huge-code-pages on,off --rounds 10
+      sudo statstorm matrix --app mediawiki --arch nginx-fpm,apache-event-fpm --opcache on --precision 2
       sudo statstorm matrix --app synthetic --arch nginx-fpm --cells 'nginx-fpm/*' --rounds 3 -d 5 --json
       sudo statstorm matrix --resume mw.json
       statstorm matrix import post.txt --json
@@ -159,7 +173,8 @@ def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, stor
         storages=_list(storage), cells=_list(cells), rounds=rounds, duration_s=duration,
         warmup_s=warmup, round_warmup_s=round_warmup, concurrency=concurrency, workers=workers,
         timeout_s=timeout, marker=marker, length_tolerance=length_tolerance, alpha=alpha,
-        output=output, resume=resume, dry_run=dry_run, knobs=knobs)
+        output=output, resume=resume, dry_run=dry_run, knobs=knobs,
+        precision=precision_pct / 100.0, max_rounds=max_rounds)
     plan = matrix_cmd.plan(env, opts)
     lines = plan.lines()
     if dry_run:

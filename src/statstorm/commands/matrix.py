@@ -16,26 +16,25 @@ file lacks, on fresh labs of the same cells.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shutil
-import threading
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import http, lab_build, labs, memory, smaps, wrk_checked
+from statstorm.adapters import http, lab_build, lab_memory, memory, wrk_checked
 from statstorm.adapters.loadgen import load_lock
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, PrivilegeError, UsageError
-from statstorm.model import stats
 from statstorm.model.matrix_grid import (APPS, MAX_CELLS, MAX_ROUNDS, STORAGES, Cell, Knob,
                                          MatrixOptions, Plan, estimate, grid, lab_name, remaining)
-from statstorm.model.matrix_summary import refresh
+from statstorm.model.matrix_summary import precision, refresh
 from statstorm.results import matrix as results
 from statstorm.results.lab import LabState
 from statstorm.results.matrix import Cell as CellResult
-from statstorm.results.matrix import MatrixResult, Memory, Round
+from statstorm.results.matrix import MatrixResult, Round
 
 # The text a good answer of each app holds (--marker overrides it).
 MARKERS = {"synthetic": "app=statstorm-synthetic", "mediawiki": 'id="mw-content-text"',
@@ -78,6 +77,12 @@ def validate(env: Env, opts: MatrixOptions) -> None:
         raise UsageError("--arch and --storage need at least one value each")
     if not 1 <= opts.rounds <= MAX_ROUNDS:
         raise UsageError(f"--rounds must be between 1 and {MAX_ROUNDS}")
+    if not 0 <= opts.precision <= 0.5:
+        raise UsageError("--precision is a percentage between 0 and 50, e.g. 1.5 for ±1.5 %")
+    if opts.max_rounds and not opts.precision:
+        raise UsageError("--max-rounds goes with --precision (without it, --rounds is the count)")
+    if opts.precision and not opts.rounds <= opts.round_cap <= MAX_ROUNDS:
+        raise UsageError(f"--max-rounds must be between --rounds ({opts.rounds}) and {MAX_ROUNDS}")
     if not 1 <= opts.duration_s <= 600 or opts.duration_s != int(opts.duration_s):
         raise UsageError("--duration must be whole seconds between 1 and 600 (wrk's unit)")
     for flag, v in (("--warmup", opts.warmup_s), ("--round-warmup", opts.round_warmup_s)):
@@ -138,24 +143,30 @@ def plan(env: Env, opts: MatrixOptions) -> Plan:
         marker=opts.marker or MARKERS[opts.app], expect_length=0,
         length_tolerance=opts.length_tolerance))
     cmd[cmd.index("--") + 2] = "PRIMER_LENGTH"
+    most = remaining(cells, opts.round_cap, done)
     return Plan(options=opts, cells=tuple(cells), order=tuple(order), output=out,
                 estimated_s=estimate(opts, cells, order, with_labs=True),
-                wrk_command=tuple(cmd))
+                wrk_command=tuple(cmd),
+                estimated_max_s=estimate(opts, cells, most, with_labs=True))
 
 
 def run(env: Env, p: Plan, after_round: AfterRound | None = None) -> MatrixResult:
-    """Measure the plan's remaining cell-rounds; labs always come down."""
+    """Measure the plan's remaining cell-rounds (then, with --precision, more rounds until the
+    intervals are narrow enough or the cap is reached); labs always come down."""
     opts = p.options
     result = _start_result(p)
     order = list(p.order)
+    refresh(result, opts.alpha)
+    if not order:  # every planned round is there; --precision may still want more
+        order = _more_rounds(env, opts, result, list(p.cells))
     if not order:
         env.log(f"matrix: {p.output} already holds every round; nothing to measure")
-        refresh(result, opts.alpha)
         results.save(p.output, result)
         return result
     run_id = uuid.uuid4().hex[:6]
     knob_dir = env.state_root / "matrix-knobs" / run_id
-    active = sorted({i for _, i in order})
+    # with --precision any cell may get more rounds: every cell's lab is needed
+    active = list(range(len(p.cells))) if opts.precision else sorted({i for _, i in order})
     names = {i: lab_name(run_id, i) for i in active}
     states: dict[int, LabState] = {}
     completed = False
@@ -173,23 +184,9 @@ def run(env: Env, p: Plan, after_round: AfterRound | None = None) -> MatrixResul
                 for i in active:
                     env.log(f"matrix: warming up {p.cells[i].id} ({opts.warmup_s:g} s)…")
                     _load(env, opts, result, p.cells[i], states[i], opts.warmup_s)
-            for n, (rnd, i) in enumerate(order, 1):
-                cell = p.cells[i]
-                if opts.round_warmup_s > 0:
-                    _load(env, opts, result, cell, states[i], opts.round_warmup_s)
-                measured = _measure(env, opts, result, cell, states[i], rnd)
-                entry = result.cell(cell.id)
-                assert entry is not None
-                entry.rounds.append(measured)
-                entry.rounds.sort(key=lambda r: r.round)
-                refresh(result, opts.alpha)
-                results.save(p.output, result)
-                left = estimate(opts, list(p.cells), order[n:], with_labs=False)
-                env.log(f"matrix: round {rnd + 1}/{opts.rounds} {cell.id}: {measured.rps:,.1f} "
-                        f"good answers/s, {measured.failed} failed of {measured.requests} "
-                        f"[{n}/{len(order)}, about {left / 60:.1f} min left]")
-                if after_round:
-                    after_round(result)
+            while order:
+                _rounds(env, p, result, states, order, after_round)
+                order = _more_rounds(env, opts, result, list(p.cells))
         completed = True
     finally:
         result.wall_s += env.clock() - started
@@ -210,6 +207,60 @@ def run(env: Env, p: Plan, after_round: AfterRound | None = None) -> MatrixResul
             except OSError:
                 pass
     return result
+
+
+def _rounds(env: Env, p: Plan, result: MatrixResult, states: dict[int, LabState],
+            order: list[tuple[int, int]], after_round: AfterRound | None) -> None:
+    """Measure these cell-rounds in order; the result file after each."""
+    opts = p.options
+    for n, (rnd, i) in enumerate(order, 1):
+        cell = p.cells[i]
+        if opts.round_warmup_s > 0:
+            _load(env, opts, result, cell, states[i], opts.round_warmup_s)
+        measured = _measure(env, opts, result, cell, states[i], rnd)
+        entry = result.cell(cell.id)
+        assert entry is not None
+        entry.rounds.append(measured)
+        entry.rounds.sort(key=lambda r: r.round)
+        refresh(result, opts.alpha)
+        results.save(p.output, result)
+        left = estimate(opts, list(p.cells), order[n:], with_labs=False)
+        of = f"{opts.rounds}" if not opts.precision else f"{opts.rounds}–{opts.round_cap}"
+        env.log(f"matrix: round {rnd + 1}/{of} {cell.id}: {measured.rps:,.1f} "
+                f"good answers/s, {measured.failed} failed of {measured.requests} "
+                f"[{n}/{len(order)}, about {left / 60:.1f} min left]")
+        if after_round:
+            after_round(result)
+
+
+def _more_rounds(env: Env, opts: MatrixOptions, result: MatrixResult,
+                 cells: list[Cell]) -> list[tuple[int, int]]:
+    """With --precision: the next round of every cell while the widest interval shown is
+    wider than asked and the cap allows; records why the rounds stopped."""
+    done = min((len(c.rounds) for c in result.cells), default=0)
+    if not opts.precision:
+        result.stop = {}
+        return []
+    prec = precision(result, opts.precision)
+    widest = round(prec.widest * 100, 2) if math.isfinite(prec.widest) else None
+    stop = {"rule": "precision", "precision_pct": opts.precision * 100, "rounds": done,
+            "widest_pct": widest, "widest": prec.what}
+    shown = f"±{widest:g} %" if widest is not None else "no interval yet"
+    if prec.met:
+        result.stop = {**stop, "reason": "precision reached"}
+        env.log(f"matrix: widest interval {shown} ({prec.what}) within "
+                f"±{opts.precision * 100:g} % after {done} rounds: done")
+        return []
+    if done >= opts.round_cap:
+        result.stop = {**stop, "reason": "max rounds reached"}
+        env.log(f"matrix: {done} rounds, the most allowed (--max-rounds), and the widest "
+                f"interval is still {shown} ({prec.what}), not ±{opts.precision * 100:g} %")
+        return []
+    result.stop = {**stop, "reason": "running"}
+    env.log(f"matrix: widest interval {shown} ({prec.what}), asked ±"
+            f"{opts.precision * 100:g} %: round {done + 1} of at most {opts.round_cap}")
+    rnd = max((r.round for c in result.cells for r in c.rounds), default=-1) + 1
+    return [(rnd, i) for i in range(len(cells))]
 
 
 def _start_result(p: Plan) -> MatrixResult:
@@ -316,7 +367,7 @@ def _load(env: Env, opts: MatrixOptions, result: MatrixResult, cell: Cell, state
 
 def _measure(env: Env, opts: MatrixOptions, result: MatrixResult, cell: Cell, state: LabState,
              rnd: int) -> Round:
-    sampler = _MemorySampler(state)
+    sampler = lab_memory.Sampler(state, SAMPLE_EVERY_S)
     sampler.start()
     try:
         r = _load(env, opts, result, cell, state, opts.duration_s)
@@ -326,65 +377,3 @@ def _measure(env: Env, opts: MatrixOptions, result: MatrixResult, cell: Cell, st
                  failed=r.failed, bad_status=r.bad_status, bad_length=r.bad_length,
                  bad_marker=r.bad_marker, socket_errors=r.socket_errors, max_ms=r.max_ms,
                  percentiles=r.percentiles, memory=sampler.memory())
-
-
-def process_groups(state: LabState) -> tuple[list[int], list[int], list[int]]:
-    """(server-only processes, PHP processes, PHP workers) of a lab, live. Under mod_php the
-    server's children run PHP: they count as PHP, the server is then its master alone."""
-    php = labs.php_pids(state)
-    master = state.fpm_master_pid
-    workers = [p for p in php if p != master] or php
-    server = labs.server_pids(state)
-    php_set = set(php)
-    return [p for p in server if p not in php_set], php, workers
-
-
-class _MemorySampler:
-    """PSS of the lab's server and PHP processes every SAMPLE_EVERY_S while the load goes."""
-
-    def __init__(self, state: LabState) -> None:
-        self.state = state
-        self.samples: list[tuple[int, int, int, int]] = []  # server, php, workers' sum, workers
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="matrix-pss", daemon=True)
-        self._huge = (0, 0, 0)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        self._sample()  # one more at the end, which also reads the huge pages
-        _, _, workers = process_groups(self.state)
-        mems = smaps.read_all(workers)
-        self._huge = (sum(m.anon_huge_kb for m in mems), sum(m.file_pmd_kb for m in mems),
-                      sum(1 for m in mems if m.huge_kb > 0))
-
-    def _loop(self) -> None:
-        while not self._stop.wait(SAMPLE_EVERY_S):
-            self._sample()
-
-    def _sample(self) -> None:
-        try:
-            server, php, workers = process_groups(self.state)
-        except (OSError, ValueError):
-            return
-        s = sum(m.pss_kb for m in smaps.read_all(server))
-        mems = {m.pid: m.pss_kb for m in smaps.read_all(php)}
-        w = [mems[p] for p in workers if p in mems]
-        if mems:
-            self.samples.append((s, sum(mems.values()), sum(w), len(w)))
-
-    def memory(self) -> Memory:
-        if not self.samples:
-            return Memory()
-        srv = [s[0] for s in self.samples]
-        php = [s[1] for s in self.samples]
-        per = [s[2] / s[3] for s in self.samples if s[3]]
-        return Memory(server_steady_kb=int(stats.median(srv)), server_peak_kb=max(srv),
-                      php_steady_kb=int(stats.median(php)), php_peak_kb=max(php),
-                      per_worker_kb=int(stats.median(per)) if per else 0,
-                      workers=max(s[3] for s in self.samples), samples=len(self.samples),
-                      anon_huge_kb=self._huge[0], file_pmd_kb=self._huge[1],
-                      workers_with_huge_pages=self._huge[2])

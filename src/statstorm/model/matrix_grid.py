@@ -22,6 +22,7 @@ LAB_DOWN_S = 3.0
 RUN_OVERHEAD_S = 1.0  # wrk start/stop, memory reads, JSON write per cell-round
 MAX_ROUNDS = 100
 MAX_CELLS = 64
+PRECISION_ROUNDS = 4  # --precision's default --max-rounds, in multiples of --rounds
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,15 @@ class MatrixOptions:
     resume: Path | None = None
     dry_run: bool = False
     knobs: tuple[tuple[str, Knob], ...] = ()  # (cell pattern, knob), hidden flags
+    precision: float = 0.0  # > 0: add rounds until every shown interval is within ±this
+    max_rounds: int = 0  # the most rounds --precision may reach (0: PRECISION_ROUNDS × rounds)
+
+    @property
+    def round_cap(self) -> int:
+        """The most rounds this matrix may run: --rounds, or with --precision --max-rounds."""
+        if not self.precision:
+            return self.rounds
+        return self.max_rounds or min(MAX_ROUNDS, PRECISION_ROUNDS * self.rounds)
 
     def identity(self) -> dict[str, object]:
         """What must match for a result file to be continued (rounds may grow)."""
@@ -115,6 +125,7 @@ class Plan:
     output: Path
     estimated_s: float
     wrk_command: tuple[str, ...] = field(default_factory=tuple)
+    estimated_max_s: float = 0.0  # with --precision: if every round up to the cap runs
 
     def lines(self) -> list[str]:
         """The plan as printed by --dry-run and before a run starts."""
@@ -132,11 +143,21 @@ class Plan:
         todo = len(self.order)
         out.append(f"measured runs to go: {todo} (cell-rounds), each after {o.round_warmup_s:g} s "
                    f"of warm-up; {o.warmup_s:g} s warm-up per cell first")
+        if o.precision:
+            out.append(f"then more rounds, up to {o.round_cap} in all, until every comparison "
+                       f"shown has its 95 % interval within ±{o.precision * 100:g} % of its ratio")
         out.append("load per run: " + " ".join(self.wrk_command))
         out.append(f"result: {self.output} (rewritten after every cell-round)")
-        m, s = divmod(int(round(self.estimated_s)), 60)
-        out.append(f"estimated duration: {m} min {s:02d} s (labs up and down included)")
+        out.append(f"estimated duration: {_min_s(self.estimated_s)}"
+                   + (f", up to {_min_s(self.estimated_max_s)} if all {o.round_cap} rounds run"
+                      if self.estimated_max_s > self.estimated_s else "")
+                   + " (labs up and down included)")
         return out
+
+
+def _min_s(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m} min {s:02d} s"
 
 
 def parse_arch(text: str) -> str:

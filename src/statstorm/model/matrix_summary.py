@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
@@ -94,3 +95,43 @@ def refresh(result: MatrixResult, alpha: float) -> None:
     for cell in result.cells:
         cell.summary = summarize(cell)
     result.comparisons = comparisons(result, alpha)
+
+
+def shown(comparison: dict[str, Any]) -> bool:
+    """A comparison the table shows by default: the cells differ in one parameter at most
+    (none: a cell and its test-knob twin)."""
+    return len(comparison["differs_in"]) <= 1
+
+
+def half_width(ratio: float | None, low: float | None, high: float | None) -> float:
+    """An interval's relative half-width around its estimate (0.02: ±2 %); inf when there
+    is no interval yet."""
+    if not ratio or not low or not high or ratio <= 0 or low <= 0:
+        return math.inf
+    return max(high / ratio, ratio / low) - 1.0
+
+
+@dataclass(frozen=True)
+class Precision:
+    widest: float  # the widest relative half-width (inf: an interval is missing)
+    what: str  # the comparison ("A vs B") or cell it belongs to
+    met: bool
+
+
+def precision(result: MatrixResult, goal: float) -> Precision:
+    """Whether every comparison the table shows has its 95 % interval within ±goal of its
+    ratio (a matrix of one cell: that cell's median interval). The rule looks at the
+    intervals' width only, never at the ratios or the verdicts, so stopping on it does not
+    favour one answer."""
+    widths = [(half_width(c["ratio"], c["ci_low"], c["ci_high"])
+               if min(c["rounds"]) > 1 else math.inf, f"{c['a']} vs {c['b']}")
+              for c in result.comparisons if shown(c)]
+    if not widths:
+        for cell in result.cells:
+            rps = cell.summary.get("rps") or {}
+            widths.append((half_width(rps.get("median"), rps.get("ci_low"), rps.get("ci_high"))
+                           if rps.get("rounds", 0) > 1 else math.inf, cell.id))
+    if not widths:
+        return Precision(math.inf, "", False)
+    widest, what = max(widths, key=lambda w: w[0])
+    return Precision(widest, what, widest <= goal)

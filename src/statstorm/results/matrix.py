@@ -113,6 +113,8 @@ class MatrixResult:
     interrupted: bool = False
     wall_s: float = 0.0  # measuring time of all sessions so far
     warnings: list[str] = field(default_factory=list)
+    # why the rounds stopped (with --precision): rule, reason, rounds, widest interval
+    stop: dict[str, Any] = field(default_factory=dict)
 
     def cell(self, cell_id: str) -> Cell | None:
         return next((c for c in self.cells if c.id == cell_id), None)
@@ -122,6 +124,7 @@ class MatrixResult:
                 "options": self.options, "started": self.started, "finished": self.finished,
                 "interrupted": self.interrupted, "wall_s": round(self.wall_s, 1),
                 "thp_mode": self.thp_mode, "warnings": list(self.warnings),
+                **({"stop": dict(self.stop)} if self.stop else {}),
                 "cells": [c.to_json() for c in self.cells], "comparisons": self.comparisons}
 
     @classmethod
@@ -134,7 +137,8 @@ class MatrixResult:
                        started=d["started"], cells=[Cell.from_json(c) for c in d["cells"]],
                        comparisons=list(d.get("comparisons", [])), thp_mode=d.get("thp_mode", ""),
                        finished=d.get("finished", ""), interrupted=d.get("interrupted", False),
-                       wall_s=float(d.get("wall_s", 0.0)), warnings=list(d.get("warnings", [])))
+                       wall_s=float(d.get("wall_s", 0.0)), warnings=list(d.get("warnings", [])),
+                       stop=dict(d.get("stop", {})))
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"{where} is damaged ({exc}): run the matrix again with another -o") from None
 
