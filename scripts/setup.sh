@@ -121,7 +121,7 @@ fi
 # hash (adapters/libbpf_trace.py uses only a loader built from the sources it has).
 bpf_src=$here/src/statstorm/bpf
 bpf_dest=/opt/statstorm/bpf
-bpf_want=$(cat "$bpf_src/trace.bpf.c" "$bpf_src/loader.c" "$bpf_src/build.sh" | sha256sum | cut -c1-16)
+bpf_want=$(cat "$bpf_src/trace.bpf.c" "$bpf_src/loader.c" "$bpf_src/window.h" "$bpf_src/window.c" "$bpf_src/build.sh" | sha256sum | cut -c1-16)
 if [[ ! -x $bpf_dest/statstorm-trace || $(cat "$bpf_dest/source.sha" 2>/dev/null) != "$bpf_want" ]]; then
     if [[ ! -r /sys/kernel/btf/vmlinux ]]; then
         echo "statstorm setup: this kernel has no BTF (/sys/kernel/btf/vmlinux); the compiled" \

@@ -225,11 +225,16 @@ def test_backends_agree_and_a_sampled_trace_scales_to_the_full_one(lab, state_ho
 
     s = sampled["trace"]["sampling"]
     assert s["one_in"] == 4 and sampled["trace"]["dropped"] == 0
-    # Every request accounted for: each worker records its 1st, 5th, 9th... request.
+    # Every request accounted for: recorded (whole requests of the armed worker, one worker
+    # at a time) or counted.
     assert s["recorded_requests"] == sampled["requests"]
     assert s["recorded_requests"] + s["counted_requests"] == 40
-    assert 40 // 4 <= s["recorded_requests"] <= 40 // 4 + 2
+    assert 1 <= s["recorded_requests"] < 40 and s["windows"] >= 1
     assert s["scale"] == round(40 / s["recorded_requests"], 4)
+    # The counted requests did not trap into the PHP function probes, which follow the armed
+    # worker only: attached for every worker, each counted request would run them about 260
+    # times (a synthetic request's include, probe and realpath calls).
+    assert s["probe_hits_unrecorded"] < s["counted_requests"] * 50, s
     # Recorded plus counted calls are the full trace's calls, type by type.
     for call in ("lstat", "stat", "fstat", "access", "open"):
         counted = s["counted_calls"].get(call, {}).get("calls", 0)
@@ -242,6 +247,6 @@ def test_backends_agree_and_a_sampled_trace_scales_to_the_full_one(lab, state_ho
     # summary states the sample.
     w = run_cli(["whatif", str(tmp_path / "sampled.sst.gz"), "--set", "realpath_cache_size=0",
                  "--json"], state_home, check=True)
-    assert any("1 request in 4" in n for n in json.loads(w.stdout)["notes"])
+    assert any("about 1 request in 4" in n for n in json.loads(w.stdout)["notes"])
     shown = run_cli(["trace", "show", str(tmp_path / "sampled.sst.gz")], state_home, check=True)
-    assert "1 request in 4 per worker recorded" in shown.stdout
+    assert "about 1 request in 4 recorded" in shown.stdout

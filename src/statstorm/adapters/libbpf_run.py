@@ -136,7 +136,11 @@ def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
             return {"events": status.records}
         done = [c["total"] for i, c in summary.per_req.items()
                 if i in summary.requests and summary.requests[i].end_ns >= 0]
-        return {"events": status.records, "sampling": counted.trailer(opts.sample, done)}
+        sampling = counted.trailer(opts.sample, done)
+        # the recording windows (one worker at a time) and the PHP function probes that ran
+        # in requests not recorded (those of the armed worker while its probes detach)
+        sampling.update(windows=status.windows, probe_hits_unrecorded=status.unrecorded_hits)
+        return {"events": status.records, "sampling": sampling}
 
     try:
         return finish_events(env, attr, writer, summary, progress, out, warnings,

@@ -30,7 +30,7 @@ from statstorm.errors import DependencyError
 
 BUILD_DIR = Path("/opt/statstorm/bpf")
 SOURCE_DIR = Path(__file__).resolve().parent.parent / "bpf"
-SOURCES = ("trace.bpf.c", "loader.c", "build.sh")
+SOURCES = ("trace.bpf.c", "loader.c", "window.h", "window.c", "build.sh")
 STRMAX = 256  # trace.bpf.c's STRMAX: strings are cut at STRMAX - 1 bytes
 
 # trace.bpf.c's enum call and enum fn, in order
@@ -78,6 +78,8 @@ class Status:
     syscalls: int = 0
     requests: int = 0  # request ends seen (recorded or counted)
     lost: int = 0
+    unrecorded_hits: int = 0  # PHP function probes run in requests not recorded (sampling)
+    windows: int = 0  # workers armed so far (sampling)
 
 
 class LoaderSession:
@@ -133,7 +135,7 @@ class LoaderSession:
         *lines, self._buf = (self._buf + chunk).split(b"\n")
         for line in lines:
             parts = line.split()
-            if parts[:1] in ([b"STAT"], [b"DONE"]) and len(parts) == 5:
+            if parts[:1] in ([b"STAT"], [b"DONE"]) and len(parts) == 7:
                 self.status = Status(*(int(x) for x in parts[1:]))
                 self.done = self.done or parts[0] == b"DONE"
         return lines

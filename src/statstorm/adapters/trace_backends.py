@@ -49,7 +49,7 @@ class TraceOptions:
     output: Path | None = None
     backend: str = "auto"  # auto | ebpf | bpftrace | strace
     counts: bool = False  # count per request in the kernel: no paths, mounts or operations
-    sample: int = 1  # record one request in N per worker in full, count the others (ebpf)
+    sample: int = 1  # record about one request in N in full, count the others (ebpf)
 
 
 @dataclass

@@ -12,6 +12,6 @@ bpftool btf dump file /sys/kernel/btf/vmlinux format c > "$work/vmlinux.h"
 clang -O2 -g -Wall -target bpf -D__TARGET_ARCH_"$arch" -I"$work" -I"/usr/include/$(uname -m)-linux-gnu" \
     -c "$src/trace.bpf.c" -o "$work/trace.bpf.o"
 bpftool gen skeleton "$work/trace.bpf.o" name trace_bpf > "$work/trace.skel.h"
-cc -O2 -Wall -I"$work" "$src/loader.c" -o "$work/statstorm-trace" -lbpf -lelf -lz
+cc -O2 -Wall -pthread -I"$work" -I"$src" "$src/loader.c" "$src/window.c" -o "$work/statstorm-trace" -lbpf -lelf -lz
 mkdir -p "$dest"
 install -m 0755 "$work/statstorm-trace" "$dest/statstorm-trace"

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /* statstorm-trace: loads trace.bpf.c, attaches it to the traced processes and PHP binaries,
- * and copies its ring buffer's records to a file until SIGINT or SIGTERM.
+ * and copies its ring buffer's records to a file until SIGINT or SIGTERM. With --sample N
+ * the PHP function probes follow one worker at a time (window.c).
  *
  *   statstorm-trace --out FILE [--pid N]... [--parent N]... [--binary PATH]... [--sample N]
  *
  * stdout, one line each: READY (attached), then once a second and at the end
- *   STAT records syscalls requests lost   (syscalls: S records; requests: request ends
- *                                          seen, recorded or counted)
- *   DONE records syscalls requests lost
+ *   STAT records syscalls requests lost hits windows
+ *        (syscalls: S records; requests: request ends seen, recorded or counted; hits: PHP
+ *        function probes run in requests not recorded; windows: workers armed so far)
+ *   DONE records syscalls requests lost hits windows
  * An error is one line on stderr and exit status 1. Built by scripts/setup.sh. */
 #include <errno.h>
 #include <signal.h>
@@ -21,6 +23,7 @@
 #include <bpf/libbpf.h>
 #include <bpf/bpf.h>
 #include "trace.skel.h"
+#include "window.h"
 
 #define MAX_PIDS 4096
 #define MAX_BINS 8
@@ -28,8 +31,9 @@
 
 static volatile sig_atomic_t stopping;
 static FILE *out;
-static unsigned long long records, syscalls, requests;
+static unsigned long long records, syscalls, recorded, counted;
 static int write_failed;
+static struct sampler *sampler;  /* when sampling: see window.h */
 
 static void on_signal(int sig) { (void)sig; stopping = 1; }
 
@@ -43,8 +47,12 @@ static int on_record(void *ctx, void *data, size_t size)
 	records++;
 	if (r[2] == 'S')
 		syscalls++;
-	else if (r[2] == 'Q' || r[2] == 'K')
-		requests++;
+	else if (r[2] == 'Q')
+		recorded++;
+	else if (r[2] == 'K')
+		counted++;
+	if (sampler && len >= 8)
+		sampler_record(sampler, r[2], r[4] | r[5] << 8 | r[6] << 16 | (unsigned int)r[7] << 24);
 	if (fwrite(data, 1, len, out) != len)
 		write_failed = 1;
 	return 0;
@@ -90,6 +98,21 @@ static void die(const char *what, const char *detail)
 {
 	fprintf(stderr, "statstorm-trace: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
 	exit(1);
+}
+
+/* a uprobe for every process that maps `bin` */
+static void attach_uprobe(const struct probe *p, const char *bin, struct bpf_link **links,
+                          int *nlinks)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = p->func, .retprobe = p->ret != 0);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(p->prog, -1, bin, 0, &uo);
+	if (!l) {
+		char what[512];
+		snprintf(what, sizeof(what), "%s in %s", p->func, bin);
+		die("could not attach a uprobe to", what);
+	}
+	if (*nlinks < MAX_LINKS)
+		links[(*nlinks)++] = l;
 }
 
 int main(int argc, char **argv)
@@ -153,46 +176,62 @@ int main(int argc, char **argv)
 			die("could not attach to the tracepoint", sec + 3);
 		links[nlinks++] = l;
 	}
-	struct { struct bpf_program *prog; const char *func; int ret; } probes[] = {
+	/* once per request, attached for every process: request boundaries and counts */
+	const struct probe every[] = {
 		{skel->progs.execute_script, "php_execute_script", 0},
 		{skel->progs.request_shutdown, "php_request_shutdown", 1},
-		{skel->progs.resolve_path, "php_resolve_path", 0},
-		{skel->progs.resolve_path_ret, "php_resolve_path", 1},
-		{skel->progs.compile_filename, "compile_filename", 0},
-		{skel->progs.compile_filename_ret, "compile_filename", 1},
-		{skel->progs.stream_open, "zend_stream_open", 0},
-		{skel->progs.stream_open_ret, "zend_stream_open", 1},
-		{skel->progs.php_stat, "php_stat", 0},
-		{skel->progs.php_stat_ret, "php_stat", 1},
-		{skel->progs.user_ini, "php_parse_user_ini_file", 0},
-		{skel->progs.user_ini_ret, "php_parse_user_ini_file", 1},
-		{skel->progs.tsrm_realpath, "tsrm_realpath", 0},
-		{skel->progs.tsrm_realpath_ret, "tsrm_realpath", 1},
-		{skel->progs.clear_stat_cache, "php_clear_stat_cache", 0},
-		{skel->progs.clear_stat_cache_ret, "php_clear_stat_cache", 1},
-		{skel->progs.expand_filepath, "expand_filepath_with_mode", 0},
-		{skel->progs.expand_filepath_ret, "expand_filepath_with_mode", 1},
 	};
+	/* the PHP functions operations come from: for every process, or when sampling for
+	 * the armed worker only (window.c) */
+	static struct probe probes[] = {
+		{NULL, "php_resolve_path", 0},
+		{NULL, "php_resolve_path", 1},
+		{NULL, "compile_filename", 0},
+		{NULL, "compile_filename", 1},
+		{NULL, "zend_stream_open", 0},
+		{NULL, "zend_stream_open", 1},
+		{NULL, "php_stat", 0},
+		{NULL, "php_stat", 1},
+		{NULL, "php_parse_user_ini_file", 0},
+		{NULL, "php_parse_user_ini_file", 1},
+		{NULL, "tsrm_realpath", 0},
+		{NULL, "tsrm_realpath", 1},
+		{NULL, "php_clear_stat_cache", 0},
+		{NULL, "php_clear_stat_cache", 1},
+		{NULL, "expand_filepath_with_mode", 0},
+		{NULL, "expand_filepath_with_mode", 1},
+	};
+	struct bpf_program *progs[] = {
+		skel->progs.resolve_path, skel->progs.resolve_path_ret,
+		skel->progs.compile_filename, skel->progs.compile_filename_ret,
+		skel->progs.stream_open, skel->progs.stream_open_ret,
+		skel->progs.php_stat, skel->progs.php_stat_ret,
+		skel->progs.user_ini, skel->progs.user_ini_ret,
+		skel->progs.tsrm_realpath, skel->progs.tsrm_realpath_ret,
+		skel->progs.clear_stat_cache, skel->progs.clear_stat_cache_ret,
+		skel->progs.expand_filepath, skel->progs.expand_filepath_ret,
+	};
+	const int nprobes = sizeof(probes) / sizeof(probes[0]);
+	for (int i = 0; i < nprobes; i++)
+		probes[i].prog = progs[i];
+	const int nevery = sizeof(every) / sizeof(every[0]);
 	for (int b = 0; b < nbins; b++) {
-		for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
-			LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = probes[i].func,
-			            .retprobe = probes[i].ret != 0);
-			struct bpf_link *l = bpf_program__attach_uprobe_opts(probes[i].prog, -1, bins[b],
-			                                                     0, &uo);
-			if (!l) {
-				char what[512];
-				snprintf(what, sizeof(what), "%s in %s", probes[i].func, bins[b]);
-				die("could not attach a uprobe to", what);
-			}
-			if (nlinks < MAX_LINKS)
-				links[nlinks++] = l;
-		}
+		for (int i = 0; i < nevery; i++)
+			attach_uprobe(&every[i], bins[b], links, &nlinks);
+		for (int i = 0; i < nprobes && sample <= 1; i++)
+			attach_uprobe(&probes[i], bins[b], links, &nlinks);
 		struct bpf_link *l = bpf_program__attach_usdt(skel->progs.request_startup, -1, bins[b],
 		                                              "php", "request__startup", NULL);
 		if (!l)
 			die("could not attach to the USDT probe php:request__startup of", bins[b]);
 		if (nlinks < MAX_LINKS)
 			links[nlinks++] = l;
+	}
+	if (sample > 1) {
+		sampler = sampler_new(probes, nprobes, bins, nbins, bpf_map__fd(skel->maps.targets),
+		                      bpf_map__fd(skel->maps.armed), sample);
+		if (!sampler)
+			die("out of memory", NULL);
 	}
 
 	out = fopen(outpath, "wb");
@@ -211,12 +250,15 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &last);
 	while (!stopping) {
 		ring_buffer__consume(rb);
+		if (sampler)
+			sampler_tick(sampler, recorded, counted);
 		nanosleep(&tick, NULL);
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (now.tv_sec > last.tv_sec) {
 			last = now;
-			printf("STAT %llu %llu %llu %llu\n", records, syscalls, requests,
-			       lost_events(skel));
+			printf("STAT %llu %llu %llu %llu %llu %llu\n", records, syscalls,
+			       recorded + counted, lost_events(skel), skel->bss->unrecorded_hits,
+			       sampler ? sampler_windows(sampler) : 0);
 			fflush(stdout);
 		}
 	}
@@ -230,8 +272,11 @@ int main(int argc, char **argv)
 	if (fflush(out) != 0 || write_failed)
 		die("writing the records failed", outpath);
 	fclose(out);
-	printf("DONE %llu %llu %llu %llu\n", records, syscalls, requests, lost);
+	printf("DONE %llu %llu %llu %llu %llu %llu\n", records, syscalls, recorded + counted, lost,
+	       skel->bss->unrecorded_hits, sampler ? sampler_windows(sampler) : 0);
 	fflush(stdout);
+	if (sampler)
+		sampler_stop(sampler);
 	for (int i = nlinks - 1; i >= 0; i--)
 		bpf_link__destroy(links[i]);
 	ring_buffer__free(rb);

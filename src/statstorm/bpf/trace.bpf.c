@@ -9,8 +9,11 @@
  * Records are submitted without waking the reader, which drains the buffer on its own clock:
  * no wake-up, no formatting and no parsing per event while PHP runs.
  *
- * Sampling (sample_n > 1): each traced process records one request in sample_n in full
- * (from its first); the others leave one K record of per-call counters at their end. */
+ * Sampling (sample_n > 1): a request is recorded in full when its process is armed (the
+ * `armed` map) as it starts; the others leave one K record of per-call counters at their
+ * end. The loader (window.c) arms one worker at a time, with the PHP function probes
+ * attached to that worker alone, so that about one request in sample_n is recorded and the
+ * others never trap into a uprobe. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -62,7 +65,7 @@ struct inflight {
 
 struct pstate {
 	__u64 start;
-	__u32 reqno;
+	__u32 pad2;
 	__u8 on;       /* this request is recorded in full */
 	__u8 ended;    /* php_request_shutdown returned since it started */
 	__u8 seen;
@@ -72,6 +75,7 @@ struct pstate {
 
 const volatile __u32 sample_n = 1;
 volatile __u32 stopped = 0;  /* set by the loader when it stops: nothing more is recorded */
+__u64 unrecorded_hits = 0;   /* PHP function probes run in requests not recorded */
 
 struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 64 << 20); } rb SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
@@ -80,6 +84,8 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
          __type(key, __u32); __type(value, struct inflight); } calls SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
          __type(key, __u32); __type(value, struct pstate); } procs SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4096);
+         __type(key, __u32); __type(value, __u8); } armed SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);
          __type(key, __u32); __type(value, __u64); } lost SEC(".maps");
 
@@ -181,8 +187,8 @@ static __always_inline void new_request(__u32 pid, __u64 now)
 	}
 	if (st->seen && !st->on && !st->ended)
 		emit_counts(pid, st, now);  /* an unrecorded request that never shut down */
-	st->on = (st->reqno % sample_n) == 0;
-	st->reqno++;
+	__u8 *a = bpf_map_lookup_elem(&armed, &pid);
+	st->on = a && *a == 1;
 	st->seen = 1;
 	st->ended = 0;
 	st->start = now;
@@ -409,8 +415,12 @@ enum fn { F_RESOLVE, F_COMPILE, F_SOPEN, F_STAT, F_UINI, F_REALPATH, F_CLEAR, F_
 static __always_inline int op_enter(__u8 fn, __s64 num, __u64 s1, int has2, __u64 s2)
 {
 	__u32 pid = tgid();
-	if (!traced(pid) || !recording(pid))
+	if (!traced(pid))
 		return 0;
+	if (!recording(pid)) {
+		__sync_fetch_and_add(&unrecorded_hits, 1);
+		return 0;
+	}
 	__u64 now = bpf_ktime_get_ns();
 	struct rec *r = new_rec();
 	if (!r)

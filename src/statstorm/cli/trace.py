@@ -78,7 +78,7 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
                   f"(p50 {st['p50']:,.1f}, p95 {st['p95']:,.1f})")
     samp = (s.get("trace") or {}).get("sampling") or {}
     if samp:
-        out.print(f"sampled: 1 request in {samp['one_in']} per worker recorded in full: "
+        out.print(f"sampled: about 1 request in {samp['one_in']} recorded in full: "
                   f"{samp['recorded_requests']:,} recorded, {samp['counted_requests']:,} "
                   f"counted (totals x {samp['scale']:g} for all requests); calls per request: "
                   f"{s['per_request']['total']:,.1f} ± {samp['calls_per_request_error']:,.1f} "
@@ -136,7 +136,7 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
     if opts.requests is not None:
         bound += f" or {opts.requests:,} requests"
     detail = ("in-kernel counts" if opts.counts else
-              f"1 request in {opts.sample} recorded in full" if opts.sample > 1
+              f"about 1 request in {opts.sample} recorded in full" if opts.sample > 1
               else "full events")
     backend = "" if opts.backend == "auto" else f" ({opts.backend})"
     return (f"{target}, {bound}, {detail}{backend} → {shown(str(opts.output))}. "
@@ -164,8 +164,9 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
               show_default=True, help="auto: the compiled eBPF tracer (built by "
               "scripts/setup.sh), else bpftrace, else strace.")
 @click.option("--sample", type=int, default=1, show_default=True, metavar="N",
-              help="Record one request in N per worker in full and count the others in the "
-              "kernel (ebpf backend): for busy production pools.")
+              help="Record about one request in N in full (one worker at a time, whole "
+              "requests) and count the others in the kernel (ebpf backend): for busy "
+              "production pools.")
 @click.option("--counts", is_flag=True, help="Count per request in the kernel instead of "
               "recording every call: low overhead (for production or load tests), but no "
               "paths, mounts or PHP operations.")

@@ -1,4 +1,9 @@
-"""Sampled traces: one request in N recorded in full, the others counted in the kernel.
+"""Sampled traces: about one request in N recorded in full, the others counted in the kernel.
+
+The compiled tracer records by windows: one worker at a time has the PHP function probes
+attached and records the requests it starts, whole, until about one request in N of all
+requests seen is recorded; then another worker, later. So the recorded requests come in
+runs of one worker's consecutive requests, spread over the trace's time and its workers.
 
 A sampled trace's requests, operations and syscalls are those of the recorded requests; each
 counted request left one record of its calls by type (calls, failures, summed latency).
@@ -73,7 +78,8 @@ def whatif_note(header: dict[str, Any]) -> str | None:
     n = int((header.get("sampling") or {}).get("one_in") or 1)
     if n <= 1:
         return None
-    return (f"sampled trace: 1 request in {n} per worker was recorded; the figures per request "
+    return (f"sampled trace: about 1 request in {n} was recorded (whole requests, one worker at "
+            "a time); the figures per request "
             "are the recorded requests' own, and the replay sees only those, so cache state "
             "that the other requests built (realpath cache fills, TTL refreshes, OPcache "
             "revalidation windows) is missing from it")
