@@ -272,6 +272,81 @@ def test_opcache_file_override_keys(base: Path, state_home: Path) -> None:
         assert_exact(ps.check_scenario(sc, state_home))
 
 
+def test_opcache_does_not_cache_a_file_created_while_running(base: Path, state_home: Path) -> None:
+    """file_update_protection (2 s): OPcache compiles a script changed less than that before
+    the request's time but does not cache it, so every include of a file the script has
+    just written resolves, opens and compiles it again, and enable_file_override does not
+    answer for it (strace: 3 rounds of file_put_contents + include + file_exists + unlink
+    open the file 3 + 3 times, with OPcache as without). The model cached it at its first
+    compile: a revalidation stat (or nothing) for each later include, no access."""
+    def body(root: Path) -> list[str]:
+        tmp = str(root / "lib/tmp.php")
+        return ["for ($p = 0; $p < 3; $p++) {", f"  file_put_contents({tmp!r}, '<?php $t = 1;');",
+                f"  include {tmp!r};", f"  @file_exists({tmp!r});", f"  unlink({tmp!r});",
+                f"  include {str(root / 'lib/a.php')!r};", "}"]
+    files = {"lib/a.php": "<?php $a = 1;\n"}
+    on = {"opcache.enable_cli": "1", "opcache.revalidate_freq": "0",
+          "opcache.enable_file_override": "1"}
+    off = dict(on, **{"opcache.enable_cli": "0"})
+    for name, settings in (("fr-on", (on, off, dict(on, realpath_cache_size="0"))),
+                           ("fr-off", (off, on))):
+        sc = scenario(base, name, files, body(base / name), *settings)
+        assert_exact(ps.check_scenario(sc, state_home))
+
+
+def test_file_created_through_a_symlink(base: Path, state_home: Path) -> None:
+    """A file the script creates through a symlinked directory is seen missing, then
+    present, under the name as written (`current/t.php`); its physical path (where the
+    link points) changes with it. Before, the physical path, known only from the include's
+    open, existed from the start, so open_basedir's check of file_put_contents() (cache
+    off: a walk of the physical path) found it there and missed its readlink."""
+    root = base / "ct"
+    tmp = str(root / "current/t.php")
+    files = {"releases/r1/a.php": "<?php $a = 1;\n"}
+    body = [f"file_put_contents({tmp!r}, '<?php $t = 1;');", f"include {tmp!r};",
+            f"include {str(root / 'current/a.php')!r};"]
+    sc = scenario(base, "ct", files, body, {}, {"open_basedir": str(root)},
+                  {"realpath_cache_size": "0"}, links={"current": "releases/r1"})
+    assert_exact(ps.check_scenario(sc, state_home))
+
+
+def test_include_path_set_by_the_script_past_the_tracers_cut(base: Path, state_home: Path
+                                                            ) -> None:
+    """An include_path the script sets itself, longer than the tracer's longest string
+    (199 or 255 bytes) and not the recorded one's prefix: its entries are taken from the
+    resolutions' candidates (a failed one tries every entry, then the script's directory).
+    Before, the cut value was used, its last entry a piece of a path, so the entries after
+    it went untried (a file found in the last entry was predicted missing)."""
+    root = base / "ipc"
+    entries = [f"{root}/missing-entry-with-a-long-name-{i}" for i in range(6)] + [f"{root}/lib"]
+    ip = ":".join(entries[3:6] + entries[:3] + entries[6:])  # lib last, past the cut
+    assert len(ip) - len(entries[6]) > 255
+    files = {"lib/z.php": "<?php $z = 1;\n"}
+    body = [f"set_include_path({ip!r});",
+            "for ($p = 0; $p < 2; $p++) { @include 'z.php'; @include_once 'nope.php'; }"]
+    sc = scenario(base, "ipc", files, body, {"include_path": ":".join(entries)},
+                  {"realpath_cache_size": "0"}, {"realpath_cache_size": "1K"})
+    assert_exact(ps.check_scenario(sc, state_home))
+
+
+def test_cwd_longer_than_the_tracers_getcwd(base: Path, state_home: Path) -> None:
+    """A getcwd path over 64 bytes is cut by the tracer (its length, the call's return
+    value, says so), and so is an include resolution's cwd taken from it: the cwd is then
+    the directory chdir() named. Taken as reported, a cut cwd named a directory that does not
+    exist, made the chdir's directory a symlink to it, and sent relative names there."""
+    long = "a-directory-with-a-name-long-enough-to-pass-sixty-four-bytes"
+    root = base / "lc"
+    files = {f"{long}/x.php": "<?php $x = 1;\n", f"{long}/sub/y.php": "<?php $y = 1;\n"}
+    body = [f"chdir({str(root / long)!r});", "for ($p = 0; $p < 2; $p++) {",
+            "  @include './x.php';", "  @include 'sub/y.php';", "  @is_file('sub/y.php');",
+            "  @include 'sub/missing.php';", "}"]
+    assert len(str(root / long)) > 64
+    sc = scenario(base, "lc", files, body, {"include_path": "/nonexistent"},
+                  {"include_path": "/nonexistent", "realpath_cache_size": "0"},
+                  {"include_path": "/nonexistent", "open_basedir": str(root)})
+    assert_exact(ps.check_scenario(sc, state_home))
+
+
 # Generated scenarios over the features whose cases are exact so far. Not yet (figures in
 # docs/whatif.md, from bench/whatif_fidelity.py): OPcache (a repeated *_once that OPcache
 # answers from its key leaves no trace, so turning OPcache off from such a trace

@@ -436,3 +436,41 @@ def test_bad_input_is_a_one_line_error(tmp_path: Path, args: list[str], expect: 
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expect in lines[0], proc.stderr
+
+
+def test_a_cut_getcwd_path_names_no_directory() -> None:
+    """The tracer can record a getcwd path shorter than the call returned (its length, NUL
+    included). Such a path, and an include resolution's cwd taken from it, is not the cwd:
+    the directory chdir() named is. Taken as reported, the cut path became a directory, the
+    chdir's directory a symlink to it, and a relative include resolved under it."""
+    long = f"{APP}/a-directory-with-a-rather-long-name"
+    cut = long[:30]
+    h = new_header("bpftrace", created="2026-01-01T00:00:00+00:00", host="h",
+                   targets={"mode": "cmd", "cmd": ["php", "x.php"]},
+                   settings={"sapi": "cli", "realpath_cache_size": "4096K",
+                             "include_path": "/usr/share/php"}, mounts=[("/", "ext4")])
+    t = Trace(header=h)
+
+    def sc(ts: int, op: int, call: str, p: str, ret: int, kind: str) -> None:
+        t.syscalls.append(Syscall(ts, 7, call, call, p, ret, 5000, 0, op, 0, kind))
+    sc(1000, -1, "getcwd", APP, len(APP) + 1, "startup")
+    sc(2000, -1, "chdir", long, 0, "other")
+    sc(3000, -1, "getcwd", cut, len(long) + 1, "other")
+    sc(4100, 1, "getcwd", cut, len(long) + 1, "include_resolve")
+    sc(4200, 1, "lstat", f"{long}/x.php", 0, "include_resolve")
+    sc(4300, 1, "lstat", long, 0, "include_resolve")
+    sc(4400, 0, "open", f"{long}/x.php", 3, "include")
+    sc(4500, 0, "fstat", f"{long}/x.php", 0, "include")
+    t.operations[1] = Operation(1, 0, 7, 4050, 4350, "include_resolve", 0,
+                                {"name": "./x.php", "cwd": cut, "include_path": "/usr/share/php",
+                                 "candidates": ["./x.php"]})
+    t.operations[0] = Operation(0, 0, 7, 4000, 4600, "include", -1,
+                                {"name": "./x.php", "type": "include"})
+    t.requests[0] = Request(0, 7, 0, 5000, f"{APP}/x.php", "")
+    prep = prepare(t)
+    incs = [ev for evs, _, _ in prep.streams.values() for ev in evs if ev[0] == E_INCLUDE]
+    assert [ev[4] for ev in incs] == [long]
+    assert long not in prep.fs.links and prep.fs.kind(cut) == MISSING
+    off = replay(prep, replace(from_recorded(t.header["settings"]), realpath_cache_size=0))
+    assert off.per_request["readlink"] == 0
+    assert off.per_request["lstat"] == 5  # x.php, the directory, app, www, srv

@@ -311,12 +311,24 @@ class Engine:
         self.emit("open", resolved, False)
         self.emit("fstat", resolved, False)
         w.included.add(resolved)
-        if s.opcache:
+        if s.opcache and not self._fresh(w, resolved):
             if resolved not in self.opc_scripts:
                 self.opc_scripts[resolved] = w.request_time + s.opcache_revalidate_freq
             if not once and key is not None:  # a *_once compiles under its real path only
                 self._add_key(key, resolved)
             self.opc_keys[resolved] = resolved
+
+    def _fresh(self, w: Worker, script: str) -> bool:
+        """file_update_protection: a script changed less than that many seconds before the
+        request's time is compiled but not cached (the trace shows when it was created)."""
+        protection = self.s.opcache_file_update_protection
+        if not protection or not self.fs.created:
+            return False
+        made = self.fs.created_before(script)
+        if made is None:
+            return False
+        mtime = self._now - (self.fs.now_ns - made) // 1_000_000_000
+        return w.request_time - protection < mtime
 
     def _add_key(self, key: Any, script: str) -> None:
         self.opc_keys[key] = script

@@ -56,11 +56,15 @@ class FsView:
         self._dirs: set[str] = set()
         self._memo: dict[str, int] = {}
         self._exists: dict[str, bool] = {}  # exists() of paths not in `changing`
+        self._alias: dict[str, list[tuple[int, bool]] | None] = {}  # path → its physical's
         # paths seen both present and missing (created, renamed or removed while traced):
         # path → [(ns, exists)], in time order; `now_ns` picks the observation to use
         self.changing: dict[str, list[tuple[int, bool]]] = {}
         self._seen: dict[str, list[tuple[int, bool]]] = {}
         self.now_ns = 0
+        # physical path → the times (ns) before which it was created while traced (the last
+        # look that found it missing, or the start of an include that compiled it again)
+        self.created: dict[str, list[int]] = {}
 
     def observe(self, path: str, kind: int, ts_ns: int = 0) -> None:
         """Record that `path` (absolute, as written) is MISSING, FILE, DIR or LINK.
@@ -74,12 +78,14 @@ class FsView:
         self.types[path] = kind
         self._memo.clear()
         self._exists.clear()
+        self._alias.clear()
 
     def observe_link(self, path: str, target: str) -> None:
         self.types[path] = LINK
         self.links[path] = target
         self._memo.clear()
         self._exists.clear()
+        self._alias.clear()
 
     def finish(self) -> None:
         """Index what was observed (call after the last observe)."""
@@ -87,9 +93,19 @@ class FsView:
         self._dirs.clear()
         self._memo.clear()
         self._exists.clear()
+        self._alias.clear()
         self.changing = {p: sorted(h) for p, h in self._seen.items()
                          if len({e for _, e in h}) > 1}
         self._seen.clear()
+        for p, h in list(self.changing.items()):
+            made = [h[i - 1][0] for i in range(1, len(h)) if h[i][1] and not h[i - 1][1]]
+            phys = self.canon(p) or p
+            if made:
+                self.created.setdefault(phys, []).extend(made)
+            if phys != p:  # the physical path changed too (seen through a symlink)
+                self.changing[phys] = sorted(self.changing.get(phys, []) + h)
+        for path, times in self.created.items():
+            self.created[path] = sorted(set(times))
         for p, k in self.types.items():
             if k == LINK:
                 continue
@@ -129,6 +145,19 @@ class FsView:
             out = cand
         return out
 
+    def created_before(self, path: str) -> int | None:
+        """When the file at physical `path` was last created while traced, as of `now_ns`
+        (a time before its creation: ns), or None."""
+        times = self.created.get(path)
+        if not times:
+            return None
+        last = None
+        for t in times:
+            if t > self.now_ns:
+                break
+            last = t
+        return last
+
     def _at_now(self, hist: list[tuple[int, bool]]) -> bool:
         """Whether a changing path exists at `now_ns`: what the next look at it saw (the
         operation's own call, or a later one), else the last look before."""
@@ -137,9 +166,20 @@ class FsView:
                 return exists
         return hist[-1][1]
 
+    def _history(self, path: str) -> list[tuple[int, bool]] | None:
+        """The observations of a changing path, or of the physical path it names."""
+        hist = self.changing.get(path)
+        if hist is not None or not self.changing:
+            return hist
+        if path in self._alias:
+            return self._alias[path]
+        c = self.canon(path)
+        hist = self._alias[path] = self.changing.get(c) if c is not None and c != path else None
+        return hist
+
     def kind(self, path: str) -> int:
         """What an lstat of `path` finds."""
-        hist = self.changing.get(path)
+        hist = self._history(path)
         if hist is not None:
             return FILE if self._at_now(hist) else MISSING
         k = self.types.get(path)
@@ -171,7 +211,7 @@ class FsView:
 
     def exists(self, path: str) -> bool:
         """Does stat()/access()/open() of `path` (following links) succeed?"""
-        hist = self.changing.get(path)
+        hist = self._history(path)
         if hist is not None:
             return self._at_now(hist)
         e = self._exists.get(path)

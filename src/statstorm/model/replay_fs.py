@@ -17,7 +17,21 @@ ENOENT, ENOTDIR = -2, -20
 _OBSERVED = frozenset(("lstat", "stat", "access", "open"))
 
 
-def _observe_each_call(fs: FsView, t: TraceRecords, enoent: set[str]) -> bool:
+def cut_cwds(t: TraceRecords) -> set[str]:
+    """The paths of getcwd calls that the tracer cut (shorter than the length the call
+    returned, its NUL included): such a path, and an operation's cwd taken from it, names
+    no directory."""
+    pget = t.paths.get
+    out: set[str] = set()
+    for s in t.syscalls:
+        if s[S_CALL] == "getcwd" and s[S_RET] > 0:
+            path = pget(s[S_PATH], "")
+            if len(path.encode("utf-8", "surrogateescape")) + 1 < s[S_RET]:
+                out.add(path)
+    return out
+
+
+def _observe_each_call(fs: FsView, t: TraceRecords, enoent: set[str], cut: set[str]) -> bool:
     """FsView.observe of each call that found or missed a path, in order (inlined: half a
     million calls in a big trace); whether there are readlink calls. The paths that a
     call found missing with ENOENT are added to `enoent`."""
@@ -38,7 +52,7 @@ def _observe_each_call(fs: FsView, t: TraceRecords, enoent: set[str]) -> bool:
             else:
                 continue
             ts = s[S_TS]
-        elif call == "getcwd" and s[S_RET] > 0:
+        elif call == "getcwd" and s[S_RET] > 0 and pget(s[S_PATH], "") not in cut:
             kind = DIR
             ts = 0
         else:
@@ -60,7 +74,7 @@ def _observe_each_call(fs: FsView, t: TraceRecords, enoent: set[str]) -> bool:
     return links
 
 
-def _observe_calls(fs: FsView, t: TraceRecords, enoent: set[str]) -> bool:
+def _observe_calls(fs: FsView, t: TraceRecords, enoent: set[str], cut: set[str]) -> bool:
     """What _observe_each_call does, for a trace whose paths each have one id, quicker: a
     call that repeats what its path last showed changes nothing, and the history of
     observations (`FsView._seen`) matters only for paths seen both present and missing, so
@@ -71,6 +85,7 @@ def _observe_calls(fs: FsView, t: TraceRecords, enoent: set[str]) -> bool:
     first: dict[int, bool] = {}  # path id → whether its first call found it
     mixed: set[int] = set()  # path ids seen both present and missing
     missing: set[int] = set()  # path ids a call found missing with ENOENT
+    cut_ids = {i for i, path in t.paths.items() if path in cut} if cut else set()
     links = False
     for s in t.syscalls:
         call = s[S_CALL]
@@ -84,7 +99,7 @@ def _observe_calls(fs: FsView, t: TraceRecords, enoent: set[str]) -> bool:
                     missing.add(s[S_PATH])
             else:
                 continue
-        elif call == "getcwd" and s[S_RET] > 0:
+        elif call == "getcwd" and s[S_RET] > 0 and s[S_PATH] not in cut_ids:
             kind = DIR
         else:
             if call == "readlink":
@@ -124,7 +139,7 @@ def _observe_calls(fs: FsView, t: TraceRecords, enoent: set[str]) -> bool:
                     obs = (s[S_TS], False)
                 else:
                     continue
-            elif call == "getcwd" and s[S_RET] > 0:
+            elif call == "getcwd" and s[S_RET] > 0 and i not in cut_ids:
                 obs = (0, True)
             else:
                 continue
@@ -140,7 +155,7 @@ def _observe_target(fs: FsView, link: str, parent: str, target: str) -> None:
     fs.observe_link(link, target)
 
 
-def _chdir_links(fs: FsView, t: TraceRecords) -> None:
+def _chdir_links(fs: FsView, t: TraceRecords, cut: set[str]) -> None:
     """A directory the trace only changed into: when the next getcwd of the process reports
     another path (the kernel's cwd follows symlinks) and the directory's parent is no link
     the trace knows, the directory is a symlink to that path."""
@@ -159,23 +174,27 @@ def _chdir_links(fs: FsView, t: TraceRecords) -> None:
             continue
         path = pending.pop(s[S_PID])
         now = pget(s[S_PATH], "")
-        if s[S_RET] <= 0 or not now.startswith("/") or now == path or path in fs.links:
+        if s[S_RET] <= 0 or not now.startswith("/") or now == path or path in fs.links or (
+                now in cut):
             continue
         parent = posixpath.dirname(path)
         if fs.canon(parent) == parent and fs.types.get(path) == DIR:
             _observe_target(fs, path, parent, now)
 
 
-def from_records(t: TraceRecords, named: list[str]) -> FsView:
+def from_records(t: TraceRecords, named: list[str], cut: set[str] | None = None) -> FsView:
     """The file system as the trace `t` saw it; `named`: the names its includes and
-    resolutions used (a script an include named exists unless a call found it missing)."""
+    resolutions used (a script an include named exists unless a call found it missing);
+    `cut`: the getcwd paths the tracer cut (`cut_cwds`)."""
     fs = FsView()
+    if cut is None:
+        cut = cut_cwds(t)
     pget = t.paths.get
     enoent: set[str] = set()
     if len(set(t.paths.values())) == len(t.paths):
-        links = _observe_calls(fs, t, enoent)
+        links = _observe_calls(fs, t, enoent, cut)
     else:  # one path under two ids (not from TraceWriter): each call observed in turn
-        links = _observe_each_call(fs, t, enoent)
+        links = _observe_each_call(fs, t, enoent, cut)
     # A path that exists and has a child a call found missing with ENOENT (not ENOTDIR) is
     # a directory, though no call showed what it is (an lstat's result has no type).
     types = fs.types
@@ -220,7 +239,7 @@ def from_records(t: TraceRecords, named: list[str]) -> FsView:
                         found = None
                 if found is not None:
                     _observe_target(fs, path, parent, found)
-    _chdir_links(fs, t)
+    _chdir_links(fs, t, cut)
     # A script an include named (absolutely) exists unless a call found it missing: with
     # OPcache answering from its key the trace has no call on it at all.
     for names in (named, [r[R_SCRIPT] for r in t.requests.values()]):  # primary scripts too

@@ -105,7 +105,8 @@ def _prepare(t: TraceRecords) -> Prepared:
         raise UsageError("this trace has no PHP operations (an strace import or an old "
                          "trace); record it with `statstorm trace` (eBPF) to replay it")
     scan = replay_ops.scan(t)
-    fs = replay_fs.from_records(t, scan.named)
+    cut_cwds = replay_fs.cut_cwds(t)
+    fs = replay_fs.from_records(t, scan.named, cut_cwds)
     epoch_ns = _epoch_ns(t)
     settings = t.header.get("settings", {})
     single = t.header.get("targets", {}).get("mode") == "cmd"
@@ -125,9 +126,12 @@ def _prepare(t: TraceRecords) -> Prepared:
     cwd: dict[int, str] = {}
     recorded_ip = str(settings.get("include_path", ""))
     inc_path: dict[int, str] = defaultdict(lambda: recorded_ip)
+    rebuilt_ip = replay_ops.uncut_include_paths(t, recorded_ip)
     for s in t.syscalls:
         if s[S_CALL] == "getcwd" and s[S_RET] > 0 and s[S_PID] not in cwd:
-            cwd[s[S_PID]] = pget(s[S_PATH], "")
+            path = pget(s[S_PATH], "")
+            if path not in cut_cwds:
+                cwd[s[S_PID]] = path
     cwd0 = dict(cwd)  # each process's first cwd
     expands: set[tuple[int, int]] = set()  # (pid, start) of the script's expand_filepath calls
     pending_once: dict[int, bool] = {}
@@ -148,7 +152,7 @@ def _prepare(t: TraceRecords) -> Prepared:
     fb_names: dict[str, str] = {}
     ev: Event
     tl_pid, tl = None, []  # the last worker's timeline (a run of roots is often one worker's)
-    chdirs = replay_ops.Chdirs(t, fs.canon)
+    chdirs = replay_ops.Chdirs(t, fs.canon, cut_cwds)
     for o in scan.roots:
         _, oid, req, pid, start, _, kind, _, a = o
         chdirs.advance(pid, start, cwd)
@@ -163,13 +167,13 @@ def _prepare(t: TraceRecords) -> Prepared:
                 v = info.get("cwd")
                 if isinstance(v, int):
                     v = pget(v, "")
-                if v:
+                if v and v not in cut_cwds:  # (a cut one: the cwd chdir calls left)
                     cwd[pid] = chdirs.physical(str(v))
                 if "include_path" in info:
                     v = info.get("include_path")
                     if isinstance(v, int):
                         v = pget(v, "")
-                    inc_path[pid] = replay_ops.uncut(str(v or ""), recorded_ip)
+                    inc_path[pid] = replay_ops.uncut(str(v or ""), recorded_ip, rebuilt_ip)
             v = a.get("name", "")
             name = pget(v, "") if isinstance(v, int) else str(v)
             c = cwd.get(pid, "")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from statstorm.model.php_engine import E_INCLUDE, E_PASS, E_PROBE, OVERRIDE_FUNCS
-from statstorm.results.trace.raw import (O_ID, O_START, S_CALL, S_PATH, S_PID, S_RET, S_TS,
-                                         TraceRecords)
+from statstorm.results.trace.raw import (O_ARGS, O_ID, O_KIND, O_REQ, O_START, R_SCRIPT, S_CALL,
+                                         S_OP, S_PATH, S_PID, S_RET, S_TS, TraceRecords)
 
 MODELED_KINDS = ("include", "include_resolve", "file_probe", "stat_cache_clear", "user_ini")
 _MODELED = frozenset(MODELED_KINDS)
@@ -126,12 +126,63 @@ def fallback_dir(last: str | None, ncands: int, name: str, include_path: str,
 CUT_AT = 199  # the tracers cut longer strings: bpftrace at 199 bytes, the eBPF tracer at 255
 
 
-def uncut(value: str, whole: str) -> str:
+def uncut(value: str, whole: str, rebuilt: dict[str, str] | None = None) -> str:
     """`whole` where `value` is that string cut by the tracer (an include_path longer than
-    the tracer's longest string); else `value`."""
+    the tracer's longest string); else the value `rebuilt` from the resolutions' candidates
+    (`uncut_include_paths`), or `value`."""
     if len(value) >= CUT_AT and len(whole) > len(value) and whole.startswith(value):
         return whole
+    if rebuilt and value in rebuilt:
+        return rebuilt[value]
     return value
+
+
+def uncut_include_paths(t: TraceRecords, recorded: str) -> dict[str, str]:
+    """Each include_path the tracer cut (one the script set itself, not the recorded one's
+    prefix) → its entries as the resolutions of relative names tried them: a failed one
+    (its last call a failed lstat) tries every entry and then the script's directory, one
+    candidate each. An entry no resolution shows is left out (a cut entry is no directory)."""
+    pget = t.paths.get
+    cut: dict[str, list[tuple[int, list[str]]]] = {}
+    for o in t.operations.values():
+        a = o[O_ARGS]
+        if o[O_KIND] != "include_resolve" or "include_path" not in a:
+            continue
+        v = a["include_path"]
+        value = pget(v, "") if isinstance(v, int) else str(v)
+        if len(value) < CUT_AT or recorded.startswith(value):
+            continue
+        tried = cut.setdefault(value, [])
+        v = a.get("name", "")
+        name = pget(v, "") if isinstance(v, int) else str(v)
+        cands = a.get("candidates") or []
+        if not name or name.startswith(("/", "./", "../")) or not isinstance(cands, list):
+            continue
+        paths = [pget(c, "") if isinstance(c, int) else str(c) for c in cands]
+        if paths and all(p.endswith("/" + name) for p in paths):
+            tried.append((o[O_ID], [p[:-len(name) - 1] for p in paths]))
+    if not cut:
+        return {}
+    last: dict[int, tuple[str, int]] = {}  # operation → its last call and result
+    for sc in t.syscalls:
+        if sc[S_OP] >= 0:
+            last[sc[S_OP]] = (sc[S_CALL], sc[S_RET])
+    out: dict[str, str] = {}
+    for value, lists in cut.items():
+        known = value.split(":")[:-1]  # the last entry may be cut
+        best, whole = known, False
+        for oid, entries in lists:
+            if last.get(oid, ("", 0))[0] == "lstat" and last[oid][1] < 0:
+                entries, done = entries[:-1], True  # the script's directory was tried last
+            else:  # found: in an entry, or in the script's directory
+                done = False
+                req = t.requests.get(t.operations[oid][O_REQ])
+                if req is not None and entries[-1] == posixpath.dirname(req[R_SCRIPT]):
+                    entries = entries[:-1]
+            if entries[:len(known)] == known and (done, len(entries)) > (whole, len(best)):
+                best, whole = entries, done
+        out[value] = ":".join(best)
+    return out
 
 
 class Chdirs:
@@ -139,7 +190,8 @@ class Chdirs:
     operations are walked in start order: an operation uses the cwd in force when it began
     (an include records its cwd; a probe or a relative path does not)."""
 
-    def __init__(self, t: TraceRecords, canon: Callable[[str], str | None]) -> None:
+    def __init__(self, t: TraceRecords, canon: Callable[[str], str | None],
+                 cut: set[str] | frozenset[str] = frozenset()) -> None:
         self.canon = canon  # the physical path (the kernel's cwd follows symlinks)
         pget = t.paths.get
         # pid → [(ts, directory as named, the cwd a getcwd reported next, if any)]
@@ -154,7 +206,9 @@ class Chdirs:
             elif call == "getcwd" and s[S_RET] > 0 and s[S_PID] in pending:
                 calls = self.by_pid[s[S_PID]]
                 i = pending.pop(s[S_PID])
-                calls[i] = (calls[i][0], calls[i][1], pget(s[S_PATH], ""))
+                reported = pget(s[S_PATH], "")
+                if reported not in cut:  # (a path the tracer cut tells nothing)
+                    calls[i] = (calls[i][0], calls[i][1], reported)
         self.pos: dict[int, int] = {}
         self._physical: dict[str, str] = {}
 
