@@ -76,13 +76,16 @@ def twin_run(out: Path, name: str, app: str, rounds: int, duration: int, spin_us
 
 
 def part_a(out: Path, app: str, rounds: int, duration: int, pilot_rounds: int,
-           precision: float, max_rounds: int) -> dict[str, Any]:
+           precision: float, max_rounds: int, knob_us: int = 0) -> dict[str, Any]:
     """Two cells with a known ~3 % difference: nginx-fpm OPcache on vs the same with CPU burnt.
 
     The knob is sized in two steps: from a calibration run (CPU time of a request ≈ cores /
     throughput, which overestimates it, as the load generator and the web server share the
     cores), then rescaled by the slowdown a short pilot of that knob really measured, so the
     main run looks at a difference of about 3 %, not whatever the first guess gave."""
+    if knob_us > 0:
+        print(f"(a) knob of {knob_us} µs given: no calibration, no pilot")
+        return twin_run(out, "a", app, rounds, duration, knob_us, precision, max_rounds)
     calib = out / "a-calibration.json"
     statstorm(["matrix", "--app", app, "--arch", "nginx-fpm", "--opcache", "on", "--rounds", "1",
                "-d", str(duration), "-o", str(calib), "--json"], show=False)
@@ -147,6 +150,8 @@ def main() -> None:
     ap.add_argument("--pilot-rounds", type=int, default=6,
                     help="rounds of (a)'s pilot that sizes the knob (0: no pilot)")
     ap.add_argument("--duration", type=int, default=5, help="seconds per cell-round in (a)")
+    ap.add_argument("--knob-us", type=int, default=0,
+                    help="(a)'s knob in µs of CPU per request, given: no calibration, no pilot")
     ap.add_argument("--out", type=Path, default=None, help="directory of the result files")
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="matrix-goals-"))
@@ -155,7 +160,7 @@ def main() -> None:
     rows: list[tuple[str, str, str]] = []
     if "a" in parts:
         c = part_a(out, args.app_a, args.rounds_a, args.duration, args.pilot_rounds,
-                   args.precision_a, args.max_rounds_a)
+                   args.precision_a, args.max_rounds_a, args.knob_us)
         # resolved: a slowdown of at most ~3 % (ratio ≥ 0.965) whose interval excludes 1
         ok = c["verdict"] == "significant" and c["ci_high"] < 1.0 and c["ratio"] >= 0.965
         rows.append(("(a) known ~3 % slowdown (B/A)", fmt(c) + f", knob {c['spin_us']} µs",
