@@ -294,17 +294,37 @@ def test_opcache_does_not_cache_a_file_created_while_running(base: Path, state_h
         assert_exact(ps.check_scenario(sc, state_home))
 
 
+def test_opcache_recompiles_a_file_renamed_into_place(base: Path, state_home: Path) -> None:
+    """A file written and renamed into place while the script runs is as new, and as
+    uncached, as one written in place, but the trace never sees it missing. Recorded with
+    OPcache on, the second include by its own absolute path shows it: OPcache would have
+    answered it from that key had the first cached the script (strace: 3 rounds of
+    file_put_contents + rename + include + unlink open the renamed file 3 times)."""
+    def body(root: Path) -> list[str]:
+        a, b = str(root / "lib/tmp.php"), str(root / "lib/moved.php")
+        return ["for ($p = 0; $p < 3; $p++) {", f"  file_put_contents({a!r}, '<?php $t = 2;');",
+                f"  rename({a!r}, {b!r});", f"  include {b!r};", f"  unlink({b!r});", "}"]
+    files = {"lib/a.php": "<?php $a = 1;\n"}
+    on = {"opcache.enable_cli": "1", "opcache.revalidate_freq": "2"}
+    sc = scenario(base, "rn", files, body(base / "rn"), on, dict(on, realpath_cache_size="0"),
+                  dict(on, **{"opcache.enable_cli": "0"}))
+    assert_exact(ps.check_scenario(sc, state_home))
+
+
 def test_file_created_through_a_symlink(base: Path, state_home: Path) -> None:
     """A file the script creates through a symlinked directory is seen missing, then
-    present, under the name as written (`current/t.php`); its physical path (where the
-    link points) changes with it. Before, the physical path, known only from the include's
+    present, under the name as written (`current/t.php`), or only missing under that name
+    and only present under its physical path (`releases/r1/u.php`): every spelling of the
+    physical path changes with it. Before, the physical path, known only from the include's
     open, existed from the start, so open_basedir's check of file_put_contents() (cache
     off: a walk of the physical path) found it there and missed its readlink."""
     root = base / "ct"
-    tmp = str(root / "current/t.php")
+    tmp, other = str(root / "current/t.php"), str(root / "current/u.php")
     files = {"releases/r1/a.php": "<?php $a = 1;\n"}
     body = [f"file_put_contents({tmp!r}, '<?php $t = 1;');", f"include {tmp!r};",
-            f"include {str(root / 'current/a.php')!r};"]
+            f"include {str(root / 'current/a.php')!r};",
+            f"file_put_contents({other!r}, '<?php $u = 1;');",
+            f"include {str(root / 'releases/r1/u.php')!r};"]
     sc = scenario(base, "ct", files, body, {}, {"open_basedir": str(root)},
                   {"realpath_cache_size": "0"}, links={"current": "releases/r1"})
     assert_exact(ps.check_scenario(sc, state_home))

@@ -9,11 +9,12 @@ realpath cache, stat cache and included-files table.
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from statstorm.model import include_resolution, open_basedir, user_ini
+from statstorm.model import include_resolution, open_basedir, stat_family, user_ini
 from statstorm.model.open_basedir import E_BASEDIR
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.realpath_cache import (FILEPATH, REALPATH, FsView, RealpathCache,
@@ -26,8 +27,6 @@ NCALLS = len(CALLS)
 _SLOT = {c: 2 * i for i, c in enumerate(CALLS)}  # call → its slot in a per-request counter
 assert NCALLS <= 8  # a tally code keeps the slot (call index and failed) in 4 bits
 
-ACCESS_FUNCS = frozenset(("file_exists", "is_readable", "is_writable", "is_executable"))
-LSTAT_FUNCS = frozenset(("is_link", "lstat"))
 OVERRIDE_FUNCS = frozenset(("file_exists", "is_file", "is_readable"))
 
 # Logical events: tuples whose first item is one of these, second the request id (-1: none).
@@ -324,10 +323,11 @@ class Engine:
         protection = self.s.opcache_file_update_protection
         if not protection or not self.fs.created:
             return False
-        made = self.fs.created_before(script)
-        if made is None:
+        times = self.fs.created.get(script) or []
+        i = bisect.bisect_right(times, self.fs.now_ns)
+        if not i:  # not created while traced, or not yet
             return False
-        mtime = self._now - (self.fs.now_ns - made) // 1_000_000_000
+        mtime = self._now - (self.fs.now_ns - times[i - 1]) // 1_000_000_000
         return w.request_time - protection < mtime
 
     def _add_key(self, key: Any, script: str) -> None:
@@ -375,31 +375,8 @@ class Engine:
                 self._validate(w, name, script, cwd, ip, fb, have_path=False)
                 if self.fs.exists(script):
                     return
-        exists = self.fs.exists(abspath)
-        if func in ACCESS_FUNCS:
-            if self.basedirs and not self.basedir_ok(w, name, cwd):
-                return
-            self.emit("access", abspath, not exists)
-            return
-        if func in LSTAT_FUNCS:
-            if w.lstat_file == name:
-                return
-            if self.basedirs and not self.basedir_ok(w, name, cwd):
-                return
-            ok = self.fs.kind(abspath) != 0
-            self.emit("lstat", abspath, not ok)
-            if ok:
-                w.lstat_file = name
-                if self.fs.kind(abspath) != 3:
-                    w.stat_file = name
-            return
-        if w.stat_file == name:
-            return
-        if self.basedirs and not self.basedir_ok(w, name, cwd):
-            return
-        self.emit("stat", abspath, not exists)
-        if exists:
-            w.stat_file = name
+        check = (lambda: self.basedir_ok(w, name, cwd)) if self.basedirs else None
+        stat_family.probe(w, self.fs, self.emit, check, name, func, abspath)
 
     # -- results -------------------------------------------------------------------------
     def all_workers(self) -> list[Worker]:

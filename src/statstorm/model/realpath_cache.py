@@ -94,16 +94,25 @@ class FsView:
         self._memo.clear()
         self._exists.clear()
         self._alias.clear()
-        self.changing = {p: sorted(h) for p, h in self._seen.items()
-                         if len({e for _, e in h}) > 1}
-        self._seen.clear()
-        for p, h in list(self.changing.items()):
-            made = [h[i - 1][0] for i in range(1, len(h)) if h[i][1] and not h[i - 1][1]]
+        # the observations of every spelling of a physical path together (through symlinks,
+        # `.` and `..`): a file made under one name is seen missing under another
+        seen: dict[str, list[tuple[int, bool]]] = {}
+        names: dict[str, list[str]] = {}
+        for p, h in self._seen.items():
             phys = self.canon(p) or p
+            seen.setdefault(phys, []).extend(h)
+            names.setdefault(phys, []).append(p)
+        self._seen.clear()
+        self.changing = {}
+        for phys, h in seen.items():
+            if len({e for _, e in h}) < 2:
+                continue
+            h.sort()
+            for p in names[phys] + [phys]:
+                self.changing[p] = h
+            made = [h[i - 1][0] for i in range(1, len(h)) if h[i][1] and not h[i - 1][1]]
             if made:
                 self.created.setdefault(phys, []).extend(made)
-            if phys != p:  # the physical path changed too (seen through a symlink)
-                self.changing[phys] = sorted(self.changing.get(phys, []) + h)
         for path, times in self.created.items():
             self.created[path] = sorted(set(times))
         for p, k in self.types.items():
@@ -144,19 +153,6 @@ class FsView:
                 cand = resolved
             out = cand
         return out
-
-    def created_before(self, path: str) -> int | None:
-        """When the file at physical `path` was last created while traced, as of `now_ns`
-        (a time before its creation: ns), or None."""
-        times = self.created.get(path)
-        if not times:
-            return None
-        last = None
-        for t in times:
-            if t > self.now_ns:
-                break
-            last = t
-        return last
 
     def _at_now(self, hist: list[tuple[int, bool]]) -> bool:
         """Whether a changing path exists at `now_ns`: what the next look at it saw (the

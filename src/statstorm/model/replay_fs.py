@@ -10,8 +10,8 @@ import posixpath
 from collections import defaultdict
 
 from statstorm.model.realpath_cache import DIR, FILE, LINK, MISSING, FsView
-from statstorm.results.trace.raw import (R_SCRIPT, S_CALL, S_OP, S_PATH, S_PID, S_RET, S_TS,
-                                         TraceRecords)
+from statstorm.results.trace.raw import (O_ARGS, O_START, R_SCRIPT, S_CALL, S_KIND, S_OP, S_PATH,
+                                         S_PID, S_RET, S_TS, TraceRecords)
 
 ENOENT, ENOTDIR = -2, -20
 _OBSERVED = frozenset(("lstat", "stat", "access", "open"))
@@ -182,6 +182,78 @@ def _chdir_links(fs: FsView, t: TraceRecords, cut: set[str]) -> None:
             _observe_target(fs, path, parent, now)
 
 
+def _spelling_histories(fs: FsView, t: TraceRecords, cut: set[str]) -> None:
+    """The observations (`FsView._seen`) of paths seen only present under one spelling and
+    only missing under another of the same physical path (through a symlink, `.` or `..`):
+    a file created through `current/` and opened by its real path. FsView.finish puts the
+    spellings of a physical path together."""
+    types = fs.types
+    if not fs.links and not any("/." in p for p in types):
+        return
+    spellings: dict[str, list[str]] = {}
+    for p in types:
+        c = fs.canon(p)
+        if c is not None:
+            spellings.setdefault(c, []).append(p)
+    need: set[str] = set()
+    for names in spellings.values():
+        if len(names) < 2:
+            continue
+        states: set[bool] = set()
+        for p in names:
+            states.update((True, False) if p in fs._seen else (types[p] != MISSING,))
+        if len(states) > 1:
+            need.update(p for p in names if p not in fs._seen)
+    if not need:
+        return
+    pget = t.paths.get
+    for s in t.syscalls:
+        call = s[S_CALL]
+        if call in _OBSERVED:
+            ret = s[S_RET]
+            if ret >= 0:
+                obs = (s[S_TS], True)
+            elif ret == ENOENT or ret == ENOTDIR:
+                obs = (s[S_TS], False)
+            else:
+                continue
+        elif call == "getcwd" and s[S_RET] > 0:
+            obs = (0, True)
+        else:
+            continue
+        path = pget(s[S_PATH], "")
+        if path in need and path not in cut:
+            fs._seen.setdefault(path, []).append(obs)
+
+
+def recompiled(t: TraceRecords) -> dict[str, int]:
+    """For a trace recorded with OPcache on (keys by name): each script that a plain include
+    by its own absolute path compiled (opened) twice in one process → a time before the
+    first. OPcache would have answered the second from that key had it cached the script:
+    it was too new (file_update_protection), made while traced (a file renamed into place
+    is not seen missing before)."""
+    pget = t.paths.get
+    ops = t.operations
+    first: dict[tuple[int, str], int] = {}
+    out: dict[str, int] = {}
+    for s in t.syscalls:
+        if s[S_CALL] != "open" or s[S_RET] < 0 or s[S_KIND] != "include":
+            continue
+        o = ops.get(s[S_OP])
+        if o is None or o[O_ARGS].get("type") not in ("include", "require"):
+            continue
+        path = pget(s[S_PATH], "")
+        v = o[O_ARGS].get("name", "")
+        if (pget(v, "") if isinstance(v, int) else str(v)) != path:
+            continue
+        key = (s[S_PID], path)
+        if key in first:
+            out.setdefault(path, first[key])
+        else:
+            first[key] = o[O_START] - 1
+    return out
+
+
 def from_records(t: TraceRecords, named: list[str], cut: set[str] | None = None) -> FsView:
     """The file system as the trace `t` saw it; `named`: the names its includes and
     resolutions used (a script an include named exists unless a call found it missing);
@@ -240,6 +312,7 @@ def from_records(t: TraceRecords, named: list[str], cut: set[str] | None = None)
                 if found is not None:
                     _observe_target(fs, path, parent, found)
     _chdir_links(fs, t, cut)
+    _spelling_histories(fs, t, cut)
     # A script an include named (absolutely) exists unless a call found it missing: with
     # OPcache answering from its key the trace has no call on it at all.
     for names in (named, [r[R_SCRIPT] for r in t.requests.values()]):  # primary scripts too

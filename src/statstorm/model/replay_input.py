@@ -274,6 +274,9 @@ def _prepare(t: TraceRecords) -> Prepared:
     first_include = scan.first_include  # request → start of its first include
     kept = 0
     rec = from_recorded(settings)
+    if rec.opcache and not rec.opcache_revalidate_path and rec.opcache_file_update_protection:
+        for path, made in replay_fs.recompiled(t).items():
+            fs.created[path] = sorted(fs.created.get(path, []) + [made])
     opc_skip, opc_sem, opc_script = replay_ops.cli_opcache_calls(t, single and rec.opcache)
     chdir_calls: list[tuple[int, int, int, str, bool]] = []
     # OPcache's chdir() fetches the new cwd (the engine makes that getcwd: the recorded one

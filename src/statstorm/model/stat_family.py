@@ -1,0 +1,52 @@
+"""PHP's stat family (`php_stat`, ext/standard/filestat.c) as pure code, for the what-if
+engine (`model.php_engine`): which call a probe makes and its one-entry stat caches.
+
+`file_exists`/`is_readable`/`is_writable`/`is_executable` make one `access`, never cached;
+`is_link`/`lstat` one `lstat`, unless the same name was the last successful one (its own
+one-entry cache); the others (`is_file`, `is_dir`, `filemtime`, …) one `stat`, unless the
+same name was the last successful `stat` (or a successful `lstat` of a non-link). Both
+caches are per worker, reset per request, by `clearstatcache()` and, for relative names,
+by `chdir()`. An open_basedir check comes before the call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from statstorm.model.realpath_cache import LINK, MISSING, FsView
+
+ACCESS_FUNCS = frozenset(("file_exists", "is_readable", "is_writable", "is_executable"))
+LSTAT_FUNCS = frozenset(("is_link", "lstat"))
+
+Emit = Callable[[str, str, bool], None]
+
+
+def probe(w: Any, fs: FsView, emit: Emit, allowed: Callable[[], bool] | None, name: str,
+          func: str, abspath: str) -> None:
+    """The calls of `func(name)` for worker `w` (its `stat_file`/`lstat_file` caches);
+    `abspath`: the name made absolute; `allowed`: the open_basedir check, if any."""
+    if func in ACCESS_FUNCS:
+        if allowed is not None and not allowed():
+            return
+        emit("access", abspath, not fs.exists(abspath))
+        return
+    if func in LSTAT_FUNCS:
+        if w.lstat_file == name:
+            return
+        if allowed is not None and not allowed():
+            return
+        kind = fs.kind(abspath)
+        emit("lstat", abspath, kind == MISSING)
+        if kind != MISSING:
+            w.lstat_file = name
+            if kind != LINK:
+                w.stat_file = name
+        return
+    if w.stat_file == name:
+        return
+    if allowed is not None and not allowed():
+        return
+    exists = fs.exists(abspath)
+    emit("stat", abspath, not exists)
+    if exists:
+        w.stat_file = name
