@@ -303,3 +303,16 @@ def test_fstab_line_is_checked_with_findmnt(tmp_path: Path) -> None:
                      f"vm:/gone {tmp_path}/missing glusterfs defaults 0 0\n")
     assert verify_fstab(Env(), fstab, [str(good)]) == ""
     assert "findmnt --verify rejected" in verify_fstab(Env(), fstab, [f"{tmp_path}/missing"])
+
+
+def test_settled_needs_two_runs_within_five_percent() -> None:
+    from statstorm.model.applyplan import settled
+    a = {"syscalls_per_request": 100.0, "round_trips_per_request": 60.0}
+    assert settled(a, {"syscalls_per_request": 103.0, "round_trips_per_request": 62.0})
+    # a new FUSE client's first seconds: round trips still climbing
+    assert not settled({**a, "round_trips_per_request": 46.7}, a)
+    assert not settled(a, {**a, "syscalls_per_request": 90.0})
+    # a figure one run lacks (no network mount) is not compared
+    assert settled({"syscalls_per_request": 50.0, "round_trips_per_request": None},
+                   {"syscalls_per_request": 51.0, "round_trips_per_request": None})
+    assert settled({"syscalls_per_request": 0.0}, {"syscalls_per_request": 0.0})

@@ -72,6 +72,15 @@ def render(env: Env, r: apply_cmd.ApplyResult) -> None:
             t.add_row(label, str(v["before"].get(key)), str(v["after"].get(key)),
                       "-" if ch is None else f"{ch:+.1%}")
         out.print(t)
+        a = v["after"]
+        if a.get("runs", 1) > 1:
+            first = a.get("first") or {}
+            out.print(f"after: {'settled' if a.get('settled') else 'not settled'} in "
+                      f"{a['runs']} runs; the first run right after the change: "
+                      f"{first.get('syscalls_per_request')} calls"
+                      + (f", {first['round_trips_per_request']} round trips"
+                         if first.get("round_trips_per_request") is not None else "")
+                      + " per request")
         if v.get("predicted"):
             _prediction(out, v["predicted"])
     steps = f" and {len(r.steps)} storage change(s)" if r.steps else ""
@@ -131,11 +140,15 @@ def _prediction(out: Console, p: dict[str, Any]) -> None:
               help="Seconds of load per --verify measurement.")
 @click.option("--verify-concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
               metavar="N", help="Connections for --verify.")
+@click.option("--verify-settle", type=click.FloatRange(0, 3600), default=60.0, show_default=True,
+              metavar="S", help="After the change, measure again until two runs in a row agree "
+              "within 5 % (calls and round trips per request), for at most S seconds; 0: once.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 def apply(env: Env, finding_ids: tuple[str, ...], all_: bool, pool: str | None, lab: str | None,
           yes: bool, verify: bool, rollback: bool, trace_file: Path | None, url: str,
-          verify_duration: float, verify_concurrency: int, as_json: bool) -> None:
+          verify_duration: float, verify_concurrency: int, verify_settle: float,
+          as_json: bool) -> None:
     """Apply what `statstorm check` recommends: dry run first, then safely, then proven.
 
     Without --yes nothing is written: each change is shown with the current and recommended
@@ -160,7 +173,7 @@ def apply(env: Env, finding_ids: tuple[str, ...], all_: bool, pool: str | None, 
     opts = apply_cmd.ApplyOptions(
         findings=finding_ids, all=all_, pool=pool, lab=lab, yes=yes, verify=verify,
         rollback=rollback, trace=trace_file, url=url, verify_duration_s=verify_duration,
-        verify_concurrency=verify_concurrency)
+        verify_concurrency=verify_concurrency, verify_settle_s=verify_settle)
     apply_cmd.validate(env, opts)
     if yes or rollback:
         where = f"lab {lab}" if lab else f"pool {pool}" if pool else "the running pool"

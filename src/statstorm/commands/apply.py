@@ -41,8 +41,6 @@ from statstorm.model.applyplan import (APACHE, APP, MANUAL, MASTER_INI, MOUNT, N
                                        POOL_INI, VOLUME, Change)
 from statstorm.model.finding import Finding
 from statstorm.model.rules import RULES
-from statstorm.model import network_forecast
-from statstorm.model.phpsettings import SETTABLE
 from statstorm.results.apply import SCHEMA, FileEdit, StorageStep, compare
 from statstorm.results.trace import read_trace
 
@@ -66,6 +64,7 @@ class ApplyOptions:
     url: str = ""  # --verify on a pool: the page to load
     verify_duration_s: float = 5.0
     verify_concurrency: int = 4
+    verify_settle_s: float = 60.0  # after the change: measure again until settled, this long
 
 
 @dataclass
@@ -323,25 +322,10 @@ def full_tracer(env: Env, *, lab: str | None, pool: str | None, duration_s: floa
                                                      output=output), ready=ready, stop=stop)
 
 
-def whatif_sets(changes: list[Change]) -> tuple[list[str], list[str]]:
-    """apply's changes as whatif's --set values, and the ones whatif does not model."""
-    sets, other = [], []
-    for c in changes:
-        if c.kind in (POOL_INI, MASTER_INI, POOL) and c.key in SETTABLE:
-            sets.append(f"{c.key}={c.value}")
-        elif c.kind == MOUNT and c.key in network_forecast.FUSE_KEYS + network_forecast.NFS_KEYS:
-            sets.append(f"mount:{c.key}={c.value}")
-        elif c.kind == APP:
-            sets.append("app:data-cache=on")
-        elif c.kind != MANUAL:
-            other.append(f"{c.key}={c.value}")
-    return list(dict.fromkeys(sets)), other
-
-
 def predict(env: Env, target: Target, opts: ApplyOptions, changes: list[Change],
             ) -> dict[str, Any] | None:
     """whatif's prediction of the changes, from a short full trace of the pool before."""
-    sets, other = whatif_sets(changes)
+    sets, other = applyplan.whatif_sets(changes)
     env.log("verify: tracing the pool for whatif's prediction…")
     return measure(env, target, opts, tracer=full_tracer,
                    then=lambda path: whatif_cmd.predict_changes(path, sets, other)).get("prediction")
@@ -372,6 +356,28 @@ def measure(env: Env, target: Target, opts: ApplyOptions, tracer: Any = None,
             "failed_per_request": lv.server.failed_per_request,
             "round_trips_per_request": (network or {}).get("per_request"),
             "requests": sum(r.run.requests for r in lv.repeats)}
+
+
+def settle(env: Env, target: Target, opts: ApplyOptions) -> dict[str, Any]:
+    """The measurement after the change, once settled: runs until two in a row agree
+    (applyplan.settled) or verify_settle_s has passed; the first run is kept beside it."""
+    first = cur = measure(env, target, opts)
+    runs, done = 1, opts.verify_settle_s <= 0
+    start = env.clock()
+    while not done and env.clock() - start < opts.verify_settle_s:
+        prev, cur = cur, measure(env, target, opts)
+        runs += 1
+        done = applyplan.settled(prev, cur)
+        if not done:
+            env.log(f"verify: not settled yet ({_figures(prev)} → {_figures(cur)}); again…")
+    return {**cur, "runs": runs, "settled": done,
+            "first": {k: first.get(k) for k in applyplan.SETTLE_KEYS}}
+
+
+def _figures(m: dict[str, Any]) -> str:
+    rt = m.get("round_trips_per_request")
+    return (f"{m.get('syscalls_per_request')} calls" +
+            (f", {rt} round trips" if rt is not None else "") + " per request")
 
 
 # -- the command --------------------------------------------------------------------------------
@@ -421,7 +427,7 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
     result.mode = "applied"
     if before is not None:
         env.log("verify: measuring after the change…")
-        result.verify = compare(before, measure(env, target, opts), prediction)
+        result.verify = compare(before, settle(env, target, opts), prediction)
         if result.verify["worse"]:
             result.reason = f"--verify: {result.verify['worse']}"
             apply_steps.roll_back(env, target, backup, result.reason, result.steps)

@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from statstorm.model import config_edit
 from statstorm.model.config_edit import ini_value
 from statstorm.model.finding import Finding
+from statstorm.model.network_forecast import FUSE_KEYS, NFS_KEYS
+from statstorm.model.phpsettings import SETTABLE
 
 POOL_INI, MASTER_INI, POOL, NGINX, MANUAL = "pool-ini", "master-ini", "pool", "nginx", "manual"
 MOUNT, VOLUME, APP, APACHE = "mount", "volume", "app", "apache"
@@ -273,3 +276,38 @@ def edit_nginx(text: str, changes: list[Change], listen: str = "") -> str:
 
 __all__ = ["Change", "classify", "edit_fstab", "edit_ini", "edit_nginx", "edit_pool", "merge",
            "ini_value", "mount_options", "options_text"]
+
+
+# --verify after the change: two runs in a row within this of each other are settled
+SETTLE_TOLERANCE = 0.05
+SETTLE_KEYS = ("round_trips_per_request", "syscalls_per_request")
+
+
+def settled(prev: dict[str, Any], cur: dict[str, Any],
+            tolerance: float = SETTLE_TOLERANCE) -> bool:
+    """Whether two measurements in a row agree on the figures whatif predicts (network round
+    trips and metadata calls per request, each where both runs have it) within `tolerance`
+    of the larger: a new FUSE client and cold caches make fewer or more calls for a while,
+    and the prediction is of the steady state."""
+    for key in SETTLE_KEYS:
+        a, b = prev.get(key), cur.get(key)
+        if a is None or b is None:
+            continue
+        if max(a, b) > 0 and abs(a - b) / max(a, b) > tolerance:
+            return False
+    return True
+
+
+def whatif_sets(changes: list[Change]) -> tuple[list[str], list[str]]:
+    """apply's changes as whatif's --set values, and the ones whatif does not model."""
+    sets, other = [], []
+    for c in changes:
+        if c.kind in (POOL_INI, MASTER_INI, POOL) and c.key in SETTABLE:
+            sets.append(f"{c.key}={c.value}")
+        elif c.kind == MOUNT and c.key in FUSE_KEYS + NFS_KEYS:
+            sets.append(f"mount:{c.key}={c.value}")
+        elif c.kind == APP:
+            sets.append("app:data-cache=on")
+        elif c.kind != MANUAL:
+            other.append(f"{c.key}={c.value}")
+    return list(dict.fromkeys(sets)), other
