@@ -20,6 +20,7 @@ from statstorm.commands import whatif as whatif_cmd
 from statstorm.errors import UsageError
 from statstorm.model import latency_profile as lp
 from statstorm.model import network_forecast as nf
+from statstorm.model import round_trip_forecast as round_trips
 from statstorm.model.network_forecast import FUSE, NFS, MountCaches
 from statstorm.results import whatif_input
 from statstorm.results.apply import compare
@@ -124,15 +125,39 @@ def test_round_trips_are_calibrated_on_what_the_trace_measured() -> None:
     reach = {(1, STAT, False): 0.5, (1, OPEN, False): 1.0}  # 150 path calls, 20 opens reach
     measured = {"round_trips": 1000, "per_request": 100.0,
                 "by_fop": {"LOOKUP": 750, "OPEN": 100, "FLUSH": 75, "RELEASE": 75}}
-    f = nf.round_trip_factors(measured, by_mount, 10, reach)
+    f = round_trips.round_trip_factors(measured, by_mount, 10, reach)
     # per request: 25 FOPs of opens over 2 reaching opens; 75 others over 15 path calls
     assert (f.open_ops, f.path_ops) == (12.5, 5.0)
-    side = nf.network_side(by_mount, 10, reach, f, {1: MountCaches()}, [("/", "ext4"),
+    side = round_trips.network_side(by_mount, 10, reach, f, {1: MountCaches()}, [("/", "ext4"),
                                                                         ("/m", "fuse")])
     assert side["round_trips_per_request"] == 100.0  # the measured figure, reproduced
     assert side["reaching_per_request"] == 17.0 and side["calls_per_request"] == 32.0
-    none = nf.round_trip_factors(None, by_mount, 10, reach)
+    none = round_trips.round_trip_factors(None, by_mount, 10, reach)
     assert (none.open_ops, none.path_ops, none.measured_per_request) == (1.0, 1.0, None)
+
+
+def test_opens_answered_by_quick_read_go_to_the_brick_once_lookups_stop() -> None:
+    """GlusterFS: the brick saw an OPEN (and FLUSH, RELEASE) for 16 of 20 reaching opens; the
+    client answered the other 4 from content a LOOKUP brought. Without lookups reaching, every
+    open costs its three operations (the MediaWiki lab: 81 % of opens before 600 s
+    timeouts, all after)."""
+    by_mount = {(1, STAT, False): 300, (1, OPEN, False): 200}
+    reach = {(1, STAT, False): 0.5, (1, OPEN, False): 1.0}  # 15 path calls, 20 opens
+    measured = {"round_trips": 630, "per_request": 63.0,
+                "by_fop": {"LOOKUP": 150, "OPEN": 160, "FLUSH": 160, "RELEASE": 160}}
+    f = round_trips.round_trip_factors(measured, by_mount, 10, reach)
+    assert f.open_share == 0.8 and f.paths_now == 15.0
+    caches, mounts = {1: MountCaches()}, [("/", "ext4"), ("/m", "fuse")]
+    now = round_trips.network_side(by_mount, 10, reach, f, caches, mounts)
+    assert now["round_trips_per_request"] == 63.0  # the measured figure, reproduced
+    # lookups no longer reach: 20 opens × 3 operations
+    none_reach = {(1, STAT, False): 0.0, (1, OPEN, False): 1.0}
+    assert round_trips.network_side(by_mount, 10, none_reach, f, caches, mounts)[
+        "round_trips_per_request"] == 60.0
+    # half the lookups: half the quick-read answers (2 opens of 20 without an OPEN)
+    half = {(1, STAT, False): 0.25, (1, OPEN, False): 1.0}
+    assert round_trips.network_side(by_mount, 10, half, f, caches, mounts)[
+        "round_trips_per_request"] == round(18 * 3 + 7.5 * 1.0, 2)
 
 
 # -- measured latency ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 from statstorm.errors import UsageError
 from statstorm.model import latency_profile as lp
 from statstorm.model import network_forecast as nf
+from statstorm.model import round_trip_forecast as round_trips
 from statstorm.model import sampling
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
 from statstorm.model.replay import Prepared, ReplayResult, replay
@@ -205,11 +206,11 @@ def run(opts: WhatifOptions) -> WhatifRun:
         caches_now, caches_then, t_now, t_then = net
         current, proposed = side(cur, prep, profile, t_now), side(prop, prep, profile, t_then)
         r_now, r_then = nf_reach(t_now, cur), nf_reach(t_then, prop)
-        factors = nf.round_trip_factors(cached.network.get("measured"), cur.by_mount,
+        factors = round_trips.round_trip_factors(cached.network.get("measured"), cur.by_mount,
                                         cur.requests, r_now)
-        current["network"] = nf.network_side(cur.by_mount, cur.requests, r_now, factors,
+        current["network"] = round_trips.network_side(cur.by_mount, cur.requests, r_now, factors,
                                              caches_now, prep.mounts)
-        proposed["network"] = nf.network_side(prop.by_mount, prop.requests, r_then, factors,
+        proposed["network"] = round_trips.network_side(prop.by_mount, prop.requests, r_then, factors,
                                               caches_then, prep.mounts)
         network = {**factors.describe(), "app_data_cache": data_cache}
         if profile.get("split") is None or kind != "trace":
