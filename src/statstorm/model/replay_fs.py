@@ -31,7 +31,8 @@ def cut_cwds(t: TraceRecords) -> set[str]:
     return out
 
 
-def _observe_each_call(fs: FsView, t: TraceRecords, enoent: set[str], cut: set[str]) -> bool:
+def _observe_each_call(fs: FsView, t: TraceRecords, enoent: set[str],
+                       cut: set[str] | frozenset[str] = frozenset()) -> bool:
     """FsView.observe of each call that found or missed a path, in order (inlined: half a
     million calls in a big trace); whether there are readlink calls. The paths that a
     call found missing with ENOENT are added to `enoent`."""
@@ -74,7 +75,8 @@ def _observe_each_call(fs: FsView, t: TraceRecords, enoent: set[str], cut: set[s
     return links
 
 
-def _observe_calls(fs: FsView, t: TraceRecords, enoent: set[str], cut: set[str]) -> bool:
+def _observe_calls(fs: FsView, t: TraceRecords, enoent: set[str],
+                   cut: set[str] | frozenset[str] = frozenset()) -> bool:
     """What _observe_each_call does, for a trace whose paths each have one id, quicker: a
     call that repeats what its path last showed changes nothing, and the history of
     observations (`FsView._seen`) matters only for paths seen both present and missing, so
