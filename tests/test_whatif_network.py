@@ -330,3 +330,31 @@ def test_lab_trace_records_mount_options_and_apply_verify_predicts(lab, state_ho
     assert p["error"]["calls_per_request"] is not None
     run_cli(["lab", "down", "--name", name], state_home, check=True)
     assert leftovers(str(st["state_dir"]), str(st.get("volume") or "")) == []
+
+
+def test_the_input_cache_depends_on_every_model_module_it_runs() -> None:
+    """A change to any model module the cached input's code imports must invalidate old
+    caches: the list of modules hashed holds every statstorm.model module they reach."""
+    import ast
+    import importlib
+    from pathlib import Path as P
+
+    def model_imports(mod: str) -> set[str]:
+        tree = ast.parse(P(importlib.import_module(mod).__file__ or "").read_text())
+        out = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ImportFrom) and n.module == "statstorm.model":
+                out |= {f"statstorm.model.{a.name}" for a in n.names}
+            elif isinstance(n, ast.ImportFrom) and (n.module or "").startswith("statstorm.model."):
+                out.add(str(n.module))
+        return out
+
+    hashed = {m.__name__ for m in whatif_input._CODE}
+    todo = [m for m in hashed if m.startswith("statstorm.model.")]
+    reached: set[str] = set()
+    while todo:
+        m = todo.pop()
+        if m not in reached:
+            reached.add(m)
+            todo += sorted(model_imports(m) - reached)
+    assert reached <= hashed, sorted(reached - hashed)

@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import (latency_profile, network_forecast, php_engine, phpsettings,
-                             realpath_cache, replay, replay_fs, replay_input, replay_ops,
-                             tracestats)
+from statstorm.model import (include_resolution, latency_profile, network_forecast,
+                             open_basedir, php_engine, phpsettings, realpath_cache, replay,
+                             replay_cli, replay_fs, replay_input, replay_ops, replay_tally,
+                             stat_family, stats, tracestats, user_ini)
 from statstorm.model.realpath_cache import FsView
 from statstorm.model.replay_input import Prepared
 from statstorm.model.tracestats import summarize
@@ -52,8 +53,9 @@ VERSION = 2
 SUFFIX = ".whatif-cache"
 # The modules whose code decides what the cache holds: any change to them invalidates it.
 _CODE = (vocabulary, jsonl, sidecar, raw, sys.modules[__name__], tracestats, replay,
-         replay_input, replay_fs, replay_ops, realpath_cache, php_engine, phpsettings,
-         latency_profile, network_forecast)
+         replay_input, replay_fs, replay_ops, replay_cli, replay_tally, realpath_cache,
+         php_engine, stat_family, include_resolution, open_basedir, user_ini, phpsettings,
+         latency_profile, network_forecast, stats)
 
 
 @dataclass
