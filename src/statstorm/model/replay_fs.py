@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import defaultdict
+from typing import Any
 
 from statstorm.model.realpath_cache import DIR, FILE, LINK, MISSING, FsView
 from statstorm.results.trace.raw import (O_ARGS, O_START, R_SCRIPT, S_CALL, S_KIND, S_OP, S_PATH,
@@ -15,6 +16,22 @@ from statstorm.results.trace.raw import (O_ARGS, O_START, R_SCRIPT, S_CALL, S_KI
 
 ENOENT, ENOTDIR = -2, -20
 _OBSERVED = frozenset(("lstat", "stat", "access", "open"))
+
+
+def _observation(s: list[Any], cwd_whole: bool) -> tuple[int, bool] | None:
+    """What a syscall says of its path at its time: there (True) or missing (False); a
+    successful getcwd (whole, not cut by the tracer) says the directory exists throughout."""
+    call = s[S_CALL]
+    if call in _OBSERVED:
+        ret = s[S_RET]
+        if ret >= 0:
+            return (s[S_TS], True)
+        if ret == ENOENT or ret == ENOTDIR:
+            return (s[S_TS], False)
+        return None
+    if call == "getcwd" and s[S_RET] > 0 and cwd_whole:
+        return (0, True)
+    return None
 
 
 def cut_cwds(t: TraceRecords) -> set[str]:
@@ -132,20 +149,9 @@ def _observe_calls(fs: FsView, t: TraceRecords, enoent: set[str],
             i = s[S_PATH]
             if i not in mixed:
                 continue
-            call = s[S_CALL]
-            if call in _OBSERVED:
-                ret = s[S_RET]
-                if ret >= 0:
-                    obs = (s[S_TS], True)
-                elif ret == ENOENT or ret == ENOTDIR:
-                    obs = (s[S_TS], False)
-                else:
-                    continue
-            elif call == "getcwd" and s[S_RET] > 0 and i not in cut_ids:
-                obs = (0, True)
-            else:
-                continue
-            seen.setdefault(pget(i, ""), []).append(obs)
+            obs = _observation(s, i not in cut_ids)
+            if obs is not None:
+                seen.setdefault(pget(i, ""), []).append(obs)
     enoent.update(pget(i, "") for i in missing)
     return links
 
@@ -210,18 +216,8 @@ def _spelling_histories(fs: FsView, t: TraceRecords, cut: set[str]) -> None:
         return
     pget = t.paths.get
     for s in t.syscalls:
-        call = s[S_CALL]
-        if call in _OBSERVED:
-            ret = s[S_RET]
-            if ret >= 0:
-                obs = (s[S_TS], True)
-            elif ret == ENOENT or ret == ENOTDIR:
-                obs = (s[S_TS], False)
-            else:
-                continue
-        elif call == "getcwd" and s[S_RET] > 0:
-            obs = (0, True)
-        else:
+        obs = _observation(s, True)
+        if obs is None:
             continue
         path = pget(s[S_PATH], "")
         if path in need and path not in cut:
