@@ -370,7 +370,7 @@ def settle(env: Env, target: Target, opts: ApplyOptions) -> dict[str, Any]:
         done = applyplan.settled(prev, cur)
         if not done:
             env.log(f"verify: not settled yet ({_figures(prev)} → {_figures(cur)}); again…")
-    return {**cur, "runs": runs, "settled": done,
+    return {**cur, "runs": runs, "settled": done and runs > 1,  # one run: not checked
             "first": {k: first.get(k) for k in applyplan.SETTLE_KEYS}}
 
 
