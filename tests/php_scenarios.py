@@ -36,6 +36,7 @@ from statstorm.adapters.strace_log import import_file
 from statstorm.adapters.strace_session import SYSCALLS
 from statstorm.model.phpsettings import from_recorded, parse_set, with_changes
 from statstorm.model.replay import prepare, replay
+from statstorm.model.replay_limits import limits
 from statstorm.model.tracestats import summarize
 from statstorm.results.trace import SUMMARY_KEYS, read_trace
 
@@ -322,11 +323,18 @@ def real(sc: Scenario, settings: dict[str, str], log: Path) -> dict[str, float]:
     return {k: per[k] for k in SUMMARY_KEYS}
 
 
-def predict(trace: Any, sc: Scenario, settings: dict[str, str]) -> dict[str, float]:
+def predict(trace: Any, sc: Scenario, settings: dict[str, str]) -> tuple[dict[str, float],
+                                                                         list[str]]:
+    """The model's per-request counts under `settings`, and the ids of the limits
+    (model.replay_limits) that leave the prediction not determined by the trace."""
     recorded = trace.header["settings"]
-    s = with_changes(from_recorded(recorded), recorded, parse_set(sc.changes(settings)))
-    per = replay(prepare(trace), s).per_request
-    return {k: per[k] for k in SUMMARY_KEYS}
+    rec = from_recorded(recorded)
+    s = with_changes(rec, recorded, parse_set(sc.changes(settings)))
+    prep = prepare(trace)
+    res = replay(prep, s)
+    per = res.per_request
+    return {k: per[k] for k in SUMMARY_KEYS}, [lim["id"] for lim in
+                                               limits(prep, rec, s, res.guessed)]
 
 
 @dataclass
@@ -335,6 +343,11 @@ class Comparison:
     what: str  # "replay" or the --set changes
     model: dict[str, float]
     real: dict[str, float]
+    limits: list[str] = field(default_factory=list)  # not determined by the trace: why
+
+    @property
+    def determined(self) -> bool:
+        return not self.limits
 
     @property
     def exact(self) -> bool:
@@ -363,13 +376,15 @@ def check_scenario(sc: Scenario, home: Path) -> list[Comparison]:
         trace = read_trace(tfile)
         per = summarize(trace)["per_request"]
         traced = {k: per[k] for k in SUMMARY_KEYS}
-        out = [Comparison(sc.seed, "replay", predict(trace, sc, sc.settings[0]), traced)]
+        model, lims = predict(trace, sc, sc.settings[0])
+        out = [Comparison(sc.seed, "replay", model, traced, lims)]
         log = sc.root.parent / f"{stem}.strace"
         out.append(Comparison(sc.seed, "strace vs tracer", real(sc, sc.settings[0], log),
                               traced))
         for s in sc.settings[1:]:
-            out.append(Comparison(sc.seed, " ".join(sc.changes(s)) or "(same)",
-                                  predict(trace, sc, s), real(sc, s, log)))
+            model, lims = predict(trace, sc, s)
+            out.append(Comparison(sc.seed, " ".join(sc.changes(s)) or "(same)", model,
+                                  real(sc, s, log), lims))
         return out
     finally:
         shutil.rmtree(sc.root, ignore_errors=True)

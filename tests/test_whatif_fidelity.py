@@ -381,3 +381,17 @@ SEEDS = (1, 2, 3, 5, 8, 13, 21, 34)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_scenarios(seed: int, base: Path, state_home: Path) -> None:
     assert_exact(ps.check_case(seed, base, state_home, EXACT_FEATURES))
+
+
+# Seeds over every feature where bench/whatif_fidelity.py found a replay or a prediction
+# with no limit named off, fixed since: a symlink's target guessed from another spelling
+# over one seen (442), a file renamed into place through a symlink (367), a *_once found
+# only relative to the cwd compiling under its name and adding that key unless the file
+# was included already (346, 167), enable_file_override's revalidation within
+# revalidate_freq (266). Every replay and every prediction whatif names no limit for
+# (model/replay_limits.py) must be exact.
+@pytest.mark.parametrize("seed", (167, 266, 346, 367, 442))
+def test_every_determined_prediction_is_exact(seed: int, base: Path, state_home: Path) -> None:
+    out = ps.check_case(seed, base, state_home)
+    assert_exact([c for c in out if c.determined])
+    assert [c for c in out if c.what == "replay" and c.determined]

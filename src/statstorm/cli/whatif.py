@@ -124,6 +124,8 @@ def whatif(env: Env, trace_file: Path, sets: tuple[str, ...], profile: str,
         out.print(f"network: {mounts}; round trips: {res.network['basis']}")
     for note in res.notes:
         out.print(f"note: {note}")
+    for lim in prop.get("limits", []):
+        out.print(f"not determined by the trace ({lim['id']}): {lim['text']}")
     if res.find_min is not None:
         fm = res.find_min
         if fm.get("note"):

@@ -21,6 +21,7 @@ from statstorm.model import round_trip_forecast as round_trips
 from statstorm.model import sampling
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
 from statstorm.model.replay import Prepared, ReplayResult, replay
+from statstorm.model.replay_limits import limits
 from statstorm.results import whatif_input
 from statstorm.results.common import MAX_JSON_BYTES, read_bounded
 from statstorm.results.trace.raw import TraceRecords, read_records
@@ -217,6 +218,7 @@ def run(opts: WhatifOptions) -> WhatifRun:
             notes.append("the latency profile does not tell cache answers from round trips: "
                          "metadata time is priced per call as the profile says, so mount: "
                          "changes show in the round trips only")
+    proposed["limits"] = limits(prep, current_s, proposed_s, prop.guessed)
     fm = find_min_cache(prep, proposed_s) if opts.find_min else None
     note = sampling.whatif_note(cached.header)
     if note:

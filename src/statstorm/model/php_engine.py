@@ -152,7 +152,13 @@ class Engine:
                         continue  # a revalidation the engine has just made itself
                     d = self._deferred  # else an override's, after its resolution
                     if d is not None and d[0] == ev[3]:
+                        # (validate_timestamp_and_record: none within revalidate_freq)
+                        if not s.opcache_validate_timestamps or (
+                                s.opcache_revalidate_freq
+                                and self.opc_scripts.get(d[0], 0) >= w.request_time):
+                            continue
                         include_resolution.resolve(w.resolver, d[1], d[2], d[3], d[4])
+                        self.opc_scripts[d[0]] = w.request_time + s.opcache_revalidate_freq
                 emit(ev[2], ev[3], ev[4])
                 continue
             if kind == E_REQ:
@@ -285,6 +291,7 @@ class Engine:
             return
         if once and resolved is not None and resolved in w.included:
             return
+        by_name = resolved is None  # compiled under the name as written (its key added)
         if resolved is None:
             if once:  # zend_stream_open of the name as written: its own resolution first
                 include_resolution.resolve(w.resolver, name, cwd, include_path, fallback)
@@ -309,11 +316,14 @@ class Engine:
                 return
         self.emit("open", resolved, False)
         self.emit("fstat", resolved, False)
+        if by_name and once and resolved in w.included:
+            return  # opened by its name, found included already: not compiled, no key
         w.included.add(resolved)
         if s.opcache and not self._fresh(w, resolved):
             if resolved not in self.opc_scripts:
                 self.opc_scripts[resolved] = w.request_time + s.opcache_revalidate_freq
-            if not once and key is not None:  # a *_once compiles under its real path only
+            if key is not None and (not once or by_name):
+                # a *_once compiles under its real path, when its name resolved
                 self._add_key(key, resolved)
             self.opc_keys[resolved] = resolved
 

@@ -65,6 +65,13 @@ class FsView:
         # physical path → the times (ns) before which it was created while traced (the last
         # look that found it missing, or the start of an include that compiled it again)
         self.created: dict[str, list[int]] = {}
+        # Guesses: directories known only as a `chdir()` target (a link or not: unknown);
+        # the paths whose kind() is taken, not seen (`_guess`, built as kind() answers);
+        # those a replay asked about (`guessed`: the caller empties it before a replay)
+        self.unsure_dirs: set[str] = set()
+        self._physical: set[str] = set()  # directories a getcwd showed, and their parents
+        self._guess: set[str] = set()
+        self.guessed: set[str] = set()
 
     def observe(self, path: str, kind: int, ts_ns: int = 0) -> None:
         """Record that `path` (absolute, as written) is MISSING, FILE, DIR or LINK.
@@ -94,6 +101,13 @@ class FsView:
         self._memo.clear()
         self._exists.clear()
         self._alias.clear()
+        self._guess.clear()
+        self._physical.clear()
+        for p, k in self.types.items():
+            if k == DIR and p not in self.unsure_dirs:  # a getcwd's path: no link in it
+                while p not in self._physical and p != "/":
+                    self._physical.add(p)
+                    p = posixpath.dirname(p)
         # the observations of every spelling of a physical path together (through symlinks,
         # `.` and `..`): a file made under one name is seen missing under another
         seen: dict[str, list[tuple[int, bool]]] = {}
@@ -174,23 +188,30 @@ class FsView:
         return hist
 
     def kind(self, path: str) -> int:
-        """What an lstat of `path` finds."""
+        """What an lstat of `path` finds. A kind no call of the trace showed (a path under an
+        existing directory taken for missing, a directory that may be a symlink) is a
+        guess: the path goes into `guessed`."""
         hist = self._history(path)
         if hist is not None:
             return FILE if self._at_now(hist) else MISSING
         k = self.types.get(path)
         if k is not None and k != FILE:
+            if k == DIR and path in self.unsure_dirs:
+                self.guessed.add(path)
             return k
         m = self._memo.get(path)
         if m is not None:
+            if path in self._guess:
+                self.guessed.add(path)
             return m
         res = MISSING
+        c: str | None = None
         par = posixpath.dirname(path)
         base = self.canon(par) if par != path else "/"
         if base is not None:
             leaf = posixpath.basename(path)
             if leaf in ("", "."):
-                c: str | None = base
+                c = base
             elif leaf == "..":
                 c = posixpath.dirname(base)
             else:
@@ -202,8 +223,23 @@ class FsView:
                     res = DIR
                 else:
                     res = self._canon_types.get(c, MISSING)
+        if c is not None and res != LINK and self._guessed_kind(c, base, res):
+            self._guess.add(path)
+            self.guessed.add(path)
         self._memo[path] = res
         return res
+
+    def _guessed_kind(self, c: str, parent: str | None, res: int) -> bool:
+        """Whether the kind of physical path `c` is taken rather than seen: missing under a
+        directory that exists, with no call on it; or a directory known only as the parent
+        of other paths or as a `chdir()` target, which may be a symlink (no lstat of it, no
+        getcwd inside it)."""
+        if c in self._canon_types:
+            return c in self.unsure_dirs
+        if res == MISSING:
+            return parent is not None and (parent == "/" or parent in self._dirs or
+                                           self._canon_types.get(parent, MISSING) != MISSING)
+        return res == DIR and c != "/" and c not in self._physical
 
     def exists(self, path: str) -> bool:
         """Does stat()/access()/open() of `path` (following links) succeed?"""
@@ -212,6 +248,8 @@ class FsView:
             return self._at_now(hist)
         e = self._exists.get(path)
         if e is not None:
+            if path in self._guess:
+                self.guessed.add(path)
             return e
         k = self.kind(path)
         if k == LINK:

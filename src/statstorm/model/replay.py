@@ -33,6 +33,8 @@ class ReplayResult:
     cache_bytes_mean: float  # mean over workers of each one's peak
     cache_bytes_final: int = 0  # the largest realpath_cache_size() at the end of the replay
     by_mount: dict[tuple[int, int, bool], int] = field(default_factory=dict)
+    # paths whose kind the replay took rather than saw in the trace (FsView.guessed)
+    guessed: tuple[str, ...] = ()
 
 
 def mount_lookup(mounts: list[tuple[str, str]]) -> Any:
@@ -53,6 +55,7 @@ def replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
 
 
 def _replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
+    prep.fs.guessed = set()
     eng = Engine(settings, prep.fs, mount_lookup(prep.mounts), set(prep.counted))
     eng.recorded_include_path = prep.include_path
     pids = worker_order(prep)
@@ -96,7 +99,8 @@ def _replay(prep: Prepared, settings: PhpSettings) -> ReplayResult:
     by_mount = dict(eng.tally.by_mount)  # calls of counted requests
     return ReplayResult(settings, n, {k: per_request[k] for k in SUMMARY_KEYS}, len(workers),
                         max(peaks, default=0), sum(peaks) / len(peaks) if peaks else 0.0,
-                        max((w.cache.used for w in workers), default=0), by_mount)
+                        max((w.cache.used for w in workers), default=0), by_mount,
+                        tuple(sorted(prep.fs.guessed)))
 
 
 def worker_order(prep: Prepared) -> list[int]:

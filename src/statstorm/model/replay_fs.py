@@ -175,19 +175,25 @@ def _chdir_links(fs: FsView, t: TraceRecords, cut: set[str]) -> None:
             path = pget(s[S_PATH], "")
             if s[S_RET] == 0 and path.startswith("/"):
                 pending[s[S_PID]] = path = posixpath.normpath(path)
-                if path not in fs.types:  # it exists (a link or a directory)
+                if path not in fs.types:  # it exists (a link or a directory: unknown yet)
                     fs.observe(path, DIR)
+                    fs.unsure_dirs.add(path)
             continue
         if call != "getcwd" or s[S_PID] not in pending:
             continue
         path = pending.pop(s[S_PID])
         now = pget(s[S_PATH], "")
-        if s[S_RET] <= 0 or not now.startswith("/") or now == path or path in fs.links or (
-                now in cut):
+        if s[S_RET] <= 0 or not now.startswith("/") or now in cut:
+            continue
+        if now == path:
+            fs.unsure_dirs.discard(path)  # the kernel's cwd is that very path: no link
+            continue
+        if path in fs.links:
             continue
         parent = posixpath.dirname(path)
         if fs.canon(parent) == parent and fs.types.get(path) == DIR:
             _observe_target(fs, path, parent, now)
+            fs.unsure_dirs.discard(path)
 
 
 def _spelling_histories(fs: FsView, t: TraceRecords, cut: set[str]) -> None:
@@ -225,8 +231,8 @@ def _spelling_histories(fs: FsView, t: TraceRecords, cut: set[str]) -> None:
 
 
 def recompiled(t: TraceRecords) -> dict[str, int]:
-    """For a trace recorded with OPcache on (keys by name): each script that a plain include
-    by its own absolute path compiled (opened) twice in one process → a time before the
+    """For a trace recorded with OPcache on (keys by name): each script that plain includes
+    by one absolute name compiled (opened) twice in one process → a time before the
     first. OPcache would have answered the second from that key had it cached the script:
     it was too new (file_update_protection), made while traced (a file renamed into place
     is not seen missing before)."""
@@ -242,9 +248,10 @@ def recompiled(t: TraceRecords) -> dict[str, int]:
             continue
         path = pget(s[S_PATH], "")
         v = o[O_ARGS].get("name", "")
-        if (pget(v, "") if isinstance(v, int) else str(v)) != path:
-            continue
-        key = (s[S_PID], path)
+        name = pget(v, "") if isinstance(v, int) else str(v)
+        if not name.startswith("/"):
+            continue  # (an absolute name, through a symlink or not, is its own key)
+        key = (s[S_PID], name)
         if key in first:
             out.setdefault(path, first[key])
         else:
@@ -293,6 +300,8 @@ def from_records(t: TraceRecords, named: list[str], cut: set[str] | None = None)
                     # the resolution goes on with the target (not cached): its lstat
                     _observe_target(fs, path, parent, nxt[1])
                     continue
+                if path in fs.links:
+                    continue  # known: the guesses below never replace a target seen
                 rests = sorted({c[1][len(path):] for c in calls[max(0, i - 64):i]
                                 if c[1].startswith(path + "/")}, key=len, reverse=True)
                 # the same operation's calls first (its open is of the resolved path); a

@@ -63,6 +63,7 @@ class Prepared:
     compiled: set[str] = field(default_factory=set)  # scripts opened by an include (compiled)
     lstatted: dict[int, set[str]] = field(default_factory=dict)  # pid → paths it lstat()ed
     user_ini_scanned: dict[int, set[str]] = field(default_factory=dict)  # pid → script dirs
+    wipes: int = 0  # realpath-cache wipes with no file name (model.replay_limits)
     start_s: int = 0
     merged: Any = None  # every worker's events in time order (built on first use)
 
@@ -144,6 +145,7 @@ def _prepare(t: TraceRecords) -> Prepared:
     user_ini: dict[tuple[int, int], list[str]] = defaultdict(list)
     user_ini_start: dict[tuple[int, int], int] = {}
     modeled = 0
+    wipes = 0
     fallbacks: dict[tuple[Any, ...], str] = {}
     # the fallback directory of names without candidates, by (include_path, script): the
     # same for a run of includes, so looked up by name alone while they do not change
@@ -229,6 +231,7 @@ def _prepare(t: TraceRecords) -> Prepared:
                 if isinstance(v, int):
                     v = pget(v, "")
                 ev = (E_CLEAR, req, bool(a.get("realpath")), str(v or ""))
+                wipes += ev[2] and not ev[3]
             elif kind == "user_ini":
                 key = (pid, req)
                 user_ini[key].append(arg(a.get("name", "")))
@@ -356,6 +359,7 @@ def _prepare(t: TraceRecords) -> Prepared:
     prep = Prepared(fs, streams, counted, first_request, t.mounts, total, modeled, kept,
                     str(settings.get("include_path", "")), rec.max_requests, rec.workers)
     prep.start_s = epoch_s
+    prep.wipes = wipes
     for (pid, req), dirs in user_ini.items():
         d = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
         prep.user_ini_scanned.setdefault(pid, set()).add(d)
