@@ -150,15 +150,16 @@ class Engine:
                 if len(ev) == 6 and ev[5] == "revalidate":
                     if self._validated == ev[3]:
                         continue  # a revalidation the engine has just made itself
-                    d = self._deferred  # else an override's, after its resolution
+                    # else an override's (validate_timestamp_and_record: none within
+                    # revalidate_freq), after its resolution
+                    if not s.opcache or not s.opcache_validate_timestamps or (
+                            s.opcache_revalidate_freq
+                            and self.opc_scripts.get(ev[3], 0) >= w.request_time):
+                        continue
+                    d = self._deferred
                     if d is not None and d[0] == ev[3]:
-                        # (validate_timestamp_and_record: none within revalidate_freq)
-                        if not s.opcache_validate_timestamps or (
-                                s.opcache_revalidate_freq
-                                and self.opc_scripts.get(d[0], 0) >= w.request_time):
-                            continue
                         include_resolution.resolve(w.resolver, d[1], d[2], d[3], d[4])
-                        self.opc_scripts[d[0]] = w.request_time + s.opcache_revalidate_freq
+                    self.opc_scripts[ev[3]] = w.request_time + s.opcache_revalidate_freq
                 emit(ev[2], ev[3], ev[4])
                 continue
             if kind == E_REQ:
