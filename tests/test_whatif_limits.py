@@ -5,6 +5,11 @@ prediction with no limit named is exact."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from conftest import run_cli
+from test_whatif_model import small_trace
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.realpath_cache import DIR, FILE, MISSING, REALPATH, FsView, RealpathCache, \
     Resolver
@@ -111,3 +116,20 @@ def test_guessed_paths_are_named() -> None:
     assert ids(lims) == ["unseen-paths"]
     assert lims[0]["paths"] == [f"/p{i}" for i in range(7)]
     assert "7 path(s)" in str(lims[0]["text"]) and "/p4, …" in str(lims[0]["text"])
+
+
+def test_whatif_names_the_limits(tmp_path: Path) -> None:
+    """`--json` carries `proposed.limits` (empty: determined); the table prints each."""
+    tr = small_trace(tmp_path / "t.sst.gz")
+    d = json.loads(run_cli(["whatif", str(tr), "--set", "realpath_cache_size=0", "--json"],
+                           tmp_path, check=True).stdout)
+    assert d["proposed"]["limits"] == []
+    opc = small_trace(tmp_path / "opc.sst.gz", {
+        "sapi": "cli", "realpath_cache_size": "4096K", "include_path": ".:/usr/share/php",
+        "opcache.enable": "1", "opcache.enable_cli": "1", "opcache.revalidate_path": "0"})
+    d = json.loads(run_cli(["whatif", str(opc), "--set", "opcache.enable_cli=0", "--json"],
+                           tmp_path, check=True).stdout)
+    assert [lim["id"] for lim in d["proposed"]["limits"]] == ["opcache-once"]
+    text = run_cli(["whatif", str(opc), "--set", "opcache.enable_cli=0"], tmp_path,
+                   check=True).stdout
+    assert "not determined by the trace (opcache-once): recorded with OPcache on" in text
