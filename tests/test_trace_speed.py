@@ -334,7 +334,7 @@ def test_streams_merge_in_time_then_index_then_pid_order() -> None:
 
     from statstorm.model.replay import Prepared, _merged
     from statstorm.model.replay_input import _seconds
-    from statstorm.model.realpath_cache import FsView
+    from statstorm.model.fs_view import FsView
     rng = random.Random(4)
     for _ in range(200):
         streams = {}
@@ -391,7 +391,7 @@ def test_sidecars_are_trusted_when_ours_or_roots_alone() -> None:
 def test_file_system_view_from_calls_quick_and_plain_agree(tmp_path: Path) -> None:
     from statstorm.model import replay_fs
     from statstorm.model import replay_input as rp
-    from statstorm.model.realpath_cache import FsView
+    from statstorm.model.fs_view import FsView
     path = pool_trace(tmp_path / "p.sst")
     for t in (raw.read_records(path), raw.of_trace(small_trace_read(tmp_path))):
         quick, plain = FsView(), FsView()

@@ -11,8 +11,8 @@ from pathlib import Path
 from conftest import run_cli
 from test_whatif_model import small_trace
 from statstorm.model.phpsettings import PhpSettings
-from statstorm.model.realpath_cache import DIR, FILE, MISSING, REALPATH, FsView, RealpathCache, \
-    Resolver
+from statstorm.model.fs_view import DIR, FILE, MISSING, FsView
+from statstorm.model.realpath_cache import REALPATH, RealpathCache, Resolver
 from statstorm.model.replay_input import Prepared
 from statstorm.model.replay_limits import limits
 

@@ -16,8 +16,9 @@ from statstorm.model import latency_profile as lp
 from statstorm.model.php_engine import (E_CLEAR, E_INCLUDE, E_PROBE, E_REALPATH, E_REQ,
                                         E_USER_INI, Engine, Event)
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
-from statstorm.model.realpath_cache import (CHAINS, DIR, FILE, FILEPATH, LINK, MISSING,
-                                            REALPATH, FsView, RealpathCache, Resolver, fnv_key)
+from statstorm.model.fs_view import DIR, FILE, LINK, MISSING, FsView
+from statstorm.model.realpath_cache import (CHAINS, FILEPATH, REALPATH, RealpathCache, Resolver,
+                                            fnv_key)
 from statstorm.model.replay import prepare, replay
 from statstorm.errors import UsageError
 from statstorm.results.trace import Operation, Request, Syscall, Trace, new_header, write_trace

@@ -17,8 +17,8 @@ from typing import Any, Callable
 from statstorm.model import include_resolution, open_basedir, stat_family, user_ini
 from statstorm.model.open_basedir import E_BASEDIR
 from statstorm.model.phpsettings import PhpSettings
-from statstorm.model.realpath_cache import (FILEPATH, REALPATH, FsView, RealpathCache,
-                                            Resolver)
+from statstorm.model.fs_view import FsView
+from statstorm.model.realpath_cache import FILEPATH, REALPATH, RealpathCache, Resolver
 from statstorm.model.replay_tally import Tally
 from statstorm.results.trace.vocabulary import CALLS
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from statstorm.model.php_engine import E_REQ, NCALLS, Engine, Event
 from statstorm.model.phpsettings import PhpSettings
-from statstorm.model.realpath_cache import LINK
+from statstorm.model.fs_view import LINK
 from statstorm.model.replay_input import Prepared, build_fs, prepare
 from statstorm.model.replay_tally import Tally
 from statstorm.results.common import collector_paused

@@ -10,7 +10,7 @@ import posixpath
 from collections import defaultdict
 from typing import Any
 
-from statstorm.model.realpath_cache import DIR, FILE, LINK, MISSING, FsView
+from statstorm.model.fs_view import DIR, FILE, LINK, MISSING, FsView
 from statstorm.results.trace.raw import (O_ARGS, O_START, R_SCRIPT, S_CALL, S_KIND, S_OP, S_PATH,
                                          S_PID, S_RET, S_TS, TraceRecords)
 

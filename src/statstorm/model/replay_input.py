@@ -30,7 +30,8 @@ from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_INCLUDE,
                                         E_PASS, E_PROBE, E_REALPATH, E_REQ, E_RESOLVE,
                                         E_USER_INI, Event)
 from statstorm.model.phpsettings import from_recorded
-from statstorm.model.realpath_cache import EXPAND, FILEPATH, REALPATH, FsView
+from statstorm.model.fs_view import FsView
+from statstorm.model.realpath_cache import EXPAND, FILEPATH, REALPATH
 from statstorm.model.replay_ops import fallback_dir
 from statstorm.results.common import collector_paused
 from statstorm.results.trace.raw import (O_ARGS, R_END, R_ID, R_PID, R_SCRIPT, R_START, S_CALL,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from statstorm.model.realpath_cache import LINK, MISSING, FsView
+from statstorm.model.fs_view import LINK, MISSING, FsView
 
 ACCESS_FUNCS = frozenset(("file_exists", "is_readable", "is_writable", "is_executable"))
 LSTAT_FUNCS = frozenset(("is_link", "lstat"))

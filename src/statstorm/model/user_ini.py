@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from statstorm.model.phpsettings import PhpSettings
-from statstorm.model.realpath_cache import FsView
+from statstorm.model.fs_view import FsView
 
 
 def scan(s: PhpSettings, fs: FsView, emit: Callable[[str, str, bool], None],

@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import (include_resolution, latency_profile, network_forecast,
+from statstorm.model import (fs_view, include_resolution, latency_profile, network_forecast,
                              open_basedir, php_engine, phpsettings, realpath_cache, replay,
                              replay_cli, replay_fs, replay_input, replay_ops, replay_tally,
                              stat_family, stats, tracestats, user_ini)
-from statstorm.model.realpath_cache import FsView
+from statstorm.model.fs_view import FsView
 from statstorm.model.replay_input import Prepared
 from statstorm.model.tracestats import summarize
 from statstorm.results.common import collector_paused, trusted, write_atomic
@@ -53,7 +53,7 @@ VERSION = 2
 SUFFIX = ".whatif-cache"
 # The modules whose code decides what the cache holds: any change to them invalidates it.
 _CODE = (vocabulary, jsonl, sidecar, raw, sys.modules[__name__], tracestats, replay,
-         replay_input, replay_fs, replay_ops, replay_cli, replay_tally, realpath_cache,
+         replay_input, replay_fs, replay_ops, replay_cli, replay_tally, realpath_cache, fs_view,
          php_engine, stat_family, include_resolution, open_basedir, user_ini, phpsettings,
          latency_profile, network_forecast, stats)
 
