@@ -7,10 +7,8 @@ the engine makes them again under the chosen settings. Every other recorded sysc
 start-up, session files, fopen, the primary script's open…) is kept as it was.
 
 The file system the engine sees (`FsView`) is built from the trace itself (model.replay_fs);
-which operations are modelled, and which of their syscalls dropped, is model.replay_ops.
-
-The input is built from the trace's raw records (`results.trace.raw`): a million operations
-are read and prepared without an object per record.
+which operations are modelled, and which of their syscalls dropped, is model.replay_ops. The
+input comes from the trace's raw records (`results.trace.raw`): no object per record.
 """
 
 from __future__ import annotations
