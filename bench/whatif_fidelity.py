@@ -166,7 +166,8 @@ def main() -> int:
                                           "real": c.real, "limits": c.limits}
                                          for c in results], indent=1))
     # the goal: every replay and every determined prediction exact
-    return 0 if not [c for c in bad if c.determined] and not errors else 1
+    return 0 if not [c for c in bad if c.determined or c.what == "replay"] and not errors \
+        else 1
 
 
 if __name__ == "__main__":
