@@ -208,11 +208,11 @@ def run(opts: WhatifOptions) -> WhatifRun:
         current, proposed = side(cur, prep, profile, t_now), side(prop, prep, profile, t_then)
         r_now, r_then = nf_reach(t_now, cur), nf_reach(t_then, prop)
         factors = round_trips.round_trip_factors(cached.network.get("measured"), cur.by_mount,
-                                        cur.requests, r_now)
-        current["network"] = round_trips.network_side(cur.by_mount, cur.requests, r_now, factors,
-                                             caches_now, prep.mounts)
-        proposed["network"] = round_trips.network_side(prop.by_mount, prop.requests, r_then, factors,
-                                              caches_then, prep.mounts)
+                                                 cur.requests, r_now)
+        current["network"] = round_trips.network_side(cur.by_mount, cur.requests, r_now,
+                                                      factors, caches_now, prep.mounts)
+        proposed["network"] = round_trips.network_side(prop.by_mount, prop.requests, r_then,
+                                                       factors, caches_then, prep.mounts)
         network = {**factors.describe(), "app_data_cache": data_cache}
         if profile.get("split") is None or kind != "trace":
             notes.append("the latency profile does not tell cache answers from round trips: "

@@ -22,8 +22,7 @@ def limits(prep: Prepared, recorded: PhpSettings, proposed: PhpSettings,
     """[{id, text, (paths)}] for the limits that apply to predicting `proposed` from a
     trace recorded under `recorded`; `guessed`: the paths the replay took (ReplayResult)."""
     out: list[dict[str, Any]] = []
-    keyed = recorded.opcache and not recorded.opcache_revalidate_path  # keys by name
-    if keyed:
+    if recorded.opcache and not recorded.opcache_revalidate_path:  # keys by name
         change = ("OPcache off" if not proposed.opcache else
                   "opcache.revalidate_path=1" if proposed.opcache_revalidate_path else
                   "another include_path" if proposed.include_path != recorded.include_path
