@@ -40,6 +40,7 @@ E_USER_INI = 6  # (E_USER_INI, req, script_dir, dirs)
 E_RESOLVE = 7  # (E_RESOLVE, req, name, cwd, include_path, fallback_dir): the primary script
 E_CHDIR = 8  # (E_CHDIR, req, succeeded, PHP's chdir()): stat cache; OPcache's getcwd
 E_OPC_CLI = 9  # (E_OPC_CLI, req, lock file, script): a CLI run's calls of OPcache itself
+PROBE_ONCE = 2  # an E_INCLUDE's `once` when it was enable_file_override's probe's (replay_ops)
 # E_BASEDIR = 10: (E_BASEDIR, req, path, cwd), an open_basedir check (model.open_basedir)
 
 Event = tuple[Any, ...]
@@ -265,7 +266,10 @@ class Engine:
                     self.emit("getcwd", cwd, False)  # ZCG(cwd), once per request
                     w.opc_cwd = True
                 key = include_resolution.opc_key(name, cwd, include_path, fallback)
-            script = None if s.opcache_revalidate_path else self.opc_keys.get(key)
+            script = self.opc_keys.get(key)
+            if s.opcache_revalidate_path and script is not None and not (
+                    once == PROBE_ONCE and script in w.included):
+                script = None  # (a probe's is answered from its key all the same)
             if script is not None:
                 if once and script in w.included:
                     # (or enable_file_override's resolution of a probe's name, which the

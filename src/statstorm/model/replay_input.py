@@ -348,6 +348,8 @@ def _prepare(t: TraceRecords) -> Prepared:
             tl = open_basedir.fopen_checks(tl, {ns for p, ns in expands if p == pid})
         if rec.opcache:  # OPcache's own getcwd for its keys: the engine makes it
             tl = replay_ops.drop_opcache_cwd(tl, opc_keys, rec.opcache_enable_file_override)
+            if rec.opcache_enable_file_override:
+                replay_ops.mark_probe_resolutions(tl)
         evs = [x[1] for x in tl]
         ns = [x[0] for x in tl]
         streams[pid] = (evs, _seconds(ns, epoch_ns), ns)

@@ -12,7 +12,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from statstorm.model.php_engine import E_INCLUDE, E_PASS, E_PROBE, OVERRIDE_FUNCS
+from statstorm.model.php_engine import E_INCLUDE, E_PASS, E_PROBE, OVERRIDE_FUNCS, PROBE_ONCE
 from statstorm.results.trace.raw import (O_ARGS, O_ID, O_KIND, O_REQ, O_START, R_SCRIPT, S_CALL,
                                          S_OP, S_PATH, S_PID, S_RET, S_TS, TraceRecords)
 
@@ -290,3 +290,15 @@ def drop_opcache_cwd(tl: list[tuple[int, Any]], includes: bool, probes: bool
             and tl[i - 1][1][0] == E_PASS and tl[i - 1][1][5] is True and keyed(x[1])}
     return [x for i, x in enumerate(tl) if i not in gone] if gone else tl
 
+
+
+def mark_probe_resolutions(tl: list[tuple[int, Any]]) -> None:
+    """Mark, in place, the *_once resolutions that are enable_file_override's: a probe
+    OPcache answered from its key resolves the name, then revalidates the script (the
+    stat right after). The tracer takes the resolution for a *_once; marked PROBE_ONCE,
+    the engine makes it only when the proposed settings revalidate."""
+    for i in range(len(tl) - 1):
+        ev, nxt = tl[i][1], tl[i + 1][1]
+        if ev[0] == E_INCLUDE and ev[3] is True and nxt[0] == E_PASS and len(nxt) == 6 \
+                and nxt[5] == "revalidate":
+            tl[i] = (tl[i][0], ev[:3] + (PROBE_ONCE,) + ev[4:])
