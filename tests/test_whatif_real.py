@@ -58,13 +58,13 @@ def age(root: Path) -> None:
 
 
 def trace(home: Path, cmd: str, out: Path, cwd: Path | None = None,
-          env: dict[str, str] | None = None) -> Path:
+          env: dict[str, str] | None = None, backend: str = "auto") -> Path:
     """Run `cmd` under `statstorm trace --cmd` and return the trace file (the command's
     output goes to `out` + ".out")."""
     full = dict(os.environ, STATSTORM_HOME=str(home), **(env or {}))
     proc = subprocess.run([sys.executable, "-m", "statstorm", "trace", "--cmd", cmd, "-o",
-                           str(out), "--json"], capture_output=True, text=True, env=full,
-                          cwd=cwd, timeout=300)
+                           str(out), "--json", "--backend", backend], capture_output=True,
+                          text=True, env=full, cwd=cwd, timeout=300)
     assert proc.returncode == 0, proc.stderr
     Path(str(out) + ".out").write_text(proc.stderr)
     trailer = read_trace(out).trailer
@@ -270,6 +270,31 @@ def test_include_path_misses(tree: Path, state_home: Path, tmp_path: Path) -> No
     assert_same(predict(a), measured(a), "replay")
     assert measured(a)["failed"] >= 3 * 30 * 2
     assert_same(predict(a, f"include_path={good}"), measured(b), "reordered include_path")
+
+
+@pytest.mark.parametrize("backend", ("ebpf", "bpftrace"))
+def test_include_path_the_script_sets(tree: Path, state_home: Path, tmp_path: Path,
+                                      backend: str) -> None:
+    """A script that sets its include_path keeps it, even when it sets the value php.ini
+    gave: a proposed include_path applies only before. The tracer records the change
+    (zend_alter_ini_entry_ex), which no syscall shows."""
+    for d in ("a", "b"):
+        (tree / d).mkdir()
+    for i in range(1, 11):
+        write(tree / f"lib/f{i}.php", f"<?php $v{i} = {i};\n")
+    ip = f"{tree}/a:{tree}/b:{tree}/lib"
+    good = f"{tree}/lib"
+    script = write(tree / "own.php", "<?php\nrequire_once 'f1.php';\n"
+                   f"set_include_path({ip!r});\n"
+                   "for ($i = 2; $i <= 10; $i++) { require_once \"f$i.php\"; }\n")
+    age(tree)
+    a, b = (trace(state_home, f"php -n -d include_path={v} {script}", tmp_path / f"{n}.sst.gz",
+                  backend=backend) for n, v in (("a", ip), ("b", good)))
+    ops = [o for o in read_trace(a).operations.values() if o.kind == "ini_set"]
+    assert [o.args["setting"] for o in ops] == ["include_path"]
+    # only f1's two misses go with php.ini's include_path: f2..f10 still try a and b first
+    assert measured(a)["failed"] - measured(b)["failed"] == 2
+    assert_same(predict(a, f"include_path={good}"), measured(b), "include_path set by the script")
 
 
 def test_file_exists_storm_and_stat_cache(tree: Path, state_home: Path, tmp_path: Path) -> None:

@@ -74,6 +74,7 @@ UPROBES: tuple[tuple[str, str, str, str, str], ...] = (
     ("realpath", "tsrm_realpath", "0", "str(arg0)", '""'),
     ("clear", "php_clear_stat_cache", "arg0", "str(arg1)", '""'),
     ("expand", "expand_filepath_with_mode", "arg4", "str(arg0)", '""'),
+    ("ini", "zend_alter_ini_entry_ex", "arg3", "str(arg0 + 24)", '""'),
 )
 
 

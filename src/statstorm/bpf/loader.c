@@ -200,6 +200,8 @@ int main(int argc, char **argv)
 		{NULL, "php_clear_stat_cache", 1},
 		{NULL, "expand_filepath_with_mode", 0},
 		{NULL, "expand_filepath_with_mode", 1},
+		{NULL, "zend_alter_ini_entry_ex", 0},
+		{NULL, "zend_alter_ini_entry_ex", 1},
 	};
 	struct bpf_program *progs[] = {
 		skel->progs.resolve_path, skel->progs.resolve_path_ret,
@@ -210,6 +212,7 @@ int main(int argc, char **argv)
 		skel->progs.tsrm_realpath, skel->progs.tsrm_realpath_ret,
 		skel->progs.clear_stat_cache, skel->progs.clear_stat_cache_ret,
 		skel->progs.expand_filepath, skel->progs.expand_filepath_ret,
+		skel->progs.alter_ini, skel->progs.alter_ini_ret,
 	};
 	const int nprobes = sizeof(probes) / sizeof(probes[0]);
 	for (int i = 0; i < nprobes; i++)

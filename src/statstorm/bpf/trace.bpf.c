@@ -409,7 +409,7 @@ int BPF_KRETPROBE(request_shutdown)
 }
 
 /* The functions operations come from (adapters/bpftrace.UPROBES, in that order). */
-enum fn { F_RESOLVE, F_COMPILE, F_SOPEN, F_STAT, F_UINI, F_REALPATH, F_CLEAR, F_EXPAND };
+enum fn { F_RESOLVE, F_COMPILE, F_SOPEN, F_STAT, F_UINI, F_REALPATH, F_CLEAR, F_EXPAND, F_INI };
 
 /* has2: the function has a second string (printed even when NULL, as the bpftrace program does) */
 static __always_inline int op_enter(__u8 fn, __s64 num, __u64 s1, int has2, __u64 s2)
@@ -485,6 +485,11 @@ SEC("uprobe")
 int BPF_KPROBE(expand_filepath, void *path, void *real, void *a2, long a3, long mode)
 { return op_enter(F_EXPAND, mode, (__u64)path, 0, 0); }
 
+/* an ini setting changed (set_include_path(), ini_set()): its name and stage */
+SEC("uprobe")
+int BPF_KPROBE(alter_ini, void *name, void *value, long modify_type, long stage)
+{ return op_enter(F_INI, stage, ZSTR(name), 0, 0); }
+
 #define RET(name, fn) SEC("uretprobe") int BPF_KRETPROBE(name##_ret) { return op_return(fn); }
 RET(resolve_path, F_RESOLVE)
 RET(compile_filename, F_COMPILE)
@@ -494,3 +499,4 @@ RET(user_ini, F_UINI)
 RET(tsrm_realpath, F_REALPATH)
 RET(clear_stat_cache, F_CLEAR)
 RET(expand_filepath, F_EXPAND)
+RET(alter_ini, F_INI)

@@ -225,6 +225,12 @@ class Attributor:
         elif tag == "sopen" and parent is not None and parent.kind in (
                 "include", "include_resolve"):
             op = None
+        elif tag == "ini":
+            # zend_alter_ini_entry_ex: only a script's own include_path matters (whatif
+            # keeps it where a proposed include_path would otherwise replace it)
+            if s1 == "include_path" and p.executing:
+                op = Operation(-1, self._req_id(p), pid, rel, rel, "ini_set",
+                               parent.id if parent else -1, {"setting": s1, "stage": num})
         elif tag == "expand":
             # expand_filepath: a path resolution of its own only at the top level (the
             # primary script's entry in the included-files table, fopen); inside another

@@ -42,6 +42,7 @@ E_CHDIR = 8  # (E_CHDIR, req, succeeded, PHP's chdir()): stat cache; OPcache's g
 E_OPC_CLI = 9  # (E_OPC_CLI, req, lock file, script): a CLI run's calls of OPcache itself
 PROBE_ONCE = 2  # an E_INCLUDE's `once` when it was enable_file_override's probe's (replay_ops)
 # E_BASEDIR = 10: (E_BASEDIR, req, path, cwd), an open_basedir check (model.open_basedir)
+E_INI = 11  # (E_INI, req): the script set its include_path (then kept, whatever its value)
 
 Event = tuple[Any, ...]
 
@@ -55,6 +56,7 @@ class Worker:
     lstat_file: str | None = None
     included: set[str] = field(default_factory=set)
     opc_cwd: bool = False  # OPcache fetched the cwd for this request's relative keys
+    own_ip: bool = False  # the script set its include_path in this request
     request_time: int = 0  # the current request's start (s): PHP's request time
     user_ini: dict[str, int] = field(default_factory=dict)  # script dir → expires
     peak_bytes: int = 0
@@ -198,6 +200,8 @@ class Engine:
                 if self.s.opcache:  # the lock file's open; the primary script's timestamp
                     self.emit("open", ev[2], False)
                     self.emit("fstat", ev[3], False)
+            elif kind == E_INI:
+                w.own_ip = True
             elif kind == E_BASEDIR:
                 if self.basedirs:
                     self.basedir_ok(w, ev[2], ev[3])
@@ -220,22 +224,22 @@ class Engine:
         w.requests += 1
         w.stat_file = w.lstat_file = None
         w.included = set()
-        w.opc_cwd = False
+        w.opc_cwd = w.own_ip = False
         w.request_time = now
         w.resolver.now = now
         return w
 
     # -- include -------------------------------------------------------------------------
-    def _ip(self, include_path: str) -> str:
+    def _ip(self, w: Worker, include_path: str) -> str:
         """The include_path in force: the proposed one where the trace ran with the
-        recorded one (a value set by the script itself is kept)."""
-        if self.recorded_include_path is not None and include_path == self.recorded_include_path:
+        recorded one (a value set by the script itself is kept, even the recorded one)."""
+        if include_path == self.recorded_include_path and not w.own_ip:
             return self.s.include_path
         return include_path
 
     def _primary(self, w: Worker, name: str, cwd: str, include_path: str,
                  fallback: str) -> None:
-        include_path = self._ip(include_path)
+        include_path = self._ip(w, include_path)
         if self.s.opcache and not self.s.opcache_revalidate_path and name in self.opc_keys:
             return
         resolved = include_resolution.resolve(w.resolver, name, cwd, include_path, fallback)
@@ -253,7 +257,7 @@ class Engine:
                  fallback: str) -> None:
         s = self.s
         self._validated = self._deferred = None
-        if include_path == self.recorded_include_path:  # self._ip, inlined
+        if include_path == self.recorded_include_path and not w.own_ip:  # self._ip, inlined
             include_path = s.include_path
         key = None
         if s.opcache:

@@ -24,7 +24,7 @@ from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.model import open_basedir, replay_cli, replay_fs, replay_ops
-from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_INCLUDE,
+from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_INCLUDE, E_INI,
                                         E_PASS, E_PROBE, E_REALPATH, E_REQ, E_RESOLVE,
                                         E_USER_INI, Event)
 from statstorm.model.phpsettings import from_recorded
@@ -231,6 +231,8 @@ def _prepare(t: TraceRecords) -> Prepared:
                     v = pget(v, "")
                 ev = (E_CLEAR, req, bool(a.get("realpath")), str(v or ""))
                 wipes += ev[2] and not ev[3]
+            elif kind == "ini_set":
+                ev = (E_INI, req)  # the script set its include_path itself
             elif kind == "user_ini":
                 key = (pid, req)
                 user_ini[key].append(arg(a.get("name", "")))
@@ -274,16 +276,14 @@ def _prepare(t: TraceRecords) -> Prepared:
                    if (sc[S_KIND] == "include" or sc[S_KIND] == "include_resolve")
                    and sc[S_RET] >= 0)
     first_include = scan.first_include  # request → start of its first include
-    kept = 0
-    rec = from_recorded(settings)
+    kept, rec = 0, from_recorded(settings)
     if rec.opcache and not rec.opcache_revalidate_path and rec.opcache_file_update_protection:
         for path, made in replay_fs.recompiled(t).items():
             fs.created[path] = sorted(fs.created.get(path, []) + [made])
     opc_skip, opc_sem, opc_script = replay_ops.cli_opcache_calls(t, single and rec.opcache)
     chdir_calls: list[tuple[int, int, int, str, bool]] = []
-    # OPcache's chdir() fetches the new cwd (the engine makes that getcwd: the recorded one
-    # goes); with revalidate_path it makes no key by the name as written (no cwd for it)
-    # (CLI only: in php-fpm's traces a script's chdir() is not told from php-fpm's own)
+    # OPcache's chdir() fetches the new cwd (the engine makes that getcwd; with revalidate_path
+    # no key by the name: no cwd). CLI only: php-fpm's own chdir() is not told from a script's
     opc_chdir, opc_keys = rec.opcache and single, rec.opcache and not rec.opcache_revalidate_path
     after_chdir: set[int] = set()  # processes whose last call was a chdir
     for s in t.syscalls:
@@ -346,10 +346,8 @@ def _prepare(t: TraceRecords) -> Prepared:
             tl = open_basedir.group(tl, basedirs)
         elif expands:  # fopen() and the like check the path against a proposed one
             tl = open_basedir.fopen_checks(tl, {ns for p, ns in expands if p == pid})
-        if rec.opcache:  # OPcache's own getcwd for its keys: the engine makes it
-            tl = replay_ops.drop_opcache_cwd(tl, opc_keys, rec.opcache_enable_file_override)
-            if rec.opcache_enable_file_override:
-                replay_ops.mark_probe_resolutions(tl)
+        if rec.opcache:
+            tl = replay_ops.opcache_events(tl, opc_keys, rec.opcache_enable_file_override)
         evs = [x[1] for x in tl]
         ns = [x[0] for x in tl]
         streams[pid] = (evs, _seconds(ns, epoch_ns), ns)

@@ -16,7 +16,8 @@ from statstorm.model.php_engine import E_INCLUDE, E_PASS, E_PROBE, OVERRIDE_FUNC
 from statstorm.results.trace.raw import (O_ARGS, O_ID, O_KIND, O_REQ, O_START, R_SCRIPT, S_CALL,
                                          S_OP, S_PATH, S_PID, S_RET, S_TS, TraceRecords)
 
-MODELED_KINDS = ("include", "include_resolve", "file_probe", "stat_cache_clear", "user_ini")
+MODELED_KINDS = ("include", "include_resolve", "file_probe", "stat_cache_clear", "user_ini",
+                 "ini_set")
 _MODELED = frozenset(MODELED_KINDS)
 
 
@@ -272,6 +273,17 @@ def cli_opcache_calls(t: TraceRecords, opcache: bool) -> tuple[set[tuple[int, in
                 script = path
                 skip.add((s[S_TS], s[S_PID], call))
     return skip, sem, script
+
+
+def opcache_events(tl: list[tuple[int, Any]], includes: bool, override: bool
+                   ) -> list[tuple[int, Any]]:
+    """A process's timeline recorded with OPcache on, as the engine takes it: without
+    OPcache's own getcwd for its keys (the engine makes it), and with enable_file_override
+    (`override`) its probes' resolutions marked."""
+    tl = drop_opcache_cwd(tl, includes, override)
+    if override:
+        mark_probe_resolutions(tl)
+    return tl
 
 
 def drop_opcache_cwd(tl: list[tuple[int, Any]], includes: bool, probes: bool

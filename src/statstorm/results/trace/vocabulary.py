@@ -38,7 +38,7 @@ AT_EMPTY_PATH = 0x1000
 INTERNED_ARGS = ("name", "path", "cwd", "include_path", "filename")
 
 OP_KINDS = ("startup", "main_script", "include", "include_resolve", "file_probe", "opcache_revalidate",
-            "user_ini", "realpath", "stat_cache_clear", "other")
+            "user_ini", "realpath", "stat_cache_clear", "ini_set", "other")
 
 
 def call_type(syscall: str, flags: int = 0, path: str | None = None) -> str | None:
