@@ -14,7 +14,8 @@ from conftest import run_cli
 from statstorm.errors import UsageError
 from statstorm.adapters import bpftrace
 from statstorm.commands.trace import feed_counts
-from statstorm.model.attribution import Attributor, CountAttributor
+from statstorm.model.attribution import Attributor
+from statstorm.model.count_attribution import CountAttributor
 from statstorm.model.events import Reorder, feed
 from statstorm.model.tracestats import SummaryBuilder, include_entry, summarize
 from statstorm.results.trace import (Operation, Request, RequestCounts, Syscall, TraceWriter,

@@ -1,10 +1,8 @@
 """The tracer backends' runs for `statstorm trace`: the compiled eBPF tracer, bpftrace and
 strace, each attached to a resolved target and ended by a duration, a request count, an event
 cap, a stop event or Ctrl-C; their events attributed into a trace file and its summary.
-
 The backends themselves are adapters/libbpf_trace.py, adapters/bpftrace_session.py and
-adapters/strace_session.py; commands/trace.py chooses one and falls back to the next.
-"""
+adapters/strace_session.py; commands/trace.py chooses one and falls back to the next."""
 
 from __future__ import annotations
 
@@ -26,7 +24,8 @@ from statstorm.adapters.bpftrace_session import BpftraceSession, EventFramer, Re
 from statstorm.adapters.strace_session import StraceSession
 from statstorm.env import Env
 from statstorm.errors import ComponentError, Interrupted
-from statstorm.model.attribution import Attributor, CountAttributor
+from statstorm.model.attribution import Attributor
+from statstorm.model.count_attribution import CountAttributor
 from statstorm.model.events import Reorder, feed
 from statstorm.model.tracestats import SummaryBuilder, Tee
 from statstorm.results import whatif_input

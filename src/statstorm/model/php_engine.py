@@ -230,16 +230,10 @@ class Engine:
         return w
 
     # -- include -------------------------------------------------------------------------
-    def _ip(self, w: Worker, include_path: str) -> str:
-        """The include_path in force: the proposed one where the trace ran with the
-        recorded one (a value set by the script itself is kept, even the recorded one)."""
-        if include_path == self.recorded_include_path and not w.own_ip:
-            return self.s.include_path
-        return include_path
-
     def _primary(self, w: Worker, name: str, cwd: str, include_path: str,
                  fallback: str) -> None:
-        include_path = self._ip(w, include_path)
+        if include_path == self.recorded_include_path and not w.own_ip:  # see _include
+            include_path = self.s.include_path
         if self.s.opcache and not self.s.opcache_revalidate_path and name in self.opc_keys:
             return
         resolved = include_resolution.resolve(w.resolver, name, cwd, include_path, fallback)
@@ -257,7 +251,9 @@ class Engine:
                  fallback: str) -> None:
         s = self.s
         self._validated = self._deferred = None
-        if include_path == self.recorded_include_path and not w.own_ip:  # self._ip, inlined
+        if include_path == self.recorded_include_path and not w.own_ip:
+            # the proposed include_path where the trace ran with the recorded one; a value
+            # the script set itself is kept, even the recorded one
             include_path = s.include_path
         key = None
         if s.opcache:
@@ -273,7 +269,7 @@ class Engine:
             script = self.opc_keys.get(key)
             if s.opcache_revalidate_path and script is not None and not (
                     once == PROBE_ONCE and script in w.included):
-                script = None  # (a probe's is answered from its key all the same)
+                script = None  # no key lookup; a probe's is (filename_is_in_cache)
             if script is not None:
                 if once and script in w.included:
                     # (or enable_file_override's resolution of a probe's name, which the

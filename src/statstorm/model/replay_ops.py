@@ -303,7 +303,6 @@ def drop_opcache_cwd(tl: list[tuple[int, Any]], includes: bool, probes: bool
     return [x for i, x in enumerate(tl) if i not in gone] if gone else tl
 
 
-
 def mark_probe_resolutions(tl: list[tuple[int, Any]]) -> None:
     """Mark, in place, the *_once resolutions that are enable_file_override's: a probe
     OPcache answered from its key resolves the name, then revalidates the script (the
