@@ -17,7 +17,7 @@ import pytest
 
 from conftest import run_cli, unique_name
 
-from statstorm.adapters import backups, gluster, mounts, pool_config
+from statstorm.adapters import apply_target, backups, gluster, mounts, pool_config
 from statstorm.commands import apply as apply_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
@@ -68,7 +68,7 @@ class Load:
 def execute(env: Env, target: pool_config.Target, opts: apply_cmd.ApplyOptions,
             changes: list[Change]) -> apply_cmd.ApplyResult:
     """Plan and make `changes` (ones no finding would propose) the way `apply --yes` does."""
-    placed, edits = apply_cmd.plan_edits(target, changes)
+    placed, edits = apply_target.plan_edits(target, changes)
     return apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, placed, edits), opts)
 
 
@@ -174,7 +174,7 @@ def test_rejected_change_rolls_back_and_graceful_apply_fails_no_request(
     fix = [Change("symlink-deploy-stale", NGINX, "SCRIPT_FILENAME",
                   "$realpath_root$fastcgi_script_name", ""),
            Change("symlink-deploy-stale", NGINX, "DOCUMENT_ROOT", "$realpath_root", "")]
-    assert [e.path for e in apply_cmd.plan_edits(target, fix)[1]] == [ng]
+    assert [e.path for e in apply_target.plan_edits(target, fix)[1]] == [ng]
     assert execute(env, target, opts, fix).mode == "applied"
     assert "fastcgi_param DOCUMENT_ROOT $realpath_root;" in ng.read_text()
     assert urllib.request.urlopen(url, timeout=30).status == 200

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from statstorm.adapters import mounts
+from statstorm.adapters import mounts, nfs_mountstats
+from statstorm.model import mount_options
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mounts"
 CASES = sorted(p.stem for p in FIXTURES.glob("*.txt"))
@@ -36,7 +37,7 @@ def sections(text: str) -> dict[str, str]:
 def parse_case(case: str) -> Any:
     sec = sections((FIXTURES / f"{case}.txt").read_text())
     if "mountstats" in sec:
-        return mounts.parse_mountstats(sec["mountstats"])
+        return nfs_mountstats.parse(sec["mountstats"])
     entries = mounts.parse_mounts(sec["mounts"])
     assert len(entries) == 1
     argv = sec["cmdline"].split() if "cmdline" in sec else None
@@ -67,10 +68,10 @@ def test_every_fixture_has_expected_json() -> None:
 
 
 def test_nfs_effective_options() -> None:
-    eff = mounts.nfs_cache_options(mounts.split_options("vers=3,actimeo=600,acregmax=900,nocto"))
+    eff = mount_options.nfs_cache_options(mount_options.split_options("vers=3,actimeo=600,acregmax=900,nocto"))
     assert eff["acregmin"] == "600" and eff["acregmax"] == "900" and eff["acdirmax"] == "600"
     assert eff["cto"] == "no" and eff["lookupcache"] == "all"
-    noac = mounts.nfs_cache_options(mounts.split_options("noac,actimeo=30"))
+    noac = mount_options.nfs_cache_options(mount_options.split_options("noac,actimeo=30"))
     assert all(noac[k] == "0" for k in ("acregmin", "acregmax", "acdirmin", "acdirmax"))
 
 
@@ -91,9 +92,9 @@ def test_find_mount_longest_prefix() -> None:
 
 def test_mountstats_skips_non_nfs() -> None:
     sec = sections((FIXTURES / "nfs_mountstats.txt").read_text())
-    parsed = mounts.parse_mountstats(sec["mountstats"])
+    parsed = nfs_mountstats.parse(sec["mountstats"])
     assert list(parsed) == ["/var/www/code"]
-    assert parsed["/var/www/code"]["ops"]["GETATTR"]["ops"] == 300000
+    assert parsed["/var/www/code"]["GETATTR"] == 300000
 
 
 def test_live_local_mount() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from statstorm.adapters import gluster, labs, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError
+from statstorm.model.mount_options import GLUSTER_FUSE_DEFAULTS, gluster_client_options
 from statstorm.results.apply import MOUNT, VOLUME, StorageStep
 
 
@@ -33,8 +34,8 @@ def mount_step(mp: str, options: dict[str, str]) -> StorageStep | str:
     client = mounts.fuse_client(mp, "glusterfs")
     if client is None:
         return f"no GlusterFS client process serves {mp}"
-    current = mounts.gluster_client_options(client[1])
-    before = {k: current.get(k, mounts.GLUSTER_FUSE_DEFAULTS.get(k, "")) for k in options}
+    current = gluster_client_options(client[1])
+    before = {k: current.get(k, GLUSTER_FUSE_DEFAULTS.get(k, "")) for k in options}
     return StorageStep(MOUNT, mp, before, dict(options), client[1])
 
 
@@ -69,7 +70,7 @@ def do(env: Env, st: StorageStep, lab: str = "") -> None:
         raise StepFailed(f"the remount of {mp} failed ({exc})") from None
     st.done = True
     top = mounts.fuse_client(st.where, "glusterfs")
-    got = mounts.gluster_client_options(top[1]) if top else {}
+    got = gluster_client_options(top[1]) if top else {}
     if top is None or top[0] != st.client_pid or any(got.get(k) != v for k, v in st.after.items()):
         raise StepFailed(f"the new client of {mp} does not serve it with {st.after}")
     if sorted(os.listdir(mp)) != listing:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from statstorm import faults
-from statstorm.adapters import http, lab_build, labs, round_trips
+from statstorm.adapters import apply_target, http, lab_build, labs, round_trips
 from statstorm.adapters.loadgen import RunSpec, load_lock
 from statstorm.adapters.wrk import Wrk
 from statstorm.commands import apply as apply_cmd
@@ -250,7 +250,7 @@ def same_settings(env: Env, applied: apply_cmd.ApplyResult,
         return []
     aopts = apply_cmd.ApplyOptions(lab=local.name, all=True, yes=True)
     target = apply_cmd.resolve(env, aopts)
-    placed, edits = apply_cmd.plan_edits(target, changes)
+    placed, edits = apply_target.plan_edits(target, changes)
     if edits:
         apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, placed, edits), aopts)
     return [c.line for c in placed if c.kind != applyplan.MANUAL]
