@@ -18,7 +18,7 @@ import pytest
 from statstorm.cli import main
 from statstorm.commands import matrix as matrix_cmd
 from statstorm.commands import matrix_import
-from statstorm.model.matrix_grid import Knob, MatrixOptions
+from statstorm.model.matrix_grid import Knob, MatrixOptions, grid, remaining, round_order
 from statstorm.model.matrix_summary import half_width, precision, refresh, shown
 from statstorm.env import Env
 from statstorm.results.matrix import Cell as CellResult
@@ -112,7 +112,7 @@ def test_two_cells_interrupted_resumed_failures_counted(
                          knobs=(("nginx-fpm/opcache-off/*", Knob(break_every=4)),))
     plan = matrix_cmd.plan(env, opts)
     assert [c.id for c in plan.cells] == list(CELLS)
-    assert plan.order == ((0, 0), (0, 1), (1, 0), (1, 1))  # interleaved: round after round
+    assert plan.order == ((0, 0), (0, 1), (1, 1), (1, 0))  # interleaved, rotated each round
 
     def stop_after_first(result: object) -> None:
         raise KeyboardInterrupt
@@ -194,6 +194,15 @@ def _measured(rps: dict[str, list[float]]) -> MatrixResult:
                                                      failed=0) for i, v in enumerate(values)]))
     refresh(result, 0.05)
     return result
+
+
+def test_rounds_turn_the_order() -> None:
+    """Each cell runs first equally often and follows each other cell equally often."""
+    assert [round_order(r, 3) for r in range(4)] == [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]
+    cells = grid(MatrixOptions(archs=("nginx-fpm",)))
+    assert len(cells) == 2
+    order = remaining(cells, 4, {cells[1].id: {0}})  # cell 1's round 0 is measured already
+    assert order == [(0, 0), (1, 1), (1, 0), (2, 0), (2, 1), (3, 1), (3, 0)]
 
 
 def test_precision_is_the_widest_interval_shown() -> None:

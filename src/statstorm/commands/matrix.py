@@ -4,8 +4,8 @@ the way TechEmpower and hyperfine measure.
 Order of work: validate every option → plan (printed first; `--dry-run` stops there) → every
 cell's lab up at once (`statstorm lab up`, one lab per cell, each on its own port) → per cell a
 primer request (status, length and marker of a good answer) and a warm-up → rounds: in each
-round every cell is loaded once, one cell at a time, in the same order (interleaved, so drift
-hits all cells alike); every answer is validated by wrk's Lua script; PSS of the server and
+round every cell is loaded once, one cell at a time (interleaved, so drift hits all cells
+alike), the order rotated by one each round; every answer is validated by wrk's Lua script; PSS of the server and
 PHP processes is sampled while the load goes → the result file rewritten after every
 cell-round → every lab down, whatever happened.
 
@@ -29,7 +29,8 @@ from statstorm.adapters.loadgen import load_lock
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, PrivilegeError, UsageError
 from statstorm.model.matrix_grid import (APPS, MAX_CELLS, MAX_ROUNDS, STORAGES, Cell, Knob,
-                                         MatrixOptions, Plan, estimate, grid, lab_name, remaining)
+                                         MatrixOptions, Plan, estimate, grid, lab_name, remaining,
+                                         round_order)
 from statstorm.model.matrix_summary import precision, refresh
 from statstorm.results import matrix as results
 from statstorm.results.lab import LabState
@@ -260,7 +261,7 @@ def _more_rounds(env: Env, opts: MatrixOptions, result: MatrixResult,
     env.log(f"matrix: widest interval {shown} ({prec.what}), asked ±"
             f"{opts.precision * 100:g} %: round {done + 1} of at most {opts.round_cap}")
     rnd = max((r.round for c in result.cells for r in c.rounds), default=-1) + 1
-    return [(rnd, i) for i in range(len(cells))]
+    return [(rnd, i) for i in round_order(rnd, len(cells))]
 
 
 def _start_result(p: Plan) -> MatrixResult:

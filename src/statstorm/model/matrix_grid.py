@@ -235,10 +235,17 @@ def estimate(opts: MatrixOptions, cells: list[Cell], order: list[tuple[int, int]
     return total
 
 
+def round_order(rnd: int, n: int) -> list[int]:
+    """The cells' order in round `rnd`: rotated by one each round (AB, BA, … for two cells),
+    so that no cell always runs first or right after another; a drift within a round or what
+    one cell's load leaves behind then falls on every cell alike."""
+    return [(rnd + k) % n for k in range(n)] if n else []
+
+
 def remaining(cells: list[Cell], rounds: int, done: dict[str, set[int]]) -> list[tuple[int, int]]:
-    """(round, cell index) not measured yet, round after round (interleaved)."""
-    return [(r, i) for r in range(rounds) for i, c in enumerate(cells)
-            if r not in done.get(c.id, set())]
+    """(round, cell index) not measured yet, round after round (interleaved, rotated)."""
+    return [(r, i) for r in range(rounds) for i in round_order(r, len(cells))
+            if r not in done.get(cells[i].id, set())]
 
 
 def lab_name(run_id: str, index: int) -> str:
