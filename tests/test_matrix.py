@@ -11,6 +11,11 @@ import dataclasses
 import json
 import math
 import os
+import resource
+import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -194,6 +199,31 @@ def _measured(rps: dict[str, list[float]]) -> MatrixResult:
                                                      failed=0) for i, v in enumerate(values)]))
     refresh(result, 0.05)
     return result
+
+
+def test_spin_knob_burns_cpu_time(tmp_path: Path) -> None:
+    """The knob spends its µs as CPU time of the PHP process, not as time on the clock: a
+    worker stopped in the middle of its spin (here by SIGSTOP, for longer than the whole
+    spin) still spends all of it (real PHP; the kernel's account of the child)."""
+    if shutil.which("php") is None:
+        pytest.skip("php CLI not installed")
+    env = Env(state_root=tmp_path / "home")
+    env.state_root.mkdir()
+    knob = matrix_cmd._write_knob(env, tmp_path / "home" / "knobs" / "x", "x", Knob(spin_us=400_000))
+    script = tmp_path / "page.php"
+    script.write_text("<?php echo 'done';\n")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.Popen(["php", "-n", "-d", f"auto_prepend_file={knob}", str(script)],
+                            stdout=subprocess.PIPE, text=True)
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGSTOP)
+    time.sleep(0.6)
+    proc.send_signal(signal.SIGCONT)
+    out, _ = proc.communicate(timeout=60)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert out == "done" and proc.returncode == 0
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert cpu >= 0.4
 
 
 def test_rounds_turn_the_order() -> None:

@@ -299,7 +299,8 @@ def _lab_options(env: Env, opts: MatrixOptions, cell: Cell, name: str,
 
 
 def _write_knob(env: Env, knob_dir: Path, name: str, knob: Knob) -> Path:
-    """A PHP file run before every request of the cell (auto_prepend_file): real CPU spent,
+    """A PHP file run before every request of the cell (auto_prepend_file): real CPU spent
+    (the worker's own CPU time, so a preempted worker still spends all of it),
     or a real answer without the app's content — the latter only once armed (after the lab's
     own page check and the primer). Readable by the web server's user."""
     knob_dir.mkdir(parents=True, exist_ok=True)
@@ -308,10 +309,17 @@ def _write_knob(env: Env, knob_dir: Path, name: str, knob: Knob) -> Path:
     path = knob_dir / f"{name}.php"
     path.write_text(
         "<?php\n// statstorm matrix test knob: a deliberate change to every request of one cell.\n"
+        # the process's own CPU time (user + system, as the kernel accounts it), not the
+        # clock: a worker preempted while it spins still burns the whole amount
         f"if ({knob.spin_us} > 0) {{\n"
-        f"    $statstorm_until = hrtime(true) + {knob.spin_us} * 1000;\n"
-        "    while (hrtime(true) < $statstorm_until) {\n    }\n"
-        "    unset($statstorm_until);\n}\n"
+        "    $statstorm_cpu = function (): int {\n"
+        "        $r = getrusage();\n"
+        "        return ($r['ru_utime.tv_sec'] + $r['ru_stime.tv_sec']) * 1000000\n"
+        "            + $r['ru_utime.tv_usec'] + $r['ru_stime.tv_usec'];\n"
+        "    };\n"
+        f"    $statstorm_until = $statstorm_cpu() + {knob.spin_us};\n"
+        "    while ($statstorm_cpu() < $statstorm_until) {\n    }\n"
+        "    unset($statstorm_cpu, $statstorm_until);\n}\n"
         f"if ({knob.break_every} > 0 && is_file({str(_armed(path))!r})\n"
         f"        && mt_rand(1, max(1, {knob.break_every})) === 1) {{\n"
         "    echo \"statstorm matrix test knob: this answer is broken on purpose\\n\";\n"
