@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import uuid
@@ -42,7 +43,20 @@ def run_cli(args: list[str], home: Path, *, check: bool = False, timeout: float 
     argv = [sys.executable, "-m", "statstorm", *args]
     if user:
         argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # SIGTERM first: statstorm then takes down what it started (labs, tracers)
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+            raise
+    proc = subprocess.CompletedProcess(argv, p.returncode, out, err)
     if check and proc.returncode != 0:
         raise AssertionError(f"statstorm {' '.join(args)} failed ({proc.returncode}):\n"
                              f"{proc.stdout}\n{proc.stderr}")
