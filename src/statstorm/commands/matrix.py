@@ -5,9 +5,9 @@ Order of work: validate every option → plan (printed first; `--dry-run` stops 
 cell's lab up at once (`statstorm lab up`, one lab per cell, each on its own port) → per cell a
 primer request (status, length and marker of a good answer) and a warm-up → rounds: in each
 round every cell is loaded once, one cell at a time (interleaved, so drift hits all cells
-alike), the order rotated by one each round; every answer is validated by wrk's Lua script; PSS of the server and
-PHP processes is sampled while the load goes → the result file rewritten after every
-cell-round → every lab down, whatever happened.
+alike), the order turned by one each round; every answer is validated by wrk's Lua script;
+PSS of the server and PHP processes is sampled while the load goes → the result file
+rewritten after every cell-round → every lab down, whatever happened.
 
 Resuming: re-running with the same `-o` (or `--resume FILE`) measures only the cell-rounds the
 file lacks, on fresh labs of the same cells.
