@@ -38,12 +38,16 @@ CELL_A = "nginx-fpm/opcache-on/local"
 def statstorm(args: list[str], *, show: bool = True) -> tuple[int, str]:
     argv = [sys.executable, "-m", "statstorm", *args]
     print("$ statstorm " + " ".join(args), flush=True)
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=None if show else subprocess.DEVNULL,
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=None if show else subprocess.PIPE,
                           text=True)
+    if proc.returncode not in (0, 1) and proc.stderr:  # 1: answers failed validation, shown
+        print(proc.stderr.rstrip().splitlines()[-1], file=sys.stderr, flush=True)
     return proc.returncode, proc.stdout
 
 
 def result(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise SystemExit(f"no result file {path}: the matrix run failed (its error is above)")
     return dict(json.loads(path.read_text()))
 
 
