@@ -4,12 +4,13 @@
 Goals (issue "Apache, WordPress and statstorm matrix"):
   (a) the matrix resolves a 3 % throughput difference at 95 % confidence on this machine —
       shown on a cell pair with a known, real difference: the same cell twice, the twin with
-      a test knob that burns CPU at the start of every request, sized from a calibration run
-      and rescaled by a short pilot so that it costs about 3 % of the throughput (MediaWiki by
-      default, --app-a; resolved = the interval excludes 1 and the ratio is ≥ 0.965). Both the
-      pilot and the main run use `matrix --precision`: at least --rounds-a rounds, then more
-      until the interval is within ±--precision-a % (at most --max-rounds-a), so a bursty host
-      costs more rounds instead of an unresolved answer;
+      a test knob that spends CPU time at the start of every request, sized from a calibration
+      run so that it costs about 3 % of the throughput at saturation (2 CPUs / req/s is the
+      CPU time of a request; optionally rescaled by a short pilot, --pilot-rounds) (MediaWiki
+      by default, --app-a; resolved = the interval excludes 1 and the ratio is ≥ 0.965). The
+      runs use `matrix --precision`: at least --rounds-a rounds, then more until the interval
+      is within ±--precision-a % (at most --max-rounds-a), so a bursty host costs more rounds
+      instead of an unresolved answer;
   (b) the full default matrix (6 architectures × OPcache on/off) on MediaWiki (or
       --app wordpress) in ≤ 20 minutes, its plan printed first;
   (c) huge code pages' effect on WordPress (or --huge-app mediawiki), with its interval,
@@ -150,9 +151,10 @@ def main() -> None:
     ap.add_argument("--rounds-a", type=int, default=16, help="least rounds of (a)")
     ap.add_argument("--precision-a", type=float, default=1.5,
                     help="(a) adds rounds until its interval is within ±this %% (0: no more)")
-    ap.add_argument("--max-rounds-a", type=int, default=48, help="most rounds of (a)")
-    ap.add_argument("--pilot-rounds", type=int, default=6,
-                    help="rounds of (a)'s pilot that sizes the knob (0: no pilot)")
+    ap.add_argument("--max-rounds-a", type=int, default=100, help="most rounds of (a)")
+    ap.add_argument("--pilot-rounds", type=int, default=0,
+                    help="rounds of a pilot that rescales (a)'s knob by the slowdown it "
+                         "measured (0: the calibration alone sizes it)")
     ap.add_argument("--duration", type=int, default=5, help="seconds per cell-round in (a)")
     ap.add_argument("--knob-us", type=int, default=0,
                     help="(a)'s knob in µs of CPU per request, given: no calibration, no pilot")
