@@ -230,10 +230,15 @@ class Engine:
         return w
 
     # -- include -------------------------------------------------------------------------
+    def _ip(self, w: Worker, include_path: str) -> str:
+        """The proposed include_path where the trace ran with the recorded one; a value the
+        script set itself is kept, even the recorded one."""
+        own = include_path != self.recorded_include_path or w.own_ip
+        return include_path if own else self.s.include_path
+
     def _primary(self, w: Worker, name: str, cwd: str, include_path: str,
                  fallback: str) -> None:
-        if include_path == self.recorded_include_path and not w.own_ip:  # see _include
-            include_path = self.s.include_path
+        include_path = self._ip(w, include_path)
         if self.s.opcache and not self.s.opcache_revalidate_path and name in self.opc_keys:
             return
         resolved = include_resolution.resolve(w.resolver, name, cwd, include_path, fallback)
@@ -251,10 +256,7 @@ class Engine:
                  fallback: str) -> None:
         s = self.s
         self._validated = self._deferred = None
-        if include_path == self.recorded_include_path and not w.own_ip:
-            # the proposed include_path where the trace ran with the recorded one; a value
-            # the script set itself is kept, even the recorded one
-            include_path = s.include_path
+        include_path = self._ip(w, include_path)
         key = None
         if s.opcache:
             if name.startswith("/"):
