@@ -277,7 +277,7 @@ def test_include_path_the_script_sets(tree: Path, state_home: Path, tmp_path: Pa
                                       backend: str) -> None:
     """A script that sets its include_path keeps it, even when it sets the value php.ini
     gave: a proposed include_path applies only before. The tracer records the change
-    (zend_alter_ini_entry_ex), which no syscall shows."""
+    (include_path's ini handler), which no syscall shows; not its restore at the end."""
     for d in ("a", "b"):
         (tree / d).mkdir()
     for i in range(1, 11):

@@ -74,7 +74,10 @@ UPROBES: tuple[tuple[str, str, str, str, str], ...] = (
     ("realpath", "tsrm_realpath", "0", "str(arg0)", '""'),
     ("clear", "php_clear_stat_cache", "arg0", "str(arg1)", '""'),
     ("expand", "expand_filepath_with_mode", "arg4", "str(arg0)", '""'),
-    ("ini", "zend_alter_ini_entry_ex", "arg3", "str(arg0 + 24)", '""'),
+    # an ini entry's handler for string values that must not be empty: include_path's (and
+    # a few startup-only settings'), not the setters every ini_set() and ignore_user_abort()
+    # go through (MediaWiki makes about 90 such calls a request)
+    ("ini", "OnUpdateStringUnempty", "arg5", "str(*(uint64 *)arg0 + 24)", '""'),
 )
 
 

@@ -200,8 +200,8 @@ int main(int argc, char **argv)
 		{NULL, "php_clear_stat_cache", 1},
 		{NULL, "expand_filepath_with_mode", 0},
 		{NULL, "expand_filepath_with_mode", 1},
-		{NULL, "zend_alter_ini_entry_ex", 0},
-		{NULL, "zend_alter_ini_entry_ex", 1},
+		{NULL, "OnUpdateStringUnempty", 0},
+		{NULL, "OnUpdateStringUnempty", 1},
 	};
 	struct bpf_program *progs[] = {
 		skel->progs.resolve_path, skel->progs.resolve_path_ret,

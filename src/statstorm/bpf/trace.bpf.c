@@ -63,6 +63,14 @@ struct inflight {
 	__u32 kind;    /* the call's counter slot (sampling) */
 };
 
+/* a thread's own state, in task storage: no hash lookup per event */
+struct tstate {
+	struct inflight f;  /* the traced syscall in flight */
+	__u8 target;        /* the thread's process is traced */
+	__u8 busy;          /* f holds a call whose exit has not come yet */
+	__u8 pad[6];
+};
+
 struct pstate {
 	__u64 start;
 	__u32 pad2;
@@ -80,8 +88,8 @@ __u64 unrecorded_hits = 0;   /* PHP function probes run in requests not recorded
 struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 64 << 20); } rb SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
          __type(key, __u32); __type(value, __u8); } targets SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
-         __type(key, __u32); __type(value, struct inflight); } calls SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_TASK_STORAGE); __uint(map_flags, BPF_F_NO_PREALLOC);
+         __type(key, int); __type(value, struct tstate); } threads SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
          __type(key, __u32); __type(value, struct pstate); } procs SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4096);
@@ -92,20 +100,36 @@ struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);
 static __always_inline __u32 tgid(void) { return bpf_get_current_pid_tgid() >> 32; }
 static __always_inline __u32 tid(void) { return (__u32)bpf_get_current_pid_tgid(); }
 
-static __always_inline int traced(__u32 pid)
-{
-	if (stopped)
-		return 0;
-	__u8 *t = bpf_map_lookup_elem(&targets, &pid);
-	return t && *t == 1;
-}
-
 static __always_inline void count_lost(void)
 {
 	__u32 zero = 0;
 	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
 	if (n)
 		(*n)++;
+}
+
+/* The current thread's state if its process is traced, else NULL. A thread's first event
+ * looks its process up in `targets` (where the loader and fork tracking put them) and keeps
+ * the answer in the thread, traced or not: one hash lookup per thread, not per event. */
+static __always_inline struct tstate *traced(void)
+{
+	if (stopped)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct tstate *s = bpf_task_storage_get(&threads, task, 0, 0);
+	if (!s) {
+		__u32 pid = tgid();
+		__u8 *t = bpf_map_lookup_elem(&targets, &pid);
+		struct tstate init = {};
+		init.target = t && *t == 1;
+		s = bpf_task_storage_get(&threads, task, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!s) {
+			if (init.target)
+				count_lost();
+			return 0;
+		}
+	}
+	return s->target ? s : 0;
 }
 
 /* A record with room for a string, reserved in the ring buffer itself (no copy): the
@@ -232,38 +256,37 @@ static __always_inline __u64 arg(struct trace_event_raw_sys_enter *ctx, int i)
 static __always_inline int on_enter(struct trace_event_raw_sys_enter *ctx, __u32 call,
                                     int path_i, int flags_i, int dfd_i)
 {
-	__u32 pid = tgid();
-	if (!traced(pid))
+	struct tstate *s = traced();
+	if (!s)
 		return 0;
-	struct inflight f = {};
-	f.ts = bpf_ktime_get_ns();
-	f.call = call;
-	f.path = path_i >= 0 ? arg(ctx, path_i) : 0;
-	f.flags = flags_i >= 0 ? (__s64)arg(ctx, flags_i) : 0;
-	f.dfd = dfd_i >= 0 ? (__s64)(int)arg(ctx, dfd_i) : -100;
-	f.kind = count_kind(call, f.flags);
-	__u32 t = tid();
-	bpf_map_update_elem(&calls, &t, &f, BPF_ANY);
+	struct inflight *f = &s->f;
+	f->ts = bpf_ktime_get_ns();
+	f->call = call;
+	f->path = path_i >= 0 ? arg(ctx, path_i) : 0;
+	f->flags = flags_i >= 0 ? (__s64)arg(ctx, flags_i) : 0;
+	f->dfd = dfd_i >= 0 ? (__s64)(int)arg(ctx, dfd_i) : -100;
+	f->kind = count_kind(call, f->flags);
+	s->busy = 1;
 	return 0;
 }
 
 static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 {
-	__u32 t = tid();
-	struct inflight *f = bpf_map_lookup_elem(&calls, &t);
-	if (!f)
+	struct tstate *s = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (!s || !s->busy)
 		return 0;
+	s->busy = 0;
+	struct inflight *f = &s->f;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 pid = tgid();
 	__s64 ret = ctx->ret;
-	if (!recording(pid)) {
+	if (sample_n > 1) {
 		struct pstate *st = pstate_of(pid);
-		if (st) {
+		if (st && !st->on) {  /* a request counted, not recorded */
 			__u32 slot = ((f->kind & 7) << 1) | (ret < 0 ? 1 : 0);
 			st->c[slot & (NCOUNT - 1)] += (1ULL << COUNT_SHIFT) + (now - f->ts);
+			return 0;
 		}
-		bpf_map_delete_elem(&calls, &t);
-		return 0;
 	}
 	struct rec *r = new_rec();
 	if (r) {
@@ -274,7 +297,6 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 			path = 0;  /* the buffer holds the path only when the call succeeded */
 		emit_str(r, path);
 	}
-	bpf_map_delete_elem(&calls, &t);
 	return 0;
 }
 
@@ -303,9 +325,9 @@ SYSCALL(fchdir, C_FCHDIR, -1, -1, 0)
 
 static __always_inline int on_accept(struct trace_event_raw_sys_exit *ctx)
 {
-	__u32 pid = tgid();
-	if (ctx->ret < 0 || !traced(pid))
+	if (ctx->ret < 0 || !traced())
 		return 0;
+	__u32 pid = tgid();
 	__u64 now = bpf_ktime_get_ns();
 	new_request(pid, now);
 	if (recording(pid))
@@ -355,7 +377,7 @@ SEC("usdt")
 int BPF_USDT(request_startup, void *file, void *uri)
 {
 	__u32 pid = tgid();
-	if (!traced(pid))
+	if (!traced())
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	struct pstate *st = sample_n > 1 ? pstate_of(pid) : 0;
@@ -380,7 +402,7 @@ SEC("uprobe")
 int BPF_KPROBE(execute_script)
 {
 	__u32 pid = tgid();
-	if (traced(pid) && recording(pid))
+	if (traced() && recording(pid))
 		emit_small(T_X, 0, pid, bpf_ktime_get_ns(), 0);
 	return 0;
 }
@@ -389,7 +411,7 @@ SEC("uretprobe")
 int BPF_KRETPROBE(request_shutdown)
 {
 	__u32 pid = tgid();
-	if (!traced(pid))
+	if (!traced())
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	if (sample_n > 1) {
@@ -415,7 +437,7 @@ enum fn { F_RESOLVE, F_COMPILE, F_SOPEN, F_STAT, F_UINI, F_REALPATH, F_CLEAR, F_
 static __always_inline int op_enter(__u8 fn, __s64 num, __u64 s1, int has2, __u64 s2)
 {
 	__u32 pid = tgid();
-	if (!traced(pid))
+	if (!traced())
 		return 0;
 	if (!recording(pid)) {
 		__sync_fetch_and_add(&unrecorded_hits, 1);
@@ -440,7 +462,7 @@ static __always_inline int op_enter(__u8 fn, __s64 num, __u64 s1, int has2, __u6
 static __always_inline int op_return(__u8 fn)
 {
 	__u32 pid = tgid();
-	if (traced(pid) && recording(pid))
+	if (traced() && recording(pid))
 		emit_small(T_R, fn, pid, bpf_ktime_get_ns(), 0);
 	return 0;
 }
@@ -485,10 +507,24 @@ SEC("uprobe")
 int BPF_KPROBE(expand_filepath, void *path, void *real, void *a2, long a3, long mode)
 { return op_enter(F_EXPAND, mode, (__u64)path, 0, 0); }
 
-/* an ini setting changed (set_include_path(), ini_set()): its name and stage */
+/* include_path changed (set_include_path(), ini_set(), its restore at the request's end):
+ * the handler of string settings that must not be empty, called with the ini entry (its
+ * name first) and the stage. Not zend_alter_ini_entry_ex, which every ini_set() and
+ * ignore_user_abort() goes through. */
+#if defined(__TARGET_ARCH_x86)
+#define PARM6(ctx) ((ctx)->r9)
+#elif defined(__TARGET_ARCH_arm64)
+#define PARM6(ctx) ((ctx)->regs[5])
+#endif
 SEC("uprobe")
-int BPF_KPROBE(alter_ini, void *name, void *value, long modify_type, long stage)
-{ return op_enter(F_INI, stage, ZSTR(name), 0, 0); }
+int BPF_KPROBE(alter_ini, void **entry)
+{
+	long stage = (long)PARM6(ctx);
+	__u64 name = 0;
+	if (entry)
+		bpf_probe_read_user(&name, sizeof(name), entry);
+	return op_enter(F_INI, stage, ZSTR(name), 0, 0);
+}
 
 #define RET(name, fn) SEC("uretprobe") int BPF_KRETPROBE(name##_ret) { return op_return(fn); }
 RET(resolve_path, F_RESOLVE)

@@ -40,6 +40,8 @@ INCLUDE_TYPES = {1: "eval", 2: "include", 4: "include_once", 8: "require", 16: "
 TAG_KIND = {"resolve": "include_resolve", "compile": "include", "sopen": "include",
             "stat": "file_probe", "uini": "user_ini", "realpath": "realpath",
             "clear": "stat_cache_clear"}
+# an ini change made by the script (ZEND_INI_STAGE_RUNTIME, zend_ini.h)
+INI_STAGE_RUNTIME = 16
 # expand_filepath's realpath modes (zend_virtual_cwd.h)
 EXPAND_MODES = {0: "expand", 1: "filepath", 2: "realpath"}
 
@@ -225,9 +227,10 @@ class Attributor:
                 "include", "include_resolve"):
             op = None
         elif tag == "ini":
-            # zend_alter_ini_entry_ex: only a script's own include_path matters (whatif
-            # keeps it where a proposed include_path would otherwise replace it)
-            if s1 == "include_path" and p.executing:
+            # include_path's handler: only a script's own include_path matters (whatif keeps
+            # it where a proposed include_path would otherwise replace it), not its restore
+            # when the request ends
+            if s1 == "include_path" and p.executing and num == INI_STAGE_RUNTIME:
                 op = Operation(-1, self._req_id(p), pid, rel, rel, "ini_set",
                                parent.id if parent else -1, {"setting": s1, "stage": num})
         elif tag == "expand":
