@@ -9,6 +9,9 @@ interleaved rounds of these modes, the order rotating every round:
             runs (counted in the kernel, one line per request)
   ebpf      `--backend ebpf`: the compiled tracer, every call and PHP operation recorded
   sampled   the same with `--sample 10`: one request in 10 recorded, the others counted
+  sparse    the same with `--sample 1000000`: after its first window (about a second of one
+            worker's requests) every request is counted, none recorded: what the compiled
+            tracer's syscall counting costs alone, under what sampling adds to it
   bpftrace  `--backend bpftrace`: the same events through bpftrace's text output
   strace    `--backend strace`
   perf      `perf trace -e <the same syscalls> -p <workers> -o FILE` (the anchor users pick)
@@ -47,11 +50,12 @@ from statstorm.adapters.wrk import Wrk
 from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
 
-MODES = ("none", "counts", "ebpf", "sampled", "bpftrace", "strace", "perf")
-BACKEND = {"counts": "bpftrace", "ebpf": "ebpf", "sampled": "ebpf", "bpftrace": "bpftrace",
-           "strace": "strace", "perf": "perf"}
-HELPER = {**BACKEND, "ebpf": "statstorm-trace", "sampled": "statstorm-trace"}
-SAMPLE = 10  # the sampled mode records one request in SAMPLE
+MODES = ("none", "counts", "ebpf", "sampled", "sparse", "bpftrace", "strace", "perf")
+BACKEND = {"counts": "bpftrace", "ebpf": "ebpf", "sampled": "ebpf", "sparse": "ebpf",
+           "bpftrace": "bpftrace", "strace": "strace", "perf": "perf"}
+HELPER = {**BACKEND, "ebpf": "statstorm-trace", "sampled": "statstorm-trace",
+          "sparse": "statstorm-trace"}
+SAMPLE = {"sampled": 10, "sparse": 1_000_000}  # one request in N recorded
 PERF_SET = ("newfstatat,statx,stat,lstat,fstat,access,faccessat,faccessat2,open,openat,"
             "readlink,readlinkat,getcwd,chdir,fchdir,accept,accept4")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -59,7 +63,8 @@ GOAL_PCT = 5.0
 # throughput with the tracer over without (the issues' goals)
 GOAL_RATIO = {"counts": 1 - GOAL_PCT / 100, "ebpf": 0.90, "sampled": 0.97}
 LABEL = {"counts": "eBPF --counts", "ebpf": "eBPF full events",
-         "sampled": f"eBPF full events, 1 request in {SAMPLE}", "bpftrace": "bpftrace full events",
+         "sampled": f"eBPF full events, 1 request in {SAMPLE['sampled']}",
+         "sparse": "eBPF counted (compiled tracer, one window)", "bpftrace": "bpftrace full events",
          "strace": "strace", "perf": "perf trace"}
 
 
@@ -194,7 +199,7 @@ class Tracer:
         self.argv = [sys.executable, "-m", "statstorm", "trace", "--lab", lab,
                      "--backend", BACKEND[mode], "-d", f"{duration_s:g}", "-o", str(out),
                      "--json"] + (["--counts"] if mode == "counts" else []) + (
-                         ["--sample", str(SAMPLE)] if mode == "sampled" else [])
+                         ["--sample", str(SAMPLE[mode])] if mode in SAMPLE else [])
         if mode == "perf":  # the anchor: `perf trace` of the same calls, to a file
             self.argv = ["timeout", "-s", "INT", f"{duration_s:g}", "perf", "trace",
                          "-e", PERF_SET, "-p", ",".join(map(str, workers)),
