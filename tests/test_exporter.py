@@ -221,7 +221,8 @@ def stop_exporter(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 def our_tracers() -> set[int]:
-    """bpftrace processes running a program of statstorm's (in a statstorm-trace- dir)."""
+    """bpftrace processes running a program of statstorm's (in a statstorm-trace- dir), and
+    compiled tracers counting (statstorm-trace --counts 1)."""
     found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -229,7 +230,8 @@ def our_tracers() -> set[int]:
                 raw = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"bpftrace" in raw and b"statstorm-trace-" in raw:
+            if (b"bpftrace" in raw and b"statstorm-trace-" in raw) or (
+                    b"/statstorm-trace\0" in raw and b"\0--counts\0" in raw):
                 found.add(int(entry.name))
     return found
 
@@ -249,8 +251,9 @@ def dashboard_names() -> set[str]:
 @pytest.mark.slow
 @pytest.mark.skipif(ROOT and not shutil.which("prometheus"),
                     reason="prometheus not installed (scripts/setup.sh --dev installs it)")
+@pytest.mark.parametrize("backend", ("ebpf", "bpftrace"))
 def test_prometheus_sees_the_tracers_counts_check_findings_and_respawns(
-        lab, state_home: Path, tmp_path: Path) -> None:
+        lab, state_home: Path, tmp_path: Path, backend: str) -> None:
     st = lab("--app", "synthetic", "--storage", "local", "--workers", "2")
     name, pool = str(st["name"]), str(st["pool"])
     url = str(st["url"]) + str(st.get("entry_path") or "/")
@@ -260,7 +263,7 @@ def test_prometheus_sees_the_tracers_counts_check_findings_and_respawns(
     port = free_port()
     exp = start_exporter(state_home, ["--lab", name, "--listen", f"127.0.0.1:{port}",
                                       "--status-every", "600", "--check-every", "600",
-                                      "--rescan-every", "1"])
+                                      "--rescan-every", "1", "--backend", backend])
     prom = None
     try:
         metrics = wait_for("the exporter's /metrics",
@@ -310,6 +313,7 @@ def test_prometheus_sees_the_tracers_counts_check_findings_and_respawns(
         assert prom.value(f"statstorm_request_metadata_syscalls_count{sel}") == 20
         assert prom.value(f"statstorm_pool_up{sel}") == 1
         assert prom.value("statstorm_tracer_up") == 1
+        assert prom.query(f'statstorm_exporter_info{{backend="{backend}-counts"}}')
 
         # check's findings, as `statstorm check` makes them
         chk = json.loads(run_cli(["check", "--lab", name, "--json"], state_home,

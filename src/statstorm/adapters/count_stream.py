@@ -1,6 +1,12 @@
 """The counting tracer kept attached for as long as it is wanted (`statstorm exporter`).
 
-One bpftrace running the counting program (adapters/bpftrace.py `count_program`: per-request
+Two backends, one interface (`start`, `pump`, `stop`, `cpu_seconds`) and the same events, as
+fields of the counting program's lines (K U F E):
+- CompiledCountStream (the default where it is built): statstorm's compiled tracer in its
+  counting mode (adapters/libbpf_trace.py, `--counts 1`), per-thread state in task storage,
+  binary records read from a pipe as they come. It costs the traced pool about half of what
+  bpftrace's counting program costs in kernel time (docs/trace-overhead.md).
+- CountStream: one bpftrace running the counting program (adapters/bpftrace.py `count_program`: per-request
 counters kept in the kernel, one line per request) over the workers and masters of any number
 of pools. Its lines are framed (adapters/bpftrace_session.py), put back in time order across
 the CPUs' buffers (model/events.py `Reorder`), and handed to a callback as soon as no earlier
@@ -11,10 +17,14 @@ lines, so the last requests before a quiet spell are not held back until the nex
 from __future__ import annotations
 
 import os
+import select
+import shutil
+import tempfile
 import time
-from typing import Callable, Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
-from statstorm.adapters import bpftrace
+from statstorm.adapters import bpftrace, libbpf_trace
 from statstorm.adapters.bpftrace_session import BpftraceSession, EventFramer, Refused
 from statstorm.adapters.trace_targets import Target
 from statstorm.model.events import Reorder
@@ -110,12 +120,138 @@ class CountStream:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time bpftrace has used so far (0 when not running)."""
-        pid = self.pid
-        if pid is None:
-            return 0.0
+        return _cpu_seconds(self.pid)
+
+
+class CompiledCountStream:
+    """The compiled tracer counting every request: `start()`, `pump()` in a loop, `stop()`."""
+
+    def __init__(self, targets: Sequence[Target], on_event: Callable[[list[bytes]], None]) -> None:
+        self.targets = bpftrace.Targets(tuple(sorted({p for t in targets for p in t.pids})),
+                                        tuple(sorted({p for t in targets for p in t.parents})))
+        self.binaries = sorted({b for t in targets for b in t.binaries})
+        self.on_event = on_event
+        self.session: libbpf_trace.LoaderSession | None = None
+        self._rfd: int | None = None
+        self._dir: str | None = None
+        self._buf = b""
+
+    @property
+    def pid(self) -> int | None:
+        s = self.session
+        return s.proc.pid if s is not None and s.proc is not None else None
+
+    def start(self) -> None:
+        """Start the loader and wait until it is attached; Refused (with its reason) if not."""
+        self._dir = tempfile.mkdtemp(prefix="statstorm-counts-")
+        rfd, wfd = os.pipe()
+        self._rfd = rfd
+        os.set_blocking(rfd, False)
         try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+            self.session = libbpf_trace.LoaderSession(self.targets, self.binaries,
+                                                      Path(self._dir) / "counts", counts_fd=wfd)
+            self.session.start(ATTACH_TIMEOUT_S)
+        except libbpf_trace.Refused as exc:
+            raise Refused(str(exc)) from None
+        finally:
+            os.close(wfd)  # the loader holds its own copy: the pipe ends when it exits
+
+    def pump(self, timeout: float) -> bool:
+        """Read the records written so far (waiting up to `timeout`) and hand them out. False
+        once the loader has ended (it should not: restart it)."""
+        assert self.session is not None and self._rfd is not None
+        self.session.poll(0)  # its status lines: the pipe they come through must not fill up
+        ready, _, _ = select.select([self._rfd], [], [], timeout)
+        if ready:
+            time.sleep(BATCH_S)  # a few records per request: take them in batches
+        eof = self._read()
+        self._hand_out()
+        return not eof and not self.session.exited()
+
+    def _read(self) -> bool:
+        """Append what the pipe holds; True at its end."""
+        assert self._rfd is not None
+        while True:
+            try:
+                chunk = os.read(self._rfd, 1 << 16)
+            except BlockingIOError:
+                return False
+            if not chunk:
+                return True
+            self._buf += chunk
+
+    def _hand_out(self) -> None:
+        n = libbpf_trace.complete(self._buf)
+        whole, self._buf = self._buf[:n], self._buf[n:]
+        for rec in libbpf_trace.decode(whole):
+            fields = _as_line(rec)
+            if fields is not None:
+                self.on_event(fields)
+
+    def stop(self) -> None:
+        """Detach: the loader writes its last records and exits; hand out the rest."""
+        try:
+            if self.session is not None:
+                try:
+                    self.session.stop()
+                except libbpf_trace.Refused:
+                    pass
+                if self._rfd is not None:
+                    self._read()
+                    self._hand_out()
+                self.session.close()
+        finally:
+            self.session = None
+            if self._rfd is not None:
+                os.close(self._rfd)
+                self._rfd = None
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir = None
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the loader has used so far (0 when not running)."""
+        return _cpu_seconds(self.pid)
+
+
+def _as_line(rec: tuple[Any, ...]) -> list[bytes] | None:
+    """A compiled tracer's record as the fields of the counting program's line."""
+    tag = rec[0]
+    if tag == "K":
+        _, pid, start, end, counters = rec
+        return [b"K", b"%d" % pid, b"%d" % start, b"%d" % end, *(b"%d" % c for c in counters)]
+    if tag == "U":
+        return [b"U", b"%d" % rec[1], b"%d" % rec[2], rec[3]]
+    if tag == "F":
+        return [b"F", b"%d" % rec[1], b"%d" % rec[2]]
+    if tag == "E":
+        return [b"E", b"%d" % rec[1]]
+    return None
+
+
+def _cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process so far (0 when there is none)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def available(backend: str) -> str:
+    """The backend to count with: `ebpf` when the compiled tracer is built, else bpftrace
+    ("auto"); a named one as asked."""
+    if backend == "auto":
+        return "ebpf" if libbpf_trace.loader() is not None else "bpftrace"
+    return backend
+
+
+def new_stream(backend: str, targets: Sequence[Target],
+               on_event: Callable[[list[bytes]], None]) -> CountStream | CompiledCountStream:
+    if backend == "ebpf":
+        libbpf_trace.find()  # not built: the error names the fix
+        return CompiledCountStream(targets, on_event)
+    return CountStream(targets, on_event)

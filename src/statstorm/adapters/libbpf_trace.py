@@ -86,8 +86,15 @@ class LoaderSession:
     """One run of the loader: `start` (returns once attached), `poll`, `stop`, `close`."""
 
     def __init__(self, targets: bpftrace.Targets, binaries: list[str], spool: Path, *,
-                 sample: int = 1) -> None:
-        self.argv = [str(find()), "--out", str(spool), "--sample", str(max(sample, 1))]
+                 sample: int = 1, counts_fd: int | None = None) -> None:
+        """counts_fd: count every request, record nothing, and write the records to this
+        inherited file descriptor (a pipe) as they come, instead of to `spool`."""
+        out = str(spool) if counts_fd is None else f"/dev/fd/{counts_fd}"
+        self.argv = [str(find()), "--out", out, "--sample", str(max(sample, 1))]
+        self.pass_fds: tuple[int, ...] = ()
+        if counts_fd is not None:
+            self.argv += ["--counts", "1"]
+            self.pass_fds = (counts_fd,)
         for p in targets.pids:
             self.argv += ["--pid", str(p)]
         for p in targets.parents:
@@ -107,7 +114,8 @@ class LoaderSession:
         a reason given ends the attempt (Refused)."""
         with open(self.errlog, "wb") as err:
             self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=err,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         pass_fds=self.pass_fds)
         deadline = time.monotonic() + timeout
         while True:
             for line in self._lines(0.1):
@@ -195,6 +203,18 @@ class LoaderSession:
                 p.unlink()
             except OSError:
                 pass
+
+
+def complete(data: bytes) -> int:
+    """How many bytes at the start of `data` are whole records (the rest: a record whose end
+    has not been read yet)."""
+    off, end = 0, len(data)
+    while off + HDR.size <= end:
+        size = HDR.unpack_from(data, off)[0]
+        if size < HDR.size or off + size > end:
+            break
+        off += size
+    return off
 
 
 def decode(data: bytes) -> Iterator[tuple[Any, ...]]:

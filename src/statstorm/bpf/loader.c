@@ -4,6 +4,11 @@
  * the PHP function probes follow one worker at a time (window.c).
  *
  *   statstorm-trace --out FILE [--pid N]... [--parent N]... [--binary PATH]... [--sample N]
+ *                   [--counts 1]
+ *
+ * --counts 1: every request counted in the kernel (K records, with its script's U record),
+ * nothing recorded, no PHP function probe attached; the records are flushed to FILE (a pipe:
+ * statstorm exporter) as they come.
  *
  * stdout, one line each: READY (attached), then once a second and at the end
  *   STAT records syscalls requests lost hits windows
@@ -120,6 +125,7 @@ int main(int argc, char **argv)
 	int pids[MAX_PIDS], parents[MAX_PIDS], npids = 0, nparents = 0, nbins = 0;
 	const char *bins[MAX_BINS], *outpath = NULL;
 	unsigned int sample = 1;
+	int counts = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v)
@@ -134,13 +140,15 @@ int main(int argc, char **argv)
 			bins[nbins++] = v;
 		else if (!strcmp(a, "--sample"))
 			sample = (unsigned int)atoi(v);
+		else if (!strcmp(a, "--counts"))
+			counts = atoi(v) != 0;
 		else
 			die("unknown argument", a);
 		i++;
 	}
 	if (!outpath)
 		die("usage: statstorm-trace --out FILE [--pid N]... [--parent N]... [--binary PATH]... "
-		    "[--sample N]", NULL);
+		    "[--sample N] [--counts 1]", NULL);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	libbpf_set_print(quiet);
 	struct rlimit inf = {RLIM_INFINITY, RLIM_INFINITY};
@@ -149,7 +157,10 @@ int main(int argc, char **argv)
 	struct trace_bpf *skel = trace_bpf__open();
 	if (!skel)
 		die("could not open the BPF program", strerror(errno));
-	skel->rodata->sample_n = sample ? sample : 1;
+	skel->rodata->sample_n = counts ? 0xffffffffu : (sample ? sample : 1);
+	skel->rodata->counts_only = counts;
+	if (counts)
+		sample = 1;  /* no windows: nothing is ever armed */
 	struct bpf_program *prog;
 	bpf_object__for_each_program(prog, skel->obj) {
 		const char *sec = bpf_program__section_name(prog);
@@ -221,7 +232,7 @@ int main(int argc, char **argv)
 	for (int b = 0; b < nbins; b++) {
 		for (int i = 0; i < nevery; i++)
 			attach_uprobe(&every[i], bins[b], links, &nlinks);
-		for (int i = 0; i < nprobes && sample <= 1; i++)
+		for (int i = 0; i < nprobes && sample <= 1 && !counts; i++)
 			attach_uprobe(&probes[i], bins[b], links, &nlinks);
 		struct bpf_link *l = bpf_program__attach_usdt(skel->progs.request_startup, -1, bins[b],
 		                                              "php", "request__startup", NULL);
@@ -253,6 +264,8 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &last);
 	while (!stopping) {
 		ring_buffer__consume(rb);
+		if (counts && fflush(out) != 0)
+			die("writing the records failed", outpath);
 		if (sampler)
 			sampler_tick(sampler, recorded, counted);
 		nanosleep(&tick, NULL);

@@ -13,7 +13,10 @@
  * `armed` map) as it starts; the others leave one K record of per-call counters at their
  * end. The loader (window.c) arms one worker at a time, with the PHP function probes
  * attached to that worker alone, so that about one request in sample_n is recorded and the
- * others never trap into a uprobe. */
+ * others never trap into a uprobe.
+ *
+ * Counting only (counts_only, `statstorm exporter`): every request leaves its K record and its
+ * script's U record, nothing else is recorded. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -82,6 +85,7 @@ struct pstate {
 };
 
 const volatile __u32 sample_n = 1;
+const volatile __u8 counts_only = 0;
 volatile __u32 stopped = 0;  /* set by the loader when it stops: nothing more is recorded */
 __u64 unrecorded_hits = 0;   /* PHP function probes run in requests not recorded */
 
@@ -174,6 +178,8 @@ static __always_inline struct pstate *pstate_of(__u32 pid)
 /* is this process's current request recorded in full? */
 static __always_inline int recording(__u32 pid)
 {
+	if (counts_only)
+		return 0;
 	if (sample_n <= 1)
 		return 1;
 	struct pstate *st = pstate_of(pid);
@@ -288,6 +294,8 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 			return 0;
 		}
 	}
+	if (counts_only)
+		return 0;
 	struct rec *r = new_rec();
 	if (r) {
 		r->tag = T_S; r->kind = f->call; r->pid = pid; r->ts = f->ts;
@@ -383,13 +391,15 @@ int BPF_USDT(request_startup, void *file, void *uri)
 	struct pstate *st = sample_n > 1 ? pstate_of(pid) : 0;
 	if (sample_n > 1 && (!st || st->ended))
 		new_request(pid, now);  /* a keep-alive request: no accept() before it */
-	if (!recording(pid))
+	if (!counts_only && !recording(pid))
 		return 0;
 	struct rec *r = new_rec();
 	if (!r)
 		return 0;
 	r->tag = T_U; r->kind = 0; r->pid = pid; r->ts = now; r->a = 0;
 	emit_str(r, (__u64)file);
+	if (counts_only)
+		return 0;  /* the script only: the exporter leaves its own queries out */
 	r = new_rec();
 	if (!r)
 		return 0;

@@ -27,11 +27,15 @@ from statstorm.env import Env
               help="Seconds between looks for pools that started, stopped or restarted.")
 @click.option("--duration", type=float, default=None, metavar="S",
               help="Stop after this many seconds  [default: run until SIGTERM or Ctrl-C].")
+@click.option("--backend", type=click.Choice(["auto", "ebpf", "bpftrace"]), default="auto",
+              show_default=True,
+              help="The counting tracer: statstorm's compiled one (ebpf: half the kernel time "
+              "per syscall), bpftrace, or ebpf where it is built.")
 @click.option("--json", "as_json", is_flag=True, help="Print a summary as JSON when it stops.")
 @click.pass_obj
 def exporter(env: Env, pools: tuple[str, ...], lab: str | None, listen: str,
              status_every: float, check_every: float, rescan_every: float,
-             duration: float | None, as_json: bool) -> None:
+             duration: float | None, backend: str, as_json: bool) -> None:
     """Serve the pools' file-metadata cost to Prometheus, for as long as it runs.
 
     Keeps the in-kernel counting tracer (`trace --counts`) attached to the pools and serves,
@@ -56,7 +60,7 @@ def exporter(env: Env, pools: tuple[str, ...], lab: str | None, listen: str,
     from statstorm.commands import exporter as cmd  # prometheus_client: only for this verb
     opts = cmd.ExporterOptions(pools=pools, lab=lab, listen=listen, status_every_s=status_every,
                                check_every_s=check_every, rescan_every_s=rescan_every,
-                               duration_s=duration)
+                               duration_s=duration, backend=backend)
     result = cmd.run(env, opts, progress=lambda msg: env.log(f"exporter: {msg}"))
     for w in result.warnings:
         env.log(f"exporter: warning: {w}")

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from statstorm import __version__
-from statstorm.adapters import bpftrace, labs, php_targets, pool_facts, procs, smaps
+from statstorm.adapters import bpftrace, count_stream, labs, php_targets, pool_facts, procs, smaps
 from statstorm.adapters.pool_watch import Pools, Watched
 from statstorm.adapters.bpftrace_session import Refused
-from statstorm.adapters.count_stream import CountStream
+from statstorm.adapters.count_stream import CompiledCountStream, CountStream
 from statstorm.adapters.metrics_server import MetricsServer, Snapshot
 from statstorm.env import Env
 from statstorm.errors import DependencyError, StatstormError, UsageError
@@ -52,6 +52,7 @@ class ExporterOptions:
     check_every_s: float = 300.0
     rescan_every_s: float = 30.0
     duration_s: float | None = None  # None: until SIGTERM or Ctrl-C
+    backend: str = "auto"  # the counting tracer: ebpf (compiled), bpftrace, auto (ebpf if built)
 
 
 @dataclass
@@ -113,7 +114,8 @@ class Exporter:
         self.own_queries = 0
         self.tracer_starts = 0
         self.tracer_cpu_s = 0.0  # of tracers that ended
-        self.stream: CountStream | None = None
+        self.stream: CountStream | CompiledCountStream | None = None
+        self.backend = count_stream.available(opts.backend)
 
     # ---- the tracer's lines
     def on_event(self, fields: list[bytes]) -> None:
@@ -163,12 +165,14 @@ class Exporter:
                          for p in (*w.target.pids, *w.target.parents, *w.masters)}
         if not watched:
             return
-        stream = CountStream([w.target for w in watched], self.on_event)
+        stream = count_stream.new_stream(self.backend, [w.target for w in watched],
+                                         self.on_event)
         try:
             stream.start()
         except Refused as exc:
             stream.stop()
-            raise DependencyError(f"bpftrace could not attach: {exc}") from None
+            raise DependencyError(f"the counting tracer ({self.backend}) could not attach: "
+                                  f"{exc}") from None
         self.stream = stream
         self.tracer_starts += 1
 
@@ -246,7 +250,8 @@ class Exporter:
         with self.lock:
             return Snapshot(counters=copy.deepcopy(self.counters),
                             status=copy.deepcopy(self.status), tracer_cpu_s=cpu,
-                            tracer_starts=self.tracer_starts, backend="bpftrace-counts",
+                            tracer_starts=self.tracer_starts,
+                            backend=f"{self.backend}-counts",
                             version=__version__, tracer_up=stream is not None)
 
 
@@ -289,9 +294,12 @@ def run(env: Env, opts: ExporterOptions, *, ready: threading.Event | None = None
         progress: Callable[[str], None] | None = None) -> ExporterSummary:
     """Serve the pools' metrics until SIGTERM, Ctrl-C, `opts.duration_s` or `stop`."""
     validate(opts)
+    if opts.backend not in ("auto", "ebpf", "bpftrace"):
+        raise UsageError(f"--backend {opts.backend!r}: expected auto, ebpf or bpftrace")
     if os.geteuid() != 0:
         bpftrace.check_privileges()
-    bpftrace.find()
+    if count_stream.available(opts.backend) == "bpftrace":
+        bpftrace.find()
     bpftrace.ensure_tracefs()
     host, port = parse_listen(opts.listen)
     if procs.port_in_use(port, host):
@@ -318,7 +326,7 @@ def run(env: Env, opts: ExporterOptions, *, ready: threading.Event | None = None
         server.start()
         names = ", ".join(exp.pools.watched) or "none yet"
         env.log(f"exporter: serving {server.url} for pool(s) {names} (in-kernel counting, "
-                f"bpftrace); status every {opts.status_every_s:g} s, check every "
+                f"{exp.backend}); status every {opts.status_every_s:g} s, check every "
                 f"{opts.check_every_s:g} s")
         refresher.start()
         if ready is not None:
