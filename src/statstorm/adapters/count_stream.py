@@ -16,6 +16,7 @@ lines, so the last requests before a quiet spell are not held back until the nex
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import shutil
@@ -34,6 +35,7 @@ ATTACH_TIMEOUT_S = 120.0
 # another CPU by about a buffer poll. Lines older than this are handed out.
 ORDER_WINDOW_NS = 200_000_000
 BATCH_S = 0.1
+PIPE_BYTES = 1 << 20  # the compiled tracer's pipe
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -147,6 +149,10 @@ class CompiledCountStream:
         rfd, wfd = os.pipe()
         self._rfd = rfd
         os.set_blocking(rfd, False)
+        try:  # room for a few thousand requests' records between two reads
+            fcntl.fcntl(wfd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:
+            pass
         try:
             self.session = libbpf_trace.LoaderSession(self.targets, self.binaries,
                                                       Path(self._dir) / "counts", counts_fd=wfd)

@@ -28,9 +28,9 @@ from statstorm.env import Env
 @click.option("--duration", type=float, default=None, metavar="S",
               help="Stop after this many seconds  [default: run until SIGTERM or Ctrl-C].")
 @click.option("--backend", type=click.Choice(["auto", "ebpf", "bpftrace"]), default="auto",
-              show_default=True,
-              help="The counting tracer: statstorm's compiled one (ebpf: half the kernel time "
-              "per syscall), bpftrace, or ebpf where it is built.")
+              show_default=True, metavar="TRACER",
+              help="The counting tracer: ebpf (statstorm's compiled one, about half of "
+              "bpftrace's kernel time per syscall), bpftrace, or auto (ebpf where it is built).")
 @click.option("--json", "as_json", is_flag=True, help="Print a summary as JSON when it stops.")
 @click.pass_obj
 def exporter(env: Env, pools: tuple[str, ...], lab: str | None, listen: str,
