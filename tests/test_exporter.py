@@ -129,6 +129,32 @@ def test_the_exporters_own_queries_are_not_counted() -> None:
     assert exp.counters["www"].worker_exits == 1
 
 
+def test_the_compiled_tracers_records_read_as_the_counting_lines() -> None:
+    """Records from the pipe, cut anywhere: only whole ones are handed out, each as the
+    counting program's line."""
+    import struct
+    from statstorm.adapters import count_stream, libbpf_trace
+
+    def rec(tag: str, pid: int, ts: int, body: bytes) -> bytes:
+        return struct.pack("<HBBIQ", 16 + len(body), ord(tag), 0, pid, ts) + body
+
+    counters = [3 << bpftrace.COUNT_SHIFT | 1000] + [0] * 15
+    script = b"/srv/www/index.php"
+    stream = (rec("U", 100, 5, struct.pack("<Q3q", 0, 0, 0, 0) + script)
+              + rec("K", 100, 9, struct.pack("<Q16Q", 5, *counters))
+              + rec("F", 1, 10, struct.pack("<Q", 101)) + rec("E", 101, 11, b""))
+    lines: list[list[bytes]] = []
+    cs = count_stream.CompiledCountStream([], lines.append)
+    for cut in (7, 40, 150, len(stream)):
+        cs._buf += stream[:cut]
+        stream = stream[cut:]
+        cs._hand_out()
+        assert libbpf_trace.complete(cs._buf) == 0  # what is left is a cut record
+    assert lines == [[b"U", b"100", b"5", script],
+                     [b"K", b"100", b"5", b"9", *(b"%d" % c for c in counters)],
+                     [b"F", b"1", b"101"], [b"E", b"101"]]
+
+
 def test_bad_usage_is_one_line() -> None:
     home = Path("/tmp")
     for args, needle in ((["--pool", "a", "--lab", "b"], "not both"),
@@ -137,6 +163,8 @@ def test_bad_usage_is_one_line() -> None:
         proc = run_cli(["exporter", *args], home)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1 and needle in proc.stderr
+    with pytest.raises(UsageError, match="--backend"):
+        cmd.validate(cmd.ExporterOptions(backend="perf"))
 
 
 # -- with a real lab and a real Prometheus ------------------------------------------------------

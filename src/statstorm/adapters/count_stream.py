@@ -6,12 +6,14 @@ fields of the counting program's lines (K U F E):
   counting mode (adapters/libbpf_trace.py, `--counts 1`), per-thread state in task storage,
   binary records read from a pipe as they come. It costs the traced pool about half of what
   bpftrace's counting program costs in kernel time (docs/trace-overhead.md).
-- CountStream: one bpftrace running the counting program (adapters/bpftrace.py `count_program`: per-request
-counters kept in the kernel, one line per request) over the workers and masters of any number
-of pools. Its lines are framed (adapters/bpftrace_session.py), put back in time order across
-the CPUs' buffers (model/events.py `Reorder`), and handed to a callback as soon as no earlier
-line can still arrive: the window is measured against the clock as well as against newer
-lines, so the last requests before a quiet spell are not held back until the next one.
+- CountStream: one bpftrace running the counting program (adapters/bpftrace.py
+  `count_program`: per-request counters kept in the kernel, one line per request) over the
+  workers and masters of any number of pools. Its lines are framed
+  (adapters/bpftrace_session.py), put back in time order across the CPUs' buffers
+  (model/events.py `Reorder`), and handed to a callback as soon as no earlier line can still
+  arrive: the window is measured against the clock as well as against newer lines, so the
+  last requests before a quiet spell are not held back until the next one. (The compiled
+  tracer's ring buffer is one for all CPUs, in event order: nothing to reorder.)
 """
 
 from __future__ import annotations

@@ -96,6 +96,8 @@ def validate(opts: ExporterOptions) -> None:
             raise UsageError(f"{flag} must be a positive number of seconds")
     if opts.duration_s is not None and not opts.duration_s > 0:
         raise UsageError("--duration must be a positive number of seconds")
+    if opts.backend not in ("auto", "ebpf", "bpftrace"):
+        raise UsageError(f"--backend {opts.backend!r}: expected auto, ebpf or bpftrace")
 
 
 # -- the exporter --------------------------------------------------------------------------------
@@ -294,8 +296,6 @@ def run(env: Env, opts: ExporterOptions, *, ready: threading.Event | None = None
         progress: Callable[[str], None] | None = None) -> ExporterSummary:
     """Serve the pools' metrics until SIGTERM, Ctrl-C, `opts.duration_s` or `stop`."""
     validate(opts)
-    if opts.backend not in ("auto", "ebpf", "bpftrace"):
-        raise UsageError(f"--backend {opts.backend!r}: expected auto, ebpf or bpftrace")
     if os.geteuid() != 0:
         bpftrace.check_privileges()
     if count_stream.available(opts.backend) == "bpftrace":
