@@ -41,7 +41,30 @@ PIPE_BYTES = 1 << 20  # the compiled tracer's pipe
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-class CountStream:
+class _Tracer:
+    """What both streams share: the tracer's process (its session's)."""
+
+    session: Any = None
+
+    @property
+    def pid(self) -> int | None:
+        s = self.session
+        return s.proc.pid if s is not None and s.proc is not None else None
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the tracer has used so far (0 when not running)."""
+        pid = self.pid
+        if pid is None:
+            return 0.0
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class CountStream(_Tracer):
     """`start()` (returns once attached), then `pump()` in a loop, then `stop()`."""
 
     def __init__(self, targets: Sequence[Target], on_event: Callable[[list[bytes]], None]) -> None:
@@ -55,11 +78,6 @@ class CountStream:
         self.framer = EventFramer()
         self.reorder = Reorder(ORDER_WINDOW_NS)
         self._buf = b""
-
-    @property
-    def pid(self) -> int | None:
-        s = self.session
-        return s.proc.pid if s is not None and s.proc is not None else None
 
     def start(self) -> None:
         """Start bpftrace and wait until it is attached; Refused (with bpftrace's reason)
@@ -122,12 +140,9 @@ class CountStream:
             self.session.close()
             self.session = None
 
-    def cpu_seconds(self) -> float:
-        """User + system CPU time bpftrace has used so far (0 when not running)."""
-        return _cpu_seconds(self.pid)
 
 
-class CompiledCountStream:
+class CompiledCountStream(_Tracer):
     """The compiled tracer counting every request: `start()`, `pump()` in a loop, `stop()`."""
 
     def __init__(self, targets: Sequence[Target], on_event: Callable[[list[bytes]], None]) -> None:
@@ -139,11 +154,6 @@ class CompiledCountStream:
         self._rfd: int | None = None
         self._dir: str | None = None
         self._buf = b""
-
-    @property
-    def pid(self) -> int | None:
-        s = self.session
-        return s.proc.pid if s is not None and s.proc is not None else None
 
     def start(self) -> None:
         """Start the loader and wait until it is attached; Refused (with its reason) if not."""
@@ -217,9 +227,6 @@ class CompiledCountStream:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
 
-    def cpu_seconds(self) -> float:
-        """User + system CPU time the loader has used so far (0 when not running)."""
-        return _cpu_seconds(self.pid)
 
 
 def _as_line(rec: tuple[Any, ...]) -> list[bytes] | None:
@@ -235,18 +242,6 @@ def _as_line(rec: tuple[Any, ...]) -> list[bytes] | None:
     if tag == "E":
         return [b"E", b"%d" % rec[1]]
     return None
-
-
-def _cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time of a process so far (0 when there is none)."""
-    if pid is None:
-        return 0.0
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def available(backend: str) -> str:
