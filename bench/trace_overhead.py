@@ -5,8 +5,9 @@ Starts a lab (MediaWiki on local disk by default, like `statstorm lab up`), driv
 at saturation with wrk (`-c` = 2 x workers, or --concurrency), warms up, then runs
 interleaved rounds of these modes, the order rotating every round:
   none      wrk alone
-  counts    wrk while `statstorm trace --lab NAME --backend bpftrace --counts -d D+margin --json`
-            runs (counted in the kernel, one line per request)
+  counts    wrk while `statstorm trace --lab NAME --backend ebpf --counts -d D+margin --json`
+            runs (the compiled tracer, counted in the kernel, one record per request)
+  bcounts   the same with `--backend bpftrace` (bpftrace's counting program)
   ebpf      `--backend ebpf`: the compiled tracer, every call and PHP operation recorded
   sampled   the same with `--sample 10`: one request in 10 recorded, the others counted
   sparse    the same with `--sample 1000000`: after its first window (about a second of one
@@ -50,11 +51,11 @@ from statstorm.adapters.wrk import Wrk
 from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
 
-MODES = ("none", "counts", "ebpf", "sampled", "sparse", "bpftrace", "strace", "perf")
-BACKEND = {"counts": "bpftrace", "ebpf": "ebpf", "sampled": "ebpf", "sparse": "ebpf",
-           "bpftrace": "bpftrace", "strace": "strace", "perf": "perf"}
-HELPER = {**BACKEND, "ebpf": "statstorm-trace", "sampled": "statstorm-trace",
-          "sparse": "statstorm-trace"}
+MODES = ("none", "counts", "bcounts", "ebpf", "sampled", "sparse", "bpftrace", "strace", "perf")
+BACKEND = {"counts": "ebpf", "bcounts": "bpftrace", "ebpf": "ebpf", "sampled": "ebpf",
+           "sparse": "ebpf", "bpftrace": "bpftrace", "strace": "strace", "perf": "perf"}
+HELPER = {**BACKEND, "counts": "statstorm-trace", "ebpf": "statstorm-trace",
+          "sampled": "statstorm-trace", "sparse": "statstorm-trace"}
 SAMPLE = {"sampled": 10, "sparse": 1_000_000}  # one request in N recorded
 PERF_SET = ("newfstatat,statx,stat,lstat,fstat,access,faccessat,faccessat2,open,openat,"
             "readlink,readlinkat,getcwd,chdir,fchdir,accept,accept4")
@@ -62,7 +63,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 GOAL_PCT = 5.0
 # throughput with the tracer over without (the issues' goals)
 GOAL_RATIO = {"counts": 1 - GOAL_PCT / 100, "ebpf": 0.90, "sampled": 0.97}
-LABEL = {"counts": "eBPF --counts", "ebpf": "eBPF full events",
+LABEL = {"counts": "eBPF --counts", "bcounts": "bpftrace --counts",
+         "ebpf": "eBPF full events",
          "sampled": f"eBPF full events, 1 request in {SAMPLE['sampled']}",
          "sparse": "eBPF counted (compiled tracer, one window)", "bpftrace": "bpftrace full events",
          "strace": "strace", "perf": "perf trace"}
@@ -198,7 +200,7 @@ class Tracer:
         self.stderr_path = workdir / f"{out.name}.stderr"
         self.argv = [sys.executable, "-m", "statstorm", "trace", "--lab", lab,
                      "--backend", BACKEND[mode], "-d", f"{duration_s:g}", "-o", str(out),
-                     "--json"] + (["--counts"] if mode == "counts" else []) + (
+                     "--json"] + (["--counts"] if mode in ("counts", "bcounts") else []) + (
                          ["--sample", str(SAMPLE[mode])] if mode in SAMPLE else [])
         if mode == "perf":  # the anchor: `perf trace` of the same calls, to a file
             self.argv = ["timeout", "-s", "INT", f"{duration_s:g}", "perf", "trace",

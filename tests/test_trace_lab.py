@@ -113,7 +113,8 @@ def test_synthetic_lab_stable_counts_and_respawned_worker(lab, state_home: Path,
 
 
 def test_counts_mode_sees_what_full_tracing_sees(lab, state_home: Path, tmp_path: Path) -> None:
-    """Two tracers at once on the same requests: `--counts` and full events agree exactly."""
+    """Three tracers at once on the same requests: full events and `--counts` with the
+    compiled tracer and with bpftrace agree exactly."""
     st = lab("--app", "synthetic", "--storage", "local", "--workers", "2")
     url = str(st["url"]) + str(st.get("entry_path") or "/")
     time.sleep(2.5)
@@ -121,25 +122,31 @@ def test_counts_mode_sees_what_full_tracing_sees(lab, state_home: Path, tmp_path
         assert get(url) == 200
     full = start_trace(state_home, ["--lab", str(st["name"]), "-d", "120", "-o",
                                     str(tmp_path / "full.sst.gz"), "--json"])
-    counts = start_trace(state_home, ["--lab", str(st["name"]), "--counts", "-d", "120", "-o",
-                                      str(tmp_path / "counts.sst.gz"), "--json"])
-    wait_attached(full)
-    wait_attached(counts)
+    counts = {b: start_trace(state_home, ["--lab", str(st["name"]), "--counts", "--backend", b,
+                                          "-d", "120", "-o", str(tmp_path / f"{b}.sst.gz"),
+                                          "--json"])
+              for b in ("ebpf", "bpftrace")}
+    for p in (full, *counts.values()):
+        wait_attached(p)
     time.sleep(2)
     send(url, 20).join()
     time.sleep(1)
-    for p in (full, counts):
+    for p in (full, *counts.values()):
         p.send_signal(signal.SIGINT)
-    a, b = finish(full), finish(counts)
-    assert b["detail"] == "counts" and a["detail"] == "events"
-    assert a["requests"] == b["requests"] == 20
+    a = finish(full)
+    assert a["detail"] == "events" and a["requests"] == 20
     assert a["trace"]["dropped"] == 0
-    assert {k: a["totals"][k] for k in ("lstat", "stat", "fstat", "access", "open", "readlink",
-                                         "getcwd", "total", "failed")} == b["totals"]
-    assert a["per_request_dist"]["total"] == b["per_request_dist"]["total"]
-    tr = read_trace(tmp_path / "counts.sst.gz")
-    assert len(tr.request_counts) == 20 and not tr.syscalls
-    assert all(r.script.endswith("index.php") for r in tr.requests.values())
+    for backend, proc in counts.items():
+        b = finish(proc)
+        assert b["detail"] == "counts" and b["source"] == backend
+        assert b["requests"] == 20
+        assert {k: a["totals"][k] for k in ("lstat", "stat", "fstat", "access", "open",
+                                             "readlink", "getcwd", "total", "failed")
+                } == b["totals"], backend
+        assert a["per_request_dist"]["total"] == b["per_request_dist"]["total"], backend
+        tr = read_trace(tmp_path / f"{backend}.sst.gz")
+        assert len(tr.request_counts) == 20 and not tr.syscalls
+        assert all(r.script.endswith("index.php") for r in tr.requests.values())
 
 
 def test_ctrl_c_writes_a_valid_trace(lab, state_home: Path, tmp_path: Path) -> None:

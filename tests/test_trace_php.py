@@ -81,19 +81,22 @@ def test_include_path_misses_attributed_to_entries(scen: Path, state_home: Path,
     assert json.loads(again.stdout)["per_request"] == s["per_request"]
 
 
-def test_counts_mode_matches_strace(scen: Path, state_home: Path, tmp_path: Path) -> None:
-    """`--counts` (counted in the kernel) gives strace's counts, call type by call type."""
+def test_counts_mode_matches_strace(scen: Path, state_home: Path, backend: str,
+                                    tmp_path: Path) -> None:
+    """`--counts` (counted in the kernel) gives strace's counts, call type by call type, with
+    the compiled tracer and with bpftrace."""
     script = scen / "s4.php"
     script.write_text(
         "<?php\n"
         f"set_include_path('{scen}/a:{scen}/lib');\n"
         "for ($i = 1; $i <= 20; $i++) { require_once \"f$i.php\"; }\n"
         "for ($i = 0; $i < 30; $i++) { file_exists(\"/nonexistent/$i\"); clearstatcache(); }\n")
-    proc = run_cli(["trace", "--counts", "--cmd", f"php -n {script}", "-o",
-                    str(tmp_path / "k.sst.gz"), "--json"], state_home, timeout=300)
+    proc = run_cli(["trace", "--counts", "--backend", backend, "--cmd", f"php -n {script}",
+                    "-o", str(tmp_path / "k.sst.gz"), "--json"], state_home, timeout=300)
     assert proc.returncode == 0, proc.stderr
     s = json.loads(proc.stdout)
     assert s["detail"] == "counts" and s["requests"] == 1
+    assert s["source"] == backend
     ref = strace_counts(state_home, ["php", "-n", str(script)], scen, tmp_path)
     assert {k: s["per_request"][k] for k in KEYS} == {k: ref[k] for k in KEYS}
     assert s["per_request"]["failed"] >= 20 + 30  # the include_path misses, the probes

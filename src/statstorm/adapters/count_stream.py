@@ -202,7 +202,7 @@ class CompiledCountStream(_Tracer):
         n = libbpf_trace.complete(self._buf)
         whole, self._buf = self._buf[:n], self._buf[n:]
         for rec in libbpf_trace.decode(whole):
-            fields = _as_line(rec)
+            fields = libbpf_trace.count_fields(rec)
             if fields is not None:
                 self.on_event(fields)
 
@@ -226,22 +226,6 @@ class CompiledCountStream(_Tracer):
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
-
-
-
-def _as_line(rec: tuple[Any, ...]) -> list[bytes] | None:
-    """A compiled tracer's record as the fields of the counting program's line."""
-    tag = rec[0]
-    if tag == "K":
-        _, pid, start, end, counters = rec
-        return [b"K", b"%d" % pid, b"%d" % start, b"%d" % end, *(b"%d" % c for c in counters)]
-    if tag == "U":
-        return [b"U", b"%d" % rec[1], b"%d" % rec[2], rec[3]]
-    if tag == "F":
-        return [b"F", b"%d" % rec[1], b"%d" % rec[2]]
-    if tag == "E":
-        return [b"E", b"%d" % rec[1]]
-    return None
 
 
 def available(backend: str) -> str:

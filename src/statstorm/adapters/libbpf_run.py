@@ -15,11 +15,14 @@ from typing import Any, Callable
 from statstorm import faults
 from statstorm.adapters import bpftrace, libbpf_trace, round_trips, trace_targets
 from statstorm.adapters.trace_backends import (DEFAULT_DURATION_S, TraceOptions, TraceRun,
-                                               bound_reached, event_attributor, finish_events,
-                                               header, hold_command, on_attached,
-                                               title_filter)
+                                               bound_reached, count_attributor,
+                                               event_attributor, feed_counts,
+                                               finish_events, header, hold_command,
+                                               on_attached, title_filter)
 from statstorm.env import Env
 from statstorm.errors import ComponentError, Interrupted
+from statstorm.model.attribution import Attributor
+from statstorm.model.count_attribution import CountAttributor
 from statstorm.model.events import feed_record
 from statstorm.model.sampling import CountedRequests
 from statstorm.model.tracestats import SummaryBuilder
@@ -40,7 +43,7 @@ def run_ebpf(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Pa
     spool_dir = Path(tempfile.mkdtemp(prefix="statstorm-trace-"))
     session = libbpf_trace.LoaderSession(
         bpftrace.Targets(tuple(target.pids), tuple(target.parents)), target.binaries,
-        spool_dir / "records.bin", sample=opts.sample)
+        spool_dir / "records.bin", sample=opts.sample, counts=opts.counts)
     stopped = "end"
 
     def command_ended() -> str | None:
@@ -114,7 +117,11 @@ def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
     """The spooled records → the trace file and its summary."""
     summary = SummaryBuilder(head)
     writer = TraceWriter(out, head)
-    attr = event_attributor(target, head, writer, summary, libbpf_trace.STRMAX)
+    attr: Attributor | CountAttributor
+    if opts.counts:
+        attr = count_attributor(target, writer, summary)
+    else:
+        attr = event_attributor(target, head, writer, summary, libbpf_trace.STRMAX)
     attr.t0 = t0
     keep = title_filter(target)
     counted = CountedRequests()
@@ -123,7 +130,11 @@ def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
             tag = rec[0]
             if keep is not None and tag != "F" and tag != "E" and not keep(rec[1]):
                 continue
-            if tag == "K":
+            if isinstance(attr, CountAttributor):
+                fields = libbpf_trace.count_fields(rec)
+                if fields is not None:
+                    feed_counts(attr, fields)
+            elif tag == "K":
                 counted.add(bpftrace.unpack_counts(rec[4]))
             else:
                 feed_record(attr, rec)

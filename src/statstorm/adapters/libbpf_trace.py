@@ -86,14 +86,17 @@ class LoaderSession:
     """One run of the loader: `start` (returns once attached), `poll`, `stop`, `close`."""
 
     def __init__(self, targets: bpftrace.Targets, binaries: list[str], spool: Path, *,
-                 sample: int = 1, counts_fd: int | None = None) -> None:
-        """counts_fd: count every request, record nothing, and write the records to this
-        inherited file descriptor (a pipe) as they come, instead of to `spool`."""
+                 sample: int = 1, counts: bool = False, counts_fd: int | None = None
+                 ) -> None:
+        """counts: count every request, record nothing else (K, U, F and E records).
+        counts_fd: the same, with the records written to this inherited file descriptor (a
+        pipe) as they come, instead of to `spool`."""
         out = str(spool) if counts_fd is None else f"/dev/fd/{counts_fd}"
         self.argv = [str(find()), "--out", out, "--sample", str(max(sample, 1))]
         self.pass_fds: tuple[int, ...] = ()
-        if counts_fd is not None:
+        if counts or counts_fd is not None:
             self.argv += ["--counts", "1"]
+        if counts_fd is not None:
             self.pass_fds = (counts_fd,)
         for p in targets.pids:
             self.argv += ["--pid", str(p)]
@@ -252,3 +255,19 @@ def decode(data: bytes) -> Iterator[tuple[Any, ...]]:
             vals = counts(data, off)
             yield ("K", pid, vals[5], ts, list(vals[6:]))
         off += size
+
+
+def count_fields(rec: tuple[Any, ...]) -> list[bytes] | None:
+    """A record of the counting mode as the fields of bpftrace's counting-program line (K U F
+    E; None for the others), so that both counting backends feed the same attribution."""
+    tag = rec[0]
+    if tag == "K":
+        _, pid, start, end, counters = rec
+        return [b"K", b"%d" % pid, b"%d" % start, b"%d" % end, *(b"%d" % c for c in counters)]
+    if tag == "U":
+        return [b"U", b"%d" % rec[1], b"%d" % rec[2], rec[3]]
+    if tag == "F":
+        return [b"F", b"%d" % rec[1], b"%d" % rec[2]]
+    if tag == "E":
+        return [b"E", b"%d" % rec[1]]
+    return None

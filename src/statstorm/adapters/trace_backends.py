@@ -93,7 +93,7 @@ def header(source: str, target: trace_targets.Target, opts: TraceOptions) -> dic
     head = new_header(source, created=dt.datetime.now(dt.timezone.utc).isoformat(
         timespec="seconds"), host=socket.gethostname(), targets=targets,
         settings=target.settings, mounts=[(m.mount_point, m.fstype) for m in entries],
-        detail="counts" if opts.counts and source == "bpftrace" else "events")
+        detail="counts" if opts.counts else "events")
     # each mount's effective cache options (network mounts; {} for the others), for whatif
     head["mount_options"] = [mounts.detect(m.mount_point).cache_options
                              if mounts.kind_of(m.fstype) in ("nfs", "glusterfs-fuse") else {}
@@ -292,12 +292,18 @@ def event_attributor(target: trace_targets.Target, head: dict[str, Any], writer:
                       single_request=target.mode == "cmd", strlen=strlen)
 
 
+def count_attributor(target: trace_targets.Target, writer: TraceWriter,
+                     summary: SummaryBuilder) -> CountAttributor:
+    """The attributor of a counted trace (`--counts`): requests counted in the kernel."""
+    return CountAttributor(Tee(writer, summary), single_request=target.mode == "cmd")
+
+
 def attributor(opts: TraceOptions, target: trace_targets.Target, head: dict[str, Any],
                writer: TraceWriter, summary: SummaryBuilder
                ) -> tuple[Attributor | CountAttributor, Callable[[list[bytes]], None]]:
     """bpftrace's attributor, and the function that feeds it one event line."""
     if opts.counts:
-        cattr = CountAttributor(Tee(writer, summary), single_request=target.mode == "cmd")
+        cattr = count_attributor(target, writer, summary)
         return cattr, functools.partial(feed_counts, cattr)
     eattr = event_attributor(target, head, writer, summary, bpftrace.STRLEN)
     return eattr, functools.partial(feed, eattr)

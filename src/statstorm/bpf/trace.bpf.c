@@ -15,8 +15,10 @@
  * attached to that worker alone, so that about one request in sample_n is recorded and the
  * others never trap into a uprobe.
  *
- * Counting only (counts_only, `statstorm exporter`): every request leaves its K record and its
- * script's U record, nothing else is recorded. */
+ * Counting only (counts_only: `statstorm exporter`, `statstorm trace --counts`): every request
+ * leaves its K record and its script's U record, nothing else is recorded. A process is counted
+ * from its first call on; what it does after its last request leaves a K record of its own
+ * (start 0) when it exits. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -202,6 +204,15 @@ static __always_inline void emit_counts(__u32 pid, struct pstate *st, __u64 now)
 	bpf_ringbuf_submit(k, BPF_RB_NO_WAKEUP);
 }
 
+/* Counting only: a process's counters from its first call on, before any request starts
+ * (a traced command's start-up, or a worker mid-request when the trace began: start 0). */
+static __always_inline struct pstate *counting(__u32 pid)
+{
+	struct pstate init = {};
+	bpf_map_update_elem(&procs, &pid, &init, BPF_NOEXIST);
+	return pstate_of(pid);
+}
+
 /* a request starts (accept returned, or a keep-alive request's startup): sample it or not */
 static __always_inline void new_request(__u32 pid, __u64 now)
 {
@@ -288,6 +299,8 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 	__s64 ret = ctx->ret;
 	if (sample_n > 1) {
 		struct pstate *st = pstate_of(pid);
+		if (!st && counts_only)
+			st = counting(pid);
 		if (st && !st->on) {  /* a request counted, not recorded */
 			__u32 slot = ((f->kind & 7) << 1) | (ret < 0 ? 1 : 0);
 			st->c[slot & (NCOUNT - 1)] += (1ULL << COUNT_SHIFT) + (now - f->ts);
@@ -371,8 +384,18 @@ int on_process_exit(void *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	struct pstate *st = pstate_of(pid);
 	if (st) {
-		if (st->seen && !st->on && !st->ended)
+		if (st->seen && !st->on && !st->ended) {
 			emit_counts(pid, st, now);
+		} else if (counts_only && !st->on) {
+			/* what it did after its last request (a command's shut-down): not a request */
+			int any = 0;
+			for (int i = 0; i < NCOUNT; i++)
+				any |= st->c[i] != 0;
+			if (any) {
+				st->start = 0;
+				emit_counts(pid, st, now);
+			}
+		}
 		bpf_map_delete_elem(&procs, &pid);
 	}
 	bpf_map_delete_elem(&targets, &pid);
@@ -389,8 +412,9 @@ int BPF_USDT(request_startup, void *file, void *uri)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	struct pstate *st = sample_n > 1 ? pstate_of(pid) : 0;
-	if (sample_n > 1 && (!st || st->ended))
-		new_request(pid, now);  /* a keep-alive request: no accept() before it */
+	if (sample_n > 1 && (!st || st->ended || !st->seen))
+		new_request(pid, now);  /* a keep-alive request (no accept() before it), or a
+		                         * command's, counted since its start */
 	if (!counts_only && !recording(pid))
 		return 0;
 	struct rec *r = new_rec();

@@ -58,9 +58,6 @@ def validate(opts: TraceOptions) -> None:
     if opts.sample > 1 and opts.cmd is not None:
         raise UsageError("--sample needs a server's requests to choose from; a --cmd trace "
                          "is one request")
-    if opts.counts and opts.backend == "ebpf":
-        raise UsageError("--counts counts with bpftrace's counting program; drop --backend ebpf "
-                         "(or drop --counts for full events)")
     if opts.counts and opts.backend == "strace":
         raise UsageError("--counts counts in the kernel with eBPF; drop --backend strace "
                          "(strace records every call)")
@@ -85,7 +82,7 @@ def counting_tracer(env: Env, *, lab: str | None, pool: str | None, duration_s: 
                     output: Path, ready: threading.Event, stop: threading.Event) -> TraceRun:
     """The in-kernel counting trace of a pool during a load run (sweep --trace, apply
     --verify): attached when `ready` is set, ended by `stop`."""
-    return run(env, TraceOptions(lab=lab, pool=pool, backend="bpftrace", counts=True,
+    return run(env, TraceOptions(lab=lab, pool=pool, counts=True,
                                  duration_s=duration_s, output=output), ready=ready, stop=stop)
 
 
@@ -105,7 +102,7 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
     out = opts.output or default_output()
     backend = opts.backend
     warnings: list[str] = []
-    if backend in ("auto", "ebpf") and not opts.counts:
+    if backend in ("auto", "ebpf"):
         if backend == "ebpf" or libbpf_trace.loader() is not None:
             libbpf_trace.find()
             bpftrace.ensure_tracefs()
