@@ -50,6 +50,10 @@ from statstorm.adapters.loadgen import LOAD_LOCK, RunSpec
 from statstorm.adapters.wrk import Wrk
 from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
+from statstorm.model.stats import compare_paired
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_profile import CATEGORIES, Profile  # noqa: E402
 
 MODES = ("none", "counts", "bcounts", "ebpf", "sampled", "sparse", "bpftrace", "strace", "perf")
 BACKEND = {"counts": "ebpf", "bcounts": "bpftrace", "ebpf": "ebpf", "sampled": "ebpf",
@@ -340,17 +344,34 @@ def run_wrk(env: Env, spec: RunSpec, workdir: Path) -> dict[str, Any]:
             "errors": e.connect + e.read_write + e.timeout + e.non_2xx + e.wrong_content}
 
 
+def profiled(env: Env, spec: RunSpec, workdir: Path, prof: Profile | None, workers: list[int],
+             res: dict[str, Any]) -> dict[str, Any]:
+    """wrk, sampled by perf when profiling: the PHP workers' CPU per request, by category
+    (res["profile"], microseconds)."""
+    if prof is None:
+        return run_wrk(env, spec, workdir)
+    comm = Path(f"/proc/{workers[0]}/comm").read_text().strip()
+    prof.start()
+    try:
+        w = run_wrk(env, spec, workdir)
+    finally:
+        prof.stop()
+    res["profile"] = prof.split(comm, w["requests"])
+    return w
+
+
 def measure(env: Env, mode: str, a: argparse.Namespace, lab: str, spec: RunSpec,
             workdir: Path, tag: str, active: list[Tracer]) -> dict[str, Any]:
     noise = wait_quiet(a.quiet_wait)
     workers, groups = lab_groups(env, lab)
     res: dict[str, Any] = {"mode": mode}
+    prof = Profile(workdir / f"{tag}-{mode}.perf.data") if a.profile else None
     if mode == "none":
         win = CpuWindow(groups)
         watch = NoiseWatch({os.getpid()})
         watch.start()
         win.start()
-        res["wrk"] = run_wrk(env, spec, workdir)
+        res["wrk"] = profiled(env, spec, workdir, prof, workers, res)
         res["cpu"] = win.stop()
         res["noise"] = sorted(set(noise) | set(watch.stop()))
         return res
@@ -365,7 +386,7 @@ def measure(env: Env, mode: str, a: argparse.Namespace, lab: str, spec: RunSpec,
     watch.start()
     t_wrk = time.monotonic()
     win.start()
-    res["wrk"] = run_wrk(env, spec, workdir)
+    res["wrk"] = profiled(env, spec, workdir, prof, workers, res)
     res["cpu"] = win.stop()
     res["noise"] = sorted(set(noise) | set(watch.stop()))
     covered = (t_wrk - tr.started - tr.attach_s) + a.duration < a.duration + a.margin
@@ -411,6 +432,10 @@ def summarize(runs: list[dict[str, Any]], modes: list[str]) -> dict[str, Any]:
             if x and b and b[0]:
                 paired.append(x[0] / b[0])
         d["paired_ratio_median"] = round(statistics.median(paired), 4) if paired else None
+        # the geometric mean of the rounds' ratios with its 95 % t interval (model.stats)
+        if m != "none" and len(paired) > 1:
+            c = compare_paired([1.0] * len(paired), paired)
+            d["paired_gm"] = [round(c.ratio, 4), round(c.ci_low, 4), round(c.ci_high, 4)]
     return by_mode
 
 
@@ -454,6 +479,33 @@ def print_table(out: Any, a: argparse.Namespace, by_mode: dict[str, Any],
         php = [(r["cpu"]["php_usr_s"] + r["cpu"]["php_sys_s"]) * 1000 / r["wrk"]["requests"]
                for r in rs if r["wrk"]["requests"]]
         p(f"{m:7} " + " ".join(cells) + f" {statistics.median(php):10.3f}")
+    p()
+    p("Paired per round, geometric mean of the rounds' ratios [95 % interval]:")
+    for m, d in by_mode.items():
+        if d.get("paired_gm"):
+            gm, lo, hi = d["paired_gm"]
+            goal = GOAL_RATIO.get(m)
+            shown = "met" if lo >= goal else "not shown" if hi >= goal else "missed" \
+                if goal is not None else ""
+            verdict = f"  (goal >= {goal:.2f}x: {shown})" if goal is not None else ""
+            p(f"  {m:8} {gm:.3f} [{lo:.3f} - {hi:.3f}]{verdict}")
+    profiles = [r for r in runs if r.get("profile")]
+    if profiles:
+        p()
+        p("PHP workers' CPU per request by where it went (perf cpu-clock samples, "
+          "microseconds, median over rounds; +: above none):")
+        p(f"{'mode':8} " + " ".join(f"{c[:12]:>12}" for c in CATEGORIES) + f" {'total':>9}")
+        med: dict[str, dict[str, float]] = {}
+        for m in by_mode:
+            rs = [r["profile"] for r in profiles if r["mode"] == m]
+            if rs:
+                med[m] = {c: statistics.median(x[c] for x in rs) for c in CATEGORIES}
+                med[m]["total"] = statistics.median(sum(x.values()) for x in rs)
+        for m, v in med.items():
+            p(f"{m:8} " + " ".join(f"{v[c]:12.0f}" for c in CATEGORIES) + f" {v['total']:9.0f}")
+            if m != "none" and "none" in med:
+                p(f"{'  +':8} " + " ".join(f"{v[c] - med['none'][c]:+12.0f}" for c in CATEGORIES)
+                  + f" {v['total'] - med['none']['total']:+9.0f}")
     noisy = [f"round {r['round'] + 1} {r['mode']}" for r in runs if r.get("noise")]
     if noisy:
         p(f"\nWARNING: other tracers or load generators ran during: {', '.join(noisy)}")
@@ -498,6 +550,9 @@ def main() -> None:
     ap.add_argument("--keep-traces", action="store_true", help="keep the .sst.gz files")
     ap.add_argument("--home-parent", type=Path, default=Path("/var/tmp"),
                     help="where the bench's own STATSTORM_HOME is created")
+    ap.add_argument("--profile", action="store_true",
+                    help="sample every CPU with perf during each wrk run and split the PHP "
+                         "workers' CPU per request by where it went (bench/cpu_profile.py)")
     ap.add_argument("--json", action="store_true", help="print all results as JSON on stdout")
     a = ap.parse_args()
     modes = [m for m in MODES if m in a.modes.split(",")]
