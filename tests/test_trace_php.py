@@ -108,6 +108,27 @@ def test_counts_mode_matches_strace(scen: Path, state_home: Path, backend: str,
     assert json.loads(again.stdout)["per_request"] == s["per_request"]
 
 
+def test_strace_backend_counts_what_ebpf_counts(scen: Path, state_home: Path,
+                                                tmp_path: Path) -> None:
+    """The last fallback, `--backend strace`, run for real: the same calls as the compiled
+    tracer, call type by call type, and its loud warning."""
+    script = scen / "s5.php"
+    script.write_text("<?php\nfor ($i = 0; $i < 5; $i++) { file_exists(\"/nonexistent/$i\");"
+                      " clearstatcache(); }\n")
+    got = {}
+    for backend in ("strace", "ebpf"):
+        proc = run_cli(["trace", "--backend", backend, "--cmd", f"php -n {script}", "-o",
+                        str(tmp_path / f"{backend}.sst.gz"), "--json"], state_home, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        s = json.loads(proc.stdout)
+        assert s["source"] == backend and s["requests"] == 1
+        got[backend] = {k: s["per_request"][k] for k in KEYS}
+        if backend == "strace":
+            assert "tracing with strace" in proc.stderr
+    assert got["strace"] == got["ebpf"]
+    assert got["strace"]["failed"] >= 5
+
+
 def test_realpath_cache_off_costs_component_lstats(scen: Path, state_home: Path, backend: str,
                                                    tmp_path: Path) -> None:
     script = scen / "s2.php"

@@ -1,7 +1,8 @@
-"""The tracer backends' runs for `statstorm trace`: the compiled eBPF tracer, bpftrace and
-strace, each attached to a resolved target and ended by a duration, a request count, an event
-cap, a stop event or Ctrl-C; their events attributed into a trace file and its summary.
-The backends themselves are adapters/libbpf_trace.py, adapters/bpftrace_session.py and
+"""The tracer backends' runs for `statstorm trace`: bpftrace's run, and what it shares with
+the compiled eBPF tracer's (adapters/libbpf_run.py) and strace's (adapters/strace_run.py):
+each attached to a resolved target and ended by a duration, a request count, an event cap, a
+stop event or Ctrl-C; their events attributed into a trace file and its summary. The
+backends themselves are adapters/libbpf_trace.py, adapters/bpftrace_session.py and
 adapters/strace_session.py; commands/trace.py chooses one and falls back to the next."""
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from statstorm import faults
-from statstorm.adapters import (bpftrace, mounts, php_targets, procs, round_trips, strace_log,
-                                trace_targets)
+from statstorm.adapters import bpftrace, mounts, php_targets, procs, round_trips, trace_targets
 from statstorm.adapters.bpftrace_session import BpftraceSession, EventFramer, Refused
-from statstorm.adapters.strace_session import StraceSession
 from statstorm.env import Env
 from statstorm.errors import ComponentError, Interrupted
 from statstorm.model.attribution import Attributor
@@ -345,62 +344,3 @@ def finish_events(env: Env, attr: Attributor | CountAttributor, writer: TraceWri
     result = summary.finish(trailer)
     build_input(env, progress, out)
     return result
-
-
-
-def run_strace(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
-               warnings: list[str], progress: Callable[[str], None] | None,
-               ready: threading.Event | None = None,
-               stop: threading.Event | None = None) -> TraceRun:
-    session = (StraceSession(argv=target.argv) if target.mode == "cmd"
-               else StraceSession(pids=[*target.parents, *target.pids]))
-    warnings.insert(0, "LOUD WARNING: tracing with strace (ptrace) stops every traced process "
-                    "twice per syscall; expect PHP to run several times slower while tracing")
-    t0 = time.monotonic()
-    stopped = "end"
-    try:
-        session.start()
-        limit = opts.duration_s if opts.duration_s is not None else (
-            None if target.mode == "cmd" else DEFAULT_DURATION_S)
-        if ready is not None:
-            ready.set()  # strace has no "attached" marker; it attaches within moments
-        try:
-            while session.running():
-                if limit is not None and time.monotonic() - t0 >= limit:
-                    stopped = "duration"
-                    break
-                if stop is not None and stop.is_set():
-                    stopped = "stop"
-                    break
-                if opts.requests and session.accepts() > opts.requests:
-                    stopped = "requests"
-                    break
-                time.sleep(0.2)
-                if progress:
-                    progress(f"{time.monotonic() - t0:5.1f} s  strace running")
-        except (KeyboardInterrupt, Interrupted):
-            stopped = "interrupted"
-        trace = strace_log.import_file(session.stop(), requests=None)
-        head = header("strace", target, opts)
-        head["import"] = trace.header.get("import", {})
-        master = set(target.parents)
-        summary = SummaryBuilder(head)
-        with TraceWriter(out, head) as writer:
-            tee = Tee(writer, summary)
-            mount_idx = Attributor(tee, head["mounts"], cwd_of=cwd_of).mount_of
-            keep = {r.id for r in trace.requests.values() if r.pid not in master}
-            for s in trace.syscalls:
-                if s.pid in master:
-                    continue
-                s.mount = mount_idx(s.path) if s.path else -1
-                tee.syscall(s)
-            for r in trace.requests.values():
-                if r.id in keep:
-                    tee.request(r)
-            trailer = {"stopped": stopped, "backend": "strace",
-                       "wall_s": round(time.monotonic() - t0, 3)}
-            writer.close(trailer)
-        result = summary.finish(trailer)
-    finally:
-        session.close()
-    return TraceRun(out, result, "strace", warnings)

@@ -168,8 +168,8 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
               "requests) and count the others in the kernel (ebpf backend): for busy "
               "production pools.")
 @click.option("--counts", is_flag=True, help="Count per request in the kernel instead of "
-              "recording every call: low overhead (for production or load tests), but no "
-              "paths, mounts or PHP operations.")
+              "recording every call (ebpf or bpftrace backend): low overhead (for production "
+              "or load tests), but no paths, mounts or PHP operations.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.pass_context
 def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str | None,

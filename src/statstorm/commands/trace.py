@@ -20,9 +20,9 @@ from statstorm import faults
 from statstorm.adapters import bpftrace, libbpf_trace, strace_log, trace_targets
 from statstorm.adapters.bpftrace_session import Refused
 from statstorm.adapters.libbpf_run import run_ebpf
+from statstorm.adapters.strace_run import run_strace
 from statstorm.adapters.trace_backends import (DEFAULT_DURATION_S, DEFAULT_EVENT_CAP,
-                                               TraceOptions, TraceRun, feed_counts, run_bpftrace,
-                                               run_strace)
+                                               TraceOptions, TraceRun, feed_counts, run_bpftrace)
 from statstorm.env import Env
 from statstorm.errors import DependencyError, UsageError
 from statstorm.model.tracestats import diff_summaries, summarize
