@@ -126,7 +126,11 @@ def test_counts_mode_sees_what_full_tracing_sees(lab, state_home: Path, tmp_path
                                           "-d", "120", "-o", str(tmp_path / f"{b}.sst.gz"),
                                           "--json"])
               for b in ("ebpf", "bpftrace")}
-    for p in (full, *counts.values()):
+    # and one that stops itself after 10 requests
+    bounded = start_trace(state_home, ["--lab", str(st["name"]), "--counts", "--requests", "10",
+                                       "-d", "120", "-o", str(tmp_path / "ten.sst.gz"),
+                                       "--json"])
+    for p in (full, *counts.values(), bounded):
         wait_attached(p)
     time.sleep(2)
     send(url, 20).join()
@@ -147,6 +151,9 @@ def test_counts_mode_sees_what_full_tracing_sees(lab, state_home: Path, tmp_path
         tr = read_trace(tmp_path / f"{backend}.sst.gz")
         assert len(tr.request_counts) == 20 and not tr.syscalls
         assert all(r.script.endswith("index.php") for r in tr.requests.values())
+    ten = finish(bounded)
+    # (not interrupted: it stopped itself, at the status line after the 10th request)
+    assert ten["trace"]["stopped"] == "requests" and 10 <= ten["requests"] <= 20, ten["trace"]
 
 
 def test_ctrl_c_writes_a_valid_trace(lab, state_home: Path, tmp_path: Path) -> None:

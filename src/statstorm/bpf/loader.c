@@ -54,8 +54,8 @@ static int on_record(void *ctx, void *data, size_t size)
 		syscalls++;
 	else if (r[2] == 'Q')
 		recorded++;
-	else if (r[2] == 'K')
-		counted++;
+	else if (r[2] == 'K' && len >= 24 && *(const unsigned long long *)(r + 16) != 0)
+		counted++;  /* a request (start 0: a process's calls outside any request) */
 	if (sampler && len >= 8)
 		sampler_record(sampler, r[2], r[4] | r[5] << 8 | r[6] << 16 | (unsigned int)r[7] << 24);
 	if (fwrite(data, 1, len, out) != len)
