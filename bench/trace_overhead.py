@@ -485,9 +485,10 @@ def print_table(out: Any, a: argparse.Namespace, by_mode: dict[str, Any],
         if d.get("paired_gm"):
             gm, lo, hi = d["paired_gm"]
             goal = GOAL_RATIO.get(m)
-            shown = "met" if lo >= goal else "not shown" if hi >= goal else "missed" \
-                if goal is not None else ""
-            verdict = f"  (goal >= {goal:.2f}x: {shown})" if goal is not None else ""
+            verdict = ""
+            if goal is not None:
+                shown = "met" if lo >= goal else "not shown" if hi >= goal else "missed"
+                verdict = f"  (goal >= {goal:.2f}x: {shown})"
             p(f"  {m:8} {gm:.3f} [{lo:.3f} - {hi:.3f}]{verdict}")
     profiles = [r for r in runs if r.get("profile")]
     if profiles:

@@ -141,7 +141,6 @@ class CountStream(_Tracer):
             self.session = None
 
 
-
 class CompiledCountStream(_Tracer):
     """The compiled tracer counting every request: `start()`, `pump()` in a loop, `stop()`."""
 
