@@ -193,14 +193,14 @@ int main(int argc, char **argv)
 		{skel->progs.request_shutdown, "php_request_shutdown", 1},
 	};
 	/* the PHP functions operations come from: for every process, or when sampling for
-	 * the armed worker only (window.c) */
+	 * the armed worker only (window.c). zend_stream_open has no return probe: its
+	 * return is seen at the thread's next event (trace.bpf.c) */
 	static struct probe probes[] = {
 		{NULL, "php_resolve_path", 0},
 		{NULL, "php_resolve_path", 1},
 		{NULL, "compile_filename", 0},
 		{NULL, "compile_filename", 1},
 		{NULL, "zend_stream_open", 0},
-		{NULL, "zend_stream_open", 1},
 		{NULL, "php_stat", 0},
 		{NULL, "php_stat", 1},
 		{NULL, "php_parse_user_ini_file", 0},
@@ -217,7 +217,7 @@ int main(int argc, char **argv)
 	struct bpf_program *progs[] = {
 		skel->progs.resolve_path, skel->progs.resolve_path_ret,
 		skel->progs.compile_filename, skel->progs.compile_filename_ret,
-		skel->progs.stream_open, skel->progs.stream_open_ret,
+		skel->progs.stream_open,
 		skel->progs.php_stat, skel->progs.php_stat_ret,
 		skel->progs.user_ini, skel->progs.user_ini_ret,
 		skel->progs.tsrm_realpath, skel->progs.tsrm_realpath_ret,

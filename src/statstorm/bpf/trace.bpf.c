@@ -22,6 +22,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include <bpf/usdt.bpf.h>
 
 char LICENSE[] SEC("license") = "GPL";
@@ -32,6 +33,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 enum tag { T_S = 'S', T_A = 'A', T_U = 'U', T_V = 'V', T_X = 'X', T_Q = 'Q', T_O = 'O',
            T_P = 'P', T_R = 'R', T_F = 'F', T_E = 'E', T_K = 'K' };
+/* The functions operations come from (adapters/bpftrace.UPROBES, in that order). */
+enum fn { F_RESOLVE, F_COMPILE, F_SOPEN, F_STAT, F_UINI, F_REALPATH, F_CLEAR, F_EXPAND, F_INI };
 
 struct rec {
 	__u16 len;     /* bytes of this record */
@@ -71,6 +74,10 @@ struct inflight {
 /* a thread's own state, in task storage: no hash lookup per event */
 struct tstate {
 	struct inflight f;  /* the traced syscall in flight */
+	__u64 so_sp;        /* zend_stream_open entered and not seen to return: its stack
+	                     * pointer at the entry (where its return address is), else 0 */
+	__u64 so_ret;       /* that return address */
+	__u64 so_last;      /* the end of the last event seen inside it */
 	__u8 target;        /* the thread's process is traced */
 	__u8 busy;          /* f holds a call whose exit has not come yet */
 	__u8 pad[6];
@@ -186,6 +193,52 @@ static __always_inline int recording(__u32 pid)
 		return 1;
 	struct pstate *st = pstate_of(pid);
 	return !st || st->on;
+}
+
+/* -- zend_stream_open's return, seen without a return probe --------------------------------
+ * MediaWiki opens about 1,000 scripts a request with require_once, each through
+ * zend_stream_open: a return probe there is 1,000 more traps a request. Its return is seen
+ * instead at the thread's next event that is not inside it. Inside zend_stream_open PHP
+ * resolves the name along include_path, takes realpaths, checks open_basedir and opens the
+ * file (lstat walk, open, fstat); any other probed function, a request's boundary or another
+ * process event is outside it. For the events that may be inside (syscalls,
+ * php_resolve_path, tsrm_realpath, expand_filepath_with_mode and their returns) the thread's
+ * user stack tells: an event is inside while the stack is deeper than at the entry and the
+ * return address the call pushed is still in its place (a call made after the return, from
+ * the same frame, writes its own there). The R record carries the end of the last event seen
+ * inside it (or its entry's time), not the return's own time. */
+
+/* the user stack pointer of the current thread (at its syscall or trap) */
+static __always_inline __u64 user_sp(void)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return PT_REGS_SP_CORE(regs);
+}
+
+/* zend_stream_open has returned: its R record */
+static __always_inline void sopen_close(struct tstate *s, __u32 pid)
+{
+	if (!s->so_sp)
+		return;
+	s->so_sp = 0;
+	emit_small(T_R, F_SOPEN, pid, s->so_last, 0);
+}
+
+/* an event that may be inside zend_stream_open, at user stack pointer `sp`, ending at `end`:
+ * keep the frame if it is inside, else close it */
+static __always_inline void sopen_check(struct tstate *s, __u32 pid, __u64 sp, __u64 end)
+{
+	if (!s->so_sp)
+		return;
+	if (sp < s->so_sp) {
+		__u64 ret = 0;
+		if (!bpf_probe_read_user(&ret, sizeof(ret), (const void *)s->so_sp) &&
+		    ret == s->so_ret) {
+			s->so_last = end;
+			return;
+		}
+	}
+	sopen_close(s, pid);
 }
 
 static __always_inline void emit_counts(__u32 pid, struct pstate *st, __u64 now)
@@ -309,6 +362,8 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 	}
 	if (counts_only)
 		return 0;
+	if (s->so_sp)
+		sopen_check(s, pid, user_sp(), now);
 	struct rec *r = new_rec();
 	if (r) {
 		r->tag = T_S; r->kind = f->call; r->pid = pid; r->ts = f->ts;
@@ -346,10 +401,12 @@ SYSCALL(fchdir, C_FCHDIR, -1, -1, 0)
 
 static __always_inline int on_accept(struct trace_event_raw_sys_exit *ctx)
 {
-	if (ctx->ret < 0 || !traced())
+	struct tstate *s;
+	if (ctx->ret < 0 || !(s = traced()))
 		return 0;
 	__u32 pid = tgid();
 	__u64 now = bpf_ktime_get_ns();
+	sopen_close(s, pid);
 	new_request(pid, now);
 	if (recording(pid))
 		emit_small(T_A, 0, pid, now, 0);
@@ -408,8 +465,10 @@ SEC("usdt")
 int BPF_USDT(request_startup, void *file, void *uri)
 {
 	__u32 pid = tgid();
-	if (!traced())
+	struct tstate *s = traced();
+	if (!s)
 		return 0;
+	sopen_close(s, pid);
 	__u64 now = bpf_ktime_get_ns();
 	struct pstate *st = sample_n > 1 ? pstate_of(pid) : 0;
 	if (sample_n > 1 && (!st || st->ended || !st->seen))
@@ -436,8 +495,11 @@ SEC("uprobe")
 int BPF_KPROBE(execute_script)
 {
 	__u32 pid = tgid();
-	if (traced() && recording(pid))
+	struct tstate *s = traced();
+	if (s && recording(pid)) {
+		sopen_close(s, pid);
 		emit_small(T_X, 0, pid, bpf_ktime_get_ns(), 0);
+	}
 	return 0;
 }
 
@@ -445,8 +507,10 @@ SEC("uretprobe")
 int BPF_KRETPROBE(request_shutdown)
 {
 	__u32 pid = tgid();
-	if (!traced())
+	struct tstate *s = traced();
+	if (!s)
 		return 0;
+	sopen_close(s, pid);
 	__u64 now = bpf_ktime_get_ns();
 	if (sample_n > 1) {
 		struct pstate *st = pstate_of(pid);
@@ -466,25 +530,56 @@ int BPF_KRETPROBE(request_shutdown)
 	return 0;
 }
 
-/* The functions operations come from (adapters/bpftrace.UPROBES, in that order). */
-enum fn { F_RESOLVE, F_COMPILE, F_SOPEN, F_STAT, F_UINI, F_REALPATH, F_CLEAR, F_EXPAND, F_INI };
+
+/* the functions that may run inside zend_stream_open (and zend_stream_open itself, which
+ * does not) */
+static __always_inline int in_sopen(__u8 fn)
+{
+	return fn == F_RESOLVE || fn == F_REALPATH || fn == F_EXPAND || fn == F_SOPEN;
+}
+
+/* zend_stream_open's return if this probe of `fn` at user stack pointer `sp` shows it */
+static __always_inline void sopen_seen(struct tstate *s, __u32 pid, __u8 fn, __u64 sp,
+                                       __u64 now)
+{
+	if (!s->so_sp)
+		return;
+	if (in_sopen(fn))
+		sopen_check(s, pid, sp, now);
+	else
+		sopen_close(s, pid);
+}
 
 /* has2: the function has a second string (printed even when NULL, as the bpftrace program does) */
-static __always_inline int op_enter(__u8 fn, __s64 num, __u64 s1, int has2, __u64 s2)
+static __always_inline int op_enter(struct pt_regs *ctx, __u8 fn, __s64 num, __u64 s1,
+                                    int has2, __u64 s2)
 {
 	__u32 pid = tgid();
-	if (!traced())
+	struct tstate *s = traced();
+	if (!s)
 		return 0;
 	if (!recording(pid)) {
 		__sync_fetch_and_add(&unrecorded_hits, 1);
 		return 0;
 	}
 	__u64 now = bpf_ktime_get_ns();
+	__u64 sp = PT_REGS_SP(ctx);
+	sopen_seen(s, pid, fn, sp, now);
 	struct rec *r = new_rec();
 	if (!r)
 		return 0;
 	r->tag = T_O; r->kind = fn; r->pid = pid; r->ts = now; r->a = (__u64)num;
 	emit_str(r, s1);
+	if (fn == F_SOPEN) {
+		/* its return address is at the stack pointer; one opened inside another one's
+		 * frame (not seen in PHP 8.2) returns at once */
+		__u64 ret = 0;
+		if (!s->so_sp && !bpf_probe_read_user(&ret, sizeof(ret), (const void *)sp)) {
+			s->so_sp = sp; s->so_ret = ret; s->so_last = now;
+		} else {
+			emit_small(T_R, F_SOPEN, pid, now, 0);
+		}
+	}
 	if (has2) {
 		r = new_rec();
 		if (!r)
@@ -495,11 +590,15 @@ static __always_inline int op_enter(__u8 fn, __s64 num, __u64 s1, int has2, __u6
 	return 0;
 }
 
-static __always_inline int op_return(__u8 fn)
+static __always_inline int op_return(struct pt_regs *ctx, __u8 fn)
 {
 	__u32 pid = tgid();
-	if (traced() && recording(pid))
-		emit_small(T_R, fn, pid, bpf_ktime_get_ns(), 0);
+	struct tstate *s = traced();
+	if (s && recording(pid)) {
+		__u64 now = bpf_ktime_get_ns();
+		sopen_seen(s, pid, fn, PT_REGS_SP(ctx), now);
+		emit_small(T_R, fn, pid, now, 0);
+	}
 	return 0;
 }
 
@@ -508,11 +607,11 @@ static __always_inline int op_return(__u8 fn)
 
 SEC("uprobe")
 int BPF_KPROBE(resolve_path, void *name, long len, void *include_path)
-{ return op_enter(F_RESOLVE, len, (__u64)name, 1, (__u64)include_path); }
+{ return op_enter(ctx, F_RESOLVE, len, (__u64)name, 1, (__u64)include_path); }
 
 SEC("uprobe")
 int BPF_KPROBE(compile_filename, long type, void *name)
-{ return op_enter(F_COMPILE, type, ZSTR(name), 0, 0); }
+{ return op_enter(ctx, F_COMPILE, type, ZSTR(name), 0, 0); }
 
 SEC("uprobe")
 int BPF_KPROBE(stream_open, void *handle)
@@ -520,28 +619,28 @@ int BPF_KPROBE(stream_open, void *handle)
 	__u64 name = 0;
 	if (handle)
 		bpf_probe_read_user(&name, sizeof(name), handle + 40);
-	return op_enter(F_SOPEN, 0, ZSTR(name), 0, 0);
+	return op_enter(ctx, F_SOPEN, 0, ZSTR(name), 0, 0);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(php_stat, void *name, long type)
-{ return op_enter(F_STAT, type, ZSTR(name), 0, 0); }
+{ return op_enter(ctx, F_STAT, type, ZSTR(name), 0, 0); }
 
 SEC("uprobe")
 int BPF_KPROBE(user_ini, void *dir, void *filename)
-{ return op_enter(F_UINI, 0, (__u64)dir, 1, (__u64)filename); }
+{ return op_enter(ctx, F_UINI, 0, (__u64)dir, 1, (__u64)filename); }
 
 SEC("uprobe")
 int BPF_KPROBE(tsrm_realpath, void *path)
-{ return op_enter(F_REALPATH, 0, (__u64)path, 0, 0); }
+{ return op_enter(ctx, F_REALPATH, 0, (__u64)path, 0, 0); }
 
 SEC("uprobe")
 int BPF_KPROBE(clear_stat_cache, long clear_realpath, void *filename)
-{ return op_enter(F_CLEAR, clear_realpath, (__u64)filename, 0, 0); }
+{ return op_enter(ctx, F_CLEAR, clear_realpath, (__u64)filename, 0, 0); }
 
 SEC("uprobe")
 int BPF_KPROBE(expand_filepath, void *path, void *real, void *a2, long a3, long mode)
-{ return op_enter(F_EXPAND, mode, (__u64)path, 0, 0); }
+{ return op_enter(ctx, F_EXPAND, mode, (__u64)path, 0, 0); }
 
 /* include_path changed (set_include_path(), ini_set(), its restore at the request's end):
  * the handler of string settings that must not be empty, called with the ini entry (its
@@ -559,13 +658,12 @@ int BPF_KPROBE(alter_ini, void **entry)
 	__u64 name = 0;
 	if (entry)
 		bpf_probe_read_user(&name, sizeof(name), entry);
-	return op_enter(F_INI, stage, ZSTR(name), 0, 0);
+	return op_enter(ctx, F_INI, stage, ZSTR(name), 0, 0);
 }
 
-#define RET(name, fn) SEC("uretprobe") int BPF_KRETPROBE(name##_ret) { return op_return(fn); }
+#define RET(name, fn) SEC("uretprobe") int BPF_KRETPROBE(name##_ret) { return op_return(ctx, fn); }
 RET(resolve_path, F_RESOLVE)
 RET(compile_filename, F_COMPILE)
-RET(stream_open, F_SOPEN)
 RET(php_stat, F_STAT)
 RET(user_ini, F_UINI)
 RET(tsrm_realpath, F_REALPATH)
