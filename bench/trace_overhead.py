@@ -16,6 +16,8 @@ interleaved rounds of these modes, the order rotating every round:
   bpftrace  `--backend bpftrace`: the same events through bpftrace's text output
   strace    `--backend strace`
   perf      `perf trace -e <the same syscalls> -p <workers> -o FILE` (the anchor users pick)
+  ebpf-b, sampled-b  ebpf and sampled with another build of the tracer (--loader-b DIR):
+            two builds side by side in one run
 The tracer runs as its own process, exactly as a user starts it; wrk starts once the tracer
 has attached (its helper's perf events stop growing in number, or every worker is ptraced), and the
 tracer's duration covers the whole wrk run. Per mode it prints req/s per round, the median,
@@ -45,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters import procs
+from statstorm.adapters import libbpf_trace, procs
 from statstorm.adapters.loadgen import LOAD_LOCK, RunSpec
 from statstorm.adapters.wrk import Wrk
 from statstorm.commands import lab as lab_cmd
@@ -55,12 +57,18 @@ from statstorm.model.stats import compare_paired
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_profile import CATEGORIES, Profile  # noqa: E402
 
-MODES = ("none", "counts", "bcounts", "ebpf", "sampled", "sparse", "bpftrace", "strace", "perf")
+MODES = ("none", "counts", "bcounts", "ebpf", "sampled", "sparse", "bpftrace", "strace", "perf",
+         "ebpf-b", "sampled-b")
 BACKEND = {"counts": "ebpf", "bcounts": "bpftrace", "ebpf": "ebpf", "sampled": "ebpf",
-           "sparse": "ebpf", "bpftrace": "bpftrace", "strace": "strace", "perf": "perf"}
+           "sparse": "ebpf", "bpftrace": "bpftrace", "strace": "strace", "perf": "perf",
+           "ebpf-b": "ebpf", "sampled-b": "ebpf"}
 HELPER = {**BACKEND, "counts": "statstorm-trace", "ebpf": "statstorm-trace",
-          "sampled": "statstorm-trace", "sparse": "statstorm-trace"}
-SAMPLE = {"sampled": 10, "sparse": 1_000_000}  # one request in N recorded
+          "sampled": "statstorm-trace", "sparse": "statstorm-trace",
+          "ebpf-b": "statstorm-trace", "sampled-b": "statstorm-trace"}
+SAMPLE = {"sampled": 10, "sparse": 1_000_000, "sampled-b": 10}  # one request in N recorded
+# the modes run with the other build of the compiled tracer (--loader-b), and its directory
+OTHER_BUILD = ("ebpf-b", "sampled-b")
+LOADER_B: list[Path] = []
 PERF_SET = ("newfstatat,statx,stat,lstat,fstat,access,faccessat,faccessat2,open,openat,"
             "readlink,readlinkat,getcwd,chdir,fchdir,accept,accept4")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -71,7 +79,9 @@ LABEL = {"counts": "eBPF --counts", "bcounts": "bpftrace --counts",
          "ebpf": "eBPF full events",
          "sampled": f"eBPF full events, 1 request in {SAMPLE['sampled']}",
          "sparse": "eBPF counted (compiled tracer, one window)", "bpftrace": "bpftrace full events",
-         "strace": "strace", "perf": "perf trace"}
+         "strace": "strace", "perf": "perf trace",
+         "ebpf-b": "eBPF full events, the other build (--loader-b)",
+         "sampled-b": "eBPF 1 in 10, the other build (--loader-b)"}
 
 
 def log(msg: str) -> None:
@@ -220,8 +230,11 @@ class Tracer:
 
     def start(self) -> None:
         with open(self.stdout_path, "wb") as o, open(self.stderr_path, "wb") as e:
+            env = dict(os.environ)
+            if self.mode in OTHER_BUILD:
+                env[libbpf_trace.OTHER_BUILD_ENV] = str(LOADER_B[0])
             self.proc = subprocess.Popen(self.argv, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+                                         start_new_session=True, env=env)
         self.started = time.monotonic()
 
     def _find_helper(self) -> int:
@@ -554,11 +567,19 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true",
                     help="sample every CPU with perf during each wrk run and split the PHP "
                          "workers' CPU per request by where it went (bench/cpu_profile.py)")
+    ap.add_argument("--loader-b", type=Path, default=None,
+                    help="a directory holding another build of statstorm-trace (bash "
+                         "src/statstorm/bpf/build.sh DIR from another commit), run by the modes "
+                         "ebpf-b and sampled-b side by side with this build's")
     ap.add_argument("--json", action="store_true", help="print all results as JSON on stdout")
     a = ap.parse_args()
     modes = [m for m in MODES if m in a.modes.split(",")]
     if "none" not in modes or len(modes) < 2:
         ap.error("--modes needs none and at least one tracer mode")
+    if any(m in OTHER_BUILD for m in modes):
+        if a.loader_b is None or not (a.loader_b / "statstorm-trace").is_file():
+            ap.error("ebpf-b and sampled-b need --loader-b DIR with a built statstorm-trace")
+        LOADER_B.append(a.loader_b.resolve())
     if os.geteuid() != 0:
         ap.error("run as root (lab up and tracing need it)")
     conc = a.concurrency or 2 * a.workers

@@ -29,6 +29,9 @@ from statstorm.adapters import bpftrace
 from statstorm.errors import DependencyError
 
 BUILD_DIR = Path("/opt/statstorm/bpf")
+# Another build of the loader, taken as it is (bench/trace_overhead.py's `--loader-b`: two
+# builds side by side in one run)
+OTHER_BUILD_ENV = "STATSTORM_BPF_DIR"
 SOURCE_DIR = Path(__file__).resolve().parent.parent / "bpf"
 SOURCES = ("trace.bpf.c", "loader.c", "window.h", "window.c", "build.sh")
 STRMAX = 256  # trace.bpf.c's STRMAX: strings are cut at STRMAX - 1 bytes
@@ -50,7 +53,12 @@ def source_hash() -> str:
 
 
 def loader() -> Path | None:
-    """The built loader, if it was built from these sources."""
+    """The built loader, if it was built from these sources (or the other build named by
+    $STATSTORM_BPF_DIR, whatever its sources)."""
+    other = os.environ.get(OTHER_BUILD_ENV)
+    if other:
+        binary = Path(other) / "statstorm-trace"
+        return binary if binary.exists() else None
     binary, stamp = BUILD_DIR / "statstorm-trace", BUILD_DIR / "source.sha"
     try:
         if binary.exists() and stamp.read_text().strip() == source_hash():
