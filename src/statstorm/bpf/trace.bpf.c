@@ -530,7 +530,6 @@ int BPF_KRETPROBE(request_shutdown)
 	return 0;
 }
 
-
 /* the functions that may run inside zend_stream_open (and zend_stream_open itself, which
  * does not) */
 static __always_inline int in_sopen(__u8 fn)
