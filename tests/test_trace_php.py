@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
+from statstorm.results.trace import read_trace
 
 pytestmark = pytest.mark.root
 
@@ -185,7 +186,6 @@ def op_shape(path: Path) -> tuple[list[Any], list[Any]]:
     """A trace's operations (kind, parent, arguments) and its syscalls after PHP's start-up
     (call, path, result, operation kind, operation), operations by their rank: no times, no
     ids."""
-    from statstorm.results.trace import read_trace
     tr = read_trace(path)
     ops = sorted(tr.operations.values(), key=lambda o: o.id)
     rank = {o.id: i for i, o in enumerate(ops)}
