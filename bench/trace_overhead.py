@@ -60,15 +60,16 @@ from cpu_profile import CATEGORIES, Profile  # noqa: E402
 MODES = ("none", "counts", "bcounts", "ebpf", "sampled", "sparse", "bpftrace", "strace", "perf",
          "ebpf-b", "sampled-b")
 BACKEND = {"counts": "ebpf", "bcounts": "bpftrace", "ebpf": "ebpf", "sampled": "ebpf",
-           "sparse": "ebpf", "bpftrace": "bpftrace", "strace": "strace", "perf": "perf",
-           "ebpf-b": "ebpf", "sampled-b": "ebpf"}
+           "sparse": "ebpf", "bpftrace": "bpftrace", "strace": "strace", "perf": "perf"}
 HELPER = {**BACKEND, "counts": "statstorm-trace", "ebpf": "statstorm-trace",
-          "sampled": "statstorm-trace", "sparse": "statstorm-trace",
-          "ebpf-b": "statstorm-trace", "sampled-b": "statstorm-trace"}
-SAMPLE = {"sampled": 10, "sparse": 1_000_000, "sampled-b": 10}  # one request in N recorded
-# the modes run with the other build of the compiled tracer (--loader-b), and its directory
-OTHER_BUILD = ("ebpf-b", "sampled-b")
-LOADER_B: list[Path] = []
+          "sampled": "statstorm-trace", "sparse": "statstorm-trace"}
+SAMPLE = {"sampled": 10, "sparse": 1_000_000}  # one request in N recorded
+# the modes run with the other build of the compiled tracer (--loader-b): the mode each repeats
+OTHER_BUILD = {"ebpf-b": "ebpf", "sampled-b": "sampled"}
+for _b, _m in OTHER_BUILD.items():
+    BACKEND[_b], HELPER[_b] = BACKEND[_m], HELPER[_m]
+    if _m in SAMPLE:
+        SAMPLE[_b] = SAMPLE[_m]
 PERF_SET = ("newfstatat,statx,stat,lstat,fstat,access,faccessat,faccessat2,open,openat,"
             "readlink,readlinkat,getcwd,chdir,fchdir,accept,accept4")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -207,8 +208,9 @@ class Tracer:
     """`statstorm trace` run in the background, in its own session, ended by its PID only."""
 
     def __init__(self, mode: str, lab: str, duration_s: float, out: Path, workdir: Path,
-                 workers: list[int]) -> None:
+                 workers: list[int], loader_b: Path | None = None) -> None:
         self.mode = mode
+        self.loader_b = loader_b if mode in OTHER_BUILD else None
         self.out = out
         self.stdout_path = workdir / f"{out.name}.stdout"
         self.stderr_path = workdir / f"{out.name}.stderr"
@@ -231,8 +233,8 @@ class Tracer:
     def start(self) -> None:
         with open(self.stdout_path, "wb") as o, open(self.stderr_path, "wb") as e:
             env = dict(os.environ)
-            if self.mode in OTHER_BUILD:
-                env[libbpf_trace.OTHER_BUILD_ENV] = str(LOADER_B[0])
+            if self.loader_b is not None:
+                env[libbpf_trace.OTHER_BUILD_ENV] = str(self.loader_b)
             self.proc = subprocess.Popen(self.argv, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
                                          start_new_session=True, env=env)
         self.started = time.monotonic()
@@ -389,7 +391,7 @@ def measure(env: Env, mode: str, a: argparse.Namespace, lab: str, spec: RunSpec,
         res["noise"] = sorted(set(noise) | set(watch.stop()))
         return res
     tr = Tracer(mode, lab, a.duration + a.margin, workdir / f"{tag}-{mode}.sst.gz", workdir,
-                workers)
+                workers, a.loader_b)
     active.append(tr)
     tr.start()
     tr.wait_attached(workers, timeout=120, settle=a.settle)
@@ -579,7 +581,7 @@ def main() -> None:
     if any(m in OTHER_BUILD for m in modes):
         if a.loader_b is None or not (a.loader_b / "statstorm-trace").is_file():
             ap.error("ebpf-b and sampled-b need --loader-b DIR with a built statstorm-trace")
-        LOADER_B.append(a.loader_b.resolve())
+        a.loader_b = a.loader_b.resolve()
     if os.geteuid() != 0:
         ap.error("run as root (lab up and tracing need it)")
     conc = a.concurrency or 2 * a.workers
