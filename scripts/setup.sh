@@ -119,9 +119,29 @@ fi
 # trace: the compiled eBPF tracer (src/statstorm/bpf: libbpf CO-RE, types from the kernel's
 # BTF, no kernel headers needed), built into /opt/statstorm/bpf and stamped with its sources'
 # hash (adapters/libbpf_trace.py uses only a loader built from the sources it has).
+# PHP's headers (php8.2-dev, unpacked into statstorm's own directory, not installed) give it
+# the layout of PHP's included-files table, which it reads instead of probing every include.
 bpf_src=$here/src/statstorm/bpf
 bpf_dest=/opt/statstorm/bpf
-bpf_want=$(cat "$bpf_src/trace.bpf.c" "$bpf_src/loader.c" "$bpf_src/window.h" "$bpf_src/window.c" "$bpf_src/build.sh" | sha256sum | cut -c1-16)
+php_inc=/opt/statstorm/php/include/php/$php_api
+if [[ -n $php_api && ! -f $php_inc/main/php.h ]]; then
+    echo "statstorm setup: unpacking php8.2-dev's headers into ${php_inc%/php/*} (not installed)"
+    tmpdeb=$(mktemp -d)
+    chmod 755 "$tmpdeb"
+    if (cd "$tmpdeb" && apt-get download -qq php8.2-dev >/dev/null 2>&1) \
+            && dpkg-deb -x "$tmpdeb"/php8.2-dev_*.deb "$tmpdeb/x" \
+            && [[ -f $tmpdeb/x/usr/include/php/$php_api/main/php.h ]]; then
+        mkdir -p "${php_inc%/*}"
+        rm -rf "$php_inc"
+        cp -r "$tmpdeb/x/usr/include/php/$php_api" "$php_inc"
+        rm -f "$bpf_dest/source.sha"  # rebuilt with the table's layout
+    else
+        echo "statstorm setup: could not fetch php8.2-dev (is the Debian mirror reachable?);" \
+             "the eBPF tracer probes every include instead of reading PHP's table" >&2
+    fi
+    rm -rf "$tmpdeb"
+fi
+bpf_want=$(cat "$bpf_src/trace.bpf.c" "$bpf_src/loader.c" "$bpf_src/window.h" "$bpf_src/window.c" "$bpf_src/build.sh" "$bpf_src/php_layout.c" | sha256sum | cut -c1-16)
 if [[ ! -x $bpf_dest/statstorm-trace || $(cat "$bpf_dest/source.sha" 2>/dev/null) != "$bpf_want" ]]; then
     if [[ ! -r /sys/kernel/btf/vmlinux ]]; then
         echo "statstorm setup: this kernel has no BTF (/sys/kernel/btf/vmlinux); the compiled" \
@@ -129,7 +149,7 @@ if [[ ! -x $bpf_dest/statstorm-trace || $(cat "$bpf_dest/source.sha" 2>/dev/null
     else
         echo "statstorm setup: building the eBPF tracer into $bpf_dest"
         log=$(mktemp)
-        if ! bash "$bpf_src/build.sh" "$bpf_dest" >"$log" 2>&1; then
+        if ! bash "$bpf_src/build.sh" "$bpf_dest" "$php_inc" >"$log" 2>&1; then
             cat "$log" >&2; rm -f "$log"
             echo "statstorm setup: building the eBPF tracer failed (see above)" >&2
             exit 1

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,13 @@ def test_mediawiki_lab_per_request_counts(lab, state_home: Path, tmp_path: Path)
     assert "opcache.enable" in s["settings"]
 
 
+def ops_of(path: Path) -> Counter[tuple[str, str, str]]:
+    """A trace's PHP operations of its requests: kind, name and type, counted."""
+    tr = read_trace(path)
+    return Counter((o.kind, str(o.args.get("name", o.args.get("path", ""))),
+                    str(o.args.get("type", ""))) for o in tr.operations.values() if o.req >= 0)
+
+
 def test_backends_agree_and_a_sampled_trace_scales_to_the_full_one(lab, state_home: Path,
                                                                    tmp_path: Path) -> None:
     """Three tracers on the same requests: the compiled tracer and bpftrace record the same
@@ -236,6 +244,11 @@ def test_backends_agree_and_a_sampled_trace_scales_to_the_full_one(lab, state_ho
     assert {k: full["totals"][k] for k in keys} == {k: bt["totals"][k] for k in keys}
     assert full["per_request_dist"]["total"] == bt["per_request_dist"]["total"]
     assert full["by_operation"] == bt["by_operation"]
+    # The same PHP operations, includes too: the compiled tracer reads the includes that open
+    # nothing (OPcache's cached scripts) from PHP's included-files table, bpftrace probes them.
+    ops = {k: ops_of(tmp_path / f) for k, f in (("ebpf", "ebpf.sst.gz"), ("bt", "bt.sst.gz"))}
+    assert ops["ebpf"] == ops["bt"]
+    assert sum(n for (kind, _, _), n in ops["ebpf"].items() if kind == "include") >= 40 * 20
 
     s = sampled["trace"]["sampling"]
     assert s["one_in"] == 4 and sampled["trace"]["dropped"] == 0

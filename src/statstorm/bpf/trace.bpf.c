@@ -15,6 +15,17 @@
  * attached to that worker alone, so that about one request in sample_n is recorded and the
  * others never trap into a uprobe.
  *
+ * Includes from PHP's included-files table (inc_ardata set, the loader knowing its layout):
+ * an include that opens nothing (OPcache's cached *_once scripts: about 1,000 a MediaWiki
+ * request) is not probed. Each event of a recorded request first reads how many entries the
+ * executor's included-files table holds; the entries added since the thread's last event
+ * become an O/R pair of zend_stream_open records with their path, before that event, as the
+ * probe of zend_stream_open would have recorded them. The real opens are probed at
+ * php_stream_open_for_zend_ex. The table's records carry 1 as their number: the entry of a
+ * file that a real open of the request opened is that open's (model/attribution.py); the
+ * primary script's entry that php_execute_script adds itself (a script PHP opened before, as
+ * the CLI does) is not recorded.
+ *
  * Counting only (counts_only: `statstorm exporter`, `statstorm trace --counts`): every request
  * leaves its K record and its script's U record, nothing else is recorded. A process is counted
  * from its first call on; what it does after its last request leaves a K record of its own
@@ -78,6 +89,10 @@ struct tstate {
 	                     * pointer at the entry (where its return address is), else 0 */
 	__u64 so_ret;       /* that return address */
 	__u64 so_last;      /* the end of the last event seen inside it */
+	__u64 inc;          /* while the thread's process runs a recorded script: the address of
+	                     * its included-files table, else 0 */
+	__u32 inc_seen;     /* the table's entries recorded or claimed so far */
+	__u32 inc_claim;    /* 1 + the index of the primary script's entry, else 0 */
 	__u8 target;        /* the thread's process is traced */
 	__u8 busy;          /* f holds a call whose exit has not come yet */
 	__u8 pad[6];
@@ -95,6 +110,11 @@ struct pstate {
 
 const volatile __u32 sample_n = 1;
 const volatile __u8 counts_only = 0;
+/* the included-files table's layout (php_layout.h, by the loader); inc_ardata 0: not known */
+const volatile __u32 inc_ardata = 0, inc_numused = 0, inc_bucket = 32, inc_key = 24;
+const volatile __u32 zstr_val = 24;
+/* zend_file_handle: its filename, opened_path and type (0: a name, not opened yet) */
+const volatile __u32 fh_filename = 40, fh_opened = 48, fh_type = 56;
 volatile __u32 stopped = 0;  /* set by the loader when it stops: nothing more is recorded */
 __u64 unrecorded_hits = 0;   /* PHP function probes run in requests not recorded */
 
@@ -222,6 +242,64 @@ static __always_inline void sopen_close(struct tstate *s, __u32 pid)
 		return;
 	s->so_sp = 0;
 	emit_small(T_R, F_SOPEN, pid, s->so_last, 0);
+}
+
+/* -- PHP's included-files table -------------------------------------------------------------- */
+static __always_inline __u32 inc_used(struct tstate *s)
+{
+	__u32 n = 0;
+	bpf_probe_read_user(&n, sizeof(n), (const void *)(s->inc + inc_numused));
+	return n;
+}
+
+struct drain {
+	__u64 data;    /* the table's buckets */
+	__u64 ts;
+	__u32 pid;
+	__u32 seen;
+	__u32 claim;
+};
+
+static long drain_one(__u64 i, void *arg)
+{
+	struct drain *d = arg;
+	__u32 j = d->seen++;
+	if (d->claim == j + 1) {  /* the primary script's entry */
+		d->claim = 0;
+		return 0;
+	}
+	__u64 key = 0;
+	if (bpf_probe_read_user(&key, sizeof(key),
+	                        (const void *)(d->data + (__u64)j * inc_bucket + inc_key)) || !key)
+		return 0;
+	struct rec *r = new_rec();
+	if (!r)
+		return 1;
+	r->tag = T_O; r->kind = F_SOPEN; r->pid = d->pid; r->ts = d->ts; r->a = 1;
+	emit_str(r, key + zstr_val);
+	emit_small(T_R, F_SOPEN, d->pid, d->ts, 0);
+	return 0;
+}
+
+/* the entries the table gained since the thread's last event, recorded as includes */
+static __always_inline void inc_drain(struct tstate *s, __u32 pid, __u64 now)
+{
+	if (!s->inc)
+		return;
+	__u32 n = inc_used(s);
+	if (n <= s->inc_seen) {
+		s->inc_seen = n;  /* (a table emptied: not in a running script) */
+		return;
+	}
+	struct drain d = {.ts = now, .pid = pid, .seen = s->inc_seen, .claim = s->inc_claim};
+	if (bpf_probe_read_user(&d.data, sizeof(d.data), (const void *)(s->inc + inc_ardata)) ||
+	    !d.data) {
+		s->inc_seen = n;
+		return;
+	}
+	bpf_loop(n - s->inc_seen, drain_one, &d, 0);
+	s->inc_seen = n;
+	s->inc_claim = d.claim;
 }
 
 /* an event that may be inside zend_stream_open, at user stack pointer `sp`, ending at `end`:
@@ -364,6 +442,7 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 		return 0;
 	if (s->so_sp)
 		sopen_check(s, pid, user_sp(), now);
+	inc_drain(s, pid, f->ts);
 	struct rec *r = new_rec();
 	if (r) {
 		r->tag = T_S; r->kind = f->call; r->pid = pid; r->ts = f->ts;
@@ -407,6 +486,7 @@ static __always_inline int on_accept(struct trace_event_raw_sys_exit *ctx)
 	__u32 pid = tgid();
 	__u64 now = bpf_ktime_get_ns();
 	sopen_close(s, pid);
+	s->inc = 0;
 	new_request(pid, now);
 	if (recording(pid))
 		emit_small(T_A, 0, pid, now, 0);
@@ -469,6 +549,7 @@ int BPF_USDT(request_startup, void *file, void *uri)
 	if (!s)
 		return 0;
 	sopen_close(s, pid);
+	s->inc = 0;
 	__u64 now = bpf_ktime_get_ns();
 	struct pstate *st = sample_n > 1 ? pstate_of(pid) : 0;
 	if (sample_n > 1 && (!st || st->ended || !st->seen))
@@ -492,14 +573,49 @@ int BPF_USDT(request_startup, void *file, void *uri)
 }
 
 SEC("uprobe")
-int BPF_KPROBE(execute_script)
+int BPF_KPROBE(execute_script, void *primary)
 {
 	__u32 pid = tgid();
 	struct tstate *s = traced();
 	if (s && recording(pid)) {
 		sopen_close(s, pid);
+		/* the attach cookie: from php_execute_script to the included-files table, in this
+		 * binary (the loader, from its symbols and php_layout.h), or 0 */
+		__s64 delta = (__s64)bpf_get_attach_cookie(ctx);
+		s->inc = 0;
+		if (delta && inc_ardata) {
+			s->inc = bpf_get_func_ip(ctx) + delta;
+			s->inc_seen = inc_used(s);
+			s->inc_claim = 0;
+			/* a primary script opened already (not by name): php_execute_script adds its
+			 * entry itself, the next one */
+			__u64 fname = 0, opened = 1;
+			__u8 type = 0;
+			if (primary && !bpf_probe_read_user(&fname, sizeof(fname), primary + fh_filename) &&
+			    !bpf_probe_read_user(&opened, sizeof(opened), primary + fh_opened) &&
+			    !bpf_probe_read_user(&type, sizeof(type), primary + fh_type) &&
+			    fname && !opened && type != 0)
+				s->inc_claim = s->inc_seen + 1;
+		}
 		emit_small(T_X, 0, pid, bpf_ktime_get_ns(), 0);
 	}
+	return 0;
+}
+
+/* zend_deactivate: the script, its shutdown functions and destructors have run; the table's
+ * last entries, before the executor lets it go */
+SEC("uprobe")
+int BPF_KPROBE(deactivate)
+{
+	__u32 pid = tgid();
+	struct tstate *s = traced();
+	if (s && s->inc && recording(pid)) {
+		__u64 now = bpf_ktime_get_ns();
+		sopen_close(s, pid);
+		inc_drain(s, pid, now);
+	}
+	if (s)
+		s->inc = 0;
 	return 0;
 }
 
@@ -511,6 +627,7 @@ int BPF_KRETPROBE(request_shutdown)
 	if (!s)
 		return 0;
 	sopen_close(s, pid);
+	s->inc = 0;
 	__u64 now = bpf_ktime_get_ns();
 	if (sample_n > 1) {
 		struct pstate *st = pstate_of(pid);
@@ -564,6 +681,7 @@ static __always_inline int op_enter(struct pt_regs *ctx, __u8 fn, __s64 num, __u
 	__u64 now = bpf_ktime_get_ns();
 	__u64 sp = PT_REGS_SP(ctx);
 	sopen_seen(s, pid, fn, sp, now);
+	inc_drain(s, pid, now);
 	struct rec *r = new_rec();
 	if (!r)
 		return 0;
@@ -596,6 +714,7 @@ static __always_inline int op_return(struct pt_regs *ctx, __u8 fn)
 	if (s && recording(pid)) {
 		__u64 now = bpf_ktime_get_ns();
 		sopen_seen(s, pid, fn, PT_REGS_SP(ctx), now);
+		inc_drain(s, pid, now);
 		emit_small(T_R, fn, pid, now, 0);
 	}
 	return 0;

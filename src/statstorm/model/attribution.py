@@ -17,6 +17,13 @@ Which operation a syscall belongs to:
 - outside any function before `php_execute_script` (FPM's fix_pathinfo realpath, .user.ini,
   the primary script's open): main_script; the chdir/getcwd pair around the script too;
 - anything else: other.
+
+The compiled tracer reads the includes that open nothing (OPcache's cached `*_once` scripts)
+from PHP's included-files table instead of probing them: a `zend_stream_open` entry with the
+number 1 is such a table entry, recorded before the event that found it. The entry of a file
+that a probed open of the same request opened is that open's own, not another include; the
+primary script's entry, first in the table, is its open before the script ran (main_script),
+as OPcache answers that open from its cache too.
 """
 
 from __future__ import annotations
@@ -70,6 +77,9 @@ class _Proc:
     stack: list[_Frame] = field(default_factory=list)
     fds: dict[int, str] = field(default_factory=dict)
     pending: str = ""  # the first string of the last O event, until its P arrives
+    # the files the script's probed zend_stream_open calls opened (their table entries)
+    opened: set[str] = field(default_factory=set)
+    sopen: str | None = None  # the probed open in progress, until an open() in it succeeds
 
 
 class Attributor:
@@ -172,6 +182,7 @@ class Attributor:
         p.req = Request(self._new_req_id(), pid, rel)
         p.started = p.executing = p.included = False
         p.stack.clear()
+        p.opened.clear()
 
     def on_startup(self, pid: int, ts: int, script: str) -> None:
         rel = self._rel(ts)
@@ -184,6 +195,7 @@ class Attributor:
             p.req = Request(self._new_req_id(), pid, rel)
             p.executing = p.included = False
             p.stack.clear()
+            p.opened.clear()
         p.started = True
         req = self._single_req if self._single else p.req
         if req is not None and not req.script:
@@ -223,6 +235,12 @@ class Attributor:
             else:
                 kind = "realpath" if p.executing else "main_script"
                 op = Operation(-1, self._req_id(p), pid, rel, rel, kind, -1, {"path": s1})
+        elif tag == "sopen" and num == 1 and s1 in p.opened:
+            p.opened.discard(s1)  # the table entry of a file a probed open opened
+        elif tag == "sopen" and num == 1 and not p.included and parent is None and (
+                s1 == (self._single_req if self._single else p.req or Request(-1, 0, 0)).script):
+            op = Operation(-1, self._req_id(p), pid, rel, rel, "main_script", -1,
+                           {"name": s1, "type": "main"})
         elif tag == "sopen" and parent is not None and parent.kind in (
                 "include", "include_resolve"):
             op = None
@@ -263,6 +281,8 @@ class Attributor:
             self._next_op += 1
             if op.kind == "include":
                 p.included = True
+        if tag == "sopen" and num != 1:
+            p.sopen = s1
         p.stack.append(_Frame(tag, op))
 
     def on_second(self, pid: int, s2: str) -> None:
@@ -282,6 +302,8 @@ class Attributor:
         p = self._procs.get(pid)
         if p is None:
             return
+        if tag == "sopen":
+            p.sopen = None
         # Pop to the matching frame: a lost event must not leave the stack skewed.
         while p.stack:
             frame = p.stack.pop()
@@ -310,6 +332,9 @@ class Attributor:
             path = self._absolute(p, path, dfd)
         if call == "open" and ret >= 0:
             p.fds[ret] = path
+            if p.sopen is not None and p.stack and p.stack[-1].tag == "sopen":
+                p.opened.add(p.sopen)
+                p.sopen = None
         elif call == "chdir" and ret == 0:
             if name == "fchdir":
                 path = p.fds.get(dfd, "")
