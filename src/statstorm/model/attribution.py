@@ -333,7 +333,9 @@ class Attributor:
         if call == "open" and ret >= 0:
             p.fds[ret] = path
             if p.sopen is not None and p.stack and p.stack[-1].tag == "sopen":
-                p.opened.add(p.sopen)
+                # its entry: the name it was given, or the path it opened (a name found
+                # relative to the working directory)
+                p.opened.update((p.sopen, path))
                 p.sopen = None
         elif call == "chdir" and ret == 0:
             if name == "fchdir":
