@@ -249,6 +249,9 @@ def decode(data: bytes) -> Iterator[tuple[Any, ...]]:
                    data[off + BODY.size:off + size])
         elif tag == 0x52:  # R
             yield ("R", pid, ts, FUNCS[kind])
+        elif tag == 0x54:  # T: an included-files table entry, a zend_stream_open in and out
+            yield ("O", pid, ts, FUNCS[kind], 1, data[off + BODY.size:off + size])
+            yield ("R", pid, ts, FUNCS[kind])
         elif tag == 0x50 or tag == 0x56:  # P V
             yield (chr(tag), pid, data[off + BODY.size:off + size])
         elif tag == 0x55:  # U

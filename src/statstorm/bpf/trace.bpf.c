@@ -6,6 +6,7 @@
  *   S syscall exit   A accept returned   U/V request__startup (script, URI)
  *   X php_execute_script   Q php_request_shutdown returned   O/P/R a PHP function entered
  *   (its second string) and returned   F fork   E exit   K a request counted, not recorded
+ *   T an entry of PHP's included-files table (the O and R of a zend_stream_open in one)
  * Records are submitted without waking the reader, which drains the buffer on its own clock:
  * no wake-up, no formatting and no parsing per event while PHP runs.
  *
@@ -19,9 +20,10 @@
  * an include that opens nothing (OPcache's cached *_once scripts: about 1,000 a MediaWiki
  * request) is not probed. Each event of a recorded request first reads how many entries the
  * executor's included-files table holds; the entries added since the thread's last event
- * become an O/R pair of zend_stream_open records with their path, before that event, as the
- * probe of zend_stream_open would have recorded them. The real opens are probed at
- * php_stream_open_for_zend_ex. The table's records carry 1 as their number: the entry of a
+ * become T records with their path, before that event: the zend_stream_open entry and return
+ * that its probe would have recorded. The real opens are probed at
+ * php_stream_open_for_zend_ex. The T records read as zend_stream_open entries with the number
+ * 1 (adapters/libbpf_trace.py): the entry of a
  * file that a real open of the request opened is that open's (model/attribution.py); the
  * primary script's entry that php_execute_script adds itself (a script PHP opened before, as
  * the CLI does) is not recorded.
@@ -43,7 +45,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define COUNT_SHIFT 40
 
 enum tag { T_S = 'S', T_A = 'A', T_U = 'U', T_V = 'V', T_X = 'X', T_Q = 'Q', T_O = 'O',
-           T_P = 'P', T_R = 'R', T_F = 'F', T_E = 'E', T_K = 'K' };
+           T_P = 'P', T_R = 'R', T_F = 'F', T_E = 'E', T_K = 'K', T_T = 'T' };
 /* The functions operations come from (adapters/bpftrace.UPROBES, in that order). */
 enum fn { F_RESOLVE, F_COMPILE, F_SOPEN, F_STAT, F_UINI, F_REALPATH, F_CLEAR, F_EXPAND, F_INI };
 
@@ -275,9 +277,8 @@ static long drain_one(__u64 i, void *arg)
 	struct rec *r = new_rec();
 	if (!r)
 		return 1;
-	r->tag = T_O; r->kind = F_SOPEN; r->pid = d->pid; r->ts = d->ts; r->a = 1;
+	r->tag = T_T; r->kind = F_SOPEN; r->pid = d->pid; r->ts = d->ts; r->a = 1;
 	emit_str(r, key + zstr_val);
-	emit_small(T_R, F_SOPEN, d->pid, d->ts, 0);
 	return 0;
 }
 
