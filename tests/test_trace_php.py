@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
+from statstorm.adapters import libbpf_trace
 from statstorm.results.trace import read_trace
 
 pytestmark = pytest.mark.root
@@ -196,16 +197,38 @@ def op_shape(path: Path) -> tuple[list[Any], list[Any]]:
     return shape, calls
 
 
+@pytest.fixture(scope="module")
+def probes_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The compiled tracer built without PHP's headers: it does not know the layout of the
+    included-files table, so it probes every include's zend_stream_open instead."""
+    dest = tmp_path_factory.mktemp("bpf-probes")
+    subprocess.run(["bash", str(libbpf_trace.SOURCE_DIR / "build.sh"), str(dest),
+                    str(dest / "no-php-headers")], check=True, capture_output=True)
+    return dest
+
+
+@pytest.mark.parametrize("build", ["table", "probes"])
 @pytest.mark.parametrize("opcache", [False, True], ids=["plain", "opcache"])
 def test_compiled_tracer_sees_each_operation_as_bpftrace_does(scen: Path, state_home: Path,
-                                                              tmp_path: Path,
-                                                              opcache: bool) -> None:
+                                                              tmp_path: Path, opcache: bool,
+                                                              build: str,
+                                                              request: pytest.FixtureRequest,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
     """The compiled tracer has no return probe on zend_stream_open (about 1,000 traps a
-    MediaWiki request): it sees the return at the next event outside the call. Operation by
-    operation and syscall by syscall, its trace equals bpftrace's, which probes the return:
-    require_once along include_path with open_basedir (realpaths inside the open), absolute
-    and failing *_once includes, a `require` (its open nested in compile_filename), file probes
-    and their syscalls right after an include."""
+    MediaWiki request): it sees the return at the next event outside the call; where it knows
+    the layout of PHP's included-files table (`table`, the build setup makes) it probes only
+    the opens that open a file and reads the other includes from the table. Operation by
+    operation and syscall by syscall, its trace equals bpftrace's, which probes every open and
+    its return: require_once along include_path with open_basedir (realpaths inside the open),
+    absolute and failing *_once includes, a `require` (its open nested in compile_filename),
+    file probes and their syscalls right after an include."""
+    loader = libbpf_trace.find()
+    if build == "probes":
+        loader = request.getfixturevalue("probes_build") / "statstorm-trace"
+        monkeypatch.setenv(libbpf_trace.OTHER_BUILD_ENV, str(loader.parent))
+    # The table's layout is compiled in with the PHP build id it belongs to.
+    assert (b"API20" in loader.read_bytes()) == (build == "table")
     script = scen / "s6.php"
     script.write_text(
         "<?php\n"
