@@ -33,7 +33,8 @@ BUILD_DIR = Path("/opt/statstorm/bpf")
 # builds side by side in one run)
 OTHER_BUILD_ENV = "STATSTORM_BPF_DIR"
 SOURCE_DIR = Path(__file__).resolve().parent.parent / "bpf"
-SOURCES = ("trace.bpf.c", "loader.c", "window.h", "window.c", "build.sh", "php_layout.c")
+SOURCES = ("trace.bpf.c", "loader.c", "window.h", "window.c", "build.sh", "php_layout.c",
+           "php_table.h", "php_table.c")
 STRMAX = 256  # trace.bpf.c's STRMAX: strings are cut at STRMAX - 1 bytes
 
 # trace.bpf.c's enum call and enum fn, in order
