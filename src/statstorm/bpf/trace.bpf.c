@@ -22,11 +22,11 @@
  * executor's included-files table holds; the entries added since the thread's last event
  * become T records with their path, before that event: the zend_stream_open entry and return
  * that its probe would have recorded. The real opens are probed at
- * php_stream_open_for_zend_ex. The T records read as zend_stream_open entries with the number
- * 1 (adapters/libbpf_trace.py): the entry of a
- * file that a real open of the request opened is that open's (model/attribution.py); the
- * primary script's entry that php_execute_script adds itself (a script PHP opened before, as
- * the CLI does) is not recorded.
+ * php_stream_open_for_zend_ex. A T record reads as a zend_stream_open entry with the number 1
+ * (adapters/libbpf_trace.py); the entry of a file that a real open of the request opened is
+ * that open's own (model/attribution.py). The primary script's entry that
+ * php_execute_script adds itself (a script PHP opened before, as the CLI does) is not
+ * recorded.
  *
  * Counting only (counts_only: `statstorm exporter`, `statstorm trace --counts`): every request
  * leaves its K record and its script's U record, nothing else is recorded. A process is counted

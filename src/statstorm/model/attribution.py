@@ -149,6 +149,10 @@ class Attributor:
             return self._single_req.id
         return p.req.id if p.req else -1
 
+    def _script_of(self, p: _Proc) -> str | None:
+        req = self._single_req if self._single else p.req
+        return req.script if req is not None else None
+
     def _finish_request(self, p: _Proc) -> None:
         if p.req is None:
             return
@@ -238,7 +242,7 @@ class Attributor:
         elif tag == "sopen" and num == 1 and s1 in p.opened:
             p.opened.discard(s1)  # the table entry of a file a probed open opened
         elif tag == "sopen" and num == 1 and not p.included and parent is None and (
-                s1 == (self._single_req if self._single else p.req or Request(-1, 0, 0)).script):
+                s1 == self._script_of(p)):
             op = Operation(-1, self._req_id(p), pid, rel, rel, "main_script", -1,
                            {"name": s1, "type": "main"})
         elif tag == "sopen" and parent is not None and parent.kind in (
