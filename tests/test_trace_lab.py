@@ -202,11 +202,61 @@ def test_mediawiki_lab_per_request_counts(lab, state_home: Path, tmp_path: Path)
     assert "opcache.enable" in s["settings"]
 
 
-def ops_of(path: Path) -> Counter[tuple[str, str, str]]:
-    """A trace's PHP operations of its requests: kind, name and type, counted."""
+def ops_of(path: Path, pid: int = 0) -> Counter[tuple[str, str, str]]:
+    """A trace's PHP operations of its requests (of the process `pid` only, if given): kind,
+    name and type, counted."""
     tr = read_trace(path)
     return Counter((o.kind, str(o.args.get("name", o.args.get("path", ""))),
-                    str(o.args.get("type", ""))) for o in tr.operations.values() if o.req >= 0)
+                    str(o.args.get("type", ""))) for o in tr.operations.values()
+                   if o.req >= 0 and pid in (0, o.pid))
+
+
+def probed_code_kb(pid: int) -> int:
+    """The kB of a php-fpm worker's own copy of PHP's code: a uprobe's breakpoint is written
+    into a private copy of its page, in the processes it is attached to only."""
+    text, kb = False, 0
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        if line[:1] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+            f = line.split()
+            text = f[1] == "r-xp" and len(f) > 5 and "php-fpm" in f[5]
+        elif text and line.startswith("Anonymous:"):
+            kb += int(line.split()[1])
+    return kb
+
+
+def test_workers_given_by_pid_are_the_only_ones_probed(lab, state_home: Path,
+                                                       tmp_path: Path) -> None:
+    """`trace -p WORKER` puts PHP's function probes in that worker only (the compiled tracer
+    attaches them per PID): the pool's other worker runs untouched, and the traced worker's
+    requests carry the same operations as a trace of the whole pool gives them."""
+    st = lab("--app", "synthetic", "--storage", "local", "--workers", "2")
+    url = str(st["url"]) + str(st.get("entry_path") or "/")
+    w1, w2 = (int(p) for p in st["worker_pids"])  # type: ignore[attr-defined]
+    time.sleep(2.5)
+    for _ in range(6):
+        assert get(url) == 200
+    assert probed_code_kb(w1) == probed_code_kb(w2) == 0
+    own = start_trace(state_home, ["-p", str(w1), "--backend", "ebpf", "-d", "120", "-o",
+                                   str(tmp_path / "own.sst.gz"), "--json"])
+    wait_attached(own)
+    assert probed_code_kb(w1) > 0 and probed_code_kb(w2) == 0
+    pool = start_trace(state_home, ["--lab", str(st["name"]), "--backend", "ebpf", "-d", "120",
+                                    "-o", str(tmp_path / "pool.sst.gz"), "--json"])
+    wait_attached(pool)
+    assert probed_code_kb(w2) > 0  # (a pool's trace probes every process of the binary)
+    for t in [send(url, 12, pace=0.02), send(url, 12, pace=0.02)]:
+        t.join()
+    time.sleep(1)
+    for p in (own, pool):
+        p.send_signal(signal.SIGINT)
+    a, b = finish(own), finish(pool)
+    assert b["requests"] == 24 and a["trace"]["dropped"] == b["trace"]["dropped"] == 0
+    by_pid = Counter(r.pid for r in read_trace(tmp_path / "pool.sst.gz").requests.values())
+    assert set(by_pid) == {w1, w2}
+    assert a["requests"] == by_pid[w1]
+    own_ops = ops_of(tmp_path / "own.sst.gz")
+    assert own_ops == ops_of(tmp_path / "pool.sst.gz", w1)
+    assert sum(n for (kind, _, _), n in own_ops.items() if kind == "include") >= by_pid[w1] * 20
 
 
 def test_backends_agree_and_a_sampled_trace_scales_to_the_full_one(lab, state_home: Path,

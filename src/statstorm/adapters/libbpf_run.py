@@ -43,7 +43,8 @@ def run_ebpf(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Pa
     spool_dir = Path(tempfile.mkdtemp(prefix="statstorm-trace-"))
     session = libbpf_trace.LoaderSession(
         bpftrace.Targets(tuple(target.pids), tuple(target.parents)), target.binaries,
-        spool_dir / "records.bin", sample=opts.sample, counts=opts.counts)
+        spool_dir / "records.bin", sample=opts.sample, counts=opts.counts,
+        own=target.own_probes)
     stopped = "end"
 
     def command_ended() -> str | None:

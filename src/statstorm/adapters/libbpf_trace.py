@@ -95,11 +95,12 @@ class LoaderSession:
     """One run of the loader: `start` (returns once attached), `poll`, `stop`, `close`."""
 
     def __init__(self, targets: bpftrace.Targets, binaries: list[str], spool: Path, *,
-                 sample: int = 1, counts: bool = False, counts_fd: int | None = None
-                 ) -> None:
+                 sample: int = 1, counts: bool = False, counts_fd: int | None = None,
+                 own: bool = False) -> None:
         """counts: count every request, record nothing else (K, U, F and E records).
         counts_fd: the same, with the records written to this inherited file descriptor (a
-        pipe) as they come, instead of to `spool`."""
+        pipe) as they come, instead of to `spool`. own: PHP's functions probed in the
+        targets' PIDs only (not their children, nor other processes of the binaries)."""
         out = str(spool) if counts_fd is None else f"/dev/fd/{counts_fd}"
         self.argv = [str(find()), "--out", out, "--sample", str(max(sample, 1))]
         self.pass_fds: tuple[int, ...] = ()
@@ -107,6 +108,8 @@ class LoaderSession:
             self.argv += ["--counts", "1"]
         if counts_fd is not None:
             self.pass_fds = (counts_fd,)
+        if own:
+            self.argv += ["--own", "1"]
         for p in targets.pids:
             self.argv += ["--pid", str(p)]
         for p in targets.parents:

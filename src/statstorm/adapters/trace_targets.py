@@ -17,6 +17,9 @@ from statstorm.errors import UsageError
 from statstorm.results.lab import LabState
 
 
+OWN_MAX = 64  # the most PIDs the compiled tracer probes one by one (statstorm-trace --own)
+
+
 @dataclass
 class Target:
     mode: str  # pool | pids | lab | cmd
@@ -30,6 +33,9 @@ class Target:
     allow: Callable[[str], bool] | None = None  # given a process title: trace it?
     settled: Callable[[str], bool] | None = None  # is that title final (remember the answer)?
     code: str = ""  # where the code is served from (round trips of the storage under it)
+    # PHP's functions probed in these processes only, not in every process of the binary
+    # (php-fpm workers given by PID: they start no PHP children, and others stay untouched)
+    own_probes: bool = False
 
 
 def _pool_target(env: Env, pool: php_targets.FpmPool, mode: str, description: str) -> Target:
@@ -80,6 +86,7 @@ def resolve(env: Env, *, lab: str | None = None, pool: str | None = None,
         t = Target(mode="pids", description="PIDs " + ",".join(map(str, pids)),
                    pids=list(pids), binaries=php_targets.php_binaries(binaries))
         pool_name = php_targets.pool_of_worker(pids[0])
+        t.own_probes = len(pids) <= OWN_MAX and all(php_targets.pool_of_worker(p) for p in pids)
         if pool_name:
             master = procs.ppid(pids[0])
             cm = re.search(r"\((\S+)\)", " ".join(procs.cmdline(master)))

@@ -4,7 +4,11 @@
  * the PHP function probes follow one worker at a time (window.c).
  *
  *   statstorm-trace --out FILE [--pid N]... [--parent N]... [--binary PATH]... [--sample N]
- *                   [--counts 1]
+ *                   [--counts 1] [--own 1]
+ *
+ * --own 1: the uprobes are attached to the --pid processes only (at most OWN_MAX), not to every
+ * process that maps the binaries: other processes running the same PHP take no trap (their
+ * children and later workers are not probed: for php-fpm workers given by PID).
  *
  * --counts 1: every request counted in the kernel (K records, with its script's U record),
  * nothing recorded, no PHP function probe attached; the records are flushed to FILE (a pipe:
@@ -33,7 +37,8 @@
 
 #define MAX_PIDS 4096
 #define MAX_BINS 8
-#define MAX_LINKS 256
+#define MAX_LINKS 4096
+#define OWN_MAX 64
 
 static volatile sig_atomic_t stopping;
 static FILE *out;
@@ -106,20 +111,27 @@ static void die(const char *what, const char *detail)
 	exit(1);
 }
 
-/* a uprobe for every process that maps `bin` */
-static void attach_uprobe(const struct probe *p, const char *bin, struct bpf_link **links,
-                          int *nlinks, long long cookie)
+static struct bpf_link *links[MAX_LINKS];
+static int nlinks;
+
+static void keep_link(struct bpf_link *l)
+{
+	if (nlinks < MAX_LINKS)
+		links[nlinks++] = l;
+}
+
+/* a uprobe in `bin` for the process `pid` (-1: every process that maps it) */
+static void attach_uprobe(const struct probe *p, const char *bin, int pid, long long cookie)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = p->func, .retprobe = p->ret != 0,
 	            .bpf_cookie = (__u64)cookie);
-	struct bpf_link *l = bpf_program__attach_uprobe_opts(p->prog, -1, bin, 0, &uo);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(p->prog, pid, bin, 0, &uo);
 	if (!l) {
 		char what[512];
 		snprintf(what, sizeof(what), "%s in %s", p->func, bin);
 		die("could not attach a uprobe to", what);
 	}
-	if (*nlinks < MAX_LINKS)
-		links[(*nlinks)++] = l;
+	keep_link(l);
 }
 
 int main(int argc, char **argv)
@@ -127,7 +139,7 @@ int main(int argc, char **argv)
 	int pids[MAX_PIDS], parents[MAX_PIDS], npids = 0, nparents = 0, nbins = 0;
 	const char *bins[MAX_BINS], *outpath = NULL;
 	unsigned int sample = 1;
-	int counts = 0;
+	int counts = 0, own = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v)
@@ -144,13 +156,17 @@ int main(int argc, char **argv)
 			sample = (unsigned int)atoi(v);
 		else if (!strcmp(a, "--counts"))
 			counts = atoi(v) != 0;
+		else if (!strcmp(a, "--own"))
+			own = atoi(v) != 0;
 		else
 			die("unknown argument", a);
 		i++;
 	}
 	if (!outpath)
 		die("usage: statstorm-trace --out FILE [--pid N]... [--parent N]... [--binary PATH]... "
-		    "[--sample N] [--counts 1]", NULL);
+		    "[--sample N] [--counts 1] [--own 1]", NULL);
+	if (own && (npids == 0 || npids > OWN_MAX || nparents > 0))
+		die("--own needs 1 to 64 --pid and no --parent", NULL);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	libbpf_set_print(quiet);
 	struct rlimit inf = {RLIM_INFINITY, RLIM_INFINITY};
@@ -196,8 +212,6 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nparents; i++)
 		bpf_map__update_elem(skel->maps.targets, &parents[i], sizeof(int), &two, 1, BPF_ANY);
 
-	struct bpf_link *links[MAX_LINKS];
-	int nlinks = 0;
 	bpf_object__for_each_program(prog, skel->obj) {
 		const char *sec = bpf_program__section_name(prog);
 		if (strncmp(sec, "tp/", 3) || !bpf_program__autoload(prog))
@@ -205,9 +219,10 @@ int main(int argc, char **argv)
 		struct bpf_link *l = bpf_program__attach(prog);
 		if (!l)
 			die("could not attach to the tracepoint", sec + 3);
-		links[nlinks++] = l;
+		keep_link(l);
 	}
-	/* once per request, attached for every process: request boundaries and counts */
+	/* once per request, attached for every process (--own: the --pid ones): request
+	 * boundaries and counts */
 	const struct probe every[] = {
 		{skel->progs.execute_script, "php_execute_script", 0},
 		{skel->progs.request_shutdown, "php_request_shutdown", 1},
@@ -255,17 +270,18 @@ int main(int argc, char **argv)
 	}
 	const int nevery = sizeof(every) / sizeof(every[0]) - !tables;
 	for (int b = 0; b < nbins; b++) {
-		for (int i = 0; i < nevery; i++)
-			attach_uprobe(&every[i], bins[b], links, &nlinks,
-			              tables && i == 0 ? delta[b] : 0);
-		for (int i = 0; i < nprobes && sample <= 1 && !counts; i++)
-			attach_uprobe(&probes[i], bins[b], links, &nlinks, 0);
-		struct bpf_link *l = bpf_program__attach_usdt(skel->progs.request_startup, -1, bins[b],
-		                                              "php", "request__startup", NULL);
-		if (!l)
-			die("could not attach to the USDT probe php:request__startup of", bins[b]);
-		if (nlinks < MAX_LINKS)
-			links[nlinks++] = l;
+		for (int k = 0; k < (own ? npids : 1); k++) {
+			int pid = own ? pids[k] : -1;
+			for (int i = 0; i < nevery; i++)
+				attach_uprobe(&every[i], bins[b], pid, tables && i == 0 ? delta[b] : 0);
+			for (int i = 0; i < nprobes && sample <= 1 && !counts; i++)
+				attach_uprobe(&probes[i], bins[b], pid, 0);
+			struct bpf_link *l = bpf_program__attach_usdt(
+				skel->progs.request_startup, pid, bins[b], "php", "request__startup", NULL);
+			if (!l)
+				die("could not attach to the USDT probe php:request__startup of", bins[b]);
+			keep_link(l);
+		}
 	}
 	if (sample > 1) {
 		sampler = sampler_new(probes, nprobes, bins, nbins, bpf_map__fd(skel->maps.targets),

@@ -147,7 +147,8 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
 @click.option("--pool", default=None, help="Trace every worker of this php-fpm pool (also "
               "workers started during the trace).")
 @click.option("-p", "--pid", "pids", type=int, multiple=True, help="Trace this PID (repeat "
-              "for more) and its children.")
+              "for more) and its children; php-fpm workers given so are the only processes "
+              "probed.")
 @click.option("--lab", "lab", is_flag=False, flag_value="lab", default=None, metavar="[NAME]",
               help="Trace a lab's pool (default name: lab).")
 @click.option("--cmd", default=None, metavar="'CMD ARGS'", help="Run this command and trace "
