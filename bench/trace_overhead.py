@@ -208,13 +208,16 @@ class Tracer:
     """`statstorm trace` run in the background, in its own session, ended by its PID only."""
 
     def __init__(self, mode: str, lab: str, duration_s: float, out: Path, workdir: Path,
-                 workers: list[int], loader_b: Path | None = None) -> None:
+                 workers: list[int], loader_b: Path | None = None,
+                 pids: list[int] | None = None) -> None:
+        """pids: trace these workers (`-p`) instead of the lab's whole pool."""
         self.mode = mode
         self.loader_b = loader_b if mode in OTHER_BUILD else None
         self.out = out
         self.stdout_path = workdir / f"{out.name}.stdout"
         self.stderr_path = workdir / f"{out.name}.stderr"
-        self.argv = [sys.executable, "-m", "statstorm", "trace", "--lab", lab,
+        where = [a for p in pids for a in ("-p", str(p))] if pids else ["--lab", lab]
+        self.argv = [sys.executable, "-m", "statstorm", "trace", *where,
                      "--backend", BACKEND[mode], "-d", f"{duration_s:g}", "-o", str(out),
                      "--json"] + (["--counts"] if mode in ("counts", "bcounts") else []) + (
                          ["--sample", str(SAMPLE[mode])] if mode in SAMPLE else [])
