@@ -26,7 +26,9 @@ Printed per mode, per round and as a geometric mean with its 95 % interval over 
 What the design leaves out: the syscall tracepoints are attached for every process, so the
 untraced half pays their entry (a map lookup that finds it untraced) on its metadata syscalls;
 its side is then a little slower than untraced, and the ratios err low.
-Run as root:  PYTHONPATH=src python3 bench/trace_paired.py [--rounds 6] [--json]
+With --profile, perf samples every CPU during each counted window (bench/cpu_profile.py) and
+the PHP CPU per request of the traced half, less the untraced half's, is split by where it went.
+Run as root:  PYTHONPATH=src python3 bench/trace_paired.py [--rounds 6] [--profile] [--json]
 The machine-wide load lock (/tmp/statstorm-load.lock) is held for the whole measurement.
 """
 
@@ -53,6 +55,7 @@ from statstorm.env import Env
 from statstorm.model.stats import compare_paired
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_profile import CATEGORIES, Profile  # noqa: E402
 from trace_overhead import (GOAL_RATIO, CpuWindow, NoiseWatch, Tracer, lab_groups, log,  # noqa: E402
                             run_wrk, wait_quiet)
 
@@ -74,17 +77,22 @@ def served(url: str) -> tuple[dict[int, int], int]:
 
 
 def window(env: Env, spec: RunSpec, workdir: Path, status_url: str, lead: float, d: float,
-           groups: dict[str, list[int]]) -> dict[str, Any]:
-    """wrk for lead + d + lead seconds; the requests and CPU of the d seconds in its middle."""
+           groups: dict[str, list[int]], prof: Profile | None) -> dict[str, Any]:
+    """wrk for lead + d + lead seconds; the requests and CPU of the d seconds in its middle
+    (sampled by perf when profiling)."""
     wrk: dict[str, Any] = {}
     t = threading.Thread(target=lambda: wrk.update(run_wrk(env, spec, workdir)), daemon=True)
     t.start()
     time.sleep(lead)
     cpu = CpuWindow(groups)
     before, _ = served(status_url)
+    if prof is not None:
+        prof.start()
     cpu.start()
     time.sleep(d)
     used = cpu.stop()
+    if prof is not None:
+        prof.stop()
     after, serving = served(status_url)
     t.join(timeout=spec.duration_s + 120)
     delta = {p: after[p] - before.get(p, after[p]) for p in after}
@@ -129,10 +137,18 @@ def measure(env: Env, mode: str, a: argparse.Namespace, lab: str, spec: RunSpec,
         g["tracer"] = [tr.proc.pid if tr.proc else 0, tr.helper]
     watch = NoiseWatch({os.getpid(), tr.proc.pid if tr and tr.proc else 0})
     watch.start()
-    w = window(env, spec, workdir, status_url, a.lead, a.duration, g)
+    prof = Profile(workdir / f"{tag}-{mode}.perf.data") if a.profile else None
+    w = window(env, spec, workdir, status_url, a.lead, a.duration, g, prof)
     res["noise"] = sorted(set(noise) | set(watch.stop()))
     res.update(w)
     res.update(ratios(w, traced, untraced))
+    if prof is not None and res["n_traced"] and res["n_untraced"]:
+        # the same window's samples, split by half: what tracing adds, by where it went
+        comm = Path(f"/proc/{traced[0]}/comm").read_text().strip()
+        t = prof.split(comm, res["n_traced"], pids=traced, keep=True)
+        u = prof.split(comm, res["n_untraced"], pids=untraced)
+        res["profile"] = {c: round(t[c] - u[c], 1) for c in CATEGORIES}
+        res["profile_untraced"] = u
     if tr is not None:
         summary = tr.finish(timeout=a.duration + a.margin + 180)
         active.remove(tr)
@@ -159,6 +175,11 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         for k in ("php_ms_traced", "php_ms_untraced", "rest_ms", "tracer_ms"):
             d[k] = round(statistics.median(r[k] for r in rs), 3)
         d["dropped"] = sum((r.get("tracer") or {}).get("dropped") or 0 for r in rs)
+        if all("profile" in r for r in rs):
+            d["profile"] = {c: round(statistics.median(r["profile"][c] for r in rs), 1)
+                            for c in CATEGORIES}
+            d["profile_untraced"] = {c: round(statistics.median(
+                r["profile_untraced"][c] for r in rs), 1) for c in CATEGORIES}
         out[m] = d
     return out
 
@@ -191,6 +212,19 @@ def print_table(out: Any, summary: dict[str, Any], runs: list[dict[str, Any]]) -
             p(f"  {m:8} {k:10} {gm:.3f} [{lo:.3f} - {hi:.3f}]{verdict}")
         if m != "control":
             p(f"  {m:8} dropped events: {d['dropped']}")
+    profiled = {m: d for m, d in summary.items() if "profile" in d}
+    if profiled:
+        p()
+        p("PHP CPU per request, traced half minus untraced half of the same window, by where "
+          "it went (perf cpu-clock samples, microseconds, median over rounds):")
+        p(f"{'mode':8} " + " ".join(f"{c[:12]:>12}" for c in CATEGORIES) + f" {'total':>9}")
+        for m, d in profiled.items():
+            v = d["profile"]
+            p(f"{m:8} " + " ".join(f"{v[c]:+12.0f}" for c in CATEGORIES)
+              + f" {sum(v.values()):+9.0f}")
+        u = profiled.get("control", next(iter(profiled.values())))["profile_untraced"]
+        p(f"{'(untraced':8} " + " ".join(f"{u[c]:12.0f}" for c in CATEGORIES)
+          + f" {sum(u.values()):9.0f})")
     noisy = [f"round {r['round'] + 1} {r['mode']}" for r in runs if r.get("noise")]
     if noisy:
         p(f"\nWARNING: other tracers or load generators ran during: {', '.join(noisy)}")
@@ -220,6 +254,9 @@ def main() -> None:
     ap.add_argument("--quiet-wait", type=float, default=60.0,
                     help="before each window, wait this long for other tracers/load to go")
     ap.add_argument("--home-parent", type=Path, default=Path("/var/tmp"))
+    ap.add_argument("--profile", action="store_true",
+                    help="sample every CPU with perf during each counted window and split the "
+                         "PHP CPU per request of each half by where it went")
     ap.add_argument("--json", action="store_true", help="print all results as JSON on stdout")
     a = ap.parse_args()
     if a.workers < 2 or a.workers % 2:
