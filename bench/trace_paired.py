@@ -16,6 +16,8 @@ difference between the halves themselves cancels out:
   control  nothing traced: the halves' ratio (1 but for noise: its spread is the method's)
   ebpf     `--backend ebpf`, every call and PHP operation recorded, on one half
   sampled  the same with `--sample 10`
+  ebpf-b, sampled-b  ebpf and sampled with another build of the tracer (--loader-b DIR, as
+           in bench/trace_overhead.py), not run by default
 
 Printed per mode, per round and as a geometric mean with its 95 % interval over rounds:
   per worker  the traced half's requests per worker / the untraced half's
@@ -59,7 +61,7 @@ from cpu_profile import CATEGORIES, Profile  # noqa: E402
 from trace_overhead import (GOAL_RATIO, CpuWindow, NoiseWatch, Tracer, lab_groups, log,  # noqa: E402
                             run_wrk, wait_quiet)
 
-MODES = ("control", "ebpf", "sampled")
+MODES = ("control", "ebpf", "sampled", "ebpf-b", "sampled-b")
 STATUS_PATH = "/statstorm-fpm-status"  # the lab pool's pm.status_path
 
 
@@ -130,7 +132,8 @@ def measure(env: Env, mode: str, a: argparse.Namespace, lab: str, spec: RunSpec,
     tr = None
     if mode != "control":
         tr = Tracer(mode, lab, 2 * a.lead + a.duration + a.margin,
-                    workdir / f"{tag}-{mode}.sst.gz", workdir, workers, pids=traced)
+                    workdir / f"{tag}-{mode}.sst.gz", workdir, workers, a.loader_b,
+                    pids=traced)
         active.append(tr)
         tr.start()
         tr.wait_attached(workers, timeout=120, settle=a.settle)
@@ -161,7 +164,7 @@ def measure(env: Env, mode: str, a: argparse.Namespace, lab: str, spec: RunSpec,
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for m in MODES:
+    for m in dict.fromkeys(r["mode"] for r in runs):
         rs = [r for r in runs if r["mode"] == m and r["per_worker"] > 0]
         if not rs:
             continue
@@ -257,8 +260,20 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true",
                     help="sample every CPU with perf during each counted window and split the "
                          "PHP CPU per request of each half by where it went")
+    ap.add_argument("--modes", default="control,ebpf,sampled",
+                    help="comma-separated subset of " + ",".join(MODES))
+    ap.add_argument("--loader-b", type=Path, default=None,
+                    help="a directory holding another build of statstorm-trace, for ebpf-b "
+                         "and sampled-b")
     ap.add_argument("--json", action="store_true", help="print all results as JSON on stdout")
     a = ap.parse_args()
+    modes = [m for m in MODES if m in a.modes.split(",")]
+    if not modes:
+        ap.error("--modes: none of " + ",".join(MODES))
+    if any(m.endswith("-b") for m in modes):
+        if a.loader_b is None or not (a.loader_b / "statstorm-trace").is_file():
+            ap.error("ebpf-b and sampled-b need --loader-b DIR with a built statstorm-trace")
+        a.loader_b = a.loader_b.resolve()
     if a.workers < 2 or a.workers % 2:
         ap.error("--workers must be even (two halves)")
     if os.geteuid() != 0:
@@ -292,13 +307,13 @@ def main() -> None:
         workers = sorted(lab_groups(env, name)[0])
         halves = [workers[: len(workers) // 2], workers[len(workers) // 2:]]
         log(f"lab {name}: {a.app} on {a.storage}, workers {workers}, {url}; wrk -c {conc}, "
-            f"{a.duration:g} s counted x {a.rounds} rounds x {','.join(MODES)}")
+            f"{a.duration:g} s counted x {a.rounds} rounds x {','.join(modes)}")
         if a.warmup > 0:
             w = run_wrk(env, RunSpec(url, a.warmup, timeout_s=10.0, concurrency=conc), workdir)
             log(f"warm-up: {w['rps']:.1f} req/s, {w['errors']} errors")
         for i in range(a.rounds):
             traced, untraced = halves[i % 2], halves[1 - i % 2]
-            for m in MODES[i % len(MODES):] + MODES[:i % len(MODES)]:
+            for m in modes[i % len(modes):] + modes[:i % len(modes)]:
                 r = measure(env, m, a, name, spec, workdir, status_url, traced, untraced,
                             f"r{i}", active)
                 r["round"] = i

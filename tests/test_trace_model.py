@@ -458,3 +458,26 @@ def test_compiled_tracer_records_decode_to_the_bpftrace_events() -> None:
     assert got[:4] == [parse_fields(ln.split(b"\t")) for ln in lines]
     assert got[4] == ("K", 7, 150, 200, list(range(16)))
     assert len(got) == 5  # the cut record at the end is dropped
+
+
+def test_compiled_tracer_table_entries_sent_once_decode_to_their_paths() -> None:
+    """An included-files table entry whose path OPcache interned comes once in full (T, with
+    its string's address, hash and length), then as those numbers only (I): both decode to
+    the same include. An entry not interned (address 0) is not remembered, and another
+    string at the same address (after OPcache restarts) is told apart by its hash."""
+    from statstorm.adapters import libbpf_trace as lt
+
+    def rec(tag: str, pid: int, ts: int, key: tuple[int, int, int], path: bytes = b"") -> bytes:
+        return lt.BODY.pack(lt.BODY.size + len(path), ord(tag), 2, pid, ts, 1, *key) + path
+
+    a, b, a2 = (0x7F0000001000, 11, 8), (0x7F0000002000, 12, 8), (0x7F0000001000, 13, 8)
+    data = (rec("T", 10, 1, a, b"/w/a.php") + rec("T", 10, 2, (0, 0, 0), b"/w/x.php")
+            + rec("I", 11, 3, a) + rec("T", 11, 4, b, b"/w/b.php") + rec("I", 10, 5, b)
+            + rec("T", 10, 6, a2, b"/w/c.php") + rec("I", 10, 7, a) + rec("I", 11, 8, a2))
+    recs = list(lt.decode(data))
+    opens = [(r[1], r[2], r[5]) for r in recs if r[0] == "O"]
+    assert opens == [(10, 1, b"/w/a.php"), (10, 2, b"/w/x.php"), (11, 3, b"/w/a.php"),
+                     (11, 4, b"/w/b.php"), (10, 5, b"/w/b.php"), (10, 6, b"/w/c.php"),
+                     (10, 7, b"/w/a.php"), (11, 8, b"/w/c.php")]
+    assert all(r[3] == "sopen" and r[4] == 1 for r in recs if r[0] == "O")
+    assert [r[0] for r in recs] == ["O", "R"] * 8

@@ -240,6 +240,8 @@ def decode(data: bytes) -> Iterator[tuple[Any, ...]]:
     off, end = 0, len(data)
     hdr, body, counts, num = HDR.unpack_from, BODY.unpack_from, COUNTS.unpack_from, \
         SMALL_A.unpack_from
+    # OPcache's interned paths, by their string's address, hash and length
+    interned: dict[tuple[int, int, int], bytes] = {}
     while off + HDR.size <= end:
         size, tag, kind, pid, ts = hdr(data, off)
         if size < HDR.size or off + size > end:
@@ -253,8 +255,18 @@ def decode(data: bytes) -> Iterator[tuple[Any, ...]]:
                    data[off + BODY.size:off + size])
         elif tag == 0x52:  # R
             yield ("R", pid, ts, FUNCS[kind])
-        elif tag == 0x54:  # T: an included-files table entry, a zend_stream_open in and out
-            yield ("O", pid, ts, FUNCS[kind], 1, data[off + BODY.size:off + size])
+        elif tag == 0x54 or tag == 0x49:
+            # T: an included-files table entry, read as a zend_stream_open in and out, with
+            # the address, hash and length of its path if OPcache interned it (b c d). I: an
+            # entry whose path a T record with the same three numbers carried before.
+            key = body(data, off)[6:9]
+            if tag == 0x54:
+                path = data[off + BODY.size:off + size]
+                if key[0]:
+                    interned[key] = path
+            else:
+                path = interned.get(key, b"")
+            yield ("O", pid, ts, FUNCS[kind], 1, path)
             yield ("R", pid, ts, FUNCS[kind])
         elif tag == 0x50 or tag == 0x56:  # P V
             yield (chr(tag), pid, data[off + BODY.size:off + size])

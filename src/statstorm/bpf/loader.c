@@ -190,6 +190,10 @@ int main(int argc, char **argv)
 		skel->rodata->inc_bucket = PHP_BUCKET_SIZE;
 		skel->rodata->inc_key = PHP_BUCKET_KEY;
 		skel->rodata->zstr_val = PHP_ZSTR_VAL;
+		skel->rodata->zstr_h = PHP_ZSTR_H;
+		skel->rodata->zstr_len = PHP_ZSTR_LEN;
+		skel->rodata->gc_info = PHP_GC_INFO;
+		skel->rodata->str_keep = PHP_STR_KEEP;
 		skel->rodata->fh_filename = PHP_FH_FILENAME;
 		skel->rodata->fh_opened = PHP_FH_OPENED;
 		skel->rodata->fh_type = PHP_FH_TYPE;

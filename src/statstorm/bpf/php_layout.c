@@ -23,6 +23,11 @@ int main(void)
 	printf("#define PHP_BUCKET_SIZE %zu\n", sizeof(Bucket));
 	printf("#define PHP_BUCKET_KEY %zu\n", offsetof(Bucket, key));
 	printf("#define PHP_ZSTR_VAL %zu\n", offsetof(zend_string, val));
+	printf("#define PHP_ZSTR_H %zu\n", offsetof(zend_string, h));
+	printf("#define PHP_ZSTR_LEN %zu\n", offsetof(zend_string, len));
+	printf("#define PHP_GC_INFO %zu\n", offsetof(zend_refcounted_h, u.type_info));
+	printf("#define PHP_STR_KEEP %u\n", (unsigned)((IS_STR_INTERNED | IS_STR_PERMANENT)
+	                                               << GC_FLAGS_SHIFT));
 	printf("#define PHP_FH_FILENAME %zu\n", offsetof(zend_file_handle, filename));
 	printf("#define PHP_FH_OPENED %zu\n", offsetof(zend_file_handle, opened_path));
 	printf("#define PHP_FH_TYPE %zu\n", offsetof(zend_file_handle, type));

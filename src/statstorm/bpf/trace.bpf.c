@@ -7,6 +7,7 @@
  *   X php_execute_script   Q php_request_shutdown returned   O/P/R a PHP function entered
  *   (its second string) and returned   F fork   E exit   K a request counted, not recorded
  *   T an entry of PHP's included-files table (the O and R of a zend_stream_open in one)
+ *   I such an entry whose path a T record carried before (OPcache's interned strings)
  * Records are submitted without waking the reader, which drains the buffer on its own clock:
  * no wake-up, no formatting and no parsing per event while PHP runs.
  *
@@ -45,7 +46,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define COUNT_SHIFT 40
 
 enum tag { T_S = 'S', T_A = 'A', T_U = 'U', T_V = 'V', T_X = 'X', T_Q = 'Q', T_O = 'O',
-           T_P = 'P', T_R = 'R', T_F = 'F', T_E = 'E', T_K = 'K', T_T = 'T' };
+           T_P = 'P', T_R = 'R', T_F = 'F', T_E = 'E', T_K = 'K', T_T = 'T', T_I = 'I' };
 /* The functions operations come from (adapters/bpftrace.UPROBES, in that order). */
 enum fn { F_RESOLVE, F_COMPILE, F_SOPEN, F_STAT, F_UINI, F_REALPATH, F_CLEAR, F_EXPAND, F_INI };
 
@@ -115,6 +116,9 @@ const volatile __u8 counts_only = 0;
 /* the included-files table's layout (php_layout.h, by the loader); inc_ardata 0: not known */
 const volatile __u32 inc_ardata = 0, inc_numused = 0, inc_bucket = 32, inc_key = 24;
 const volatile __u32 zstr_val = 24;
+/* a zend_string's hash and length, its type_info, and the flags of OPcache's interned strings
+ * (IS_STR_INTERNED | IS_STR_PERMANENT; 0: every table entry sent in full) */
+const volatile __u32 zstr_h = 8, zstr_len = 16, gc_info = 4, str_keep = 0;
 /* zend_file_handle: its filename, opened_path and type (0: a name, not opened yet) */
 const volatile __u32 fh_filename = 40, fh_opened = 48, fh_type = 56;
 volatile __u32 stopped = 0;  /* set by the loader when it stops: nothing more is recorded */
@@ -131,6 +135,10 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4096);
          __type(key, __u32); __type(value, __u8); } armed SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);
          __type(key, __u32); __type(value, __u64); } lost SEC(".maps");
+/* OPcache's interned strings whose path a T record has carried */
+struct ikey { __u64 ptr, h, len; };
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
+         __type(key, struct ikey); __type(value, __u8); } interned SEC(".maps");
 
 static __always_inline __u32 tgid(void) { return bpf_get_current_pid_tgid() >> 32; }
 static __always_inline __u32 tid(void) { return (__u32)bpf_get_current_pid_tgid(); }
@@ -262,6 +270,26 @@ struct drain {
 	__u32 claim;
 };
 
+/* A table entry's key is, for a script OPcache has cached, one of its interned strings: in
+ * its shared memory, at the same address in every worker until OPcache restarts. Such a path
+ * is sent once in full (a T record with the string's address, hash and length in b, c, d),
+ * then as those three numbers only (I): the 989 entries of a MediaWiki request would
+ * otherwise copy their paths every request. Another string put at the same address after a
+ * restart has another hash and length, unless it is the same path. */
+static __always_inline int interned_key(__u64 key, struct ikey *k)
+{
+	__u64 head[4] = {};
+	if (!str_keep || bpf_probe_read_user(head, sizeof(head), (const void *)key))
+		return 0;
+	__u32 info = (__u32)(head[(gc_info >> 3) & 3] >> ((gc_info & 7) * 8));
+	if ((info & str_keep) != str_keep)
+		return 0;
+	k->ptr = key;
+	k->h = head[(zstr_h >> 3) & 3];
+	k->len = head[(zstr_len >> 3) & 3];
+	return 1;
+}
+
 static long drain_one(__u64 i, void *arg)
 {
 	struct drain *d = arg;
@@ -274,10 +302,23 @@ static long drain_one(__u64 i, void *arg)
 	if (bpf_probe_read_user(&key, sizeof(key),
 	                        (const void *)(d->data + (__u64)j * inc_bucket + inc_key)) || !key)
 		return 0;
+	struct ikey k = {};
+	int keep = interned_key(key, &k);
 	struct rec *r = new_rec();
 	if (!r)
 		return 1;
 	r->tag = T_T; r->kind = F_SOPEN; r->pid = d->pid; r->ts = d->ts; r->a = 1;
+	r->b = (__s64)k.ptr; r->c = (__s64)k.h; r->d = (__s64)k.len;
+	if (keep && bpf_map_lookup_elem(&interned, &k)) {
+		r->tag = T_I;
+		r->len = BODY;
+		bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+		return 0;
+	}
+	/* known to others once reserved: this record precedes their I records */
+	__u8 one = 1;
+	if (keep && bpf_map_update_elem(&interned, &k, &one, BPF_NOEXIST))
+		r->b = 0;  /* the map is full: this path is not numbered */
 	emit_str(r, key + zstr_val);
 	return 0;
 }
