@@ -135,10 +135,12 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4096);
          __type(key, __u32); __type(value, __u8); } armed SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);
          __type(key, __u32); __type(value, __u64); } lost SEC(".maps");
-/* OPcache's interned strings whose path a T record has carried */
+/* OPcache's interned strings whose path a T record has carried, one slot per address: an
+ * array (no hashing, looked up in place); a string whose slot another one took is sent again */
+#define ISLOTS 65536
 struct ikey { __u64 ptr, h, len; };
-struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 65536);
-         __type(key, struct ikey); __type(value, __u8); } interned SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, ISLOTS);
+         __type(key, __u32); __type(value, struct ikey); } interned SEC(".maps");
 
 static __always_inline __u32 tgid(void) { return bpf_get_current_pid_tgid() >> 32; }
 static __always_inline __u32 tid(void) { return (__u32)bpf_get_current_pid_tgid(); }
@@ -304,21 +306,22 @@ static long drain_one(__u64 i, void *arg)
 		return 0;
 	struct ikey k = {};
 	int keep = interned_key(key, &k);
+	__u32 slot = (__u32)(key >> 3) & (ISLOTS - 1);
+	struct ikey *sent = keep ? bpf_map_lookup_elem(&interned, &slot) : 0;
 	struct rec *r = new_rec();
 	if (!r)
 		return 1;
 	r->tag = T_T; r->kind = F_SOPEN; r->pid = d->pid; r->ts = d->ts; r->a = 1;
 	r->b = (__s64)k.ptr; r->c = (__s64)k.h; r->d = (__s64)k.len;
-	if (keep && bpf_map_lookup_elem(&interned, &k)) {
+	if (sent && sent->ptr == k.ptr && sent->h == k.h && sent->len == k.len) {
 		r->tag = T_I;
 		r->len = BODY;
 		bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 		return 0;
 	}
 	/* known to others once reserved: this record precedes their I records */
-	__u8 one = 1;
-	if (keep && bpf_map_update_elem(&interned, &k, &one, BPF_NOEXIST))
-		r->b = 0;  /* the map is full: this path is not numbered */
+	if (sent)
+		*sent = k;
 	emit_str(r, key + zstr_val);
 	return 0;
 }
