@@ -26,6 +26,8 @@ recorded request, dropped events) and where the CPU went during the wrk window (
 user/sys, nginx, the tracer's Python process, its helper: statstorm-trace, bpftrace, strace
 or perf; the rest: wrk and the kernel), and the ratios against the issues' goals.
 Run as root:  PYTHONPATH=src python3 bench/trace_overhead.py [--modes none,ebpf,...] [--json]
+Rounds taken one after another carry the host's drift between them; bench/trace_paired.py
+measures the compiled tracer's cost inside one window (half the pool traced), without it.
 The machine-wide load lock (/tmp/statstorm-load.lock) is held for the whole measurement.
 """
 
