@@ -37,7 +37,6 @@ The machine-wide load lock (/tmp/statstorm-load.lock) is held for the whole meas
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import shutil
@@ -50,7 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters.loadgen import LOAD_LOCK, RunSpec
+from statstorm.adapters.loadgen import RunSpec, load_lock
 from statstorm.adapters.sysstat import fpm_status
 from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
@@ -289,54 +288,48 @@ def main() -> None:
     workdir.mkdir()
     active: list[Tracer] = []
     runs: list[dict[str, Any]] = []
-    lab_started = False
-    LOAD_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    lock_fd = os.open(LOAD_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(f"waiting for the load lock {LOAD_LOCK} (another load test is running)…")
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        lab_started = True
-        st = lab_cmd.up(env, lab_cmd.LabOptions(name=name, app=a.app, storage=a.storage,
-                                                workers=a.workers))
-        url = st.url + st.entry_path
-        status_url = st.url + STATUS_PATH + "?full"
-        spec = RunSpec(url, a.duration + 2 * a.lead, timeout_s=10.0, concurrency=conc)
-        workers = sorted(lab_groups(env, name)[0])
-        halves = [workers[: len(workers) // 2], workers[len(workers) // 2:]]
-        log(f"lab {name}: {a.app} on {a.storage}, workers {workers}, {url}; wrk -c {conc}, "
-            f"{a.duration:g} s counted x {a.rounds} rounds x {','.join(modes)}")
-        if a.warmup > 0:
-            w = run_wrk(env, RunSpec(url, a.warmup, timeout_s=10.0, concurrency=conc), workdir)
-            log(f"warm-up: {w['rps']:.1f} req/s, {w['errors']} errors")
-        for i in range(a.rounds):
-            traced, untraced = halves[i % 2], halves[1 - i % 2]
-            for m in modes[i % len(modes):] + modes[:i % len(modes)]:
-                r = measure(env, m, a, name, spec, workdir, status_url, traced, untraced,
-                            f"r{i}", active)
-                r["round"] = i
-                runs.append(r)
-                extra = f"; NOISY ({' '.join(r['noise'])})" if r["noise"] else ""
-                if r.get("tracer"):
-                    extra += (f"; tracer: {r['tracer']['requests']} requests, dropped "
-                              f"{r['tracer']['dropped']}")
-                log(f"round {i + 1} {m:8}: per worker {r['per_worker']:.3f}, projected "
-                    f"{r['projected']:.3f} ({r['n_traced']}/{r['n_untraced']} requests, "
-                    f"wrk {r['wrk'].get('rps', 0):.1f} req/s){extra}")
-        summary = summarize(runs)
-        print_table(sys.stderr if a.json else sys.stdout, summary, runs)
-        if a.json:
-            print(json.dumps({"app": a.app, "storage": a.storage, "workers": a.workers,
-                              "concurrency": conc, "duration_s": a.duration,
-                              "rounds": a.rounds, "modes": summary, "runs": runs}, indent=2))
+        with load_lock(env):
+            try:
+                st = lab_cmd.up(env, lab_cmd.LabOptions(name=name, app=a.app, storage=a.storage,
+                                                        workers=a.workers))
+                url = st.url + st.entry_path
+                status_url = st.url + STATUS_PATH + "?full"
+                spec = RunSpec(url, a.duration + 2 * a.lead, timeout_s=10.0, concurrency=conc)
+                workers = sorted(lab_groups(env, name)[0])
+                halves = [workers[: len(workers) // 2], workers[len(workers) // 2:]]
+                log(f"lab {name}: {a.app} on {a.storage}, workers {workers}, {url}; wrk -c {conc}, "
+                    f"{a.duration:g} s counted x {a.rounds} rounds x {','.join(modes)}")
+                if a.warmup > 0:
+                    warm = RunSpec(url, a.warmup, timeout_s=10.0, concurrency=conc)
+                    w = run_wrk(env, warm, workdir)
+                    log(f"warm-up: {w['rps']:.1f} req/s, {w['errors']} errors")
+                for i in range(a.rounds):
+                    traced, untraced = halves[i % 2], halves[1 - i % 2]
+                    for m in modes[i % len(modes):] + modes[:i % len(modes)]:
+                        r = measure(env, m, a, name, spec, workdir, status_url, traced, untraced,
+                                    f"r{i}", active)
+                        r["round"] = i
+                        runs.append(r)
+                        extra = f"; NOISY ({' '.join(r['noise'])})" if r["noise"] else ""
+                        if r.get("tracer"):
+                            extra += (f"; tracer: {r['tracer']['requests']} requests, dropped "
+                                      f"{r['tracer']['dropped']}")
+                        log(f"round {i + 1} {m:8}: per worker {r['per_worker']:.3f}, projected "
+                            f"{r['projected']:.3f} ({r['n_traced']}/{r['n_untraced']} requests, "
+                            f"wrk {r['wrk'].get('rps', 0):.1f} req/s){extra}")
+                summary = summarize(runs)
+                print_table(sys.stderr if a.json else sys.stdout, summary, runs)
+                if a.json:
+                    print(json.dumps({"app": a.app, "storage": a.storage, "workers": a.workers,
+                                      "concurrency": conc, "duration_s": a.duration,
+                                      "rounds": a.rounds, "modes": summary, "runs": runs},
+                                     indent=2))
+            finally:
+                for tr in list(active):
+                    tr.kill()
+                lab_cmd.down(env, name, quiet=True)
     finally:
-        for tr in list(active):
-            tr.kill()
-        if lab_started:
-            lab_cmd.down(env, name, quiet=True)
-        os.close(lock_fd)
         shutil.rmtree(home, ignore_errors=True)
 
 
