@@ -38,9 +38,12 @@ from typing import Any, Callable, Iterator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from statstorm.adapters import (ab, fastcgi, gluster_profile, http, nfs_mountstats,  # noqa: E402
-                                nginx, php_targets, phpfpm, strace_log, strace_summary, vegeta,
-                                wrk, wrk_checked)
+from statstorm.adapters.labs import phpfpm
+from statstorm.adapters.load import ab, http, vegeta, wrk, wrk_checked
+from statstorm.adapters.php import fastcgi, php_targets
+from statstorm.adapters.servers import nginx
+from statstorm.adapters.storage import gluster_profile, nfs_mountstats
+from statstorm.adapters.tracing import strace_log, strace_summary
 from statstorm.cli.lab import key_values  # noqa: E402
 from statstorm.cli.sweep import number_list  # noqa: E402
 from statstorm.commands import exporter as exporter_cmd  # noqa: E402

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from statstorm.adapters.loadgen import LOAD_LOCK
+from statstorm.adapters.load.loadgen import LOAD_LOCK
 
 LOOPS = {
     "probe": "for ($i = 0; $i < {n}; $i++) {{ is_file('/etc/hostname'); }}",

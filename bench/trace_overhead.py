@@ -49,9 +49,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters import libbpf_trace, procs
-from statstorm.adapters.loadgen import LOAD_LOCK, RunSpec
-from statstorm.adapters.wrk import Wrk
+from statstorm.adapters.host import procs
+from statstorm.adapters.tracing import libbpf_trace
+from statstorm.adapters.load.loadgen import LOAD_LOCK, RunSpec
+from statstorm.adapters.load.wrk import Wrk
 from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
 from statstorm.model.stats import compare_paired

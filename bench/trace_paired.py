@@ -49,8 +49,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters.loadgen import RunSpec, load_lock
-from statstorm.adapters.sysstat import fpm_status
+from statstorm.adapters.load.loadgen import RunSpec, load_lock
+from statstorm.adapters.load.sysstat import fpm_status
 from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
 from statstorm.model.stats import compare_paired

@@ -118,7 +118,7 @@ fi
 # ---------------------------------------------------------------------------------------------
 # trace: the compiled eBPF tracer (src/statstorm/bpf: libbpf CO-RE, types from the kernel's
 # BTF, no kernel headers needed), built into /opt/statstorm/bpf and stamped with its sources'
-# hash (adapters/libbpf_trace.py uses only a loader built from the sources it has).
+# hash (adapters/tracing/libbpf_trace.py uses only a loader built from the sources it has).
 # PHP's headers (php8.2-dev, unpacked into statstorm's own directory, not installed) give it
 # the layout of PHP's included-files table, which it reads instead of probing every include.
 bpf_src=$here/src/statstorm/bpf

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters.strace_log import import_file
-from statstorm.adapters.strace_session import SYSCALLS
+from statstorm.adapters.tracing.strace_log import import_file
+from statstorm.adapters.tracing.strace_session import SYSCALLS
 from statstorm.model.phpsettings import from_recorded, parse_set, with_changes
 from statstorm.model.replay import prepare, replay
 from statstorm.model.replay_limits import limits

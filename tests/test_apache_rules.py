@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from statstorm.adapters import apache_conf
+from statstorm.adapters.servers import apache_conf
 from statstorm.model.rules import evaluate
 from statstorm.results.facts import ApacheFacts
 from tests.test_check_rules import facts

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from statstorm.adapters import php_apps
+from statstorm.adapters.php import php_apps
 from statstorm.model import applyplan
 from statstorm.model.applyplan import APP, POOL_INI, Change, classify, edit_app, edit_pool
 from statstorm.model.checkfacts import Facts, MountFact, TraceFacts, trace_facts

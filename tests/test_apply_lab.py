@@ -17,7 +17,8 @@ import pytest
 
 from conftest import run_cli, unique_name
 
-from statstorm.adapters import apply_target, backups, gluster, mounts, pool_config
+from statstorm.adapters.apply import apply_target, backups, pool_config
+from statstorm.adapters.storage import gluster, mounts
 from statstorm.commands import apply as apply_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
@@ -207,8 +208,8 @@ def test_app_setting_and_apcu_for_one_pool(lab, state_home: Path) -> None:
     """The app-data-on-network change on a real pool: APCu loaded into this pool only and the
     app's setting appended to its PHP configuration file, checked with `php -l`; a file that
     does not parse is refused and restored, with the pool file as it was."""
-    from statstorm.adapters import apcu
-    from statstorm.adapters.php_targets import query_pool
+    from statstorm.adapters.php import apcu
+    from statstorm.adapters.php.php_targets import query_pool
     from statstorm.model.applyplan import APP
     so = apcu.extension_path()
     if not so:

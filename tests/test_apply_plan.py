@@ -12,7 +12,7 @@ from test_check_rules import facts
 from statstorm.model import applyplan
 from statstorm.model.applyplan import (MANUAL, MASTER_INI, MOUNT, NGINX, POOL, POOL_INI, VOLUME,
                                        Change)
-from statstorm.adapters import gluster
+from statstorm.adapters.storage import gluster
 from statstorm.model.checkfacts import MountFact
 from statstorm.model.finding import Finding
 from statstorm.model.rules import RULES, evaluate
@@ -294,7 +294,7 @@ def test_bad_usage_is_one_line(opts: dict[str, object], message: str) -> None:
 def test_fstab_line_is_checked_with_findmnt(tmp_path: Path) -> None:
     """The fstab check runs the real `findmnt --verify` on the changed mount point's lines
     only: another line's error is not apply's business, its own line's error fails."""
-    from statstorm.adapters.mounts import verify_fstab
+    from statstorm.adapters.storage.mounts import verify_fstab
     from statstorm.env import Env
     fstab = tmp_path / "fstab"
     good = tmp_path / "code"

@@ -9,12 +9,13 @@ import sys
 import time
 from pathlib import Path
 
-from statstorm.adapters import elf, fastcgi, memory
-from statstorm.adapters.codetree import app_root as _app_root
-from statstorm.adapters.codetree import scan as _scan_tree
-from statstorm.adapters.codetree import writable_paths
-from statstorm.adapters.nginx import nginx_servers
-from statstorm.adapters.phpfpm import pool_directives
+from statstorm.adapters.host import elf, memory
+from statstorm.adapters.php import fastcgi
+from statstorm.adapters.php.codetree import app_root as _app_root
+from statstorm.adapters.php.codetree import scan as _scan_tree
+from statstorm.adapters.php.codetree import writable_paths
+from statstorm.adapters.servers.nginx import nginx_servers
+from statstorm.adapters.labs.phpfpm import pool_directives
 from statstorm.model.checkfacts import fsbench_p50, trace_facts
 from statstorm.model.tracestats import summarize
 from statstorm.results.trace import Request, RequestCounts, Syscall, Trace, new_header

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, run_cli, unique_name
 
-from statstorm.adapters import backups, mounts
+from statstorm.adapters.apply import backups
+from statstorm.adapters.storage import mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.model import applyplan

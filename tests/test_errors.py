@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from statstorm.adapters import gluster, nginx, phpfpm
+from statstorm.adapters.labs import phpfpm
+from statstorm.adapters.servers import nginx
+from statstorm.adapters.storage import gluster
 from statstorm.errors import DependencyError, UsageError
 from statstorm.results.common import read_json, write_json_atomic
 
@@ -223,7 +225,7 @@ def test_json_inputs_are_bounded_and_fifos_refused(tmp_path: Path) -> None:
 def test_a_process_gone_mid_read_is_gone_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reading /proc of a process that is exiting fails with ESRCH, not ENOENT (found by
     fault injection: a lab stopped while its volume was being made died in its clean-up)."""
-    from statstorm.adapters import procs
+    from statstorm.adapters.host import procs
 
     def gone(self: Path, *a: object) -> bytes:
         raise ProcessLookupError(3, "No such process")

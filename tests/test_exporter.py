@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, run_cli, unique_name
-from statstorm.adapters import bpftrace
-from statstorm.adapters.metrics_server import Snapshot, families
+from statstorm.adapters.tracing import bpftrace
+from statstorm.adapters.host.metrics_server import Snapshot, families
 from statstorm.commands import exporter as cmd
 from statstorm.errors import UsageError
 from statstorm.model import exporter_metrics as em
@@ -133,7 +133,7 @@ def test_the_compiled_tracers_records_read_as_the_counting_lines() -> None:
     """Records from the pipe, cut anywhere: only whole ones are handed out, each as the
     counting program's line."""
     import struct
-    from statstorm.adapters import count_stream, libbpf_trace
+    from statstorm.adapters.tracing import count_stream, libbpf_trace
 
     def rec(tag: str, pid: int, ts: int, body: bytes) -> bytes:
         return struct.pack("<HBBIQ", 16 + len(body), ord(tag), 0, pid, ts) + body

@@ -30,7 +30,7 @@ import pytest
 import fault_runs
 from conftest import leftovers, run_cli, unique_name
 from test_apply_lab import Load  # light load, failures counted
-from statstorm.adapters import backups
+from statstorm.adapters.apply import backups
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(fault_runs.available() is not None,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from statstorm.adapters import mounts, nfs_mountstats
+from statstorm.adapters.storage import mounts, nfs_mountstats
 from statstorm.model import mount_options
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mounts"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from statstorm.adapters import fsbench_ops, labs, mounts
+from statstorm.adapters.labs import state as labs
+from statstorm.adapters.storage import fsbench_ops, mounts
 from statstorm.apps import synthetic
 from statstorm.commands import fsbench as cmd
 from statstorm.commands import lab as lab_cmd

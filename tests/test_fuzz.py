@@ -22,9 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statstorm.adapters import ab, gluster_profile, http, nfs_mountstats, strace_log, vegeta, wrk
-from statstorm.adapters.strace_parser import parse_log
-from statstorm.adapters.strace_summary import parse_tables
+from statstorm.adapters.load import ab, http, vegeta, wrk
+from statstorm.adapters.storage import gluster_profile, nfs_mountstats
+from statstorm.adapters.tracing import strace_log
+from statstorm.adapters.tracing.strace_parser import parse_log
+from statstorm.adapters.tracing.strace_summary import parse_tables
 from statstorm.commands import trace as trace_cmd
 from statstorm.errors import ComponentError, StatstormError, UsageError
 from statstorm.model import phpsettings

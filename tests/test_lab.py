@@ -173,7 +173,7 @@ def test_port_taken_during_up_moves_to_a_free_one(state_home: Path,
     `up` picks another free port instead of failing."""
     import socket
 
-    from statstorm.adapters import procs
+    from statstorm.adapters.host import procs
     from statstorm.commands import lab as lab_cmd
     from statstorm.env import Env
 

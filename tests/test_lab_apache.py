@@ -16,7 +16,7 @@ import pytest
 from conftest import leftovers, run_cli, unique_name
 from test_lab import interrupt_up
 
-from statstorm.adapters import apache_lab
+from statstorm.adapters.labs import apache_lab
 
 SAPI = {"fpm": "FPM/FastCGI", "mod_php": "Apache 2.0 Handler", "fcgid": "CGI/FastCGI"}
 COMBOS = [("event", "fpm"), ("worker", "fpm"), ("prefork", "fpm"), ("event", "fcgid"),

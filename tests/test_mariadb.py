@@ -1,4 +1,4 @@
-"""The lab's own MariaDB server (adapters/mariadb.py): a real mariadbd on a unix socket."""
+"""The lab's own MariaDB server (adapters/labs/mariadb.py): a real mariadbd on a unix socket."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Iterator
 
 import pytest
 
-from statstorm.adapters import mariadb, procs
+from statstorm.adapters.host import procs
+from statstorm.adapters.labs import mariadb
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, UsageError
 

@@ -21,9 +21,9 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from statstorm import errors
-from statstorm.adapters import gluster_profile as gp
-from statstorm.adapters import nfs_mountstats as nm
-from statstorm.adapters import round_trips
+from statstorm.adapters.storage import gluster_profile as gp
+from statstorm.adapters.storage import nfs_mountstats as nm
+from statstorm.adapters.storage import round_trips
 from statstorm.env import Env, RunResult
 from statstorm.errors import ComponentError, UsageError
 

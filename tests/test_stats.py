@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from statstorm.adapters import vegeta
+from statstorm.adapters.load import vegeta
 from statstorm.model import latency, stats, tracestats
 
 

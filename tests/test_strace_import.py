@@ -1,4 +1,4 @@
-"""Golden tests for importing strace logs and `strace -c` tables (adapters/strace_log.py,
+"""Golden tests for importing strace logs and `strace -c` tables (adapters/tracing/strace_log.py,
 strace_parser.py, strace_syntax.py).
 
 The real-*.log fixtures were recorded on a Debian host with strace 6.1 and php8.2 by
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from statstorm.adapters.strace_log import detect, import_file
-from statstorm.adapters.strace_parser import parse_log
-from statstorm.adapters.strace_summary import parse_summaries, parse_summary
+from statstorm.adapters.tracing.strace_log import detect, import_file
+from statstorm.adapters.tracing.strace_parser import parse_log
+from statstorm.adapters.tracing.strace_summary import parse_summaries, parse_summary
 from statstorm.errors import EXIT_USAGE, UsageError
 from statstorm.results.trace import Syscall, TraceWriter, read_trace
 

@@ -10,7 +10,7 @@ import pytest
 from xml.etree import ElementTree
 
 from statstorm.cli import main
-from statstorm.adapters.http import check_loopback
+from statstorm.adapters.load.http import check_loopback
 from statstorm.errors import UsageError
 from statstorm.report import sweep_svg
 

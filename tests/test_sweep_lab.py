@@ -13,9 +13,9 @@ from typing import Iterator
 
 import pytest
 
-from statstorm.adapters import http
-from statstorm.adapters.loadgen import RunSpec, load_lock
-from statstorm.adapters.wrk import Wrk
+from statstorm.adapters.load import http
+from statstorm.adapters.load.loadgen import RunSpec, load_lock
+from statstorm.adapters.load.wrk import Wrk
 from statstorm.cli import main
 from statstorm.commands import lab as lab_cmd
 from statstorm.commands import sweep as sweep_cmd

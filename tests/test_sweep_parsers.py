@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from statstorm.adapters import ab, vegeta, wrk
+from statstorm.adapters.load import ab, vegeta, wrk
 from statstorm.errors import ComponentError
 
 FIX = Path(__file__).parent / "fixtures"

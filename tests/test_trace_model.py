@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_cli
 from statstorm.errors import UsageError
-from statstorm.adapters import bpftrace
+from statstorm.adapters.tracing import bpftrace
 from statstorm.commands.trace import feed_counts
 from statstorm.model.attribution import Attributor
 from statstorm.model.count_attribution import CountAttributor
@@ -166,7 +166,7 @@ def test_held_command_waits_for_release_whatever_fd_the_pipe_gets(tmp_path: Path
     does not get descriptor 3 (it did not when a file was open, and the command then ran
     before the probes were attached)."""
     import time
-    from statstorm.adapters.procs import HeldCommand
+    from statstorm.adapters.host.procs import HeldCommand
     mark = tmp_path / "started"
     spare = [os.open("/dev/null", os.O_RDONLY) for _ in range(3)]  # the pipe gets fds > 3
     try:
@@ -443,7 +443,7 @@ def test_compiled_tracer_records_decode_to_the_bpftrace_events() -> None:
     """The compiled tracer's binary records become the typed events of bpftrace's lines."""
     from statstorm.model.events import parse_fields
     import struct
-    from statstorm.adapters import libbpf_trace as lt
+    from statstorm.adapters.tracing import libbpf_trace as lt
     path = b"/srv/a.php"
     s_rec = struct.pack("<HBBIQQqqq", 48 + len(path), ord("S"), lt.CALLS.index("openat"), 7,
                         100, 5, 0x80000, -100, -2) + path
@@ -465,7 +465,7 @@ def test_compiled_tracer_table_entries_sent_once_decode_to_their_paths() -> None
     its string's address, hash and length), then as those numbers only (I): both decode to
     the same include. An entry not interned (address 0) is not remembered, and another
     string at the same address (after OPcache restarts) is told apart by its hash."""
-    from statstorm.adapters import libbpf_trace as lt
+    from statstorm.adapters.tracing import libbpf_trace as lt
 
     def rec(tag: str, pid: int, ts: int, key: tuple[int, int, int], path: bytes = b"") -> bytes:
         return lt.BODY.pack(lt.BODY.size + len(path), ord(tag), 2, pid, ts, 1, *key) + path

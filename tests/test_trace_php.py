@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
-from statstorm.adapters import libbpf_trace
+from statstorm.adapters.tracing import libbpf_trace
 from statstorm.results.trace import read_trace
 
 pytestmark = pytest.mark.root

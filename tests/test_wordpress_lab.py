@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import leftovers, run_cli, unique_name
-from statstorm.adapters import mariadb
+from statstorm.adapters.labs import mariadb
 from statstorm.apps import wordpress
 from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env

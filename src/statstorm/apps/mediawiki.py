@@ -11,7 +11,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from statstorm.adapters import tree_copy
+from statstorm.adapters.storage import tree_copy
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 

@@ -4,7 +4,7 @@ The code tree is the package's `/usr/share/wordpress` copied with symlinks resol
 links its bundled libraries to `/usr/share/php` and its `wp-config.php` reads
 `/etc/wordpress`, so the copy gets the lab's own `wp-config.php` instead) with the theme
 from the `wordpress-theme-twentytwentyone` package. The database (the lab's own `mariadbd`,
-see `adapters/mariadb.py`) and the uploads stay on local disk in the lab's data directory,
+see `adapters/labs/mariadb.py`) and the uploads stay on local disk in the lab's data directory,
 so only the code moves when the storage changes. There is no wp-cli in Debian: WordPress's
 own `wp_install()` runs from PHP CLI.
 """
@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from statstorm.adapters import mariadb, tree_copy
+from statstorm.adapters.labs import mariadb
+from statstorm.adapters.storage import tree_copy
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, TypeVar
 
 import click
 
-from statstorm.adapters import apache_lab, phpfpm
+from statstorm.adapters.labs import apache_lab, phpfpm
 from statstorm.apps import synthetic
 from statstorm.cli import cli, started
 from statstorm.cli.paths import OutputPath

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from statstorm import faults
-from statstorm.adapters import apply_steps, apply_target, backups, http, pool_config, storage_steps
-from statstorm.adapters.pool_config import ApplyFailed, Target
+from statstorm.adapters.apply import apply_steps, apply_target, backups, pool_config, storage_steps
+from statstorm.adapters.load import http
+from statstorm.adapters.apply.pool_config import ApplyFailed, Target
 from statstorm.commands import check as check_cmd
 from statstorm.commands import sweep as sweep_cmd
 from statstorm.commands import trace as trace_cmd

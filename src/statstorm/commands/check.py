@@ -1,4 +1,4 @@
-"""`statstorm check`: gather each php-fpm pool's live facts (adapters/pool_facts.py), judge
+"""`statstorm check`: gather each php-fpm pool's live facts (adapters/php/pool_facts.py), judge
 them with model.rules. `--trace` and `--fsbench` add measured evidence.
 """
 
@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statstorm.adapters import php_targets, pool_facts
+from statstorm.adapters.php import php_targets, pool_facts
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model.checkfacts import Facts, TraceFacts, fsbench_p50, trace_facts

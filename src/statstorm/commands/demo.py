@@ -29,9 +29,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from statstorm import faults
-from statstorm.adapters import apply_target, http, lab_build, labs, round_trips
-from statstorm.adapters.loadgen import RunSpec, load_lock
-from statstorm.adapters.wrk import Wrk
+from statstorm.adapters.apply import apply_target
+from statstorm.adapters.labs import lab_build, state as labs
+from statstorm.adapters.load import http
+from statstorm.adapters.storage import round_trips
+from statstorm.adapters.load.loadgen import RunSpec, load_lock
+from statstorm.adapters.load.wrk import Wrk
 from statstorm.commands import apply as apply_cmd
 from statstorm.commands import check as check_cmd
 from statstorm.commands import trace as trace_cmd

@@ -2,11 +2,11 @@
 
 Order of work: validate the options → find the pools (a lab's, the named ones, or every
 running php-fpm pool) → attach the counting tracer to all of them at once
-(adapters/count_stream.py) → serve /metrics → until SIGTERM, Ctrl-C or `--duration`:
+(adapters/tracing/count_stream.py) → serve /metrics → until SIGTERM, Ctrl-C or `--duration`:
   - the main thread hands the tracer's lines to the per-pool counters (model/exporter_metrics);
   - a refresher thread reads each pool's state at its own rate: every `--status-every` its
     workers over FastCGI (realpath cache use, OPcache), their PSS and the storage's round
-    trips; every `--check-every` check's facts and rules (adapters/pool_facts.py, model/rules);
+    trips; every `--check-every` check's facts and rules (adapters/php/pool_facts.py, model/rules);
     every `--rescan-every` which pools run (a cheap /proc scan), so pools that appear or go
     and masters that restart make the tracer reattach;
 → detach the tracer, stop serving, return a summary.
@@ -28,11 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from statstorm import __version__
-from statstorm.adapters import bpftrace, count_stream, labs, php_targets, pool_facts, procs, smaps
-from statstorm.adapters.pool_watch import Pools, Watched
-from statstorm.adapters.bpftrace_session import Refused
-from statstorm.adapters.count_stream import CompiledCountStream, CountStream
-from statstorm.adapters.metrics_server import MetricsServer, Snapshot
+from statstorm.adapters.host import procs, smaps
+from statstorm.adapters.labs import state as labs
+from statstorm.adapters.php import php_targets, pool_facts
+from statstorm.adapters.tracing import bpftrace, count_stream
+from statstorm.adapters.php.pool_watch import Pools, Watched
+from statstorm.adapters.tracing.bpftrace_session import Refused
+from statstorm.adapters.tracing.count_stream import CompiledCountStream, CountStream
+from statstorm.adapters.host.metrics_server import MetricsServer, Snapshot
 from statstorm.env import Env
 from statstorm.errors import DependencyError, StatstormError, UsageError
 from statstorm.model.checkfacts import ini_bytes

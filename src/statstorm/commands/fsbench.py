@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from statstorm import faults
-from statstorm.adapters import fsbench_ops, gluster, labs, mounts
+from statstorm.adapters.labs import state as labs
+from statstorm.adapters.storage import fsbench_ops, gluster, mounts
 from statstorm.env import Env
 from statstorm.errors import PrivilegeError, UsageError
 from statstorm.model import fsworkload

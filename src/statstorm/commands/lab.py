@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from statstorm.adapters import labs
-from statstorm.adapters.lab_build import (APPS, SERVERS, STORAGES, LabOptions, down, up,
+from statstorm.adapters.labs import state as labs
+from statstorm.adapters.labs.lab_build import (APPS, SERVERS, STORAGES, LabOptions, down, up,
                                           validate)
-from statstorm.adapters.lab_servers import check_pages
+from statstorm.adapters.labs.lab_servers import check_pages
 from statstorm.apps import synthetic
 from statstorm.env import Env
 from statstorm.results.lab import LabState

@@ -24,8 +24,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from statstorm.adapters import http, lab_build, lab_memory, memory, wrk_checked
-from statstorm.adapters.loadgen import load_lock
+from statstorm.adapters.host import memory
+from statstorm.adapters.labs import lab_build, lab_memory
+from statstorm.adapters.load import http, wrk_checked
+from statstorm.adapters.load.loadgen import load_lock
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, PrivilegeError, UsageError
 from statstorm.model.matrix_grid import (APPS, MAX_CELLS, MAX_ROUNDS, STORAGES, Cell, Knob,

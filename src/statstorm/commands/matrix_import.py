@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from statstorm.adapters import ab
+from statstorm.adapters.load import ab
 from statstorm.model.matrix_summary import refresh
 from statstorm.errors import ComponentError, UsageError
 from statstorm.results.matrix import Cell, MatrixResult, Round

@@ -23,12 +23,15 @@ from pathlib import Path
 from typing import Callable
 
 from statstorm import faults
-from statstorm.adapters import bpftrace, http, labs, php_targets, sysstat
-from statstorm.adapters.ab import Ab
-from statstorm.adapters.loadgen import LoadGenerator, RunSpec, load_lock
-from statstorm.adapters.trace_thread import TraceThread, Tracer
-from statstorm.adapters.vegeta import Vegeta
-from statstorm.adapters.wrk import Wrk
+from statstorm.adapters.labs import state as labs
+from statstorm.adapters.load import http, sysstat
+from statstorm.adapters.php import php_targets
+from statstorm.adapters.tracing import bpftrace
+from statstorm.adapters.load.ab import Ab
+from statstorm.adapters.load.loadgen import LoadGenerator, RunSpec, load_lock
+from statstorm.adapters.tracing.trace_thread import TraceThread, Tracer
+from statstorm.adapters.load.vegeta import Vegeta
+from statstorm.adapters.load.wrk import Wrk
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
 from statstorm.model.sweep_levels import aggregate, analyse, with_trace

@@ -2,7 +2,7 @@
 
 Targets: a php-fpm pool (with workers respawned during the trace), PIDs, a lab's pool, or a
 command run under the tracer. The backend is the compiled eBPF tracer when it is built, else
-bpftrace, else strace (adapters/trace_backends.py runs each); the events are attributed
+bpftrace, else strace (adapters/tracing/trace_backends.py runs each); the events are attributed
 (model.attribution) into the trace file and its summary.
 """
 
@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from statstorm import faults
-from statstorm.adapters import bpftrace, libbpf_trace, strace_log, trace_targets
-from statstorm.adapters.bpftrace_session import Refused
-from statstorm.adapters.libbpf_run import run_ebpf
-from statstorm.adapters.strace_run import run_strace
-from statstorm.adapters.trace_backends import (DEFAULT_DURATION_S, DEFAULT_EVENT_CAP,
+from statstorm.adapters.tracing import bpftrace, libbpf_trace, strace_log, trace_targets
+from statstorm.adapters.tracing.bpftrace_session import Refused
+from statstorm.adapters.tracing.libbpf_run import run_ebpf
+from statstorm.adapters.tracing.strace_run import run_strace
+from statstorm.adapters.tracing.trace_backends import (DEFAULT_DURATION_S, DEFAULT_EVENT_CAP,
                                                TraceOptions, TraceRun, feed_counts, run_bpftrace)
 from statstorm.env import Env
 from statstorm.errors import DependencyError, UsageError

@@ -1,6 +1,6 @@
 """Tracer events: the bpftrace program's lines as typed records, their dispatch to the
 attributor, and their order across bpftrace's per-CPU buffers (model/attribution.py says what
-the events mean; adapters/bpftrace.py lists them)."""
+the events mean; adapters/tracing/bpftrace.py lists them)."""
 
 from __future__ import annotations
 

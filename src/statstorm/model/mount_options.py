@@ -1,6 +1,6 @@
 """What a mount's options mean for PHP: the effective metadata caching of NFS, GlusterFS's
 FUSE client, sshfs and local file systems, from their option strings, and how long each lets
-a deploy be seen stale. Pure: the options come in as text (adapters/mounts.py reads them)."""
+a deploy be seen stale. Pure: the options come in as text (adapters/storage/mounts.py reads them)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,134 @@
+"""Where apply's changes go: the target of a lab or of a running php-fpm pool (its files, its
+master, the web server in front), and the file edits that carry a set of changes there."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from statstorm.adapters.apply import backups
+from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
+from statstorm.adapters.php import php_targets
+from statstorm.adapters.servers import nginx
+from statstorm.adapters.apply.pool_config import Target
+from statstorm.env import Env
+from statstorm.errors import UsageError
+from statstorm.model import apacheplan, applyplan
+from statstorm.model.applyplan import (APACHE, APP, MANUAL, MASTER_INI, NGINX, POOL, POOL_INI,
+                                       Change)
+from statstorm.results.apply import FileEdit
+
+MASTER_INI_NAME = "99-statstorm.ini"
+FSTAB = Path("/etc/fstab")
+
+
+def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Target:
+    """The pool (or lab) apply changes, with every file and process its changes go to: a
+    lab's own files, or a running pool's configuration, its master's ini directory and the
+    nginx files that pass requests to it."""
+    if lab:
+        state = labs.require_up(env, lab)
+        # PHP inside Apache reads the lab's own ini file (its --php-ini): apply edits it;
+        # a php-fpm master reads its -d options, then settings only it reads from here
+        ini = (labs.php_ini_file(state) if state.handler != "fpm"
+               else labs.php_ini_file(state).parent / MASTER_INI_NAME)
+        url = state.url + state.entry_path
+        if state.server == "apache":
+            conf = labs.apache_conf(state)
+            apache_t = [*apache_lab.lab_argv(conf), "-t"]
+            return Target(state.pool or f"lab-{state.name}", state.fpm_binary,
+                          labs.fpm_argv(state) if state.pool else [], labs.fpm_conf(state),
+                          state.fpm_master_pid, state.fpm_socket, ini, [], [], 0, url,
+                          lab=lab, apache_conf=conf, apache_test=apache_t,
+                          apache_pid=state.apache_pid, php_in_apache=state.handler != "fpm")
+        ngx = labs.nginx_conf(state)
+        return Target(state.pool, state.fpm_binary, labs.fpm_argv(state), labs.fpm_conf(state),
+                      state.fpm_master_pid, state.fpm_socket, ini, [ngx],
+                      [*nginx.lab_argv(ngx, Path(state.state_dir)), "-t", "-q"],
+                      state.nginx_pid, url, lab=lab)
+    pools = [pool] if pool else php_targets.running_pools()
+    if len(pools) != 1:
+        raise UsageError("name the pool to change with --pool NAME" + (
+            f" (running: {', '.join(pools)})" if pools else ": no php-fpm pool is running"))
+    fpm = php_targets.find_pool(pools[0])
+    pool, binary = fpm.name, fpm.binary
+    if not fpm.conf:
+        raise UsageError(f"cannot tell the php-fpm master {fpm.masters}'s configuration file "
+                         "from its process title")
+    conf = Path(fpm.conf)
+    found = phpfpm.pool_file(conf, pool)
+    if found is None:
+        raise UsageError(f"no file among {conf} and its includes holds [{pool}]")
+    argv = [binary, "-y", str(conf)]
+    res = env.run([binary, "-i", "-y", str(conf)], check=False, what="php-fpm -i")
+    scan = phpfpm.ini_scan_dir(res.stdout)
+    tt = php_targets.fpm_tt(env, argv)
+    listen = phpfpm.pool_directives(tt, pool).get("listen", "")
+    control = phpfpm.pool_directives(tt, "global").get("process_control_timeout", "")
+    files: list[Path] = []
+    test: list[str] = []
+    npid = 0
+    for pid, nargv in nginx.running_masters_by_pid():
+        names = nginx.files_passing_to(nginx.dump(env, nargv), listen)
+        if names:
+            files, test, npid = [Path(n) for n in names], [*nargv, "-t", "-q"], pid
+            break
+    return Target(pool, binary, argv, found, fpm.masters[0] if fpm.masters else 0, listen,
+                  Path(scan) / MASTER_INI_NAME if scan else None, files, test, npid, url,
+                  control_timeout=control, fstab=FSTAB)
+
+
+def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], list[FileEdit]]:
+    """The file edits that carry `changes`; changes with no file to go to become manual."""
+    out: list[Change] = []
+    for c in changes:
+        if target.php_in_apache and c.kind == POOL_INI:  # no pool: the lab's ini file
+            c = dataclasses.replace(c, kind=MASTER_INI)
+        if target.php_in_apache and c.kind == POOL:
+            c = Change(c.finding, MANUAL, c.key, c.value, c.line,
+                       "PHP runs inside Apache here: its process limits are Apache's "
+                       "(MaxRequestWorkers, FcgidMaxProcesses)", c.current)
+        elif c.kind == APACHE and target.apache_conf is None:
+            c = Change(c.finding, MANUAL, c.key, c.value, c.line,
+                       "no Apache configuration of this target is known: change it by hand",
+                       c.current)
+        if c.kind == MASTER_INI and target.master_ini is None:
+            c = Change(c.finding, MANUAL, c.key, c.value, c.line,
+                       f"{c.key} is read by the php-fpm master at start-up and the lab passes "
+                       f"its ini as -d options: recreate the lab with `statstorm lab up "
+                       f"--php-ini {c.key}={c.value}`", c.current)
+        elif c.kind == NGINX and not target.nginx_files:
+            c = Change(c.finding, MANUAL, c.key, c.value, c.line,
+                       "no running nginx passes requests to this pool: change its web server "
+                       "by hand", c.current)
+        out.append(c)
+    edits: list[FileEdit] = []
+    try:
+        pool_changes = [c for c in out if c.kind in (POOL_INI, POOL)]
+        if pool_changes:
+            before = backups.read_text(target.pool_file) or ""
+            edits.append(FileEdit(target.pool_file, before,
+                                  applyplan.edit_pool(before, target.pool, pool_changes)))
+        master = [c for c in out if c.kind == MASTER_INI]
+        if master and target.master_ini is not None:
+            before_ini = backups.read_text(target.master_ini)
+            edits.append(FileEdit(target.master_ini, before_ini,
+                                  applyplan.edit_ini(before_ini or "", master)))
+        directives = [c for c in out if c.kind == APACHE]
+        if directives and target.apache_conf is not None:
+            conf_text = backups.read_text(target.apache_conf) or ""
+            edits.append(FileEdit(target.apache_conf, conf_text,
+                                  apacheplan.edit_apache(conf_text, directives)))
+        params = [c for c in out if c.kind == NGINX]
+        for path in target.nginx_files if params else []:
+            text = backups.read_text(path) or ""
+            edits.append(FileEdit(path, text, applyplan.edit_nginx(text, params, target.listen)))
+        for where in dict.fromkeys(c.where for c in out if c.kind == APP):
+            app_text = backups.read_text(Path(where))
+            if app_text is None:
+                raise ValueError(f"{where} does not exist")
+            edits.append(FileEdit(Path(where), app_text, applyplan.edit_app(
+                app_text, [c for c in out if c.kind == APP and c.where == where])))
+    except ValueError as exc:
+        raise UsageError(f"cannot write this change: {exc}") from None
+    return out, [e for e in edits if e.before != e.after]

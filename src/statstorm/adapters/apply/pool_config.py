@@ -1,0 +1,205 @@
+"""A php-fpm pool's configuration as apply changes it: the files it may touch, how they
+are tested (`php-fpm -t`, `nginx -t`, `findmnt --verify`), how the pool and its web server
+reload gracefully, and whether the pool (and the app's page) still answers after."""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from statstorm.adapters.host import procs
+from statstorm.adapters.labs import apache_lab, phpfpm
+from statstorm.adapters.load import http
+from statstorm.adapters.php import fastcgi, php_targets
+from statstorm.adapters.servers import nginx
+from statstorm.adapters.storage import mounts
+from statstorm.env import Env
+from statstorm.errors import ComponentError
+from statstorm.model.applyplan import MASTER_INI, POOL_INI, Change
+
+
+@dataclass
+class Target:
+    """What apply may touch for one pool, and how to check and reload it."""
+
+    pool: str
+    fpm_binary: str
+    fpm_argv: list[str]  # binary + the options that decide its configuration (for -t)
+    pool_file: Path
+    master_pid: int
+    listen: str
+    master_ini: Path | None  # statstorm's own conf.d file; None: the lab (its -d options)
+    nginx_files: list[Path] = field(default_factory=list)
+    nginx_test: list[str] = field(default_factory=list)  # argv of `nginx -t`
+    nginx_pid: int = 0
+    url: str = ""  # a page of the app (health check and --verify)
+    lab: str = ""
+    control_timeout: str = ""  # php-fpm's process_control_timeout, as `php-fpm -tt` shows it
+    fstab: Path | None = None  # where mount options persist (None: the lab, whose mount is its own)
+    # Apache in front (a lab with --server apache): its configuration, `-t` argv and master.
+    # `php_in_apache`: PHP runs in Apache's children or mod_fcgid's php-cgi (no php-fpm):
+    # its settings are the lab's ini file (master_ini), applied by a graceful restart.
+    apache_conf: Path | None = None
+    apache_test: list[str] = field(default_factory=list)
+    apache_pid: int = 0
+    php_in_apache: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pool": self.pool, "lab": self.lab, "pool_file": str(self.pool_file),
+                "master_ini": str(self.master_ini) if self.master_ini else None,
+                "nginx_files": [str(p) for p in self.nginx_files], "url": self.url,
+                "apache_conf": str(self.apache_conf) if self.apache_conf else None}
+
+
+class ApplyFailed(Exception):
+    """Validation, reload or the health check failed: the caller rolls back."""
+
+
+def test_config(env: Env, target: Target, paths: list[Path],
+                mount_points: list[str] | None = None, apps: bool = True) -> None:
+    """`php-fpm -t` (`apache2 -t` when Apache's configuration changed or runs PHP itself,
+    `nginx -t` when an nginx file changed, `findmnt --verify` when fstab did) on the files as
+    written."""
+    if target.fstab is not None and target.fstab in paths and mount_points:
+        problem = mounts.verify_fstab(env, target.fstab, mount_points)
+        if problem:
+            raise ApplyFailed(problem)
+    if target.apache_test and (target.php_in_apache or target.apache_conf in paths):
+        res = env.run(target.apache_test, check=False, what="apache2 -t")
+        if res.returncode != 0:
+            lines = [ln for ln in (res.stderr + res.stdout).splitlines()
+                     if ln.strip() and "Syntax OK" not in ln]
+            raise ApplyFailed("apache2 -t rejected the change ("
+                              + (lines[-1].strip() if lines else res.first_error_line()) + ")")
+    if not target.php_in_apache:  # PHP inside Apache: apache2 -t above loaded it
+        res = env.run([target.fpm_argv[0], "-t", *target.fpm_argv[1:]], check=False,
+                      what="php-fpm -t")
+        if res.returncode != 0:
+            lines = [ln for ln in (res.stderr + res.stdout).splitlines() if "ERROR" in ln]
+            first = (lines or [res.first_error_line()])[0].strip()
+            raise ApplyFailed(f"php-fpm -t rejected the change ({first.split('ERROR: ')[-1]})")
+    if any(p in target.nginx_files for p in paths) and target.nginx_test:
+        res = env.run(target.nginx_test, check=False, what="nginx -t")
+        if res.returncode != 0:
+            raise ApplyFailed(f"nginx -t rejected the change ({res.first_error_line()})")
+    for p in app_files(target, paths) if apps else []:
+        problem = php_lint(env, target, p)
+        if problem:
+            raise ApplyFailed(f"php -l rejected {p} ({problem})")
+
+
+def php_lint(env: Env, target: Target, path: Path) -> str:
+    """'' when `php -l` accepts the PHP file, else its first error line."""
+    res = env.run([php_cli(target), "-n", "-l", str(path)], check=False, what="php -l")
+    return "" if res.returncode == 0 else res.first_error_line()
+
+
+def app_files(target: Target, paths: list[Path]) -> list[Path]:
+    """The changed files that are the app's own PHP (its configuration file)."""
+    own = {target.pool_file, target.master_ini, *target.nginx_files, target.fstab}
+    return [p for p in paths if p not in own and p.suffix == ".php"]
+
+
+def php_cli(target: Target) -> str:
+    binary = target.fpm_binary
+    return phpfpm.php_cli_for(binary) if Path(binary).name.startswith("php-fpm") else "php"
+
+
+def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> None:
+    """Reload what the changed files belong to; `fpm`: php-fpm anyway (its workers then
+    open the code through a new mount, with cold caches)."""
+    fpm_files = {target.pool_file, *([target.master_ini] if target.master_ini else [])}
+    if target.php_in_apache:
+        if fpm or any(p in fpm_files or p == target.apache_conf for p in paths) \
+                or app_files(target, paths):
+            _apache_graceful(env, target)
+        return
+    try:
+        # an app's configuration file too: with opcache.validate_timestamps=0 the workers
+        # would keep running the old one
+        if fpm or any(p in fpm_files for p in paths) or app_files(target, paths):
+            env.log(f"reloading php-fpm gracefully (master {target.master_pid})…")
+            phpfpm.reload(target.master_pid, procs.children(target.master_pid))
+        if target.apache_conf is not None and target.apache_conf in paths:
+            _apache_graceful(env, target)
+        if any(p in target.nginx_files for p in paths):
+            if not target.nginx_pid:
+                raise ComponentError("nginx changed but its master is unknown: reload it by hand")
+            env.log(f"reloading nginx gracefully (master {target.nginx_pid})…")
+            nginx.reload(target.nginx_pid)
+    except (ComponentError, OSError) as exc:
+        raise ApplyFailed(f"the reload failed ({exc})") from None
+
+
+def _apache_graceful(env: Env, target: Target) -> None:
+    env.log(f"restarting Apache gracefully (master {target.apache_pid})…")
+    try:
+        apache_lab.graceful(target.apache_pid)
+    except (ComponentError, OSError) as exc:
+        raise ApplyFailed(f"the graceful restart failed ({exc})") from None
+
+
+def _same(got: str, want: str) -> bool:
+    words = {"on": "1", "yes": "1", "true": "1", "off": "0", "no": "0", "false": "0", "": "0"}
+    if want in ("0", "1"):
+        return words.get(got.strip().lower(), got.strip()) == want
+    return got.strip() == want.strip()
+
+
+def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.0) -> list[str]:
+    """Raise ApplyFailed unless the pool (and the app's page) answers; return notes on settings
+    that are not in effect although written."""
+    keys = tuple(c.key for c in changes if c.kind in (POOL_INI, MASTER_INI))
+    deadline = time.monotonic() + timeout
+    answers: list[dict[str, Any]] = []
+    while target.php_in_apache and keys:  # no FastCGI to ask: the lab's phpinfo page
+        try:
+            site = urllib.parse.urlsplit(target.url)
+            answers = [{"ini": apache_lab.effective_ini(f"{site.scheme}://{site.netloc}",
+                                                        list(keys))}]
+            break
+        except (ComponentError, OSError) as exc:
+            if time.monotonic() > deadline:
+                raise ApplyFailed(f"PHP stopped answering ({exc})") from None
+            time.sleep(0.5)
+    while not target.php_in_apache:
+        try:
+            answers = php_targets.query_pool(env, target.listen, 1, keys)
+            break
+        except fastcgi.AnsweredError:
+            break  # it answered, without the query's JSON (open_basedir keeps the script out)
+        except ComponentError as exc:
+            if time.monotonic() > deadline:
+                raise ApplyFailed(f"the pool stopped answering ({exc})") from None
+            time.sleep(0.5)
+    if target.url:
+        status, body = 0, ""
+        while time.monotonic() < deadline + 10:
+            try:
+                status, body = http.fetch(target.url, timeout=30)
+                if status not in (502, 503, 504):  # a gateway error may pass; others will not
+                    break
+            except OSError as exc:
+                body = str(exc)
+            time.sleep(0.5)
+        if status != 200:
+            raise ApplyFailed(f"{target.url} answered {status or 'nothing'} after the reload "
+                              f"({' '.join(body.split())[:80]!r})")
+    notes = []
+    ini = (answers[0].get("ini") or {}) if answers else {}
+    for c in changes:
+        if c.kind in (POOL_INI, MASTER_INI) and c.key in ini and not _same(str(ini[c.key]), c.value):
+            notes.append(f"{c.key} is {ini[c.key]!r} in the pool after the reload, not "
+                         f"{c.value!r}: something else sets it (a .user.ini, ini_set)")
+    loaded = {str(e).lower() for e in (answers[0].get("extensions") or [])} if answers else set()
+    for c in changes:
+        name = Path(c.value).name.removesuffix(".so")
+        if c.key == "extension" and answers and name.lower() not in loaded:
+            raise ApplyFailed(f"the pool's workers did not load {c.value} (see the php-fpm log)")
+    if not answers and (keys or not target.php_in_apache):
+        notes.append("the pool answered but could not run the settings query (open_basedir?): "
+                     "the new values are not confirmed")
+    return notes

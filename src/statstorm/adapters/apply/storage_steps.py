@@ -1,0 +1,102 @@
+"""Live storage changes and their undo: GlusterFS volume options (`gluster volume set`,
+the old value kept) and FUSE mount options, given by a second client stacked on the mount
+point (a FUSE mount cannot change them in place, and unmounting first would fail every
+request in between); open files stay with the client below, and undoing unmounts the new
+one, which brings the old options back."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from statstorm.adapters.labs import state as labs
+from statstorm.adapters.storage import gluster, mounts
+from statstorm.env import Env
+from statstorm.errors import ComponentError
+from statstorm.model.mount_options import GLUSTER_FUSE_DEFAULTS, gluster_client_options
+from statstorm.results.apply import MOUNT, VOLUME, StorageStep
+
+
+class StepFailed(Exception):
+    """A step did not take effect as planned: the caller undoes it (and the rest)."""
+
+
+def mount_step(mp: str, options: dict[str, str]) -> StorageStep | str:
+    """The step that gives the mount at `mp` these options, or why apply cannot."""
+    info = mounts.detect(mp)
+    if info.mount_point.rstrip("/") != mp.rstrip("/"):
+        return f"{mp} is not a mount point now"
+    if info.kind == "nfs":
+        return ("an NFS mount takes attribute and lookup cache options only when it is mounted "
+                "anew: put them in /etc/fstab and remount it while the site is quiet")
+    if info.kind != "glusterfs-fuse":
+        return f"{mp} is {info.fstype}: change its options by hand"
+    client = mounts.fuse_client(mp, "glusterfs")
+    if client is None:
+        return f"no GlusterFS client process serves {mp}"
+    current = gluster_client_options(client[1])
+    before = {k: current.get(k, GLUSTER_FUSE_DEFAULTS.get(k, "")) for k in options}
+    return StorageStep(MOUNT, mp, before, dict(options), client[1])
+
+
+def volume_step(env: Env, volume: str, options: dict[str, str]) -> StorageStep | str:
+    if not shutil.which("gluster"):
+        return "the gluster CLI is not on this machine: run it on a server of the volume"
+    try:
+        current = gluster.volume_options(env, volume)
+    except ComponentError:
+        return f"volume {volume} is not managed from this machine: run it on one of its servers"
+    before = {k: current.get(k, "").replace("(DEFAULT)", "").strip() for k in options}
+    return StorageStep(VOLUME, volume, before, dict(options))
+
+
+def do(env: Env, st: StorageStep, lab: str = "") -> None:
+    """Make one storage step; StepFailed when the new mount does not serve the same tree."""
+    env.log(f"storage: {st.text()}")
+    if st.kind == VOLUME:
+        st.done = True  # a half-made step is undone whole
+        try:
+            for key, value in st.after.items():
+                gluster.set_volume_option(env, st.where, key, value)
+        except ComponentError as exc:
+            raise StepFailed(str(exc)) from None
+        return
+    mp = Path(st.where)
+    listing = sorted(os.listdir(mp))
+    try:
+        st.client_pid = gluster.stack_client(
+            env, gluster.client_argv_with(st.client_argv, st.after), mp)
+    except ComponentError as exc:
+        raise StepFailed(f"the remount of {mp} failed ({exc})") from None
+    st.done = True
+    top = mounts.fuse_client(st.where, "glusterfs")
+    got = gluster_client_options(top[1]) if top else {}
+    if top is None or top[0] != st.client_pid or any(got.get(k) != v for k, v in st.after.items()):
+        raise StepFailed(f"the new client of {mp} does not serve it with {st.after}")
+    if sorted(os.listdir(mp)) != listing:
+        raise StepFailed(f"the remounted {mp} does not show the same files")
+    if lab:
+        labs.record_mount(env, lab, st.after, st.client_pid)
+
+
+def undo(env: Env, st: StorageStep, lab: str = "") -> None:
+    if not st.done:
+        return
+    env.log(f"storage: undoing {st.text()}")
+    if st.kind == VOLUME:
+        for key, value in st.before.items():
+            if value:
+                gluster.set_volume_option(env, st.where, key, value)
+            else:
+                gluster.reset_volume_option(env, st.where, key)
+    else:
+        top = mounts.fuse_client(st.where, "glusterfs")
+        if top is None or top[0] != st.client_pid:
+            raise ComponentError(f"{st.where} is no longer served by the client apply started "
+                                 f"(PID {st.client_pid}): unmount it by hand")
+        gluster.unmount(env, Path(st.where), st.client_pid)
+        below = mounts.fuse_client(st.where, "glusterfs")
+        if lab:
+            labs.record_mount(env, lab, st.before, below[0] if below else 0)
+    st.done = False

@@ -1,0 +1,303 @@
+"""Making and removing labs: the job of `statstorm lab`, which `statstorm matrix` and
+`statstorm demo` need too (a lab per cell, per storage), so it lives here, once.
+
+A lab is a dedicated php-fpm master + pool behind a dedicated nginx on 127.0.0.1 — or a
+dedicated Apache with one MPM running PHP through php-fpm, mod_php or mod_fcgid's php-cgi
+(adapters/labs/apache_lab.py) — serving MediaWiki (from Debian) or the generated synthetic app,
+from local disk or from a single-brick GlusterFS volume on loopback mounted with the FUSE
+client. Everything `up` starts is recorded in `<state root>/labs/<name>/lab.json` the moment
+it starts, so `down` (or the cleanup after a failed or interrupted `up`) ends exactly that,
+by PID.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from statstorm import faults
+from statstorm.adapters.host import procs
+from statstorm.adapters.labs import apache_lab, lab_servers, mariadb, phpfpm, state as labs
+from statstorm.adapters.servers import nginx
+from statstorm.adapters.storage import gluster, mounts, tree_copy
+from statstorm.apps import mediawiki, synthetic, wordpress
+from statstorm.env import Env
+from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
+from statstorm.results.common import read_json
+from statstorm.results.lab import LabState
+
+APPS = ("mediawiki", "synthetic", "wordpress")
+STORAGES = ("local", "glusterfs")
+SERVERS = ("nginx", "apache")
+VOLUME_PREFIX = "statstorm-"
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+# Settings read back from the pool with `php-fpm -i` and stored with the lab.
+@dataclass(frozen=True)
+class LabOptions:
+    name: str = "lab"
+    app: str = "mediawiki"
+    storage: str = "local"
+    mount_options: dict[str, str] = field(default_factory=dict)
+    php_ini: dict[str, str] = field(default_factory=dict)
+    workers: int = 4
+    port: int | None = None
+    app_spec: synthetic.AppSpec = field(default_factory=synthetic.AppSpec)
+    server: str = "nginx"
+    mpm: str = ""  # Apache's MPM; '' = prefork for mod_php, event otherwise
+    handler: str = "fpm"
+    allow_override: str = ""  # Apache's AllowOverride for the docroot; '' = None
+
+
+def validate(env: Env, opts: LabOptions) -> None:
+    """Check every option, privilege and dependency before anything starts."""
+    if not _NAME.match(opts.name):
+        raise UsageError(f"--name {opts.name!r}: use 1-32 lower-case letters, digits and dashes")
+    if opts.app not in APPS:
+        raise UsageError(f"--app {opts.app!r}: choose one of {', '.join(APPS)}")
+    if opts.storage not in STORAGES:
+        raise UsageError(f"--storage {opts.storage!r}: choose one of {', '.join(STORAGES)}")
+    if not 1 <= opts.workers <= 256:
+        raise UsageError("--workers must be between 1 and 256")
+    if opts.server not in SERVERS:
+        raise UsageError(f"--server {opts.server!r}: choose one of {', '.join(SERVERS)}")
+    apache_lab.check_architecture(opts.server, opts.mpm, opts.handler, opts.allow_override)
+    if opts.mount_options and opts.storage != "glusterfs":
+        raise UsageError("--mount-opt applies to --storage glusterfs only")
+    for key in opts.mount_options:
+        if key not in gluster.KNOWN_MOUNT_OPTIONS:
+            raise UsageError(f"--mount-opt {key}: unknown GlusterFS FUSE option; known: "
+                             + ", ".join(sorted(gluster.KNOWN_MOUNT_OPTIONS)))
+    if opts.port is not None and not 1 <= opts.port <= 65535:
+        raise UsageError(f"--port {opts.port}: not a TCP port")
+    if opts.app == "synthetic":
+        opts.app_spec.validate()
+    if not env.is_root():
+        raise PrivilegeError("statstorm lab needs root (it starts php-fpm as www-data, mounts "
+                             "GlusterFS and binds ports): run it with sudo")
+    phpfpm.find_binary()
+    if opts.server == "apache":
+        apache_lab.require_installed(opts.handler)
+        apache_lab.check_path(labs.lab_dir(env, opts.name))
+    else:
+        nginx.require_installed()
+    if opts.app == "mediawiki":
+        mediawiki.require_installed()
+    if opts.app == "wordpress":
+        wordpress.require_installed()
+    if opts.storage == "glusterfs":
+        gluster.require_installed()
+    if opts.port is not None:
+        procs.check_port_free(opts.port)
+    _check_reachable(labs.labs_root(env))
+    if labs.lab_dir(env, opts.name).exists():
+        raise BusyError(f"a lab named {opts.name!r} exists: use it, pick another --name, or run "
+                        f"`statstorm lab down --name {opts.name}`")
+
+
+def _check_reachable(path: Path) -> None:
+    """The web server and PHP workers run as www-data: every ancestor must be searchable."""
+    for parent in [path, *path.parents]:
+        if parent.exists() and not parent.stat().st_mode & 0o001:
+            raise UsageError(f"{parent} is not searchable by www-data, so the lab could not serve "
+                             f"from below it: `chmod o+x {parent}` or set STATSTORM_HOME elsewhere")
+
+
+def up(env: Env, opts: LabOptions) -> LabState:
+    """Start the lab; on any failure or interruption, undo what was started and re-raise."""
+    validate(env, opts)
+    port = opts.port if opts.port is not None else procs.free_port()
+    root = labs.lab_dir(env, opts.name)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir()
+    except FileExistsError:
+        raise BusyError(f"a lab named {opts.name!r} is being created by another statstorm") from None
+    for path in (env.state_root, root.parent, root):
+        path.chmod(0o755)  # www-data serves from below here, whatever the umask
+    state = LabState(name=opts.name, app=opts.app, storage=opts.storage, port=port,
+                     workers=opts.workers, state_dir=str(root), php_ini=dict(opts.php_ini),
+                     mount_options=dict(opts.mount_options), server=opts.server,
+                     handler=opts.handler)
+    if opts.server == "apache":
+        state.mpm = opts.mpm or apache_lab.default_mpm(opts.handler)
+        state.allow_override = opts.allow_override or "None"
+    started = env.clock()
+    try:
+        labs.save(state)
+        _up_steps(env, opts, state)
+    except BaseException:
+        state.phase = "failed"
+        env.log(f"lab {opts.name}: start failed, removing what was started…")
+        try:
+            labs.save(state)
+        except OSError:
+            pass
+        down(env, opts.name, quiet=True)
+        raise
+    env.log(f"lab {opts.name}: up in {env.clock() - started:.1f} s")
+    return labs.status(env, opts.name)
+
+
+def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
+    root = Path(state.state_dir)
+    for sub in ("conf", "run", "log", "tmp", "data"):
+        (root / sub).mkdir(exist_ok=True)
+    fpm = phpfpm.find_binary()
+    php = phpfpm.php_cli_for(fpm)
+    state.fpm_binary = fpm
+
+    # 1. Where the code will live.
+    if opts.storage == "glusterfs":
+        lab_servers.step(env, state, "creating a GlusterFS volume on loopback…", "volume")
+        with gluster.glusterd_lock():  # no other lab's down stops it meanwhile
+            gluster.ensure_glusterd(env)
+            state.volume = VOLUME_PREFIX + opts.name
+            state.brick = str(root / "brick")
+            labs.save(state)
+            gluster.create_volume(env, state.volume, Path(state.brick))
+        state.mount_point = str(root / "mnt")
+        labs.save(state)
+        faults.phase("lab-up/mount")
+        state.fuse_client_pid = gluster.mount(env, state.volume, Path(state.mount_point),
+                                              opts.mount_options)
+        labs.save(state)
+        code = Path(state.mount_point) / "app"
+        stage = root / "stage"
+    else:
+        code = root / "code"
+        stage = code
+    state.code_path = str(code)
+    labs.save(state)
+
+    # 2. The app, prepared on local disk, then copied to the storage.
+    if opts.app == "mediawiki":
+        lab_servers.step(env, state, f"copying MediaWiki {mediawiki.version()} and installing "
+                         "it (SQLite)…", "app")
+        mediawiki.copy_tree(env, stage)
+        mediawiki.install(env, php, stage, root / "data", state.port)
+        docroot, entry, front = code, mediawiki.ENTRY, "index.php"
+        extra_ini: dict[str, str] = {}
+    elif opts.app == "wordpress":
+        lab_servers.step(env, state, "starting the lab's MariaDB on a unix socket…", "database")
+
+        def record_db(pid: int) -> None:
+            state.mariadb_pid = pid
+            labs.save(state)
+
+        db = wordpress.start_database(env, root, root / "log/mariadbd.out", record_db)
+        state.db_socket = str(db.socket)
+        labs.save(state)
+        lab_servers.step(env, state, f"copying WordPress {wordpress.version()} and installing "
+                         "it (MariaDB)…", "app")
+        wordpress.copy_tree(env, stage)
+        wordpress.install(env, php, stage, root / "data", root / "conf", state.port, db)
+        docroot, entry, front = code, wordpress.ENTRY, "index.php"
+        extra_ini = {}
+    else:
+        lab_servers.step(env, state, "generating the synthetic app…", "app")
+        app = synthetic.generate(env, stage, opts.app_spec)
+        docroot, entry, front = code / "public", "/" + app.entry, app.entry
+        extra_ini = {"include_path": app.include_path_for(str(code))}
+    if stage != code:
+        lab_servers.step(env, state, f"copying the app tree to {code} (GlusterFS)…", "copy")
+        tree_copy.copy_tree(stage, code, jobs=8)
+        shutil.rmtree(stage)
+    state.docroot = str(docroot)
+    state.entry_path = entry
+
+    # 3. php-fpm (unless Apache runs PHP itself) and the web server, our own masters.
+    ini = {**extra_ini, **opts.php_ini}
+    state.php_ini = ini
+    faults.phase("lab-up/php")
+    if state.handler != "fpm":
+        (root / "conf/php").mkdir(exist_ok=True)
+        labs.php_ini_file(state).write_text(apache_lab.render_ini(ini))
+        state.php_cgi_binary = apache_lab.php_cgi_binary() if state.handler == "fcgid" else ""
+    else:
+        lab_servers.start_fpm(env, state, fpm, ini)
+    if state.server == "apache":
+        lab_servers.start_apache(env, state, docroot, front, fixed_port=opts.port is not None)
+    else:
+        lab_servers.start_nginx(env, state, docroot, front, fixed_port=opts.port is not None)
+    state.url = f"http://127.0.0.1:{state.port}"
+    labs.save(state)
+
+    # 4. Prove it serves the app.
+    lab_servers.step(env, state, f"checking {state.url}{entry}…", "check")
+    lab_servers.check_pages(env, state)
+    if state.handler != "fpm":
+        state.effective_ini = apache_lab.effective_ini(
+            state.url, sorted({*lab_servers.REPORTED_INI, *ini}))
+    state.phase = "up"
+    labs.save(state)
+    faults.phase("lab-up/up")
+
+
+def _own_pids(state: LabState) -> list[int]:
+    """Processes of this lab found by their unique config paths (covers a crash between a
+    spawn and the state write) plus the recorded ones."""
+    root = state.state_dir
+    pids = {p for p in (state.nginx_pid, state.apache_pid, state.fpm_master_pid) if p}
+    pids.update(procs.find_pids([f"{root}/conf/nginx.conf"]))
+    pids.update(procs.find_pids([f"{root}/conf/apache2.conf"]))
+    pids.update(procs.find_pids([f"{root}/conf/php-fpm.conf"]))
+    return sorted(p for p in pids if procs.alive(p))
+
+
+def down(env: Env, name: str, *, quiet: bool = False) -> bool:
+    """Stop everything the lab started; idempotent. Returns False if there was no lab."""
+    if not _NAME.match(name):
+        raise UsageError(f"--name {name!r}: use 1-32 lower-case letters, digits and dashes")
+    root = labs.lab_dir(env, name)
+    if not root.exists():
+        if not quiet:
+            env.log(f"lab {name}: not running; nothing to do")
+        return False
+    if not env.is_root():
+        raise PrivilegeError("statstorm lab down needs root: run it with sudo")
+    try:
+        state = LabState.from_json(read_json(root / "lab.json", "lab state"))
+    except UsageError:
+        state = LabState(name=name, app="", storage="", port=0, workers=0, state_dir=str(root))
+    if not quiet:
+        env.log(f"lab {name}: stopping…")
+    recorded_workers = set(state.worker_pids)
+    if state.fpm_master_pid and procs.alive(state.fpm_master_pid):
+        recorded_workers.update(phpfpm.worker_pids(state.fpm_master_pid))
+    for pid in _own_pids(state):
+        procs.terminate(pid)
+    # mod_fcgid's php-cgi processes end with Apache; any that outlived it, by their error_log.
+    for pid in procs.find_pids([f"{root}/log/php-cgi.log"]):
+        procs.terminate(pid)
+    pool_title = f"pool {state.pool}" if state.pool else None
+    for pid in recorded_workers:
+        if pool_title and pool_title in " ".join(procs.cmdline(pid)):
+            procs.terminate(pid)
+    # WordPress's database, after its clients; found by its data directory as well.
+    mariadb.stop(state.mariadb_pid, mariadb.Instance.under(root))
+    mount_point = Path(state.mount_point) if state.mount_point else root / "mnt"
+    # `statstorm apply` may have stacked clients with other options: unmount each, top first.
+    clients = [pid for pid, _ in mounts.fuse_clients(str(mount_point), "glusterfs")]
+    for pid in dict.fromkeys([*clients, state.fuse_client_pid]):
+        gluster.unmount(env, mount_point, pid)
+    if state.volume:
+        gluster.delete_volume(env, state.volume, Path(state.brick) if state.brick else None)
+    # The last lab down stops the glusterd that statstorm started (its PID file is ours);
+    # under the lock, so no other statstorm is between starting it and creating its volume.
+    if gluster.GLUSTERD_PIDFILE.exists() and Path("/usr/sbin/gluster").exists():
+        with gluster.glusterd_lock():
+            if not gluster.glusterd_running(env):
+                gluster.GLUSTERD_PIDFILE.unlink(missing_ok=True)
+            elif not any(v.startswith(VOLUME_PREFIX) for v in gluster.list_volumes(env)):
+                gluster.stop_glusterd(env)
+    if gluster.is_mounted(mount_point):
+        raise ComponentError(f"{mount_point} is still mounted; unmount it and run "
+                             f"`statstorm lab down --name {name}` again")
+    shutil.rmtree(root, ignore_errors=True)
+    if root.exists():
+        raise ComponentError(f"could not remove {root}; remove it by hand")
+    if not quiet:
+        env.log(f"lab {name}: down")
+    return True

@@ -1,0 +1,379 @@
+"""The PHP processes serving a site, and the settings they run with.
+
+One place answers "which processes run this site's PHP, which new ones may appear, and with
+what settings": trace attaches to them, check and apply read and change their settings,
+sweep and the exporter follow them. Today a target is a php-fpm pool (its master forks the
+workers, respawns included) or a PHP command line; Apache mod_php children and fcgid
+`php-cgi` processes fit beside `FpmPool` as other `PhpTarget`s (a parent that forks the
+PHP processes, a title or binary that tells them apart, a way to read their settings).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from statstorm.adapters.host import procs
+from statstorm.adapters.labs import apache_lab, phpfpm
+from statstorm.adapters.php import fastcgi
+from statstorm.adapters.servers import nginx
+from statstorm.env import Env
+from statstorm.errors import ComponentError, UsageError
+from statstorm.results.lab import LabState
+
+# The settings a trace records (the ones that change what PHP asks the file system).
+SETTING_PREFIXES = ("realpath_cache", "open_basedir", "include_path", "opcache.", "user_ini.",
+                    "cgi.fix_pathinfo", "auto_prepend_file", "session.save_handler",
+                    "session.save_path")
+PHP_BINARIES = ("/usr/bin/php8.2", "/usr/sbin/php-fpm8.2", "/usr/bin/php-cgi8.2")
+# The script a worker runs for `check` (no output but JSON; nothing is changed).
+QUERY_PHP = r"""<?php
+header('Content-Type: application/json');
+$keys = ['realpath_cache_size', 'realpath_cache_ttl', 'open_basedir', 'include_path',
+  'user_ini.filename', 'user_ini.cache_ttl', 'cgi.fix_pathinfo', 'session.save_handler',
+  'session.save_path', 'upload_tmp_dir', 'sys_temp_dir'];
+$ini = [];
+foreach ($keys as $k) { $v = ini_get($k); if ($v !== false) { $ini[$k] = $v; } }
+foreach ((ini_get_all('zend opcache', false) ?: []) as $k => $v) { $ini[$k] = (string)$v; }
+foreach (explode(',', (string)($_GET['keys'] ?? '')) as $k) {
+  $v = $k === '' ? false : ini_get($k); if ($v !== false) { $ini[$k] = $v; } }
+if (isset($_GET['hold'])) { usleep(min(200000, (int)$_GET['hold'])); }
+echo json_encode(['ini' => $ini, 'realpath_used' => realpath_cache_size(),
+  'extensions' => get_loaded_extensions(),
+  'opcache' => function_exists('opcache_get_status') ? opcache_get_status(false) : null,
+  'sapi' => PHP_SAPI, 'pid' => getmypid()]);
+"""
+
+
+# -- settings --------------------------------------------------------------------------------
+def _relevant(key: str) -> bool:
+    return key.startswith(SETTING_PREFIXES)
+
+
+def parse_php_i(text: str) -> dict[str, str]:
+    """Directive values (the local value) from `php -i` / `php-fpm -i` output."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("=>")]
+        if len(parts) == 3 and _relevant(parts[0]):
+            out[parts[0]] = "" if parts[1] == "no value" else parts[1]
+    return out
+
+
+def parse_fpm_tt(text: str, pool: str) -> dict[str, str]:
+    """The pool's pm.* settings and php_value/php_admin_value lines from `php-fpm -tt`."""
+    out: dict[str, str] = {}
+    for key, value in phpfpm.pool_directives(text, pool).items():
+        if key.startswith("pm"):
+            out[key] = value
+        vm = re.fullmatch(r"php_(?:admin_)?value\[(.+)\]", key)
+        if vm and _relevant(vm.group(1)):
+            out[vm.group(1)] = value
+    return out
+
+
+def settings_args(argv: list[str]) -> list[str]:
+    """The options of a PHP command line that change its settings: -d, -c, -n (and php-fpm's
+    -y/--fpm-config)."""
+    out: list[str] = []
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-d", "-c") and i + 1 < len(argv):
+            out += [a, argv[i + 1]]
+            i += 2
+            continue
+        if a == "-n" or (a.startswith(("-d", "-c")) and len(a) > 2):
+            out.append(a)
+        elif a == "-y" or a == "--fpm-config":
+            out += [a, argv[i + 1]] if i + 1 < len(argv) else []
+            i += 2
+            continue
+        elif not a.startswith("-"):
+            break
+        i += 1
+    return out
+
+
+def fpm_tt(env: Env, argv: list[str]) -> str:
+    """`php-fpm -tt` of the master started as `argv` (binary + options): the full
+    configuration it would run with."""
+    res = env.run([argv[0], "-tt", *settings_args(argv)], what="php-fpm -tt", check=False)
+    return res.stderr + res.stdout
+
+
+def fpm_settings(env: Env, binary: str, master_argv: list[str], pool: str) -> dict[str, Any]:
+    """The settings a pool's workers start with: the master's ini (`php-fpm -i` with its own
+    options) and the pool's php_value/php_admin_value and pm.* (`php-fpm -tt`)."""
+    args = settings_args(master_argv)
+    settings: dict[str, Any] = {}
+    res = env.run([binary, "-i", *args], what="php-fpm -i", check=False)
+    settings.update(parse_php_i(res.stdout))
+    settings.update(parse_fpm_tt(fpm_tt(env, [binary, *args]), pool))
+    settings["sapi"] = "fpm-fcgi"
+    return settings
+
+
+def cli_settings(env: Env, argv: list[str]) -> dict[str, Any]:
+    """The settings of a PHP command line (`php -i` with its -d/-c/-n options)."""
+    php = shutil.which(argv[0]) or argv[0]
+    if not os.path.basename(php).startswith("php"):
+        php = shutil.which("php") or PHP_BINARIES[0]
+        args: list[str] = []
+    else:
+        args = [a for a in settings_args(argv) if a not in ("-y", "--fpm-config")]
+    res = env.run([php, *args, "-i"], what="php -i", check=False)
+    settings: dict[str, Any] = parse_php_i(res.stdout)
+    settings["sapi"] = "cli"
+    return settings
+
+
+def php_binaries(extra: list[str]) -> list[str]:
+    """The PHP binaries to probe: the targets' own, or every known one if they run no PHP
+    binary directly (e.g. a shell script that starts php)."""
+    own = [b for b in dict.fromkeys(extra) if b and os.path.basename(b).startswith("php")]
+    return own or [b for b in PHP_BINARIES if os.path.exists(b)]
+
+
+# -- php-fpm pools ---------------------------------------------------------------------------
+@dataclass
+class FpmPool:
+    """A running php-fpm pool: its workers now, the masters that fork new ones, and the
+    master's binary and options (they decide the workers' settings)."""
+
+    name: str
+    workers: list[int]
+    masters: list[int]
+    binary: str
+    argv: list[str]  # binary + the options that decide its settings
+    conf: str = ""  # the master's configuration file, when known
+    lab: str = ""
+    kind: str = "php-fpm"
+    docroot: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def binaries(self) -> list[str]:
+        return php_binaries([self.binary])
+
+    def allow(self, title: str) -> bool:
+        """Given a process title: is it one of this pool's PHP processes? A worker forked a
+        moment ago may still carry the master's title."""
+        return (title == f"php-fpm: pool {self.name}" or title.startswith("php-fpm: master")
+                or not title)
+
+    def settings(self, env: Env) -> dict[str, Any]:
+        return fpm_settings(env, self.binary, self.argv, self.name)
+
+
+def _fpm_settled(title: str) -> bool:
+    return title.startswith("php-fpm: pool")
+
+
+class TitleFilter:
+    """Is a PID one of the target's PHP processes? Decided by its title through `allow`,
+    remembered once the title is settled (`settled`: a php-fpm worker has renamed itself, a
+    forked php-cgi has exec'd)."""
+
+    def __init__(self, allow: Callable[[str], bool],
+                 settled: Callable[[str], bool] = _fpm_settled) -> None:
+        self.allow = allow
+        self.settled = settled
+        self.known: dict[int, bool] = {}
+
+    def __call__(self, pid: int) -> bool:
+        ok = self.known.get(pid)
+        if ok is None:
+            title = " ".join(procs.cmdline(pid))
+            ok = self.allow(title)
+            if self.settled(title):
+                self.known[pid] = ok
+        return ok
+
+
+# -- PHP inside the web server: Apache mod_php children, mod_fcgid's php-cgi ------------------
+SAPI_DIRS = {"mod_php": "apache2", "fcgid": "cgi"}
+SAPI_NAMES = {"mod_php": "apache2handler", "fcgid": "cgi-fcgi"}
+
+
+@dataclass
+class ServerPhp:
+    """PHP run by processes a web server starts: Apache's prefork children with mod_php in
+    them (`kind` mod_php), or the `php-cgi` processes mod_fcgid forks (`kind` fcgid). The
+    masters are the processes whose forks become new PHP processes (Apache's master; fcgid's
+    process manager)."""
+
+    name: str
+    workers: list[int]
+    masters: list[int]
+    binary: str  # the code PHP runs from: libphp8.2.so or php-cgi8.2
+    kind: str  # mod_php | fcgid
+    ini_dir: str = ""  # the lab's own scan directory (its overrides), if any
+    server_title: str = ""  # the Apache master's command line (its children carry it)
+    probe_url: str = ""  # the lab's loopback phpinfo page (adapters.apache_lab), if any
+    lab: str = ""
+    docroot: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def binaries(self) -> list[str]:
+        return [self.binary]
+
+    def allow(self, title: str) -> bool:
+        if self.kind == "fcgid":
+            return "php-cgi" in title
+        return title == self.server_title or not title
+
+    def settled(self, title: str) -> bool:
+        return bool(title) and (self.kind != "fcgid" or "php-cgi" in title
+                                or title != self.server_title)
+
+    def settings(self, env: Env) -> dict[str, Any]:
+        """The SAPI's php.ini and conf.d, then the lab's scan directory, read with the CLI
+        (`php -c … -i`): what these processes start with, as Debian lays the files out."""
+        sapi = SAPI_DIRS[self.kind]
+        version = re.search(r"(\d+\.\d+)", Path(self.binary).name)
+        etc = f"/etc/php/{version.group(1) if version else '8.2'}/{sapi}"
+        scan = ":".join(d for d in (f"{etc}/conf.d", self.ini_dir) if d)
+        php = shutil.which("php") or PHP_BINARIES[0]
+        res = env.run([php, "-c", f"{etc}/php.ini", "-i"], check=False, what="php -i",
+                      env={**os.environ, "PHP_INI_SCAN_DIR": scan})
+        settings: dict[str, Any] = parse_php_i(res.stdout)
+        if self.probe_url:  # the values the SAPI itself runs with, where the lab shows them
+            try:
+                settings.update(apache_lab.effective_ini(self.probe_url, sorted(settings)))
+            except (OSError, ComponentError) as exc:
+                env.debug(f"phpinfo probe {self.probe_url}: {exc}")
+        settings["sapi"] = SAPI_NAMES[self.kind]
+        return settings
+
+
+def lab_server_php(state: LabState, workers: list[int]) -> ServerPhp:
+    """The PHP processes of an Apache lab whose handler is mod_php or fcgid."""
+    binary = (state.php_cgi_binary or apache_lab.php_cgi_binary() if state.handler == "fcgid"
+              else apache_lab.php_module())
+    if state.handler == "fcgid":
+        masters = sorted({procs.ppid(w) for w in workers} - {0})
+    else:
+        masters = [state.apache_pid]
+    title = " ".join(procs.cmdline(state.apache_pid)) if state.apache_pid else ""
+    return ServerPhp(f"{state.handler} (lab {state.name})", list(workers), masters, binary,
+                     state.handler, str(Path(state.state_dir) / "conf/php"), title,
+                     state.url, state.name, state.docroot)
+
+
+def docroot_of(env: Env, pool: FpmPool) -> str:
+    """Where the web server serves the pool's code from: the `root` of the nginx server that
+    passes to the pool's listen address ('' when none is found)."""
+    listen = phpfpm.pool_directives(fpm_tt(env, pool.argv), pool.name).get("listen", "")
+    server = nginx.server_passing_to(env, None, listen) if listen else None
+    return (server or {}).get("root", "")
+
+
+def pool_workers(pool: str) -> list[int]:
+    """The PIDs of the processes titled `php-fpm: pool NAME`."""
+    return [p for p in procs.find_pids([f"php-fpm: pool {pool}"])
+            if " ".join(procs.cmdline(p)).strip() == f"php-fpm: pool {pool}"]
+
+
+def running_pools() -> list[str]:
+    """The names of the php-fpm pools running on this machine."""
+    names = set()
+    for pid in procs.find_pids(["php-fpm: pool "]):
+        m = re.fullmatch(r"php-fpm: pool (\S+)", " ".join(procs.cmdline(pid)).strip())
+        if m:
+            names.add(m.group(1))
+    return sorted(names)
+
+
+def _not_running(pool: str) -> UsageError:
+    return UsageError(f"no php-fpm pool {pool!r} is running (no process titled "
+                      f"'php-fpm: pool {pool}'); list them with `ps -eo args | grep "
+                      "'php-fpm: pool'`")
+
+
+def find_pool(pool: str, argv: list[str] | None = None) -> FpmPool:
+    """The running pool `pool`. Its settings are read with `argv` (the master's binary and
+    options) when given, else with the config file named in the master's title (the title
+    hides the master's -d options)."""
+    workers = pool_workers(pool)
+    if not workers:
+        raise _not_running(pool)
+    masters = sorted({procs.ppid(w) for w in workers} - {0})
+    _, binary, conf = phpfpm.master_of(workers[0])
+    if argv is None:
+        argv = [binary] + (["-y", conf] if conf else [])
+    return FpmPool(pool, workers, masters, binary, argv, conf)
+
+
+def lab_pool(state: LabState, argv: list[str]) -> FpmPool:
+    """The pool of a lab that is up (its master's options from the lab's state)."""
+    p = find_pool(state.pool, argv)
+    p.lab, p.docroot, p.binary = state.name, state.docroot, state.fpm_binary
+    return p
+
+
+def pool_of_worker(pid: int) -> str:
+    """The pool name in a php-fpm worker's title, or ''."""
+    m = re.match(r"php-fpm: pool (\S+)", " ".join(procs.cmdline(pid)))
+    return m.group(1) if m else ""
+
+
+# -- asking a worker ---------------------------------------------------------------------------
+class PoolAnswerError(fastcgi.AnsweredError):
+    """The pool answered, but not with the query's JSON (it could not run the script)."""
+
+
+def _decode(head: str, body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        status = re.search(r"Status:\s*(.*)", head)
+        raise PoolAnswerError(f"the pool answered {status.group(1).strip() if status else 'no JSON'}"
+                             f": {body.decode(errors='replace').strip()[:120]!r}") from None
+    if not isinstance(data, dict):
+        raise PoolAnswerError("the pool answered something other than the query's JSON")
+    return data
+
+
+QUERY_DIR_PREFIX, QUERY_FILE = "statstorm-check-", "query.php"
+
+
+def is_query_script(path: bytes) -> bool:
+    """Is this SCRIPT_FILENAME the query `query_pool` sends (a request of statstorm's own)?"""
+    return path.endswith(b"/" + QUERY_FILE.encode()) and QUERY_DIR_PREFIX.encode() in path
+
+
+def query_pool(env: Env, listen: str, workers: int,
+               keys: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Ask the pool `workers` times at once (each answer held 50 ms, so that busy workers make
+    the next request go to another): one answer per worker that replied. `keys`: more ini
+    settings to report besides the ones the query always reads."""
+    base = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
+    tmp = tempfile.mkdtemp(prefix=QUERY_DIR_PREFIX, dir=base)
+    try:
+        os.chmod(tmp, 0o755)
+        script = Path(tmp, QUERY_FILE)
+        script.write_text(QUERY_PHP)
+        script.chmod(0o644)
+        env.debug(f"FastCGI {listen}: {script} x{workers}")
+        n = max(1, min(workers, 16))
+        query = "&".join(q for q in ("hold=50000" if n > 1 else "",
+                                       "keys=" + ",".join(keys) if keys else "") if q)
+        with ThreadPoolExecutor(max_workers=n) as ex:
+            replies = list(ex.map(lambda _: fastcgi.run_script(listen, str(script), query=query),
+                                  range(n)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    by_pid: dict[int, dict[str, Any]] = {}
+    for head, body in replies:
+        data = _decode(head, body)
+        by_pid.setdefault(int(data.get("pid") or 0), data)
+    return list(by_pid.values())

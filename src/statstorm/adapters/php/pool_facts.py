@@ -1,0 +1,229 @@
+"""The live facts of a PHP pool that check's rules judge, gathered from the running system:
+the pool (a php-fpm pool, or PHP inside a lab's Apache), the settings its workers run with
+(`php-fpm -i` of the master's own options, the pool's php_value/php_admin_value from
+`php-fpm -tt`, then — where the pool answers — the values a worker reports over FastCGI, with
+its OPcache status and realpath cache use), the CLI's for comparison, the web server in front
+(nginx's `root` and SCRIPT_FILENAME, or Apache's configuration), the files under the docroot and
+include_path, the mounts holding them, memory (PSS of the workers), huge pages and the PHP
+binary's code segment.
+
+`statstorm check` judges these facts once; `statstorm exporter` judges them again and again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from statstorm.adapters.host import elf, memory, smaps
+from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
+from statstorm.adapters.php import apcu, codetree, php_apps, php_targets
+from statstorm.adapters.servers import apache_facts, nginx
+from statstorm.adapters.storage import gluster, mounts
+from statstorm.env import Env
+from statstorm.errors import ComponentError, UsageError
+from statstorm.model.checkfacts import Facts, MountFact, TraceFacts, ini_int
+
+
+@dataclass
+class Gathered:
+    """One pool's facts, where its settings came from, and what could not be read."""
+    facts: Facts
+    settings_source: str
+    notes: list[str] = field(default_factory=list)
+
+
+# -- targets -------------------------------------------------------------------------------------
+@dataclass
+class PoolTarget:
+    """A pool check can gather: the PHP processes and the server in front of them."""
+    pool: php_targets.FpmPool | php_targets.ServerPhp
+    nginx_conf: list[str] = field(default_factory=list)  # argv for `nginx -T`
+    apache_conf: Path | None = None  # the Apache in front of the pool, if any
+    apache_ask: list[str] = field(default_factory=list)  # argv that asks it (-M, DUMP_RUN_CFG)
+    fcgid_dir: str = ""  # mod_fcgid's socket directory (its php-cgi answer FastCGI there)
+
+    @property
+    def name(self) -> str:
+        return self.pool.name
+
+
+def lab_target(env: Env, name: str) -> PoolTarget:
+    state = labs.require_up(env, name)
+    if state.server != "apache":
+        return PoolTarget(php_targets.lab_pool(state, labs.fpm_argv(state)),
+                     nginx.lab_argv(labs.nginx_conf(state), Path(state.state_dir)))
+    conf = labs.apache_conf(state)
+    ask = apache_lab.lab_argv(conf)
+    if state.handler == "fpm":
+        return PoolTarget(php_targets.lab_pool(state, labs.fpm_argv(state)), [], conf, ask)
+    if not state.worker_pids:
+        raise UsageError(f"lab {name}: no PHP process is running yet (mod_fcgid starts php-cgi "
+                         f"on the first request): load {state.url}{state.entry_path} once")
+    php = php_targets.lab_server_php(state, state.worker_pids)
+    return PoolTarget(php, [], conf, ask,
+                 str(Path(state.state_dir) / "run/fcgid") if state.handler == "fcgid" else "")
+
+
+def targets(env: Env, *, lab: str | None, pools: tuple[str, ...]) -> list[PoolTarget]:
+    """The lab's pool, the named php-fpm pools, or every running pool."""
+    if lab:
+        return [lab_target(env, lab)]
+    names = list(pools) or php_targets.running_pools()
+    if not names:
+        raise UsageError("no php-fpm pool is running: name one with --pool NAME, or check a "
+                         "lab with --lab NAME")
+    return [PoolTarget(php_targets.find_pool(name)) for name in names]
+
+
+# -- gathering -----------------------------------------------------------------------------------
+def _mounts(env: Env, docroot: str, include: list[str],
+            writable: list[tuple[str, str]] | None = None) -> tuple[MountFact, ...]:
+    entries = mounts.current()
+    if not entries:
+        return ()
+    out = []
+    described: dict[str, mounts.MountInfo] = {}
+    for role, path in ([("docroot", docroot)] + [("include_path", p) for p in include]
+                       + [(f"writable:{w}", p) for w, p in writable or []]):
+        if not path:
+            continue
+        entry = mounts.find_mount(entries, os.path.realpath(path))
+        if entry is None:
+            continue
+        kind = mounts.kind_of(entry.fstype)
+        cache: dict[str, str] = {}
+        vol: dict[str, str] = {}
+        volume = ""
+        if kind != "local":
+            info = described.get(entry.mount_point) or mounts.detect(
+                path, volume_reader=lambda v: gluster.volume_options(env, v))
+            described[entry.mount_point] = info
+            cache, vol = dict(info.cache_options), dict(info.volume_options)
+            volume = cache.pop("volume", "")
+        out.append(MountFact(role=role, path=path, mount_point=entry.mount_point,
+                             fstype=entry.fstype, kind=kind, cache_options=cache,
+                             volume_options=vol, volume=volume))
+    return tuple(out)
+
+
+def _fcgid_socket(directory: str) -> str:
+    """A socket of one of mod_fcgid's php-cgi processes ('' if none)."""
+    socks = sorted(p for p in Path(directory).glob("**/*") if p.is_socket()) if directory else []
+    return str(socks[0]) if socks else ""
+
+
+def directives_of(env: Env, pool: PoolTarget) -> dict[str, str]:
+    """The pool's own directives (`listen`, `pm.*`, `chroot`, …): `php-fpm -tt` for a php-fpm
+    pool; for mod_fcgid's php-cgi only the socket one of them answers on."""
+    fpm = pool.pool
+    if isinstance(fpm, php_targets.ServerPhp):
+        return {"listen": _fcgid_socket(pool.fcgid_dir)} if pool.fcgid_dir else {}
+    return phpfpm.pool_directives(php_targets.fpm_tt(env, fpm.argv), fpm.name)
+
+
+def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool: bool = True,
+           trace: TraceFacts | None = None,
+           fsb: dict[str, dict[str, float]] | None = None) -> Gathered:
+    """The pool's facts (`docroot` overrides the one found; `query_pool`: ask its workers
+    over FastCGI; `trace` and `fsb`: measured evidence to judge with them)."""
+    notes: list[str] = []
+    fpm = pool.pool
+    settings: dict[str, Any] = fpm.settings(env)
+    settings.pop("sapi", None)
+    directives = directives_of(env, pool)
+    if isinstance(fpm, php_targets.ServerPhp):
+        if fpm.kind == "mod_php" and query_pool:
+            notes.append("mod_php: settings are the lab's phpinfo page (the values the children "
+                         "run with); a child is not asked for its OPcache status or realpath "
+                         "cache use")
+    pm = {k: v for k, v in directives.items() if k.startswith("pm")}
+    for k in list(settings):
+        if k.startswith("pm"):
+            settings.pop(k)
+    listen = directives.get("listen", "")
+    source = ("php-fpm -i and -tt (the master's ini, the pool's php_value/php_admin_value)"
+              if isinstance(fpm, php_targets.FpmPool) else
+              "the SAPI's php.ini, conf.d and the lab's ini (php -c … -i), then the lab's "
+              "phpinfo page")
+    status: dict[str, Any] | None = None
+    used: int | None = None
+    used_by: tuple[int, ...] = ()
+    extensions: tuple[str, ...] | None = None
+    if query_pool and not listen and isinstance(fpm, php_targets.FpmPool):
+        notes.append("the pool's listen address is unknown (php-fpm -tt did not show it): "
+                     "not asked over FastCGI")
+    if query_pool and listen and not directives.get("chroot"):
+        try:
+            answers = php_targets.query_pool(env, listen, len(fpm.workers))
+            data = answers[0]
+            settings.update({k: "" if v is None else str(v)
+                             for k, v in (data.get("ini") or {}).items()})
+            status = data.get("opcache") or None
+            used_by = tuple(int(a["realpath_used"]) for a in answers
+                            if a.get("realpath_used") is not None)
+            used = max(used_by) if used_by else None
+            if isinstance(data.get("extensions"), list):
+                extensions = tuple(str(e) for e in data["extensions"])
+            source = f"{len(answers)} worker(s) of the pool over FastCGI ({listen})"
+        except ComponentError as exc:
+            notes.append(f"could not ask the pool over FastCGI ({exc}; open_basedir or "
+                         "security.limit_extensions can keep the query script out); settings "
+                         "come from php-fpm -i/-tt, without OPcache status")
+    settings = {k: ("" if v == "no value" else str(v)) for k, v in settings.items()}
+    cli = php_targets.cli_settings(env, [phpfpm.php_cli_for(fpm.binary)]
+                                   if Path(fpm.binary).name.startswith("php-fpm") else ["php"])
+    cli.pop("sapi", None)
+    server = nginx.server_passing_to(env, [pool.nginx_conf] if pool.nginx_conf else None,
+                                     listen)
+    run_cfg: dict[str, str] = {}
+    modules: list[str] = []
+    if pool.apache_conf is None and server is None and isinstance(fpm, php_targets.FpmPool):
+        found = apache_facts.server_passing_to(listen)  # a system Apache in front of the pool
+        if found:
+            pool.apache_conf, pool.apache_ask, _ = found
+    if pool.apache_conf is not None:
+        run_cfg, modules = apache_facts.live(env, pool.apache_ask)
+    docroot = (docroot or fpm.docroot or (server or {}).get("root", "")
+               or run_cfg.get("Main DocumentRoot", ""))
+    if not docroot:
+        notes.append("no docroot found (no nginx or Apache server passes to this pool): file "
+                     "counts, mounts and symlinks are not checked; give --docroot")
+    include = [e for e in str(settings.get("include_path", "")).split(":")
+               if e.startswith("/") and Path(e).is_dir()]
+    tree = codetree.CodeTree()
+    if docroot:
+        roots = [codetree.app_root(docroot)] + [e for e in include if not e.startswith("/usr/share/php")]
+        tree = codetree.scan(roots, str(settings.get("user_ini.filename", "")),
+                          ini_int(settings.get("opcache.file_update_protection"), 2))
+    inc_php = tuple((e, codetree.count_php(e)) for e in str(settings.get("include_path", "")).split(":")
+                    if e.startswith("/")) if docroot else ()
+    app, app_config = php_apps.recognise(docroot)
+    info = memory.meminfo()
+    mem = smaps.read_all(fpm.workers)
+    pss = [m.pss_kb for m in mem if m.pss_kb]
+    apache = apache_facts.gather(pool.apache_conf, docroot, php_pids=fpm.workers,
+                                 server_root=run_cfg.get("ServerRoot", "/etc/apache2"),
+                                 modules=modules, htaccess=tree.htaccess
+                                 ) if pool.apache_conf and docroot else None
+    return Gathered(Facts(
+        pool=pool.name, settings=settings, cli_settings=cli, pm=pm, settings_source=source,
+        docroot=docroot, php_files=tree.php_files if docroot else None,
+        tree_entries=tree.entries, tree_bytes=tree.bytes,
+        user_ini_files=tree.user_ini_files if docroot else None,
+        recent_php_files=tree.recent, future_php_files=tree.future, include_path_php=inc_php,
+        mounts=_mounts(env, docroot, include,
+                       codetree.writable_paths(settings, codetree.app_root(docroot) if docroot else "")),
+        symlinks=codetree.symlinks_on([docroot, *include]) if docroot else (),
+        nginx_script_filename=(server or {}).get("script_filename"),
+        hugepages=memory.hugepages(info), php_binary=fpm.binary,
+        text_bytes=elf.read_text_segment(fpm.binary), worker_pss_kb=tuple(pss),
+        mem_available_kb=info.get("MemAvailable"), mem_total_kb=info.get("MemTotal"),
+        opcache_status=status, realpath_used=used, realpath_used_by_worker=used_by,
+        trace=trace, fsbench_p50_us=fsb or {}, app=app, app_config=app_config,
+        extensions=extensions, apcu_path=apcu.extension_path(), apache=apache,
+        huge_mapped_kb=tuple(m.huge_kb for m in mem) if mem else None,
+        code_mapping=memory.code_window(fpm.workers[0]) if fpm.workers else None),
+        source, notes)

@@ -1,0 +1,211 @@
+"""Which mount a path lives on, and the options that decide its metadata caching.
+
+Parsers take text (a `/proc/self/mounts` line, a FUSE client's command line) so they are
+tested on golden fixtures; `detect()` reads the live system. What each option means to PHP
+(how long a deploy can be seen stale) is `model/mount_options.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from statstorm.adapters.host import procs
+from statstorm.adapters.storage.nfs_mountstats import unescape
+from statstorm.env import Env
+from statstorm.model.mount_options import (
+    GLUSTER_FUSE_DEFAULTS, GLUSTER_FUSE_KEYS, OptionMeaning, gluster_cache_volume_options,
+    gluster_client_options, gluster_meanings, gluster_volume_name, local_meanings,
+    nfs_cache_options, nfs_meanings, split_options, sshfs_cache_options, sshfs_meanings)
+
+NFS_TYPES = ("nfs", "nfs4")
+LOCAL_TYPES = ("ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "zfs", "f2fs", "overlay")
+
+
+@dataclass(frozen=True)
+class MountEntry:
+    source: str
+    mount_point: str
+    fstype: str
+    options: str
+
+
+def parse_mounts(text: str) -> list[MountEntry]:
+    """Lines of /proc/self/mounts (or /etc/mtab) → entries, in order."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and not line.startswith("#"):
+            out.append(MountEntry(unescape(parts[0]), unescape(parts[1]), parts[2], parts[3]))
+    return out
+
+
+def current() -> list[MountEntry]:
+    """This machine's mounts now (`/proc/self/mounts`); [] when it cannot be read."""
+    try:
+        return parse_mounts(Path("/proc/self/mounts").read_text())
+    except OSError:
+        return []
+
+
+def verify_fstab(env: Env, fstab: Path, mount_points: list[str]) -> str:
+    """`findmnt --verify` on the fstab lines of these mount points (the rest of the file is
+    not statstorm's business): '' when it accepts them, else its first error."""
+    lines = [ln for ln in fstab.read_bytes().decode("utf-8", "surrogateescape").split("\n")
+             if len(ln.split()) >= 4 and not ln.lstrip().startswith("#")
+             and ln.split()[1].replace("\\040", " ") in mount_points]
+    with tempfile.NamedTemporaryFile("wb", prefix="statstorm-fstab-") as tmp:
+        tmp.write(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+        tmp.flush()
+        res = env.run(["findmnt", "--verify", "--tab-file", tmp.name], check=False,
+                      what="findmnt --verify")
+    if res.returncode == 0:
+        return ""
+    errors = [ln.strip() for ln in res.stdout.splitlines() if "[E]" in ln]
+    return (f"findmnt --verify rejected {fstab}'s line for {', '.join(mount_points)} "
+            f"({(errors or [res.first_error_line()])[0]})")
+
+
+def find_mount(entries: list[MountEntry], path: str) -> MountEntry | None:
+    """The entry whose mount point is the longest prefix of absolute `path` (last one wins)."""
+    best: MountEntry | None = None
+    for e in entries:
+        mp = e.mount_point.rstrip("/") or "/"
+        if path == mp or path.startswith(mp + "/") or mp == "/":
+            if best is None or len(mp) >= len(best.mount_point.rstrip("/") or "/"):
+                best = e
+    return best
+
+
+@dataclass(frozen=True)
+class MountInfo:
+    """What fsbench reports about the mount of one PATH."""
+
+    path: str
+    mount_point: str
+    source: str
+    fstype: str
+    kind: str  # local | nfs | glusterfs-fuse | sshfs | fuse | other
+    options: dict[str, str]
+    cache_options: dict[str, str]  # the effective options that decide metadata caching
+    volume_options: dict[str, str] = field(default_factory=dict)
+    client_pid: int = 0
+    notes: tuple[str, ...] = ()
+    meanings: tuple[OptionMeaning, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def kind_of(fstype: str) -> str:
+    if fstype in NFS_TYPES:
+        return "nfs"
+    if fstype in ("fuse.glusterfs", "glusterfs"):
+        return "glusterfs-fuse"
+    if fstype == "fuse.sshfs":
+        return "sshfs"
+    if fstype.startswith("fuse"):
+        return "fuse"
+    if fstype in LOCAL_TYPES:
+        return "local"
+    return "other"
+
+
+# ---------------------------------------------------------------- assembling
+
+
+def describe(path: str, entry: MountEntry, *, client_argv: list[str] | None = None,
+             client_pid: int = 0, volume_options: dict[str, str] | None = None,
+             notes: tuple[str, ...] = ()) -> MountInfo:
+    """Put a mount entry (plus a FUSE client's argv and volume options) into a MountInfo."""
+    opts = split_options(entry.options)
+    kind = kind_of(entry.fstype)
+    cache: dict[str, str] = {}
+    vol: dict[str, str] = {}
+    meanings: list[OptionMeaning] = []
+    extra = list(notes)
+    if kind == "nfs":
+        cache = nfs_cache_options(opts)
+        meanings = nfs_meanings(cache)
+    elif kind == "glusterfs-fuse":
+        cache = dict(GLUSTER_FUSE_DEFAULTS)
+        if client_argv is None:
+            extra.append("GlusterFS FUSE client process not found: timeouts shown are the "
+                         "client defaults")
+        else:
+            copts = gluster_client_options(client_argv)
+            cache.update({k: copts[k] for k in GLUSTER_FUSE_KEYS if k in copts})
+            cache["volume"] = gluster_volume_name(copts, entry.source)
+        vol = gluster_cache_volume_options(volume_options or {})
+        meanings = gluster_meanings(cache, vol)
+    elif kind == "sshfs":
+        if client_argv is None:
+            extra.append("sshfs process not found: cache options shown are the defaults")
+        cache = sshfs_cache_options(client_argv or [])
+        meanings = sshfs_meanings(cache)
+    elif kind == "local":
+        meanings = local_meanings(entry.fstype, opts)
+    else:
+        meanings = [OptionMeaning(entry.fstype, "?", "metadata caching of this file system is "
+                                  "not modelled; measure it")]
+    return MountInfo(path=path, mount_point=entry.mount_point, source=entry.source,
+                     fstype=entry.fstype, kind=kind, options=opts, cache_options=cache,
+                     volume_options=vol, client_pid=client_pid, notes=tuple(extra),
+                     meanings=tuple(meanings))
+
+
+def fuse_clients(mount_point: str, program: str) -> list[tuple[int, list[str]]]:
+    """PID and argv of each FUSE client process whose last argument is `mount_point`, the
+    newest first (when clients are stacked on one mount point, the newest is on top)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        argv = procs.cmdline(int(entry.name))
+        if argv and argv[-1].rstrip("/") == mount_point.rstrip("/") \
+                and program in os.path.basename(argv[0]):
+            found.append((int(entry.name), argv))
+        elif argv and program == "sshfs" and "sshfs" in os.path.basename(argv[0]) \
+                and mount_point in argv:
+            found.append((int(entry.name), argv))
+    return sorted(found, key=lambda f: procs.start_ticks(f[0]), reverse=True)
+
+
+def fuse_client(mount_point: str, program: str) -> tuple[int, list[str]] | None:
+    """The FUSE client serving `mount_point` now (the top one when several are stacked)."""
+    found = fuse_clients(mount_point, program)
+    return found[0] if found else None
+
+
+def detect(path: str, *, volume_reader: Callable[[str], dict[str, str]] | None = None,
+           mounts_text: str | None = None) -> MountInfo:
+    """Detect the live mount of `path`; `volume_reader(volume)` reads GlusterFS volume options."""
+    real = os.path.realpath(path)
+    entries = current() if mounts_text is None else parse_mounts(mounts_text)
+    entry = find_mount(entries, real)
+    if entry is None:
+        entry = MountEntry("?", "/", "unknown", "")
+    kind = kind_of(entry.fstype)
+    argv: list[str] | None = None
+    pid = 0
+    notes: list[str] = []
+    vol_opts: dict[str, str] | None = None
+    if kind in ("glusterfs-fuse", "sshfs"):
+        found = fuse_client(entry.mount_point, "glusterfs" if kind == "glusterfs-fuse" else "sshfs")
+        if found:
+            pid, argv = found
+    if kind == "glusterfs-fuse":
+        volume = gluster_volume_name(gluster_client_options(argv or []), entry.source)
+        if volume_reader is not None and volume and shutil.which("gluster"):
+            try:
+                vol_opts = volume_reader(volume)
+            except Exception as exc:  # the volume may live on another server
+                notes.append(f"volume {volume} options not readable here ({exc})")
+        else:
+            notes.append(f"volume {volume or '?'} options not read (gluster CLI not available)")
+    return describe(real, entry, client_argv=argv, client_pid=pid, volume_options=vol_opts,
+                    notes=tuple(notes))

@@ -1,0 +1,85 @@
+"""Network round trips per request: which counter measures the storage under a path, and
+the difference it shows over a window (a trace, a load run).
+
+A GlusterFS FUSE mount whose volume this machine manages: the volume's profile
+(adapters/storage/gluster_profile.py; profiling is started and stays on, a cheap volume option a
+later window needs too). An NFS mount: the client's counters in /proc/self/mountstats
+(adapters/storage/nfs_mountstats.py; every process's traffic on the mount counts). Anything else:
+none (local disks make no round trips; other network file systems have no counter
+statstorm reads yet).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from statstorm.adapters.storage import gluster_profile, mounts, nfs_mountstats
+from statstorm.env import Env
+from statstorm.errors import StatstormError
+
+
+class Window:
+    """A snapshot of a storage's counters at `open()`, the difference at `close(requests)`.
+    Never raises: a counter that cannot be read gives None and a note."""
+
+    def __init__(self, label: dict[str, str], snapshot: Callable[[], Any],
+                 diff: Callable[[Any, Any], Mapping[str, int]], breakdown: str,
+                 total: Callable[[Mapping[str, int]], int]) -> None:
+        self.label, self.snapshot, self.diff = label, snapshot, diff
+        self.breakdown, self.total = breakdown, total
+        self.before: Any = None
+        self.round_trips: int | None = None  # after `close`, when measured
+        self.note = ""
+
+    def open(self) -> None:
+        try:
+            self.before = self.snapshot()
+        except StatstormError as exc:
+            self.note = f"round trips not measured: {exc}"
+
+    def close(self, requests: int) -> dict[str, object] | None:
+        if self.before is None:
+            return None
+        try:
+            calls = self.diff(self.before, self.snapshot())
+        except StatstormError as exc:
+            self.note = f"round trips not measured: {exc}"
+            return None
+        n = self.round_trips = self.total(calls)
+        return {**self.label, "round_trips": n,
+                "per_request": round(n / requests, 2) if requests else None,
+                self.breakdown: dict(sorted(calls.items(), key=lambda kv: -kv[1]))}
+
+
+def gluster(env: Env, volume: str) -> Window:
+    """The FOPs the volume's bricks served (its profile, started if it is off)."""
+    def snapshot() -> gluster_profile.ProfileSnapshot:
+        gluster_profile.start(env, volume)
+        return gluster_profile.info(env, volume)
+    return Window({"volume": volume}, snapshot, gluster_profile.delta, "by_fop",
+                  gluster_profile.round_trips)
+
+
+def nfs(mount_point: str, *, source: Path = nfs_mountstats.MOUNTSTATS) -> Window:
+    """The operations the NFS client sent on the mount."""
+    return Window({"mount": mount_point},
+                  lambda: nfs_mountstats.snapshot(mount_point, source=source),
+                  nfs_mountstats.delta, "by_op", nfs_mountstats.round_trips)
+
+
+def window_for(env: Env, path: str) -> Window | None:
+    """The round-trip counter of the storage holding `path`, or None."""
+    if not path:
+        return None
+    try:
+        info = mounts.detect(path)
+    except OSError:
+        return None
+    if info.kind == "glusterfs-fuse" and shutil.which("gluster"):
+        name = dict(info.cache_options).get("volume", "")
+        return gluster(env, name) if name else None
+    if info.kind == "nfs":
+        return nfs(info.mount_point)
+    return None

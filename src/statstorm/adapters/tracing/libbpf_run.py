@@ -1,0 +1,165 @@
+"""The compiled eBPF tracer's run for `statstorm trace` (adapters/tracing/libbpf_trace.py): attached
+to a resolved target, its records spooled while PHP runs, then decoded and attributed into the
+trace file and its summary, with a sampled trace's counted requests stated in the trailer."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from statstorm import faults
+from statstorm.adapters.storage import round_trips
+from statstorm.adapters.tracing import bpftrace, libbpf_trace, trace_targets
+from statstorm.adapters.tracing.trace_backends import (DEFAULT_DURATION_S, TraceOptions, TraceRun,
+                                               bound_reached, count_attributor,
+                                               event_attributor, feed_counts,
+                                               finish_events, header, hold_command,
+                                               on_attached, title_filter)
+from statstorm.env import Env
+from statstorm.errors import ComponentError, Interrupted
+from statstorm.model.attribution import Attributor
+from statstorm.model.count_attribution import CountAttributor
+from statstorm.model.events import feed_record
+from statstorm.model.sampling import CountedRequests
+from statstorm.model.tracestats import SummaryBuilder
+from statstorm.results.trace import TraceWriter
+
+
+def run_ebpf(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
+              warnings: list[str], progress: Callable[[str], None] | None,
+              ready_event: threading.Event | None = None,
+              stop: threading.Event | None = None) -> TraceRun:
+    """The compiled tracer: records spooled in the kernel's format while PHP runs, decoded
+    and attributed once the trace has stopped (adapters/tracing/libbpf_trace.py)."""
+    network = round_trips.window_for(env, target.code)
+    held = hold_command(target)
+    head = header("ebpf", target, opts)
+    if opts.sample > 1:
+        head["sampling"] = {"one_in": opts.sample}
+    spool_dir = Path(tempfile.mkdtemp(prefix="statstorm-trace-"))
+    session = libbpf_trace.LoaderSession(
+        bpftrace.Targets(tuple(target.pids), tuple(target.parents)), target.binaries,
+        spool_dir / "records.bin", sample=opts.sample, counts=opts.counts,
+        own=target.own_probes)
+    stopped = "end"
+
+    def command_ended() -> str | None:
+        if held is not None and held.ended():
+            return ("the traced command ended before the tracer was attached "
+                    f"(exit status {held.returncode}); nothing was traced")
+        return None
+
+    try:
+        t_attach = time.monotonic()
+        try:
+            session.start(abort=command_ended)
+        except libbpf_trace.Refused as exc:
+            if held is not None and held.ended():
+                raise ComponentError(str(exc)) from None
+            raise
+        env.debug(f"eBPF tracer attached in {time.monotonic() - t_attach:.1f} s")
+        t_start = time.monotonic()
+        t0 = time.monotonic_ns()
+        deadline = (t_start + (opts.duration_s or DEFAULT_DURATION_S)
+                    if opts.duration_s is not None or target.mode != "cmd" else None)
+        on_attached(network, held, ready_event)
+        last_progress = 0.0
+        try:
+            while True:
+                st = session.poll(0.2)
+                now = time.monotonic()
+                bound = bound_reached(opts, now, deadline, stop, st.requests, st.syscalls,
+                                      held, warnings)
+                if bound:
+                    stopped = bound
+                    break
+                if session.exited():
+                    raise ComponentError(f"the eBPF tracer stopped: {session.refusal()}")
+                if progress and now - last_progress >= 1.0:
+                    last_progress = now
+                    progress(f"{now - t_start:5.1f} s  {st.syscalls:,} syscalls  "
+                             f"{st.requests} requests done")
+        except (KeyboardInterrupt, Interrupted):
+            stopped = "interrupted"
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            if held is not None:
+                held.finish()
+            status = session.stop()
+            faults.phase("trace/stopped")
+            if progress:
+                progress(f"attributing {status.records:,} events")
+            result = _attribute_spool(env, opts, target, head, out, warnings, progress,
+                                      session.spool, t0, stopped, t_start, status, network)
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, old)
+    except BaseException:
+        session.kill()
+        if held is not None:
+            held.cancel()
+        raise
+    finally:
+        session.close()
+        shutil.rmtree(spool_dir, ignore_errors=True)
+    return TraceRun(out, result, "ebpf", warnings)
+
+
+def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
+                     head: dict[str, Any], out: Path, warnings: list[str],
+                     progress: Callable[[str], None] | None, spool: Path, t0: int,
+                     stopped: str, t_start: float, status: libbpf_trace.Status,
+                     network: round_trips.Window | None) -> dict[str, Any]:
+    """The spooled records → the trace file and its summary."""
+    summary = SummaryBuilder(head)
+    writer = TraceWriter(out, head)
+    attr: Attributor | CountAttributor
+    if opts.counts:
+        attr = count_attributor(target, writer, summary)
+    else:
+        attr = event_attributor(target, head, writer, summary, libbpf_trace.STRMAX)
+    attr.t0 = t0
+    keep = title_filter(target)
+    counted = CountedRequests()
+    try:
+        for rec in libbpf_trace.decode(spool.read_bytes()):
+            tag = rec[0]
+            if keep is not None and tag != "F" and tag != "E" and not keep(rec[1]):
+                continue
+            if isinstance(attr, CountAttributor):
+                fields = libbpf_trace.count_fields(rec)
+                if fields is not None:
+                    feed_counts(attr, fields)
+            elif tag == "K":
+                counted.add(bpftrace.unpack_counts(rec[4]))
+            else:
+                feed_record(attr, rec)
+    except BaseException:
+        writer.abort()  # a failed trace is not published: the previous file stays
+        raise
+
+    def extra() -> dict[str, Any]:
+        if opts.sample <= 1:
+            return {"events": status.records}
+        done = [c["total"] for i, c in summary.per_req.items()
+                if i in summary.requests and summary.requests[i].end_ns >= 0]
+        sampling = counted.trailer(opts.sample, done)
+        # the recording windows (one worker at a time) and the PHP function probes that ran
+        # in requests not recorded (those of the armed worker while its probes detach)
+        sampling.update(windows=status.windows, probe_hits_unrecorded=status.unrecorded_hits)
+        return {"events": status.records, "sampling": sampling}
+
+    try:
+        return finish_events(env, attr, writer, summary, progress, out, warnings,
+                             backend="ebpf", stopped=stopped, t_start=t_start,
+                             dropped=status.lost, network=network,
+                             strlen=libbpf_trace.STRMAX, extra=extra)
+    except BaseException:
+        writer.abort()  # no temp file after a failed drain (abort is a no-op once published)
+        raise
