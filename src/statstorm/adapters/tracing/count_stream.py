@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from statstorm.adapters.tracing import bpftrace, count_lines, libbpf_trace
 from statstorm.adapters.tracing.bpftrace_session import BpftraceSession, EventFramer, Refused
@@ -45,7 +45,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 class _Tracer:
     """What both streams share: the tracer's process (its session's)."""
 
-    session: Any = None
+    session: BpftraceSession | libbpf_trace.LoaderSession | None = None
 
     @property
     def pid(self) -> int | None:
