@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT, run_cli, unique_name
 from statstorm.adapters.tracing import bpftrace
 from statstorm.adapters.tracing.count_lines import (Counted, CountLine, Exit, Fork, ScriptStart,
-                                                    from_fields, from_record)
+                                                    Uri, from_fields, from_record)
 from statstorm.adapters.host.metrics_server import Snapshot, families
 from statstorm.commands import exporter as cmd
 from statstorm.errors import UsageError
@@ -159,6 +159,11 @@ def test_the_compiled_tracers_records_read_as_the_counting_lines() -> None:
         b"U\t100\t5\t" + script, b"K\t100\t5\t9\t" + b"\t".join(b"%d" % c for c in counters),
         b"F\t1\t101", b"E\t101")] == lines
     assert from_fields([b"SYNC", b"0"]) is None and from_record(("S", 1, 2)) is None
+    # bpftrace's stream hands out the same records from its framed lines
+    got: list[CountLine] = []
+    count_stream.CountStream([], got.append)._hand_out(
+        [[b"U", b"100", b"5", script], [b"V", b"100", b"/"], [b"F", b"1", b"101"]])
+    assert got == [ScriptStart(100, 5, script), Uri(100, b"/"), Fork(1, 101)]
 
 
 def test_bad_usage_is_one_line() -> None:
