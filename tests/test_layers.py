@@ -108,6 +108,7 @@ def test_the_import_reader_finds_what_a_full_parse_finds() -> None:
 
 def test_an_import_in_a_docstring_is_not_an_arrow(checkout: Path) -> None:
     path = checkout / "src/statstorm/results/common.py"
-    path.write_text(path.read_text() + '\n"""For example:\nfrom statstorm.model import stats\n"""\n')
+    doc = '\n"""For example:\nfrom statstorm.model import stats\n"""\n'
+    path.write_text(path.read_text() + doc)
     proc = layers_check(checkout)
     assert proc.returncode == 0 and proc.stdout.startswith("clean: "), proc.stdout

@@ -72,7 +72,7 @@ def header(source: str, target: trace_targets.Target, opts: RecordOptions) -> di
 
 def build_input(env: Env, progress: Callable[[str], None] | None, path: Path) -> None:
     """The what-if input of the trace just written, kept beside it (TRACE.whatif-cache), so
-    that the first `statstorm whatif TRACE` starts from it (`adapters.tracing.whatif_input.build`)."""
+    that the first `statstorm whatif TRACE` starts from it (`whatif_input.build`)."""
     if progress:
         progress("building the what-if input (TRACE.whatif-cache)")
     t0 = time.monotonic()
