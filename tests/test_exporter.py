@@ -427,3 +427,12 @@ def test_a_busy_port_is_a_one_line_error(state_home: Path) -> None:
         proc = run_cli(["exporter", "--listen", f"127.0.0.1:{port}", "--duration", "1"],
                        state_home)
     assert proc.returncode == 2 and "in use" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_the_compiled_tracers_sources_are_where_its_build_check_looks() -> None:
+    """Its loader is used only when built from these sources (adapters/tracing/libbpf_trace.py
+    `loader`): they must be found, or every trace falls back to bpftrace unsaid."""
+    from statstorm.adapters.tracing import libbpf_trace
+    for name in libbpf_trace.SOURCES:
+        assert (libbpf_trace.SOURCE_DIR / name).is_file(), name
+    assert len(libbpf_trace.source_hash()) == 16

@@ -33,7 +33,7 @@ BUILD_DIR = Path("/opt/statstorm/bpf")
 # Another build of the loader, taken as it is (bench/trace_overhead.py's `--loader-b`: two
 # builds side by side in one run)
 OTHER_BUILD_ENV = "STATSTORM_BPF_DIR"
-SOURCE_DIR = Path(__file__).resolve().parent.parent / "bpf"
+SOURCE_DIR = Path(__file__).resolve().parents[2] / "bpf"  # src/statstorm/bpf
 SOURCES = ("trace.bpf.c", "loader.c", "window.h", "window.c", "build.sh", "php_layout.c",
            "php_table.h", "php_table.c")
 STRMAX = 256  # trace.bpf.c's STRMAX: strings are cut at STRMAX - 1 bytes
