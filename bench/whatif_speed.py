@@ -31,11 +31,11 @@ from typing import Callable
 from statstorm.commands.whatif import load_input
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.replay import prepare, replay
-from statstorm.results import whatif_input
+from statstorm.adapters.tracing import whatif_input
 from statstorm.results.trace import Operation, Request, Syscall, TraceWriter, new_header
 from statstorm.results.trace.raw import read_records
 from statstorm.results.trace.sidecar import records_path
-from statstorm.results.whatif_input import CachedInput, measured_per_request
+from statstorm.adapters.tracing.whatif_input import CachedInput, measured_per_request
 
 WORKERS = 8
 CLASSES = 400  # files per request

@@ -20,6 +20,8 @@ import pytest
 
 from conftest import ROOT, run_cli, unique_name
 from statstorm.adapters.tracing import bpftrace
+from statstorm.adapters.tracing.count_lines import (Counted, CountLine, Exit, Fork, ScriptStart,
+                                                    Uri, from_fields, from_record)
 from statstorm.adapters.host.metrics_server import Snapshot, families
 from statstorm.commands import exporter as cmd
 from statstorm.errors import UsageError
@@ -112,20 +114,20 @@ def test_the_exporters_own_queries_are_not_counted() -> None:
         def debug(self, msg: str) -> None: ...
     exp = cmd.Exporter(Env(), cmd.ExporterOptions())  # type: ignore[arg-type]
     exp.pid_pool = {100: "www", 1: "www"}
-    zeros = [b"0"] * 16
-    k = [b"K", b"100", b"5", b"9", str(3 << bpftrace.COUNT_SHIFT | 1000).encode(), *zeros[1:]]
-    exp.on_event([b"U", b"100", b"5", b"/run/statstorm-check-ab12/query.php"])
+    zeros = (0,) * 16
+    k = Counted(100, 5, 9, (3 << bpftrace.COUNT_SHIFT | 1000, *zeros[1:]))
+    exp.on_event(ScriptStart(100, 5, b"/run/statstorm-check-ab12/query.php"))
     exp.on_event(k)
     assert exp.own_queries == 1 and "www" not in exp.counters
-    exp.on_event([b"U", b"100", b"6", b"/srv/www/index.php"])
+    exp.on_event(ScriptStart(100, 6, b"/srv/www/index.php"))
     exp.on_event(k)
     assert exp.counters["www"].requests == 1
     assert exp.counters["www"].calls == {("lstat", "ok"): 3}
-    exp.on_event([b"F", b"1", b"101"])  # the master forks a worker: it is the pool's
-    exp.on_event([b"U", b"101", b"7", b"/srv/www/index.php"])
-    exp.on_event([b"K", b"101", b"7", b"9", *zeros])
+    exp.on_event(Fork(1, 101))  # the master forks a worker: it is the pool's
+    exp.on_event(ScriptStart(101, 7, b"/srv/www/index.php"))
+    exp.on_event(Counted(101, 7, 9, zeros))
     assert exp.counters["www"].requests == 2
-    exp.on_event([b"E", b"101"])
+    exp.on_event(Exit(101))
     assert exp.counters["www"].worker_exits == 1
 
 
@@ -143,16 +145,25 @@ def test_the_compiled_tracers_records_read_as_the_counting_lines() -> None:
     stream = (rec("U", 100, 5, struct.pack("<Q3q", 0, 0, 0, 0) + script)
               + rec("K", 100, 9, struct.pack("<Q16Q", 5, *counters))
               + rec("F", 1, 10, struct.pack("<Q", 101)) + rec("E", 101, 11, b""))
-    lines: list[list[bytes]] = []
+    lines: list[CountLine] = []
     cs = count_stream.CompiledCountStream([], lines.append)
     for cut in (7, 40, 150, len(stream)):
         cs._buf += stream[:cut]
         stream = stream[cut:]
         cs._hand_out()
         assert libbpf_trace.complete(cs._buf) == 0  # what is left is a cut record
-    assert lines == [[b"U", b"100", b"5", script],
-                     [b"K", b"100", b"5", b"9", *(b"%d" % c for c in counters)],
-                     [b"F", b"1", b"101"], [b"E", b"101"]]
+    assert lines == [ScriptStart(100, 5, script), Counted(100, 5, 9, tuple(counters)),
+                     Fork(1, 101), Exit(101)]
+    # bpftrace's counting lines are read by the same reader into the same records
+    assert [from_fields(f.split(b"\t")) for f in (
+        b"U\t100\t5\t" + script, b"K\t100\t5\t9\t" + b"\t".join(b"%d" % c for c in counters),
+        b"F\t1\t101", b"E\t101")] == lines
+    assert from_fields([b"SYNC", b"0"]) is None and from_record(("S", 1, 2)) is None
+    # bpftrace's stream hands out the same records from its framed lines
+    got: list[CountLine] = []
+    count_stream.CountStream([], got.append)._hand_out(
+        [[b"U", b"100", b"5", script], [b"V", b"100", b"/"], [b"F", b"1", b"101"]])
+    assert got == [ScriptStart(100, 5, script), Uri(100, b"/"), Fork(1, 101)]
 
 
 def test_bad_usage_is_one_line() -> None:
@@ -416,3 +427,12 @@ def test_a_busy_port_is_a_one_line_error(state_home: Path) -> None:
         proc = run_cli(["exporter", "--listen", f"127.0.0.1:{port}", "--duration", "1"],
                        state_home)
     assert proc.returncode == 2 and "in use" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_the_compiled_tracers_sources_are_where_its_build_check_looks() -> None:
+    """Its loader is used only when built from these sources (adapters/tracing/libbpf_trace.py
+    `loader`): they must be found, or every trace falls back to bpftrace unsaid."""
+    from statstorm.adapters.tracing import libbpf_trace
+    for name in libbpf_trace.SOURCES:
+        assert (libbpf_trace.SOURCE_DIR / name).is_file(), name
+    assert len(libbpf_trace.source_hash()) == 16

@@ -13,7 +13,7 @@ import pytest
 from conftest import run_cli
 from statstorm.errors import UsageError
 from statstorm.adapters.tracing import bpftrace
-from statstorm.commands.trace import feed_counts
+from statstorm.adapters.tracing.count_lines import feed_fields
 from statstorm.model.attribution import Attributor
 from statstorm.model.count_attribution import CountAttributor
 from statstorm.model.events import Reorder, feed
@@ -350,7 +350,7 @@ def run_count_lines(lines: list[str], *, single: bool = False) -> CountCollect:
     for line in lines:
         ro.push(line.encode().split(b"\t"))
     for fields in ro.pop_ready(flush=True):
-        feed_counts(attr, fields)
+        feed_fields(attr, fields)
     attr.finish()
     return sink
 

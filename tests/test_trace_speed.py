@@ -18,7 +18,7 @@ from statstorm.errors import UsageError
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.replay import prepare, replay
 from statstorm.model.tracestats import summarize
-from statstorm.results import whatif_input
+from statstorm.adapters.tracing import whatif_input
 from statstorm.results.trace import jsonl, raw, sidecar
 from statstorm.results.trace import (INTERNED_ARGS, CountRow, Operation, Request,
                                      RequestCounts, Syscall, Trace, TraceWriter, new_header,

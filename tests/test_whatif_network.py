@@ -22,7 +22,7 @@ from statstorm.model import latency_profile as lp
 from statstorm.model import network_forecast as nf
 from statstorm.model import round_trip_forecast as round_trips
 from statstorm.model.network_forecast import FUSE, NFS, MountCaches
-from statstorm.results import whatif_input
+from statstorm.adapters.tracing import whatif_input
 from statstorm.results.apply import compare
 from statstorm.results.trace.raw import read_records
 from statstorm.results.trace.vocabulary import CALLS

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import leftovers, run_cli, unique_name
-from statstorm.adapters.labs import mariadb
+from statstorm.adapters.labs import lab_apps, mariadb
 from statstorm.apps import wordpress
 from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
@@ -110,7 +110,7 @@ def test_failed_up_stops_mariadb(state_home: Path, monkeypatch: pytest.MonkeyPat
         raise ComponentError("injected install failure")
 
     monkeypatch.setattr(wordpress, "install", failing_install)
-    monkeypatch.setattr(wordpress, "copy_tree", lambda env, dest: dest.mkdir(parents=True))
+    monkeypatch.setattr(lab_apps, "copy_wordpress", lambda env, dest: dest.mkdir(parents=True))
     env = Env(state_root=state_home)
     try:
         with pytest.raises(ComponentError, match="injected"):

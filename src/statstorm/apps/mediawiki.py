@@ -2,7 +2,8 @@
 
 The code tree is the package's `/usr/share/mediawiki` copied with symlinks resolved (so it
 can move to any storage); the SQLite database and MediaWiki's caches stay on local disk in
-the lab's data directory, so only the code moves when the storage changes.
+the lab's data directory, so only the code moves when the storage changes. The tree is copied
+by adapters/labs/lab_apps.py (apps/ imports no adapter).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import secrets
 import shutil
 from pathlib import Path
 
-from statstorm.adapters.storage import tree_copy
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 
@@ -37,12 +37,6 @@ def version() -> str:
         if "MW_VERSION" in line and "define(" in line:
             return line.split("'")[3] if line.count("'") >= 4 else line
     return "unknown"
-
-
-def copy_tree(env: Env, dest: Path) -> None:
-    """Copy the package tree into `dest` with symlinks resolved."""
-    env.debug(f"copying {SOURCE} to {dest} (tar -ch, symlinks resolved)")
-    tree_copy.copy_tree(SOURCE, dest, jobs=4, dereference=True, excludes=EXCLUDES)
 
 
 def install(env: Env, php: str, code: Path, data: Path, port: int) -> None:

@@ -6,7 +6,8 @@ links its bundled libraries to `/usr/share/php` and its `wp-config.php` reads
 from the `wordpress-theme-twentytwentyone` package. The database (the lab's own `mariadbd`,
 see `adapters/labs/mariadb.py`) and the uploads stay on local disk in the lab's data directory,
 so only the code moves when the storage changes. There is no wp-cli in Debian: WordPress's
-own `wp_install()` runs from PHP CLI.
+own `wp_install()` runs from PHP CLI. The tree's copy and the database are made by
+adapters/labs/lab_apps.py (apps/ imports no adapter).
 """
 
 from __future__ import annotations
@@ -16,10 +17,7 @@ import secrets
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from statstorm.adapters.labs import mariadb
-from statstorm.adapters.storage import tree_copy
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 
@@ -57,30 +55,12 @@ def require_installed() -> None:
     if not list(Path("/usr/lib/php").glob("*/mysqli.so")):
         raise DependencyError("PHP's mysqli extension is missing (package php8.2-mysql): "
                               "run scripts/setup.sh as root")
-    mariadb.require_installed()
 
 
 def version() -> str:
     text = (SOURCE / "wp-includes/version.php").read_text(errors="replace")
     found = re.search(r"^\$wp_version\s*=\s*'([^']+)'", text, re.M)
     return found.group(1) if found else "unknown"
-
-
-def copy_tree(env: Env, dest: Path) -> None:
-    """Copy the package tree into `dest` with symlinks resolved."""
-    env.debug(f"copying {SOURCE} to {dest} (tar -ch, symlinks resolved)")
-    tree_copy.copy_tree(SOURCE, dest, jobs=4, dereference=True, excludes=EXCLUDES)
-
-
-def start_database(env: Env, lab_root: Path, log: Path,
-                   record: Callable[[int], None]) -> Database:
-    """Initialise and start the lab's MariaDB; create WordPress's database and user."""
-    inst = mariadb.Instance.under(lab_root)
-    mariadb.init(env, inst)
-    mariadb.start(env, inst, log, record)
-    password = secrets.token_urlsafe(24)
-    mariadb.create_database(env, inst, DB_NAME, DB_USER, password)
-    return Database(socket=inst.socket, password=password)
 
 
 def install(env: Env, php: str, code: Path, data: Path, conf: Path, port: int,

@@ -34,6 +34,7 @@ from statstorm.adapters.php import php_targets, pool_facts
 from statstorm.adapters.tracing import bpftrace, count_stream
 from statstorm.adapters.php.pool_watch import Pools, Watched
 from statstorm.adapters.tracing.bpftrace_session import Refused
+from statstorm.adapters.tracing.count_lines import Counted, CountLine, Exit, Fork, ScriptStart
 from statstorm.adapters.tracing.count_stream import CompiledCountStream, CountStream
 from statstorm.adapters.host.metrics_server import MetricsServer, Snapshot
 from statstorm.env import Env
@@ -123,34 +124,31 @@ class Exporter:
         self.backend = count_stream.available(opts.backend)
 
     # ---- the tracer's lines
-    def on_event(self, fields: list[bytes]) -> None:
-        tag = fields[0]
-        if tag == b"K":
-            pid, start = int(fields[1]), int(fields[2])
-            script = self.scripts.pop(pid, b"")
-            pool = self._pool_of(pid)
-            if not pool:
-                return
-            if php_targets.is_query_script(script):
-                self.own_queries += 1
-                return
-            calls = bpftrace.unpack_counts([int(v) for v in fields[4:]])
-            with self.lock:
-                self.counters.setdefault(pool, PoolCounters()).add_request(calls,
-                                                                           request=start > 0)
-        elif tag == b"U":
-            self.scripts[int(fields[1])] = fields[3]
-        elif tag == b"F":
-            parent_pool = self.pid_pool.get(int(fields[1]))
-            if parent_pool:
-                self.pid_pool[int(fields[2])] = parent_pool
-        elif tag == b"E":
-            pid = int(fields[1])
-            pool = self.pid_pool.pop(pid, "")
-            self.scripts.pop(pid, None)
-            if pool and not any(pid in w.masters for w in self.pools.watched.values()):
+    def on_event(self, line: CountLine) -> None:
+        match line:
+            case Counted():
+                script = self.scripts.pop(line.pid, b"")
+                pool = self._pool_of(line.pid)
+                if not pool:
+                    return
+                if php_targets.is_query_script(script):
+                    self.own_queries += 1
+                    return
                 with self.lock:
-                    self.counters.setdefault(pool, PoolCounters()).worker_exits += 1
+                    self.counters.setdefault(pool, PoolCounters()).add_request(
+                        line.calls(), request=line.start_ns > 0)
+            case ScriptStart():
+                self.scripts[line.pid] = line.script
+            case Fork():
+                parent_pool = self.pid_pool.get(line.parent)
+                if parent_pool:
+                    self.pid_pool[line.child] = parent_pool
+            case Exit():
+                pool = self.pid_pool.pop(line.pid, "")
+                self.scripts.pop(line.pid, None)
+                if pool and not any(line.pid in w.masters for w in self.pools.watched.values()):
+                    with self.lock:
+                        self.counters.setdefault(pool, PoolCounters()).worker_exits += 1
 
     def _pool_of(self, pid: int) -> str:
         known = self.pid_pool.get(pid)
@@ -264,12 +262,14 @@ class Refresher(threading.Thread):
     """Reads the pools' state at its rates; asks the main thread to reattach on a change."""
 
     def __init__(self, exp: Exporter, stop: threading.Event) -> None:
-        super().__init__(name="statstorm-exporter-refresh", daemon=True)
+        super().__init__(name="statstorm-exporter-refresh", daemon=True,
+                         target=self.refresh_until_stopped)
         self.exp, self.stop = exp, stop
         self.retarget = threading.Event()
         self.error: BaseException | None = None
 
-    def run(self) -> None:
+    def refresh_until_stopped(self) -> None:
+        """The thread's loop: each job when it is due, until `stop` is set."""
         opts = self.exp.opts
         due_status = due_check = due_scan = time.monotonic()
         due_scan += opts.rescan_every_s

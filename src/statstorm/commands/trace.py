@@ -2,8 +2,10 @@
 
 Targets: a php-fpm pool (with workers respawned during the trace), PIDs, a lab's pool, or a
 command run under the tracer. The backend is the compiled eBPF tracer when it is built, else
-bpftrace, else strace (adapters/tracing/trace_backends.py runs each); the events are attributed
-(model.attribution) into the trace file and its summary.
+bpftrace, else strace (run by adapters/tracing/libbpf_run.py, bpftrace_run.py and
+strace_run.py; what they share: trace_backends.py); the events are attributed
+(model.attribution) into the trace file and its summary, returned as a `TraceRun`
+(results/trace_run.py).
 """
 
 from __future__ import annotations
@@ -13,24 +15,48 @@ import os
 import shlex
 import stat
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from statstorm import faults
 from statstorm.adapters.tracing import bpftrace, libbpf_trace, strace_log, trace_targets
+from statstorm.adapters.tracing.bpftrace_run import run_bpftrace
 from statstorm.adapters.tracing.bpftrace_session import Refused
 from statstorm.adapters.tracing.libbpf_run import run_ebpf
 from statstorm.adapters.tracing.strace_run import run_strace
 from statstorm.adapters.tracing.trace_backends import (DEFAULT_DURATION_S, DEFAULT_EVENT_CAP,
-                                               TraceOptions, TraceRun, feed_counts, run_bpftrace)
+                                                       RecordOptions)
 from statstorm.env import Env
 from statstorm.errors import DependencyError, UsageError
 from statstorm.model.tracestats import diff_summaries, summarize
 from statstorm.results.common import check_output_dir
 from statstorm.results.trace import (CALLS, FLAGGED_STAT, SUMMARY_KEYS, SYSCALL_CALL, Trace,
                                     read_trace, write_trace)
+from statstorm.results.trace_run import TraceRun
 
 BACKENDS = ("auto", "ebpf", "bpftrace", "strace")
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    pool: str | None = None
+    pids: tuple[int, ...] = ()
+    lab: str | None = None
+    cmd: str | None = None
+    duration_s: float | None = None
+    requests: int | None = None
+    max_events: int = DEFAULT_EVENT_CAP
+    output: Path | None = None
+    backend: str = "auto"  # auto | ebpf | bpftrace | strace
+    counts: bool = False  # count per request in the kernel: no paths, mounts or operations
+    sample: int = 1  # record about one request in N in full, count the others (ebpf)
+
+    def recording(self) -> RecordOptions:
+        """What the backend records and until when."""
+        return RecordOptions(duration_s=self.duration_s, requests=self.requests,
+                             max_events=self.max_events, counts=self.counts,
+                             sample=self.sample)
 
 
 def default_output() -> Path:
@@ -101,13 +127,14 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
                                    pids=list(opts.pids) if opts.pids else None, cmd=opts.cmd)
     out = opts.output or default_output()
     backend = opts.backend
+    rec = opts.recording()
     warnings: list[str] = []
     if backend in ("auto", "ebpf"):
         if backend == "ebpf" or libbpf_trace.loader() is not None:
             libbpf_trace.find()
             bpftrace.ensure_tracefs()
             try:
-                return run_ebpf(env, opts, target, out, warnings, progress, ready, stop)
+                return run_ebpf(env, rec, target, out, warnings, progress, ready, stop)
             except libbpf_trace.Refused as exc:
                 if backend == "ebpf":
                     raise DependencyError(f"the eBPF tracer could not attach: {exc}") from None
@@ -124,14 +151,14 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
             warnings.append(f"{exc}; falling back to strace")
             backend = "strace"
     if backend == "strace":
-        return run_strace(env, opts, target, out, warnings, progress, ready, stop)
+        return run_strace(env, rec, target, out, warnings, progress, ready, stop)
     try:
-        return run_bpftrace(env, opts, target, out, warnings, progress, ready, stop)
+        return run_bpftrace(env, rec, target, out, warnings, progress, ready, stop)
     except Refused as exc:
         if opts.backend == "bpftrace":
             raise DependencyError(f"bpftrace could not attach: {exc}") from None
         warnings.append(f"bpftrace could not attach ({exc}); falling back to strace")
-        return run_strace(env, opts, target, out, warnings, progress, ready, stop)
+        return run_strace(env, rec, target, out, warnings, progress, ready, stop)
 
 
 def _summary(tr: Trace) -> dict[str, Any]:
@@ -213,5 +240,5 @@ def import_log(source: Path, output: Path | None, *, requests: int | None,
 
 
 __all__ = ["BACKENDS", "DEFAULT_DURATION_S", "DEFAULT_EVENT_CAP", "TraceOptions", "TraceRun",
-           "counting_tracer", "default_output", "diff", "feed_counts", "import_log", "run",
+           "counting_tracer", "default_output", "diff", "import_log", "run",
            "show", "validate"]

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from statstorm.adapters.tracing import whatif_input
+from statstorm.adapters.tracing.whatif_input import CachedInput, new_input
 from statstorm.errors import UsageError
 from statstorm.model import latency_profile as lp
 from statstorm.model import network_forecast as nf
@@ -22,10 +24,8 @@ from statstorm.model import sampling
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
 from statstorm.model.replay import Prepared, ReplayResult, replay
 from statstorm.model.replay_limits import limits
-from statstorm.results import whatif_input
 from statstorm.results.common import MAX_JSON_BYTES, read_bounded
 from statstorm.results.trace.raw import TraceRecords, read_records
-from statstorm.results.whatif_input import CachedInput, new_input
 
 SCHEMA = "statstorm.whatif/1"
 FIND_MIN = ("realpath_cache_size",)
@@ -38,7 +38,7 @@ class WhatifOptions:
     sets: tuple[str, ...] = ()
     profile: str = "auto"  # auto | local | gluster | gluster-tuned | trace | FILE
     find_min: str | None = None
-    cache: bool = True  # use and keep the trace's input cache (results.whatif_input)
+    cache: bool = True  # use and keep the trace's input cache (adapters.tracing.whatif_input)
     app_cache: bool = False  # the app's data files move to an object cache (apply's APCu)
 
 

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 from statstorm.model import stats
+from statstorm.results.latency import LatencyStats
 
 
 def percentile(sorted_ns: Sequence[int], q: float) -> float:
@@ -19,24 +19,6 @@ def log2_histogram(samples_ns: Sequence[int]) -> list[tuple[int, int]]:
     """Buckets [2^k, 2^(k+1)) ns as (lower bound ns, count), only non-empty ones, ascending
     (statstorm.model.stats's log2 bucketing; a sample below 1 ns counts in the 1 ns bucket)."""
     return [(int(b), c) for b, c in stats.log2_histogram(max(int(v), 1) for v in samples_ns)]
-
-
-@dataclass(frozen=True)
-class LatencyStats:
-    """Statistics of one cell's samples; latencies in microseconds."""
-
-    count: int
-    errors: int
-    wall_s: float
-    ops_per_s: float
-    min_us: float
-    mean_us: float
-    p50_us: float
-    p95_us: float
-    p99_us: float
-    max_us: float
-    stdev_us: float
-    histogram: tuple[tuple[int, int], ...]  # (bucket lower bound in ns, count)
 
 
 def summarize(samples_ns: Sequence[int], *, wall_s: float, errors: int = 0) -> LatencyStats:

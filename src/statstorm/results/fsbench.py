@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statstorm.model.latency import LatencyStats
 from statstorm.results.common import write_json_atomic
+from statstorm.results.latency import LatencyStats
 
 SCHEMA = "statstorm.fsbench/2"  # 2: ratio_to_first is time per call, not p50
 PROFILE_SCHEMA = "statstorm.latency-profile/1"

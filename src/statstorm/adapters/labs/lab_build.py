@@ -22,6 +22,7 @@ from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab, lab_servers, mariadb, phpfpm, state as labs
 from statstorm.adapters.servers import nginx
 from statstorm.adapters.storage import gluster, mounts, tree_copy
+from statstorm.adapters.labs import lab_apps
 from statstorm.apps import mediawiki, synthetic, wordpress
 from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
@@ -85,7 +86,7 @@ def validate(env: Env, opts: LabOptions) -> None:
     if opts.app == "mediawiki":
         mediawiki.require_installed()
     if opts.app == "wordpress":
-        wordpress.require_installed()
+        lab_apps.require_wordpress()
     if opts.storage == "glusterfs":
         gluster.require_installed()
     if opts.port is not None:
@@ -175,7 +176,7 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     if opts.app == "mediawiki":
         lab_servers.step(env, state, f"copying MediaWiki {mediawiki.version()} and installing "
                          "it (SQLite)…", "app")
-        mediawiki.copy_tree(env, stage)
+        lab_apps.copy_mediawiki(env, stage)
         mediawiki.install(env, php, stage, root / "data", state.port)
         docroot, entry, front = code, mediawiki.ENTRY, "index.php"
         extra_ini: dict[str, str] = {}
@@ -186,12 +187,12 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
             state.mariadb_pid = pid
             labs.save(state)
 
-        db = wordpress.start_database(env, root, root / "log/mariadbd.out", record_db)
+        db = lab_apps.start_wordpress_database(env, root, root / "log/mariadbd.out", record_db)
         state.db_socket = str(db.socket)
         labs.save(state)
         lab_servers.step(env, state, f"copying WordPress {wordpress.version()} and installing "
                          "it (MariaDB)…", "app")
-        wordpress.copy_tree(env, stage)
+        lab_apps.copy_wordpress(env, stage)
         wordpress.install(env, php, stage, root / "data", root / "conf", state.port, db)
         docroot, entry, front = code, wordpress.ENTRY, "index.php"
         extra_ini = {}

@@ -1,7 +1,7 @@
 """The counting tracer kept attached for as long as it is wanted (`statstorm exporter`).
 
-Two backends, one interface (`start`, `pump`, `stop`, `cpu_seconds`) and the same events, as
-fields of the counting program's lines (K U F E):
+Two backends, one interface (`start`, `pump`, `stop`, `cpu_seconds`) and the same events, the
+counting lines (K U F E) read by adapters/tracing/count_lines.py as typed records:
 - CompiledCountStream (the default where it is built): statstorm's compiled tracer in its
   counting mode (adapters/tracing/libbpf_trace.py, `--counts 1`), per-thread state in task storage,
   binary records read from a pipe as they come. It costs the traced pool about half of what
@@ -25,10 +25,11 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
-from statstorm.adapters.tracing import bpftrace, libbpf_trace
+from statstorm.adapters.tracing import bpftrace, count_lines, libbpf_trace
 from statstorm.adapters.tracing.bpftrace_session import BpftraceSession, EventFramer, Refused
+from statstorm.adapters.tracing.count_lines import CountLine
 from statstorm.adapters.tracing.trace_targets import Target
 from statstorm.model.events import Reorder
 
@@ -44,7 +45,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 class _Tracer:
     """What both streams share: the tracer's process (its session's)."""
 
-    session: Any = None
+    session: BpftraceSession | libbpf_trace.LoaderSession | None = None
 
     @property
     def pid(self) -> int | None:
@@ -67,7 +68,7 @@ class _Tracer:
 class CountStream(_Tracer):
     """`start()` (returns once attached), then `pump()` in a loop, then `stop()`."""
 
-    def __init__(self, targets: Sequence[Target], on_event: Callable[[list[bytes]], None]) -> None:
+    def __init__(self, targets: Sequence[Target], on_event: Callable[[CountLine], None]) -> None:
         pids = sorted({p for t in targets for p in t.pids})
         parents = sorted({p for t in targets for p in t.parents})
         binaries = sorted({b for t in targets for b in t.binaries})
@@ -115,8 +116,7 @@ class CountStream(_Tracer):
             chunk += self.session.read(0) or b""
             self._buf += chunk
         self._take()
-        for fields in self.reorder.pop_ready(now_ns=time.monotonic_ns()):
-            self.on_event(fields)
+        self._hand_out(self.reorder.pop_ready(now_ns=time.monotonic_ns()))
         return alive
 
     def _take(self) -> None:
@@ -126,6 +126,12 @@ class CountStream(_Tracer):
             if fields is not None:
                 self.reorder.push(fields)
 
+    def _hand_out(self, ready: list[list[bytes]]) -> None:
+        for fields in ready:
+            line = count_lines.from_fields(fields)
+            if line is not None:
+                self.on_event(line)
+
     def stop(self) -> None:
         """Detach: stop bpftrace once every CPU's last line is read, hand out the rest."""
         if self.session is None:
@@ -134,8 +140,7 @@ class CountStream(_Tracer):
             self._buf += self.session.stop()
             self._buf += b"\n"
             self._take()
-            for fields in self.reorder.pop_ready(flush=True):
-                self.on_event(fields)
+            self._hand_out(self.reorder.pop_ready(flush=True))
         finally:
             self.session.close()
             self.session = None
@@ -144,7 +149,7 @@ class CountStream(_Tracer):
 class CompiledCountStream(_Tracer):
     """The compiled tracer counting every request: `start()`, `pump()` in a loop, `stop()`."""
 
-    def __init__(self, targets: Sequence[Target], on_event: Callable[[list[bytes]], None]) -> None:
+    def __init__(self, targets: Sequence[Target], on_event: Callable[[CountLine], None]) -> None:
         self.targets = bpftrace.Targets(tuple(sorted({p for t in targets for p in t.pids})),
                                         tuple(sorted({p for t in targets for p in t.parents})))
         self.binaries = sorted({b for t in targets for b in t.binaries})
@@ -201,9 +206,9 @@ class CompiledCountStream(_Tracer):
         n = libbpf_trace.complete(self._buf)
         whole, self._buf = self._buf[:n], self._buf[n:]
         for rec in libbpf_trace.decode(whole):
-            fields = libbpf_trace.count_fields(rec)
-            if fields is not None:
-                self.on_event(fields)
+            line = count_lines.from_record(rec)
+            if line is not None:
+                self.on_event(line)
 
     def stop(self) -> None:
         """Detach: the loader writes its last records and exits; hand out the rest."""
@@ -236,7 +241,7 @@ def available(backend: str) -> str:
 
 
 def new_stream(backend: str, targets: Sequence[Target],
-               on_event: Callable[[list[bytes]], None]) -> CountStream | CompiledCountStream:
+               on_event: Callable[[CountLine], None]) -> CountStream | CompiledCountStream:
     if backend == "ebpf":
         libbpf_trace.find()  # not built: the error names the fix
         return CompiledCountStream(targets, on_event)

@@ -14,12 +14,11 @@ from typing import Any, Callable
 
 from statstorm import faults
 from statstorm.adapters.storage import round_trips
-from statstorm.adapters.tracing import bpftrace, libbpf_trace, trace_targets
-from statstorm.adapters.tracing.trace_backends import (DEFAULT_DURATION_S, TraceOptions, TraceRun,
-                                               bound_reached, count_attributor,
-                                               event_attributor, feed_counts,
-                                               finish_events, header, hold_command,
-                                               on_attached, title_filter)
+from statstorm.adapters.tracing import bpftrace, count_lines, libbpf_trace, trace_targets
+from statstorm.adapters.tracing.trace_backends import (DEFAULT_DURATION_S, RecordOptions,
+                                                       bound_reached, count_attributor,
+                                                       event_attributor, finish_events, header,
+                                                       hold_command, on_attached, title_filter)
 from statstorm.env import Env
 from statstorm.errors import ComponentError, Interrupted
 from statstorm.model.attribution import Attributor
@@ -28,9 +27,10 @@ from statstorm.model.events import feed_record
 from statstorm.model.sampling import CountedRequests
 from statstorm.model.tracestats import SummaryBuilder
 from statstorm.results.trace import TraceWriter
+from statstorm.results.trace_run import TraceRun
 
 
-def run_ebpf(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
+def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: Path,
               warnings: list[str], progress: Callable[[str], None] | None,
               ready_event: threading.Event | None = None,
               stop: threading.Event | None = None) -> TraceRun:
@@ -111,7 +111,7 @@ def run_ebpf(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Pa
     return TraceRun(out, result, "ebpf", warnings)
 
 
-def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
+def _attribute_spool(env: Env, opts: RecordOptions, target: trace_targets.Target,
                      head: dict[str, Any], out: Path, warnings: list[str],
                      progress: Callable[[str], None] | None, spool: Path, t0: int,
                      stopped: str, t_start: float, status: libbpf_trace.Status,
@@ -132,12 +132,13 @@ def _attribute_spool(env: Env, opts: TraceOptions, target: trace_targets.Target,
             tag = rec[0]
             if keep is not None and tag != "F" and tag != "E" and not keep(rec[1]):
                 continue
-            if isinstance(attr, CountAttributor):
-                fields = libbpf_trace.count_fields(rec)
-                if fields is not None:
-                    feed_counts(attr, fields)
-            elif tag == "K":
-                counted.add(bpftrace.unpack_counts(rec[4]))
+            if isinstance(attr, CountAttributor) or tag == "K":
+                line = count_lines.from_record(rec)
+                if isinstance(attr, CountAttributor):
+                    if line is not None:
+                        count_lines.feed(attr, line)
+                elif isinstance(line, count_lines.Counted):  # counted, not recorded (--sample)
+                    counted.add(line.calls())
             else:
                 feed_record(attr, rec)
     except BaseException:

@@ -10,7 +10,8 @@ The loader is built by scripts/setup.sh into BUILD_DIR, stamped with the hash of
 a loader built from other sources is not used.
 
 `decode` yields each record as the typed event of the bpftrace program's matching line
-(model.attribution's `Record`), so both backends feed the same attribution."""
+(model.attribution's `Record`), so both backends feed the same attribution; the counting
+mode's records are read as the counting lines by adapters/tracing/count_lines.py."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ BUILD_DIR = Path("/opt/statstorm/bpf")
 # Another build of the loader, taken as it is (bench/trace_overhead.py's `--loader-b`: two
 # builds side by side in one run)
 OTHER_BUILD_ENV = "STATSTORM_BPF_DIR"
-SOURCE_DIR = Path(__file__).resolve().parent.parent / "bpf"
+SOURCE_DIR = Path(__file__).resolve().parents[2] / "bpf"  # src/statstorm/bpf
 SOURCES = ("trace.bpf.c", "loader.c", "window.h", "window.c", "build.sh", "php_layout.c",
            "php_table.h", "php_table.c")
 STRMAX = 256  # trace.bpf.c's STRMAX: strings are cut at STRMAX - 1 bytes
@@ -283,18 +284,3 @@ def decode(data: bytes) -> Iterator[tuple[Any, ...]]:
             yield ("K", pid, vals[5], ts, list(vals[6:]))
         off += size
 
-
-def count_fields(rec: tuple[Any, ...]) -> list[bytes] | None:
-    """A record of the counting mode as the fields of bpftrace's counting-program line (K U F
-    E; None for the others), so that both counting backends feed the same attribution."""
-    tag = rec[0]
-    if tag == "K":
-        _, pid, start, end, counters = rec
-        return [b"K", b"%d" % pid, b"%d" % start, b"%d" % end, *(b"%d" % c for c in counters)]
-    if tag == "U":
-        return [b"U", b"%d" % rec[1], b"%d" % rec[2], rec[3]]
-    if tag == "F":
-        return [b"F", b"%d" % rec[1], b"%d" % rec[2]]
-    if tag == "E":
-        return [b"E", b"%d" % rec[1]]
-    return None

@@ -11,16 +11,17 @@ from typing import Callable
 
 from statstorm.adapters.tracing import strace_log, trace_targets
 from statstorm.adapters.tracing.strace_session import StraceSession
-from statstorm.adapters.tracing.trace_backends import (DEFAULT_DURATION_S, TraceOptions, TraceRun,
-                                               cwd_of, header)
+from statstorm.adapters.tracing.trace_backends import (DEFAULT_DURATION_S, RecordOptions,
+                                                       cwd_of, header)
 from statstorm.env import Env
 from statstorm.errors import Interrupted
 from statstorm.model.attribution import Attributor
 from statstorm.model.tracestats import SummaryBuilder, Tee
 from statstorm.results.trace import TraceWriter
+from statstorm.results.trace_run import TraceRun
 
 
-def run_strace(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
+def run_strace(env: Env, opts: RecordOptions, target: trace_targets.Target, out: Path,
                warnings: list[str], progress: Callable[[str], None] | None,
                ready: threading.Event | None = None,
                stop: threading.Event | None = None) -> TraceRun:

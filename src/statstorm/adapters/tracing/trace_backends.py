@@ -1,20 +1,20 @@
-"""The tracer backends' runs for `statstorm trace`: bpftrace's run, and what it shares with
-the compiled eBPF tracer's (adapters/tracing/libbpf_run.py) and strace's (adapters/tracing/strace_run.py):
-each attached to a resolved target and ended by a duration, a request count, an event cap, a
-stop event or Ctrl-C; their events attributed into a trace file and its summary. The
-backends themselves are adapters/tracing/libbpf_trace.py, adapters/tracing/bpftrace_session.py and
+"""What the tracer backends' runs for `statstorm trace` share: the compiled eBPF tracer's
+(adapters/tracing/libbpf_run.py), bpftrace's (adapters/tracing/bpftrace_run.py) and strace's
+(adapters/tracing/strace_run.py), each attached to a resolved target and ended by a duration,
+a request count, an event cap, a stop event or Ctrl-C: what a run records and until when
+(`RecordOptions`), the trace header, the bound that ends it, the attributors its events go
+through, and its close (trailer, summary, the what-if input beside the trace). The backends
+themselves are adapters/tracing/libbpf_trace.py, adapters/tracing/bpftrace_session.py and
 adapters/tracing/strace_session.py; commands/trace.py chooses one and falls back to the next."""
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import os
-import signal
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,59 +22,26 @@ from statstorm import faults
 from statstorm.adapters.host import procs
 from statstorm.adapters.php import php_targets
 from statstorm.adapters.storage import mounts, round_trips
-from statstorm.adapters.tracing import bpftrace, trace_targets
-from statstorm.adapters.tracing.bpftrace_session import BpftraceSession, EventFramer, Refused
+from statstorm.adapters.tracing import trace_targets, whatif_input
 from statstorm.env import Env
-from statstorm.errors import ComponentError, Interrupted
 from statstorm.model.attribution import Attributor
 from statstorm.model.count_attribution import CountAttributor
-from statstorm.model.events import Reorder, feed
 from statstorm.model.tracestats import SummaryBuilder, Tee
-from statstorm.results import whatif_input
-from statstorm.results.trace import TraceWriter, decode_path, new_header
+from statstorm.results.trace import TraceWriter, new_header
 
 DEFAULT_EVENT_CAP = 2_000_000
-COUNTS_BATCH_S = 0.05
 DEFAULT_DURATION_S = 10.0
 
 
 @dataclass(frozen=True)
-class TraceOptions:
-    pool: str | None = None
-    pids: tuple[int, ...] = ()
-    lab: str | None = None
-    cmd: str | None = None
-    duration_s: float | None = None
+class RecordOptions:
+    """What a backend records and until when (from `statstorm trace`'s options)."""
+
+    duration_s: float | None = None  # None: DEFAULT_DURATION_S, or a command's whole run
     requests: int | None = None
     max_events: int = DEFAULT_EVENT_CAP
-    output: Path | None = None
-    backend: str = "auto"  # auto | ebpf | bpftrace | strace
     counts: bool = False  # count per request in the kernel: no paths, mounts or operations
     sample: int = 1  # record about one request in N in full, count the others (ebpf)
-
-
-@dataclass
-class TraceRun:
-    output: Path
-    summary: dict[str, Any]
-    backend: str
-    warnings: list[str] = field(default_factory=list)
-
-
-def feed_counts(attr: CountAttributor, fields: list[bytes]) -> None:
-    """Dispatch one line of the counting program (K, U, V, F, E) to its attributor."""
-    tag = fields[0]
-    if tag == b"K":
-        attr.on_counts(int(fields[1]), int(fields[2]), int(fields[3]),
-                       bpftrace.unpack_counts([int(v) for v in fields[4:]]))
-    elif tag == b"U":
-        attr.on_startup(int(fields[1]), int(fields[2]), decode_path(fields[3]))
-    elif tag == b"V":
-        attr.on_uri(int(fields[1]), decode_path(fields[2]))
-    elif tag == b"F":
-        attr.on_fork(int(fields[1]), int(fields[2]))
-    elif tag == b"E":
-        attr.on_exit(int(fields[1]))
 
 
 def cwd_of(pid: int) -> str:
@@ -84,7 +51,7 @@ def cwd_of(pid: int) -> str:
         return ""
 
 
-def header(source: str, target: trace_targets.Target, opts: TraceOptions) -> dict[str, Any]:
+def header(source: str, target: trace_targets.Target, opts: RecordOptions) -> dict[str, Any]:
     targets: dict[str, Any] = {"mode": target.mode, "description": target.description,
                                "pids": target.pids}
     if target.pool:
@@ -105,7 +72,7 @@ def header(source: str, target: trace_targets.Target, opts: TraceOptions) -> dic
 
 def build_input(env: Env, progress: Callable[[str], None] | None, path: Path) -> None:
     """The what-if input of the trace just written, kept beside it (TRACE.whatif-cache), so
-    that the first `statstorm whatif TRACE` starts from it (`results.whatif_input.build`)."""
+    that the first `statstorm whatif TRACE` starts from it (`whatif_input.build`)."""
     if progress:
         progress("building the what-if input (TRACE.whatif-cache)")
     t0 = time.monotonic()
@@ -137,7 +104,7 @@ def on_attached(network: round_trips.Window | None, held: procs.HeldCommand | No
     faults.phase("trace/attached")
 
 
-def bound_reached(opts: TraceOptions, now: float, deadline: float | None,
+def bound_reached(opts: RecordOptions, now: float, deadline: float | None,
                   stop: threading.Event | None, requests: int, syscalls: int,
                   held: procs.HeldCommand | None, warnings: list[str]) -> str | None:
     """Why an attached trace stops now ("duration", "stop", "requests", "event cap",
@@ -158,128 +125,6 @@ def bound_reached(opts: TraceOptions, now: float, deadline: float | None,
     return None
 
 
-def run_bpftrace(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
-                 warnings: list[str], progress: Callable[[str], None] | None,
-                 ready_event: threading.Event | None = None,
-                 stop: threading.Event | None = None) -> TraceRun:
-    binary = bpftrace.find()
-    network = round_trips.window_for(env, target.code)
-    held = hold_command(target)
-    head = header("bpftrace", target, opts)
-    make = bpftrace.count_program if opts.counts else bpftrace.program
-    session = BpftraceSession(binary, make(bpftrace.Targets(tuple(target.pids),
-                                                            tuple(target.parents)),
-                                           target.binaries))
-    framer = EventFramer(title_filter(target))
-    summary = SummaryBuilder(head)
-    writer = TraceWriter(out, head)
-    stopped = "end"
-    t_start = time.monotonic()
-    attr, dispatch = attributor(opts, target, head, writer, summary)
-    reorder = Reorder()
-
-    def take(line: bytes) -> None:
-        fields = framer.take(line)
-        if fields is not None:
-            reorder.push(fields)
-
-    def halt() -> bytes:
-        if held is not None:
-            held.finish()
-        return session.stop()
-
-    buf = b""
-    try:
-        session.start()
-        ready = False
-        deadline_ready = time.monotonic() + 120
-        deadline = None
-        last_progress = 0.0
-        eof = False
-        while True:
-            now = time.monotonic()
-            if not ready and now > deadline_ready:
-                raise Refused("no answer from bpftrace within 120 s")
-            if not ready and held is not None and held.ended():
-                raise ComponentError("the traced command ended before the tracer was attached "
-                                     f"(exit status {held.returncode}); nothing was traced")
-            if ready:
-                bound = bound_reached(opts, now, deadline, stop, attr.completed,
-                                      writer.events, held, warnings)
-                if bound:
-                    stopped = bound
-                    break
-            if eof:
-                break
-            chunk = session.read(0.2)
-            if chunk is not None:
-                if chunk and ready and opts.counts:
-                    # A few lines per request: read them in batches, not one wake-up each.
-                    time.sleep(COUNTS_BATCH_S)
-                    chunk += session.read(0) or b""
-                eof = not chunk
-                buf += chunk
-            elif not ready and session.exited():
-                raise session.refusal()
-            *complete, buf = buf.split(b"\n")
-            for line in complete:
-                if not ready:
-                    if line == b"READY":
-                        env.debug(f"bpftrace attached in {time.monotonic() - t_start:.1f} s")
-                        ready = True
-                        t_start = time.monotonic()
-                        attr.t0 = time.monotonic_ns()
-                        if opts.duration_s is not None or target.mode != "cmd":
-                            deadline = t_start + (opts.duration_s or DEFAULT_DURATION_S)
-                        on_attached(network, held, ready_event)
-                    continue
-                take(line)
-            for fields in reorder.pop_ready():
-                dispatch(fields)
-            if progress and ready and now - last_progress >= 1.0:
-                last_progress = now
-                progress(f"{now - t_start:5.1f} s  {writer.events:,} syscalls  "
-                         f"{attr.completed} requests done")
-    except (KeyboardInterrupt, Interrupted):
-        stopped = "interrupted"
-    except (Refused, ComponentError):
-        writer.abort()
-        if held is not None:
-            held.cancel()  # never attached: the command must not run untraced
-        session.stop()
-        session.close()
-        raise
-    except BaseException:
-        halt()
-        writer.abort()  # a failed trace is not published: the previous file stays
-        session.close()
-        raise
-    # Drain: stop bpftrace (it flushes what it has), then feed the rest. Ctrl-C is ignored
-    # meanwhile (only the main thread can change that; a tracer thread leaves it alone).
-    main = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-    try:
-        env.debug(f"stopping ({stopped})")
-        rest = halt()
-        env.debug("bpftrace stopped")
-        for line in (buf + rest).split(b"\n"):
-            if line:
-                take(line)
-        for fields in reorder.pop_ready(flush=True):
-            dispatch(fields)
-        result = finish_events(env, attr, writer, summary, progress, out, warnings,
-                               backend="bpftrace", stopped=stopped, t_start=t_start,
-                               dropped=framer.dropped, network=network, strlen=bpftrace.STRLEN)
-    except BaseException:
-        writer.abort()  # the drain failed (a full disk): no temp file, the previous trace
-        raise
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, old)
-        session.close()
-    return TraceRun(out, result, "bpftrace", warnings)
-
-
 def title_filter(target: trace_targets.Target) -> Callable[[int], bool] | None:
     """Which PIDs' events count (Apache: the processes that run PHP), or None: all."""
     if not target.allow:
@@ -298,17 +143,6 @@ def count_attributor(target: trace_targets.Target, writer: TraceWriter,
                      summary: SummaryBuilder) -> CountAttributor:
     """The attributor of a counted trace (`--counts`): requests counted in the kernel."""
     return CountAttributor(Tee(writer, summary), single_request=target.mode == "cmd")
-
-
-def attributor(opts: TraceOptions, target: trace_targets.Target, head: dict[str, Any],
-               writer: TraceWriter, summary: SummaryBuilder
-               ) -> tuple[Attributor | CountAttributor, Callable[[list[bytes]], None]]:
-    """bpftrace's attributor, and the function that feeds it one event line."""
-    if opts.counts:
-        cattr = count_attributor(target, writer, summary)
-        return cattr, functools.partial(feed_counts, cattr)
-    eattr = event_attributor(target, head, writer, summary, bpftrace.STRLEN)
-    return eattr, functools.partial(feed, eattr)
 
 
 def finish_events(env: Env, attr: Attributor | CountAttributor, writer: TraceWriter,

@@ -1,5 +1,8 @@
 """The what-if input: a trace's model input, read from the trace or from its cache kept
-beside the trace for the next run, and the trace's own per-request counts.
+beside the trace for the next run, and the trace's own per-request counts. Built by the
+tracer as a trace closes (adapters/tracing/trace_backends.py) and loaded by `statstorm
+whatif`; an adapter, as it reads and writes files and runs the model (model/ does no I/O and
+results/ imports no model).
 
 Decoding a big JSON-lines trace and building the model's input from it (`replay.prepare`)
 costs several times the replay itself. `statstorm whatif` therefore keeps what it built in a
