@@ -56,7 +56,7 @@ class MountCaches:
     lookupcache: str = "all"  # NFS
     cto: bool = True  # NFS: an open revalidates with the server
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, float | str | bool]:
         if self.kind == FUSE:
             return {"kind": FUSE, "attribute-timeout": self.attribute_s,
                     "entry-timeout": self.entry_s, "negative-timeout": self.negative_s}
