@@ -119,7 +119,7 @@ FUSE_PREFIX = "fuse"  # `fuse`, `fuseblk`, `fuse.<client>`: a FUSE file system
 
 
 def kind_of(fstype: str) -> StorageKind:
-    """THE classifier: the kind of storage a `/proc/mounts` file-system type names. A FUSE
+    """The one classifier: the kind of storage a `/proc/mounts` file-system type names. A FUSE
     type not in the table is FUSE (network: its client may go anywhere); anything else OTHER."""
     kind = _BY_FSTYPE.get(fstype)
     if kind is not None:

@@ -1,10 +1,11 @@
 """The kinds of storage statstorm tells apart, as its results name them.
 
 A `StorageKind` is a plain string in JSON (`StrEnum`): a lab's and a matrix cell's `storage`
-("local", "glusterfs"), and what a mount is on. What each kind is — the `/proc/mounts` types
-that name it, whether it is network storage, its cache options, where its round trips are
-read, how its options are changed — is the table in `model/storage_kinds.py`; this module is
-only the names, so that every layer may use them.
+("local", "glusterfs"). A mount record (fsbench, check) names its kind by the table's label,
+the same string except "glusterfs-fuse" for GlusterFS. What each kind is — the `/proc/mounts`
+types that name it, whether it is network storage, its cache options, where its round trips
+are read, how its options are changed — is the table in `model/storage_kinds.py`; this module
+is only the names, so that every layer may use them.
 """
 
 from __future__ import annotations
