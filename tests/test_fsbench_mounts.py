@@ -1,4 +1,5 @@
-"""Golden fixtures for mount detection and option parsing (NFS, GlusterFS FUSE, sshfs, local).
+"""Golden fixtures for mount detection and option parsing (NFS, GlusterFS FUSE, sshfs, local;
+CephFS and OpenAFS: classified by model/storage_kinds.py, their caching not modelled).
 
 Each tests/fixtures/mounts/<case>.txt holds sections: `# mounts` (a /proc/self/mounts line),
 optionally `# cmdline` (the FUSE client's argv) and `# volume` (`gluster volume get` rows), or
@@ -17,6 +18,7 @@ import pytest
 
 from statstorm.adapters.storage import mounts, nfs_mountstats
 from statstorm.model import mount_options
+from statstorm.model.storage_kinds import TABLE
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mounts"
 CASES = sorted(p.stem for p in FIXTURES.glob("*.txt"))
@@ -99,4 +101,4 @@ def test_mountstats_skips_non_nfs() -> None:
 
 def test_live_local_mount() -> None:
     info = mounts.detect(str(Path(__file__).parent))
-    assert info.fstype and info.mount_point and info.kind in ("local", "other", "nfs", "fuse")
+    assert info.fstype and info.mount_point and info.kind in {s.label for s in TABLE}

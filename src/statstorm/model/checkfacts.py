@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from statstorm.model import storage_kinds
 from statstorm.results.facts import ApacheFacts, HugePageFacts, realpath_bytes, with_parents
 
 # opcache.max_accelerated_files is rounded up to the first of these primes (PHP 8).
@@ -31,7 +32,7 @@ class MountFact:
     path: str
     mount_point: str
     fstype: str
-    kind: str  # local | nfs | glusterfs-fuse | sshfs | fuse | other
+    kind: str  # its storage's mount label (model/storage_kinds.py): local, nfs, glusterfs-fuse…
     cache_options: dict[str, str] = field(default_factory=dict)
     volume_options: dict[str, str] = field(default_factory=dict)
     volume: str = ""
@@ -231,8 +232,9 @@ def trace_facts(trace: Any, summary: dict[str, Any]) -> TraceFacts:
 
 
 def is_network_fstype(fstype: str) -> bool:
-    """NFS and FUSE file systems (GlusterFS, sshfs, …): a metadata call may leave the machine."""
-    return fstype.startswith(("nfs", "fuse", "glusterfs", "ceph", "cifs", "smb3", "9p"))
+    """Network storage (NFS, GlusterFS, CephFS, sshfs, …: model/storage_kinds.py): a metadata
+    call may leave the machine."""
+    return storage_kinds.is_network_fstype(fstype)
 
 
 def _share(net_ns: int, trace: Any, done: set[int]) -> float | None:

@@ -10,8 +10,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from statstorm.model.checkfacts import Facts, MountFact, ini_bool
+from statstorm.model.storage_kinds import network_labels
 
-NETWORK_KINDS = ("nfs", "glusterfs-fuse", "sshfs", "fuse")
+NETWORK_KINDS = network_labels()  # the mount labels of network storage (model/storage_kinds.py)
 REALPATH_DEFAULT = 4 << 20
 NO_TRACE = "no trace given: run `statstorm trace` and pass it with --trace to measure this"
 

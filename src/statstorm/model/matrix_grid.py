@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from statstorm.errors import UsageError
+from statstorm.model.storage_kinds import lab_storages
+from statstorm.results.storage_kind import StorageKind
 
 # server-MPM-handler, as the --arch flag names them.
 ARCHS = ("nginx-fpm", "apache-prefork-mod_php", "apache-event-fpm", "apache-worker-fpm",
          "apache-event-fcgid", "apache-worker-fcgid")
 APPS = ("mediawiki", "wordpress", "synthetic")
-STORAGES = ("local", "glusterfs")
+STORAGES = lab_storages()  # local, glusterfs
 # Rough costs of one lab (seconds), used only for the plan's estimate.
 LAB_UP_S = {"synthetic": 6.0, "mediawiki": 20.0, "wordpress": 35.0}
 GLUSTER_UP_S = 15.0
@@ -81,7 +83,7 @@ class MatrixOptions:
     archs: tuple[str, ...] = ARCHS
     opcache: tuple[bool, ...] = (True, False)
     huge_code_pages: tuple[bool, ...] = (False,)
-    storages: tuple[str, ...] = ("local",)
+    storages: tuple[str, ...] = (StorageKind.LOCAL,)
     cells: tuple[str, ...] = ()  # cell ids or glob patterns; () = all
     rounds: int = 5
     duration_s: float = 10.0
@@ -226,8 +228,9 @@ def grid(opts: MatrixOptions) -> list[Cell]:
 def estimate(opts: MatrixOptions, cells: list[Cell], order: list[tuple[int, int]],
              with_labs: bool) -> float:
     per_lab = LAB_UP_S.get(opts.app, 20.0) + LAB_DOWN_S
-    if any(c.storage == "glusterfs" for c in cells):
-        per_lab += GLUSTER_UP_S * sum(c.storage == "glusterfs" for c in cells) / len(cells)
+    gluster = sum(c.storage == StorageKind.GLUSTERFS for c in cells)
+    if gluster:
+        per_lab += GLUSTER_UP_S * gluster / len(cells)
     started = {i for _, i in order}
     total = len(started) * (per_lab if with_labs else 0.0)
     total += len(started) * (opts.warmup_s + RUN_OVERHEAD_S)

@@ -1,6 +1,8 @@
 """What a mount's options mean for PHP: the effective metadata caching of NFS, GlusterFS's
 FUSE client, sshfs and local file systems, from their option strings, and how long each lets
-a deploy be seen stale. Pure: the options come in as text (adapters/storage/mounts.py reads them)."""
+a deploy be seen stale. Pure: the options come in as text (adapters/storage/mounts.py reads them).
+Which kind of storage a mount is, and which of these readings applies to it, is the table in
+model/storage_kinds.py."""
 
 from __future__ import annotations
 
@@ -8,9 +10,15 @@ from dataclasses import dataclass
 
 # Linux NFS client defaults (nfs(5)).
 NFS_DEFAULTS = {"acregmin": 3, "acregmax": 60, "acdirmin": 30, "acdirmax": 60}
+# The NFS options that decide metadata caching (nfs(5)).
+NFS_CACHE_KEYS = ("actimeo", "acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache",
+                  "nocto", "cto", "noac")
 # GlusterFS FUSE client defaults (glusterfs(8)).
 GLUSTER_FUSE_DEFAULTS = {"attribute-timeout": "1", "entry-timeout": "1", "negative-timeout": "0"}
 GLUSTER_FUSE_KEYS = ("attribute-timeout", "entry-timeout", "negative-timeout")
+# The GlusterFS volume options that decide metadata caching: those whose names hold one of these.
+GLUSTER_VOLUME_CACHE_KEYS = ("md-cache", "nl-cache", "stat-prefetch", "cache-invalidation",
+                             "readdir-ahead", "parallel-readdir")
 # sshfs defaults (sshfs(1), 2.x and 3.x).
 SSHFS_CACHE_KEYS = ("cache", "cache_timeout", "cache_stat_timeout", "cache_dir_timeout",
                     "cache_link_timeout", "dir_cache", "dcache_timeout", "dcache_stat_timeout",
@@ -23,6 +31,16 @@ class OptionMeaning:
     option: str
     value: str
     meaning: str
+
+
+@dataclass(frozen=True)
+class CacheView:
+    """What a mount's meanings are read from."""
+
+    fstype: str
+    options: dict[str, str]  # its option string, split
+    cache: dict[str, str]  # the effective options that decide its metadata caching
+    volume: dict[str, str]  # GlusterFS: the volume's cache options
 
 
 def split_options(options: str) -> dict[str, str]:
@@ -124,10 +142,8 @@ def gluster_volume_name(client_opts: dict[str, str], source: str) -> str:
 
 def gluster_cache_volume_options(vol_opts: dict[str, str]) -> dict[str, str]:
     """The volume options that decide metadata caching (md-cache, nl-cache, invalidation)."""
-    keys = ("md-cache", "nl-cache", "stat-prefetch", "cache-invalidation", "readdir-ahead",
-            "parallel-readdir")
     return {k: v.replace("(DEFAULT)", "").strip() for k, v in sorted(vol_opts.items())
-            if any(s in k for s in keys)}
+            if any(s in k for s in GLUSTER_VOLUME_CACHE_KEYS)}
 
 
 def gluster_meanings(eff: dict[str, str], vol: dict[str, str]) -> list[OptionMeaning]:

@@ -1,6 +1,8 @@
 """How many of a trace's file calls reach network storage under a mount's metadata caches:
 a small model of the kernel's FUSE and NFS attribute, entry and negative caches, for the
 round-trip forecast of `statstorm demo` and the mount layer of `statstorm whatif`. Pure code.
+Which mounts are network storage, and which of these models applies to each, is the table in
+`model/storage_kinds.py`.
 
 A path-based call (stat, lstat, access, readlink, open) on a network mount is answered by
 the kernel when the same path was looked up within the timeout that applies to it;
@@ -27,16 +29,17 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from statstorm.errors import UsageError
+from statstorm.model.mount_options import GLUSTER_FUSE_KEYS, NFS_CACHE_KEYS
+from statstorm.model.storage_kinds import CacheModel, cache_model_of
 from statstorm.results.trace.raw import S_CALL, S_MOUNT, S_PATH, S_REQ, S_RET, S_TS
 from statstorm.results.trace.vocabulary import CALLS
 
 PATH_CALLS = frozenset(("stat", "lstat", "access", "readlink", "open"))
 PATH_INDEXES = frozenset(CALLS.index(c) for c in PATH_CALLS)
 OPEN = CALLS.index("open")
-FUSE, NFS = "fuse", "nfs"
-FUSE_KEYS = ("attribute-timeout", "entry-timeout", "negative-timeout")
-NFS_KEYS = ("actimeo", "acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache", "nocto",
-            "cto", "noac")
+FUSE, NFS = CacheModel.FUSE, CacheModel.NFS
+FUSE_KEYS = GLUSTER_FUSE_KEYS
+NFS_KEYS = NFS_CACHE_KEYS
 LOOKUPCACHE = {"all": "all", "pos": "pos", "positive": "pos", "none": "none"}
 WARM_PASSES = 8  # NFS: enough doublings from acregmin to reach acregmax
 
@@ -46,14 +49,14 @@ class MountCaches:
     attribute_s: float = 1.0  # GlusterFS FUSE defaults; NFS: acregmin
     entry_s: float = 1.0
     negative_s: float = 0.0
-    kind: str = FUSE
+    kind: CacheModel = FUSE
     attribute_max_s: float = 0.0  # NFS: acregmax
     dir_min_s: float = 0.0  # NFS: acdirmin
     dir_max_s: float = 0.0  # NFS: acdirmax
     lookupcache: str = "all"  # NFS
     cto: bool = True  # NFS: an open revalidates with the server
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, float | str | bool]:
         if self.kind == FUSE:
             return {"kind": FUSE, "attribute-timeout": self.attribute_s,
                     "entry-timeout": self.entry_s, "negative-timeout": self.negative_s}
@@ -75,13 +78,10 @@ def _secs(key: str, value: str) -> float:
     return v
 
 
-def kind_of(fstype: str) -> str | None:
-    """The cache model of a file system type: FUSE, NFS, or None (not modelled)."""
-    if fstype.startswith("nfs"):
-        return NFS
-    if fstype.startswith(("fuse", "glusterfs")):
-        return FUSE
-    return None
+def kind_of(fstype: str) -> CacheModel | None:
+    """The cache model of a file system type: FUSE or NFS for network storage (a network kind
+    without a model of its own is forecast as FUSE), None for the rest."""
+    return cache_model_of(fstype)
 
 
 def caches_of(fstype: str, options: dict[str, str] | None) -> MountCaches:
@@ -151,7 +151,7 @@ def with_changes(c: MountCaches, changes: list[tuple[str, str]]) -> MountCaches:
     return c
 
 
-def _wrong_kind(key: str, kind: str) -> str:
+def _wrong_kind(key: str, kind: CacheModel) -> str:
     if key not in FUSE_KEYS + NFS_KEYS:
         return (f"unknown mount:{key}: FUSE/GlusterFS takes {', '.join(FUSE_KEYS)}; NFS takes "
                 "actimeo, acregmin, acregmax, acdirmin, acdirmax, lookupcache, nocto, noac")

@@ -5,9 +5,10 @@ each side's figures from its reaching calls (model.network_forecast). Pure."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from statstorm.model.network_forecast import OPEN, MountCaches
+
+MountDescription = dict[str, float | str | bool]  # MountCaches.describe()
 
 # The storage operations an open brings (its handle, data, close), in GlusterFS's FOP names
 # and NFS's operation names; every other operation is a path call's (LOOKUP, STAT, ACCESS…).
@@ -33,7 +34,7 @@ class Factors:
     open_share: float = 1.0
     paths_now: float = 0.0  # the current side's reaching path calls per request
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, float | str | None]:
         return {"basis": self.basis, "measured_per_request": self.measured_per_request,
                 "ops_per_reaching_open": round(self.open_ops, 3),
                 "ops_per_reaching_path_call": round(self.path_ops, 3),
@@ -59,22 +60,47 @@ def reaching_per_request(by_mount: dict[tuple[int, int, bool], int], requests: i
     return calls / n, opens / n, paths / n
 
 
-def round_trip_factors(measured: dict[str, Any] | None, by_mount: dict[tuple[int, int, bool], int],
-                       requests: int, reach: dict[tuple[int, int, bool], float]) -> Factors:
+@dataclass(frozen=True)
+class MeasuredRoundTrips:
+    """What a trace measured of its storage's round trips: its trailer's "network", as
+    adapters/storage/round_trips.py's window writes it (a GlusterFS volume's FOPs by
+    "by_fop", NFS's operations by "by_op")."""
+
+    per_request: float
+    round_trips: float  # in all; 0 when not given
+    by_op: dict[str, int]  # round trips per storage operation
+    brick_opens: int = 0  # GlusterFS: the OPEN FOPs the bricks served
+
+    @classmethod
+    def from_json(cls, data: object) -> MeasuredRoundTrips | None:
+        """None when the trace measured no round trips per request."""
+        if not isinstance(data, dict):
+            return None
+        per_req = data.get("per_request")
+        if not isinstance(per_req, (int, float)):
+            return None
+        fop, op, total = data.get("by_fop"), data.get("by_op"), data.get("round_trips")
+        ops = fop or op
+        return cls(per_req, total if isinstance(total, (int, float)) else 0,
+                   dict(ops) if isinstance(ops, dict) else {},
+                   int(fop.get("OPEN", 0)) if isinstance(fop, dict) else 0)
+
+
+def round_trip_factors(measured: object,
+                       by_mount: dict[tuple[int, int, bool], int], requests: int,
+                       reach: dict[tuple[int, int, bool], float]) -> Factors:
     """The storage operations per reaching call, calibrated on what the trace measured
     (its trailer's "network": round trips per request and their breakdown by operation)."""
-    per_req = (measured or {}).get("per_request")
-    if not isinstance(per_req, (int, float)):
+    m = MeasuredRoundTrips.from_json(measured)
+    if m is None:
         return Factors()
-    ops = (measured or {}).get("by_fop") or (measured or {}).get("by_op") or {}
-    total = measured.get("round_trips") if measured else None
+    per_req, ops, total = m.per_request, m.by_op, m.round_trips
     _, opens, paths = reaching_per_request(by_mount, requests, reach)
     share_open = (sum(n for op, n in ops.items() if op.upper() in OPEN_OPS) / total
                   if total and ops else 0.0)
     open_rt, path_rt = per_req * share_open, per_req * (1 - share_open)
     all_f = per_req / (opens + paths) if opens + paths else 1.0
-    brick_opens = (per_req * (measured or {}).get("by_fop", {}).get("OPEN", 0) / total
-                   if total else 0.0)
+    brick_opens = per_req * m.brick_opens / total if total else 0.0
     open_share = min(1.0, brick_opens / opens) if opens and brick_opens and open_rt else 1.0
     return Factors(open_rt / opens if opens and open_rt else all_f,
                    path_rt / paths if paths and path_rt else all_f, float(per_req),
@@ -84,7 +110,8 @@ def round_trip_factors(measured: dict[str, Any] | None, by_mount: dict[tuple[int
 
 def network_side(by_mount: dict[tuple[int, int, bool], int], requests: int,
                  reach: dict[tuple[int, int, bool], float], factors: Factors,
-                 caches: dict[int, MountCaches], mounts: list[tuple[str, str]]) -> dict[str, Any]:
+                 caches: dict[int, MountCaches],
+                 mounts: list[tuple[str, str]]) -> dict[str, float | dict[str, MountDescription]]:
     """One side's network figures per request."""
     calls, opens, paths = reaching_per_request(by_mount, requests, reach)
     return {"calls_per_request": round(calls, 2),
@@ -96,4 +123,4 @@ def network_side(by_mount: dict[tuple[int, int, bool], int], requests: int,
                        for m, c in sorted(caches.items())}}
 
 
-__all__ = ["Factors", "round_trip_factors", "network_side"]
+__all__ = ["Factors", "MeasuredRoundTrips", "round_trip_factors", "network_side"]

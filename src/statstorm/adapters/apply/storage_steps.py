@@ -15,7 +15,11 @@ from statstorm.adapters.storage import gluster, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model.mount_options import GLUSTER_FUSE_DEFAULTS, gluster_client_options
+from statstorm.model.storage_kinds import STORAGE, LiveChange
 from statstorm.results.apply import MOUNT, VOLUME, StorageStep
+from statstorm.results.storage_kind import StorageKind
+
+GLUSTER_CLIENT = STORAGE[StorageKind.GLUSTERFS].client
 
 
 class StepFailed(Exception):
@@ -27,12 +31,12 @@ def mount_step(mp: str, options: dict[str, str]) -> StorageStep | str:
     info = mounts.detect(mp)
     if info.mount_point.rstrip("/") != mp.rstrip("/"):
         return f"{mp} is not a mount point now"
-    if info.kind == "nfs":
-        return ("an NFS mount takes attribute and lookup cache options only when it is mounted "
-                "anew: put them in /etc/fstab and remount it while the site is quiet")
-    if info.kind != "glusterfs-fuse":
+    storage = STORAGE[info.storage]
+    if storage.live_change is LiveChange.REMOUNT:
+        return storage.set_live
+    if storage.live_change is not LiveChange.STACKED_CLIENT:
         return f"{mp} is {info.fstype}: change its options by hand"
-    client = mounts.fuse_client(mp, "glusterfs")
+    client = mounts.fuse_client(mp, storage.client)
     if client is None:
         return f"no GlusterFS client process serves {mp}"
     current = gluster_client_options(client[1])
@@ -70,7 +74,7 @@ def do(env: Env, st: StorageStep, lab: str = "") -> None:
     except ComponentError as exc:
         raise StepFailed(f"the remount of {mp} failed ({exc})") from None
     st.done = True
-    top = mounts.fuse_client(st.where, "glusterfs")
+    top = mounts.fuse_client(st.where, GLUSTER_CLIENT)
     got = gluster_client_options(top[1]) if top else {}
     if top is None or top[0] != st.client_pid or any(got.get(k) != v for k, v in st.after.items()):
         raise StepFailed(f"the new client of {mp} does not serve it with {st.after}")
@@ -91,12 +95,12 @@ def undo(env: Env, st: StorageStep, lab: str = "") -> None:
             else:
                 gluster.reset_volume_option(env, st.where, key)
     else:
-        top = mounts.fuse_client(st.where, "glusterfs")
+        top = mounts.fuse_client(st.where, GLUSTER_CLIENT)
         if top is None or top[0] != st.client_pid:
             raise ComponentError(f"{st.where} is no longer served by the client apply started "
                                  f"(PID {st.client_pid}): unmount it by hand")
         gluster.unmount(env, Path(st.where), st.client_pid)
-        below = mounts.fuse_client(st.where, "glusterfs")
+        below = mounts.fuse_client(st.where, GLUSTER_CLIENT)
         if lab:
             labs.record_mount(env, lab, st.before, below[0] if below else 0)
     st.done = False

@@ -16,6 +16,8 @@ from statstorm.adapters.host import procs
 from statstorm.adapters.storage import mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
+from statstorm.model.storage_kinds import STORAGE, mount_type
+from statstorm.results.storage_kind import StorageKind
 
 GLUSTERD = "/usr/sbin/glusterd"
 GLUSTERD_PIDFILE = Path("/run/statstorm-glusterd.pid")
@@ -174,7 +176,7 @@ def volume_options(env: Env, volume: str) -> dict[str, str]:
 def mount(env: Env, volume: str, mount_point: Path, options: Mapping[str, str]) -> int:
     """Mount `volume` with the FUSE client; return the client's PID."""
     mount_point.mkdir(parents=True, exist_ok=True)
-    argv = ["mount", "-t", "glusterfs"]
+    argv = ["mount", "-t", mount_type(StorageKind.GLUSTERFS)]
     if options:
         argv += ["-o", ",".join(f"{k}={v}" for k, v in options.items())]
     argv += [f"{brick_host()}:/{volume}", str(mount_point)]
@@ -248,4 +250,4 @@ def stack_client(env: Env, argv: list[str], mount_point: Path, timeout: float = 
 
 
 def _clients(mount_point: Path) -> list[tuple[int, list[str]]]:
-    return mounts.fuse_clients(str(mount_point), "glusterfs")
+    return mounts.fuse_clients(str(mount_point), STORAGE[StorageKind.GLUSTERFS].client)

@@ -17,13 +17,13 @@ from typing import Any, Callable
 from statstorm.adapters.host import procs
 from statstorm.adapters.storage.nfs_mountstats import unescape
 from statstorm.env import Env
+from statstorm.model import storage_kinds
 from statstorm.model.mount_options import (
-    GLUSTER_FUSE_DEFAULTS, GLUSTER_FUSE_KEYS, OptionMeaning, gluster_cache_volume_options,
-    gluster_client_options, gluster_meanings, gluster_volume_name, local_meanings,
-    nfs_cache_options, nfs_meanings, split_options, sshfs_cache_options, sshfs_meanings)
-
-NFS_TYPES = ("nfs", "nfs4")
-LOCAL_TYPES = ("ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "zfs", "f2fs", "overlay")
+    GLUSTER_FUSE_DEFAULTS, GLUSTER_FUSE_KEYS, CacheView, OptionMeaning,
+    gluster_cache_volume_options, gluster_client_options, gluster_volume_name,
+    nfs_cache_options, split_options, sshfs_cache_options)
+from statstorm.model.storage_kinds import STORAGE
+from statstorm.results.storage_kind import StorageKind
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class MountInfo:
     mount_point: str
     source: str
     fstype: str
-    kind: str  # local | nfs | glusterfs-fuse | sshfs | fuse | other
+    kind: str  # its storage's mount label (model/storage_kinds.py): local, nfs, glusterfs-fuse…
     options: dict[str, str]
     cache_options: dict[str, str]  # the effective options that decide metadata caching
     volume_options: dict[str, str] = field(default_factory=dict)
@@ -97,22 +97,17 @@ class MountInfo:
     notes: tuple[str, ...] = ()
     meanings: tuple[OptionMeaning, ...] = ()
 
+    @property
+    def storage(self) -> StorageKind:
+        return storage_kinds.kind_of(self.fstype)
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def kind_of(fstype: str) -> str:
-    if fstype in NFS_TYPES:
-        return "nfs"
-    if fstype in ("fuse.glusterfs", "glusterfs"):
-        return "glusterfs-fuse"
-    if fstype == "fuse.sshfs":
-        return "sshfs"
-    if fstype.startswith("fuse"):
-        return "fuse"
-    if fstype in LOCAL_TYPES:
-        return "local"
-    return "other"
+    """The mount label of a file-system type (`model/storage_kinds.py` classifies it)."""
+    return storage_kinds.mount_label(fstype)
 
 
 # ---------------------------------------------------------------- assembling
@@ -123,15 +118,13 @@ def describe(path: str, entry: MountEntry, *, client_argv: list[str] | None = No
              notes: tuple[str, ...] = ()) -> MountInfo:
     """Put a mount entry (plus a FUSE client's argv and volume options) into a MountInfo."""
     opts = split_options(entry.options)
-    kind = kind_of(entry.fstype)
+    kind = storage_kinds.kind_of(entry.fstype)
     cache: dict[str, str] = {}
     vol: dict[str, str] = {}
-    meanings: list[OptionMeaning] = []
     extra = list(notes)
-    if kind == "nfs":
+    if kind is StorageKind.NFS:
         cache = nfs_cache_options(opts)
-        meanings = nfs_meanings(cache)
-    elif kind == "glusterfs-fuse":
+    elif kind is StorageKind.GLUSTERFS:
         cache = dict(GLUSTER_FUSE_DEFAULTS)
         if client_argv is None:
             extra.append("GlusterFS FUSE client process not found: timeouts shown are the "
@@ -141,21 +134,15 @@ def describe(path: str, entry: MountEntry, *, client_argv: list[str] | None = No
             cache.update({k: copts[k] for k in GLUSTER_FUSE_KEYS if k in copts})
             cache["volume"] = gluster_volume_name(copts, entry.source)
         vol = gluster_cache_volume_options(volume_options or {})
-        meanings = gluster_meanings(cache, vol)
-    elif kind == "sshfs":
+    elif kind is StorageKind.SSHFS:
         if client_argv is None:
             extra.append("sshfs process not found: cache options shown are the defaults")
         cache = sshfs_cache_options(client_argv or [])
-        meanings = sshfs_meanings(cache)
-    elif kind == "local":
-        meanings = local_meanings(entry.fstype, opts)
-    else:
-        meanings = [OptionMeaning(entry.fstype, "?", "metadata caching of this file system is "
-                                  "not modelled; measure it")]
+    meanings = storage_kinds.option_meanings(kind, CacheView(entry.fstype, opts, cache, vol))
     return MountInfo(path=path, mount_point=entry.mount_point, source=entry.source,
-                     fstype=entry.fstype, kind=kind, options=opts, cache_options=cache,
-                     volume_options=vol, client_pid=client_pid, notes=tuple(extra),
-                     meanings=tuple(meanings))
+                     fstype=entry.fstype, kind=STORAGE[kind].label, options=opts,
+                     cache_options=cache, volume_options=vol, client_pid=client_pid,
+                     notes=tuple(extra), meanings=tuple(meanings))
 
 
 def fuse_clients(mount_point: str, program: str) -> list[tuple[int, list[str]]]:
@@ -169,8 +156,8 @@ def fuse_clients(mount_point: str, program: str) -> list[tuple[int, list[str]]]:
         if argv and argv[-1].rstrip("/") == mount_point.rstrip("/") \
                 and program in os.path.basename(argv[0]):
             found.append((int(entry.name), argv))
-        elif argv and program == "sshfs" and "sshfs" in os.path.basename(argv[0]) \
-                and mount_point in argv:
+        elif argv and program == STORAGE[StorageKind.SSHFS].client \
+                and program in os.path.basename(argv[0]) and mount_point in argv:
             found.append((int(entry.name), argv))
     return sorted(found, key=lambda f: procs.start_ticks(f[0]), reverse=True)
 
@@ -189,16 +176,16 @@ def detect(path: str, *, volume_reader: Callable[[str], dict[str, str]] | None =
     entry = find_mount(entries, real)
     if entry is None:
         entry = MountEntry("?", "/", "unknown", "")
-    kind = kind_of(entry.fstype)
+    kind = storage_kinds.kind_of(entry.fstype)
     argv: list[str] | None = None
     pid = 0
     notes: list[str] = []
     vol_opts: dict[str, str] | None = None
-    if kind in ("glusterfs-fuse", "sshfs"):
-        found = fuse_client(entry.mount_point, "glusterfs" if kind == "glusterfs-fuse" else "sshfs")
+    if STORAGE[kind].client:
+        found = fuse_client(entry.mount_point, STORAGE[kind].client)
         if found:
             pid, argv = found
-    if kind == "glusterfs-fuse":
+    if kind is StorageKind.GLUSTERFS:
         volume = gluster_volume_name(gluster_client_options(argv or []), entry.source)
         if volume_reader is not None and volume and shutil.which("gluster"):
             try:

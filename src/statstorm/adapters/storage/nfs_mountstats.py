@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Mapping
 
 from statstorm.errors import ComponentError, UsageError
+from statstorm.model.storage_kinds import kind_of
+from statstorm.results.storage_kind import StorageKind
 
 MOUNTSTATS = Path("/proc/self/mountstats")
-NFS_TYPES = frozenset({"nfs", "nfs4"})
 
 _DEVICE = re.compile(r"^device (\S+) mounted on (\S+) with fstype (\S+)(?: statvers=(\S+))?\s*$")
 _OP = re.compile(r"^\s+([A-Za-z0-9_]+):\s+([0-9]{1,20}(?:\s+[0-9]{1,20})*)$")  # 64-bit counters
@@ -65,7 +66,7 @@ def parse(text: str) -> dict[str, dict[str, int]]:
                 raise UsageError(f"line {number}: malformed device line {raw[:60]!r}: {FIX}")
             seen_device = True
             in_ops = False
-            if m.group(3) in NFS_TYPES:
+            if kind_of(m.group(3)) is StorageKind.NFS:
                 ops = {}
                 out[unescape(m.group(2))] = ops
             else:

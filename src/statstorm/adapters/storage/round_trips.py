@@ -1,12 +1,12 @@
 """Network round trips per request: which counter measures the storage under a path, and
 the difference it shows over a window (a trace, a load run).
 
-A GlusterFS FUSE mount whose volume this machine manages: the volume's profile
-(adapters/storage/gluster_profile.py; profiling is started and stays on, a cheap volume option a
-later window needs too). An NFS mount: the client's counters in /proc/self/mountstats
-(adapters/storage/nfs_mountstats.py; every process's traffic on the mount counts). Anything else:
-none (local disks make no round trips; other network file systems have no counter
-statstorm reads yet).
+Which counter a kind of storage has is its entry in model/storage_kinds.py. A GlusterFS FUSE
+mount whose volume this machine manages: the volume's profile (gluster_profile.py here;
+profiling is started and stays on, a cheap volume option a later window needs too). An NFS
+mount: the client's counters in /proc/self/mountstats (nfs_mountstats.py here; every
+process's traffic on the mount counts). Anything else: none (local disks make no round trips;
+other network file systems have no counter statstorm reads yet).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 from statstorm.adapters.storage import gluster_profile, mounts, nfs_mountstats
 from statstorm.env import Env
 from statstorm.errors import StatstormError
+from statstorm.model.storage_kinds import STORAGE, RoundTrips
 
 
 class Window:
@@ -77,9 +78,10 @@ def window_for(env: Env, path: str) -> Window | None:
         info = mounts.detect(path)
     except OSError:
         return None
-    if info.kind == "glusterfs-fuse" and shutil.which("gluster"):
-        name = dict(info.cache_options).get("volume", "")
+    source = STORAGE[info.storage].round_trips
+    if source is RoundTrips.GLUSTER_PROFILE and shutil.which("gluster"):
+        name = info.cache_options.get("volume", "")
         return gluster(env, name) if name else None
-    if info.kind == "nfs":
+    if source is RoundTrips.NFS_MOUNTSTATS:
         return nfs(info.mount_point)
     return None

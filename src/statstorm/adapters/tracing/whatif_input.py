@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import (fs_view, include_resolution, latency_profile, network_forecast,
-                             open_basedir, php_engine, phpsettings, realpath_cache, replay,
-                             replay_cli, replay_fs, replay_input, replay_ops, replay_tally,
-                             stat_family, stats, tracestats, user_ini)
+from statstorm.model import (fs_view, include_resolution, latency_profile, mount_options,
+                             network_forecast, open_basedir, php_engine, phpsettings,
+                             realpath_cache, replay, replay_cli, replay_fs, replay_input,
+                             replay_ops, replay_tally, stat_family, stats, storage_kinds,
+                             tracestats, user_ini)
 from statstorm.model.fs_view import FsView
 from statstorm.model.replay_input import Prepared
 from statstorm.model.tracestats import summarize
@@ -58,7 +59,7 @@ SUFFIX = ".whatif-cache"
 _CODE = (vocabulary, jsonl, sidecar, raw, sys.modules[__name__], tracestats, replay,
          replay_input, replay_fs, replay_ops, replay_cli, replay_tally, realpath_cache, fs_view,
          php_engine, stat_family, include_resolution, open_basedir, user_ini, phpsettings,
-         latency_profile, network_forecast, stats)
+         latency_profile, network_forecast, stats, storage_kinds, mount_options)
 
 
 @dataclass

@@ -1,0 +1,180 @@
+"""The one table of storage kinds: for each kind, the `/proc/mounts` types that name it,
+whether it is network storage, the options that decide its metadata caching and what they
+mean to PHP (`model/mount_options.py`), how the forecast models its kernel caches
+(`model/network_forecast.py`), where its round trips are read, how its options are changed
+live and kept, and whether a lab can be built on it. Pure.
+
+`kind_of(fstype)` is the only classifier of a file-system type: the mount detection, check's
+facts and rules, the trace's network mounts, whatif's and the demo's forecasts all ask it.
+A new storage kind is one entry here (and a member of `results.storage_kind.StorageKind`)
+plus its adapter in `adapters/storage/`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Callable
+
+from statstorm.model.mount_options import (
+    GLUSTER_FUSE_KEYS, GLUSTER_VOLUME_CACHE_KEYS, NFS_CACHE_KEYS, SSHFS_CACHE_KEYS, CacheView,
+    OptionMeaning, gluster_meanings, local_meanings, nfs_meanings, sshfs_meanings)
+from statstorm.results.storage_kind import StorageKind
+
+
+class CacheModel(StrEnum):
+    """The kernel caches that decide which metadata calls reach the storage, as
+    `model/network_forecast.py` models them (its `MountCaches.kind`)."""
+
+    FUSE = "fuse"  # attribute, entry and negative timeouts
+    NFS = "nfs"  # acregmin…acdirmax doubling, lookupcache, close-to-open
+
+
+class RoundTrips(StrEnum):
+    """Where the round trips a window of PHP made to the storage are read
+    (`adapters/storage/round_trips.py`)."""
+
+    GLUSTER_PROFILE = "gluster volume profile"  # adapters/storage/gluster_profile.py
+    NFS_MOUNTSTATS = "/proc/self/mountstats"  # adapters/storage/nfs_mountstats.py
+    NONE = ""  # local (none made) or no counter read yet
+
+
+class LiveChange(StrEnum):
+    """How `statstorm apply` changes a mount's cache options (`adapters/apply/storage_steps.py`)."""
+
+    STACKED_CLIENT = "stacked client"  # a second FUSE client with the new options on top
+    REMOUNT = "remount"  # only when mounted anew: apply says how, the admin does it
+    BY_HAND = "by hand"  # apply does not know how
+
+
+@dataclass(frozen=True)
+class Storage:
+    """One kind of storage, as every part of statstorm sees it."""
+
+    kind: StorageKind
+    title: str  # as a person writes it
+    fstypes: tuple[str, ...]  # the `/proc/mounts` types naming it; the first is `mount -t`'s
+    network: bool  # a metadata call may leave the machine
+    mount_label: str = ""  # how fsbench's and check's mount records name it ('' = kind)
+    client: str = ""  # the FUSE client program serving a mount ('' = the kernel's client)
+    cache_keys: tuple[str, ...] = ()  # the options that decide its metadata caching
+    # what its cache options mean to PHP (model/mount_options.py); None: not modelled
+    meanings: Callable[[CacheView], list[OptionMeaning]] | None = None
+    cache_model: CacheModel | None = None  # None: no model of its own
+    round_trips: RoundTrips = RoundTrips.NONE
+    live_change: LiveChange = LiveChange.BY_HAND
+    set_live: str = ""  # how its cache options are changed on a live mount
+    persist: str = ""  # where that change is kept across a remount or a reboot
+    lab: bool = False  # a lab can be built on it (adapters/labs/lab_build.py)
+
+    @property
+    def label(self) -> str:
+        return self.mount_label or str(self.kind)
+
+
+NOT_MODELLED = "metadata caching of this file system is not modelled; measure it"
+
+TABLE: tuple[Storage, ...] = (
+    Storage(StorageKind.LOCAL, "local disk",
+            ("ext4", "ext2", "ext3", "xfs", "btrfs", "tmpfs", "zfs", "f2fs", "overlay"),
+            network=False, meanings=lambda v: local_meanings(v.fstype, v.options),
+            set_live="nothing to change: the kernel's dentry and inode caches are coherent",
+            lab=True),
+    Storage(StorageKind.GLUSTERFS, "GlusterFS", ("glusterfs", "fuse.glusterfs"), network=True,
+            mount_label="glusterfs-fuse", client="glusterfs",
+            cache_keys=GLUSTER_FUSE_KEYS + GLUSTER_VOLUME_CACHE_KEYS,
+            meanings=lambda v: gluster_meanings(v.cache, v.volume),
+            cache_model=CacheModel.FUSE, round_trips=RoundTrips.GLUSTER_PROFILE,
+            live_change=LiveChange.STACKED_CLIENT,
+            set_live="`gluster volume set` for the volume's options; the FUSE client's "
+                     "timeouts by a second client stacked on the mount point",
+            persist="the volume keeps its options; the client's in /etc/fstab's mount options",
+            lab=True),
+    Storage(StorageKind.NFS, "NFS", ("nfs", "nfs4"), network=True, cache_keys=NFS_CACHE_KEYS,
+            meanings=lambda v: nfs_meanings(v.cache), cache_model=CacheModel.NFS,
+            round_trips=RoundTrips.NFS_MOUNTSTATS, live_change=LiveChange.REMOUNT,
+            set_live="an NFS mount takes attribute and lookup cache options only when it is "
+                     "mounted anew: put them in /etc/fstab and remount it while the site is "
+                     "quiet",
+            persist="/etc/fstab's mount options"),
+    # kernel client: capabilities from the MDS, not timeouts; ceph-fuse: FUSE's timeouts
+    Storage(StorageKind.CEPHFS, "CephFS", ("ceph", "fuse.ceph-fuse", "fuse.ceph"),
+            network=True, persist="/etc/fstab's mount options"),
+    Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs"), network=True,
+            persist="the client's cache manager settings (afsd)"),
+    Storage(StorageKind.SSHFS, "sshfs", ("fuse.sshfs",), network=True, client="sshfs",
+            cache_keys=SSHFS_CACHE_KEYS, meanings=lambda v: sshfs_meanings(v.cache),
+            cache_model=CacheModel.FUSE, persist="/etc/fstab's mount options"),
+    Storage(StorageKind.SMB, "SMB/CIFS", ("cifs", "smb3"), network=True,
+            persist="/etc/fstab's mount options"),
+    Storage(StorageKind.NINEP, "9p", ("9p",), network=True),
+    Storage(StorageKind.FUSE, "a FUSE file system", (), network=True,
+            cache_model=CacheModel.FUSE),
+    Storage(StorageKind.OTHER, "other", (), network=False),
+)
+
+STORAGE: dict[StorageKind, Storage] = {s.kind: s for s in TABLE}
+_BY_FSTYPE: dict[str, StorageKind] = {t: s.kind for s in TABLE for t in s.fstypes}
+FUSE_PREFIX = "fuse"  # `fuse`, `fuseblk`, `fuse.<client>`: a FUSE file system
+
+
+def kind_of(fstype: str) -> StorageKind:
+    """The one classifier: the kind of storage a `/proc/mounts` file-system type names. A FUSE
+    type not in the table is FUSE (network: its client may go anywhere); anything else OTHER."""
+    kind = _BY_FSTYPE.get(fstype)
+    if kind is not None:
+        return kind
+    return StorageKind.FUSE if fstype.startswith(FUSE_PREFIX) else StorageKind.OTHER
+
+
+def storage_of(fstype: str) -> Storage:
+    return STORAGE[kind_of(fstype)]
+
+
+def is_network_fstype(fstype: str) -> bool:
+    """A metadata call on a mount of this type may leave the machine."""
+    return storage_of(fstype).network
+
+
+def mount_label(fstype: str) -> str:
+    """How fsbench's and check's mount records name a mount of this type."""
+    return storage_of(fstype).label
+
+
+def network_labels() -> tuple[str, ...]:
+    """The mount labels of the network kinds."""
+    return tuple(s.label for s in TABLE if s.network)
+
+
+def cache_model_of(fstype: str) -> CacheModel | None:
+    """The forecast's model of a mount's kernel caches: None for storage that is not network;
+    a network kind without a model of its own is forecast with FUSE's timeouts."""
+    s = storage_of(fstype)
+    if not s.network:
+        return None
+    if s.cache_model is not None:
+        return s.cache_model
+    return CacheModel.FUSE
+
+
+def option_meanings(kind: StorageKind, view: CacheView) -> list[OptionMeaning]:
+    """What a mount's cache options mean to PHP."""
+    meanings = STORAGE[kind].meanings
+    if meanings is None:
+        return [OptionMeaning(view.fstype, "?", NOT_MODELLED)]
+    return meanings(view)
+
+
+def mount_type(kind: StorageKind) -> str:
+    """The type `mount -t` takes for this kind."""
+    return STORAGE[kind].fstypes[0]
+
+
+def lab_storages() -> tuple[StorageKind, ...]:
+    """The kinds a lab can be built on, in the table's order."""
+    return tuple(s.kind for s in TABLE if s.lab)
+
+
+__all__ = ["CacheModel", "LiveChange", "RoundTrips", "STORAGE", "Storage", "StorageKind",
+           "TABLE", "cache_model_of", "is_network_fstype", "kind_of", "lab_storages",
+           "mount_label", "mount_type", "network_labels", "option_meanings", "storage_of"]
