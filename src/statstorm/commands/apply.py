@@ -177,7 +177,7 @@ def _check(env: Env, opts: ApplyOptions) -> tuple[list[Finding], dict[str, str]]
     env.log("reading the live configuration (statstorm check)…")
     res = check_cmd.run(env, check_cmd.CheckOptions(pools=(opts.pool,) if opts.pool else (),
                                                     lab=opts.lab, trace=opts.trace))
-    settings = res.pools[0].facts.settings if res.pools else {}
+    settings = res.pools[0].settings if res.pools else {}
     return res.findings, {k: str(v) for k, v in settings.items()}
 
 
