@@ -43,7 +43,8 @@ from statstorm.model.applyplan import MANUAL, MOUNT, VOLUME, Change
 from statstorm.model.finding import Finding
 from statstorm.model.rules import RULES
 from statstorm.results.apply import SCHEMA, ApplyMode, FileEdit, StorageStep
-from statstorm.results.apply_verify import JSON, Measurement, Prediction, Settling, Verify
+from statstorm.results.apply_verify import Measurement, Prediction, Settling, Verify
+from statstorm.results.jsontypes import JsonObject
 from statstorm.results.sweep import LevelResult
 from statstorm.results.trace import read_trace
 
@@ -90,7 +91,7 @@ class ApplyResult:
     def manual(self) -> list[Change]:
         return [c for c in self.changes if c.kind == MANUAL]
 
-    def to_json(self) -> JSON:
+    def to_json(self) -> JsonObject:
         return {"schema": SCHEMA, "mode": ApplyMode(self.mode).value,
                 "target": self.target.to_json() if self.target else None,
                 "changes": [c.to_json() for c in self.changes if c.kind != MANUAL],
@@ -98,9 +99,9 @@ class ApplyResult:
                 "files": [{"path": str(e.path), "created": e.before is None, "diff": e.diff()}
                           for e in self.edits],
                 "storage": [st.to_json() for st in self.steps],
-                "not_found": self.not_found, "backup": self.backup or None,
+                "not_found": list(self.not_found), "backup": self.backup or None,
                 "reason": self.reason or None,
-                "verify": self.verify.to_json() if self.verify else None, "notes": self.notes}
+                "verify": self.verify.to_json() if self.verify else None, "notes": list(self.notes)}
 
 
 def validate(env: Env, opts: ApplyOptions) -> None:

@@ -34,6 +34,7 @@ from statstorm.model.finding import Finding
 from statstorm.model.network_forecast import FUSE_KEYS, NFS_KEYS
 from statstorm.model.phpsettings import SETTABLE
 from statstorm.results.apply_verify import Measurement
+from statstorm.results.jsontypes import JsonObject
 
 POOL_INI, MASTER_INI, POOL, NGINX, MANUAL = "pool-ini", "master-ini", "pool", "nginx", "manual"
 MOUNT, VOLUME, APP, APACHE = "mount", "volume", "app", "apache"
@@ -72,7 +73,7 @@ class Change:
     where: str = ""  # MOUNT: the mount point; VOLUME: the volume; APP: the file;
     # APACHE: the <Directory> ('' server level)
 
-    def to_json(self) -> dict[str, str | None]:
+    def to_json(self) -> JsonObject:
         return {"finding": self.finding, "kind": self.kind, "key": self.key, "value": self.value,
                 "current": self.current, "line": self.line, "why": self.why,
                 "where": self.where or None}

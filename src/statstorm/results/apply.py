@@ -11,7 +11,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from statstorm.results.apply_verify import JSON, Measurement, Prediction, Verify
+from statstorm.results.apply_verify import Measurement, Prediction, Verify
+from statstorm.results.jsontypes import JsonObject
 
 SCHEMA = "statstorm.apply/1"
 
@@ -72,7 +73,8 @@ class StorageStep:
                    bool(d.get("done")))
 
 
-def compare(before: JSON, after: JSON, predicted: JSON | None = None) -> JSON:
+def compare(before: dict[str, Any], after: dict[str, Any],
+            predicted: dict[str, Any] | None = None) -> JsonObject:
     """--verify's result as JSON, from measurements and whatif's prediction as JSON (see
     results.apply_verify.Verify)."""
     return Verify(Measurement.from_json(before), Measurement.from_json(after),
@@ -92,7 +94,7 @@ class BackupTarget:
     lab: str | None
     pool: str | None
     url: str | None
-    written: JSON = field(default_factory=dict)
+    written: JsonObject = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, d: object) -> BackupTarget:
@@ -103,7 +105,7 @@ class BackupTarget:
             raise ManifestError("the target's lab, pool and url must be text")
         return cls(lab, pool, url, dict(d))
 
-    def to_json(self) -> JSON:
+    def to_json(self) -> JsonObject:
         return dict(self.written)
 
 
@@ -119,8 +121,8 @@ class BackupFile:
     uid: int = 0
     gid: int = 0
 
-    def to_json(self) -> JSON:
-        out: JSON = {"path": self.path, "existed": self.existed}
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"path": self.path, "existed": self.existed}
         if self.copy:
             out.update(copy=self.copy, mode=self.mode, uid=self.uid, gid=self.gid)
         return out
@@ -154,8 +156,8 @@ class Manifest:
     reason: str = ""
     schema: str = SCHEMA
 
-    def to_json(self) -> JSON:
-        out: JSON = {"schema": self.schema, "created": self.created,
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"schema": self.schema, "created": self.created,
                      "target": self.target.to_json(), "files": [f.to_json() for f in self.files],
                      "storage": [st.to_json() for st in self.storage], "status": self.status}
         if self.reason:

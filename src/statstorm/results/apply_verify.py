@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-JSON = dict[str, Any]  # a JSON object as read or written, at this module's edge
+from statstorm.results.jsontypes import JsonObject
+
 
 # --verify: a change is "worse" beyond these margins (a short run's noise stays inside them).
 WORSE_SYSCALLS = 0.02  # metadata calls per request up by more than 2 %
@@ -18,6 +19,11 @@ WORSE_RPS = 0.10  # throughput down by more than 10 %
 
 def _num(x: object) -> float | None:
     return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+# Measurement's figures that may be missing (None)
+FIGURES = ("rps", "p50_ms", "p99_ms", "syscalls_per_request", "failed_per_request",
+           "round_trips_per_request")
 
 
 @dataclass(frozen=True)
@@ -44,13 +50,13 @@ class Measurement:
     requests: int = 0
     settling: Settling | None = None  # the measurement after a change
 
-    def settle_figures(self) -> JSON:
+    def settle_figures(self) -> JsonObject:
         """The figures two runs must agree on to be settled (applyplan.settled)."""
         return {"round_trips_per_request": self.round_trips_per_request,
                 "syscalls_per_request": self.syscalls_per_request}
 
-    def to_json(self) -> JSON:
-        out: JSON = {"rps": self.rps, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"rps": self.rps, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
                      "errors": self.errors, "syscalls_per_request": self.syscalls_per_request,
                      "failed_per_request": self.failed_per_request,
                      "round_trips_per_request": self.round_trips_per_request,
@@ -61,16 +67,13 @@ class Measurement:
         return out
 
     @classmethod
-    def from_json(cls, d: JSON) -> Measurement:
+    def from_json(cls, d: dict[str, Any]) -> Measurement:
         """Tolerant: a figure that is missing is None (0 for the counts)."""
         first = d.get("first")
         settling = (Settling(int(d.get("runs") or 1), bool(d.get("settled")),
                              cls.from_json(first)) if isinstance(first, dict) else None)
-        return cls(rps=_num(d.get("rps")), p50_ms=_num(d.get("p50_ms")),
-                   p99_ms=_num(d.get("p99_ms")), errors=int(d.get("errors") or 0),
-                   syscalls_per_request=_num(d.get("syscalls_per_request")),
-                   failed_per_request=_num(d.get("failed_per_request")),
-                   round_trips_per_request=_num(d.get("round_trips_per_request")),
+        figures = {k: _num(d.get(k)) for k in FIGURES}
+        return cls(**figures, errors=int(d.get("errors") or 0),
                    requests=int(d.get("requests") or 0), settling=settling)
 
 
@@ -81,12 +84,12 @@ class Figures:
     calls_per_request: float | None
     round_trips_per_request: float | None
 
-    def to_json(self) -> JSON:
+    def to_json(self) -> JsonObject:
         return {"calls_per_request": self.calls_per_request,
                 "round_trips_per_request": self.round_trips_per_request}
 
     @classmethod
-    def from_json(cls, d: JSON) -> Figures:
+    def from_json(cls, d: dict[str, Any]) -> Figures:
         return cls(_num(d.get("calls_per_request")), _num(d.get("round_trips_per_request")))
 
 
@@ -104,14 +107,14 @@ class Prediction:
     sets: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
-    def to_json(self) -> JSON:
+    def to_json(self) -> JsonObject:
         return {"trace": self.trace, "profile": self.profile, "sets": list(self.sets),
                 "current": self.current.to_json(), "proposed": self.proposed.to_json(),
                 "each": [{"setting": s, **f.to_json()} for s, f in self.each],
                 "not_modelled": list(self.not_modelled), "notes": list(self.notes)}
 
     @classmethod
-    def from_json(cls, d: JSON) -> Prediction:
+    def from_json(cls, d: dict[str, Any]) -> Prediction:
         return cls(current=Figures.from_json(d["current"]),
                    proposed=Figures.from_json(d["proposed"]),
                    each=tuple((str(e["setting"]), Figures.from_json(e)) for e in d["each"]),
@@ -143,7 +146,7 @@ class FigureChanges:
     syscalls_per_request: float | None
     round_trips_per_request: float | None
 
-    def to_json(self) -> JSON:
+    def to_json(self) -> JsonObject:
         return {"rps": self.rps, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
                 "syscalls_per_request": self.syscalls_per_request,
                 "round_trips_per_request": self.round_trips_per_request}
@@ -191,8 +194,8 @@ class Verify:
         return Figures(_err(p.proposed.calls_per_request, m.calls_per_request),
                        _err(p.proposed.round_trips_per_request, m.round_trips_per_request))
 
-    def to_json(self) -> JSON:
-        out: JSON = {"before": self.before.to_json(), "after": self.after.to_json(),
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"before": self.before.to_json(), "after": self.after.to_json(),
                      "change": self.change.to_json(), "worse": self.worse}
         if self.predicted is not None:
             out["predicted"] = {**self.predicted.to_json(), "measured": self.measured.to_json(),
@@ -200,7 +203,7 @@ class Verify:
         return out
 
     @classmethod
-    def from_json(cls, d: JSON) -> Verify:
+    def from_json(cls, d: dict[str, Any]) -> Verify:
         p = d.get("predicted")
         return cls(Measurement.from_json(d["before"]), Measurement.from_json(d["after"]),
                    Prediction.from_json(p) if isinstance(p, dict) else None)

@@ -11,9 +11,9 @@ from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
 
 from statstorm.results.facts import ApacheFacts, HugePageFacts
+from statstorm.results.jsontypes import JsonObject
 
 SCHEMA = "statstorm.check/1"
-JSON = dict[str, Any]  # a JSON object as read or written, at this module's edge
 
 
 class Severity(StrEnum):
@@ -49,6 +49,17 @@ def gain_from_json(d: object) -> Gain | None:
     return g
 
 
+def gain_json(g: Gain | None) -> JsonObject | None:
+    if g is None:
+        return None
+    out: JsonObject = {"metric": g["metric"], "syscalls_per_request": g["syscalls_per_request"]}
+    if "us_per_request" in g:
+        out["us_per_request"] = g["us_per_request"]
+    if "from" in g:
+        out["from"] = g["from"]
+    return out
+
+
 @dataclass(frozen=True)
 class Finding:
     """One rule's verdict on one pool: the evidence, the exact lines to change, the
@@ -65,16 +76,16 @@ class Finding:
     pool: str = ""
     docs: str = ""
 
-    def to_json(self) -> JSON:
+    def to_json(self) -> JsonObject:
         return {"id": self.id, "severity": self.severity.value, "title": self.title,
                 "evidence": list(self.evidence), "change": list(self.change),
                 "tradeoff": self.tradeoff,
-                "predicted_gain": dict(self.predicted_gain) if self.predicted_gain else
-                self.predicted_gain, "gain_note": self.gain_note, "pool": self.pool,
+                "predicted_gain": gain_json(self.predicted_gain), "gain_note": self.gain_note,
+                "pool": self.pool,
                 "docs": self.docs}
 
     @classmethod
-    def from_json(cls, d: JSON) -> Finding:
+    def from_json(cls, d: dict[str, Any]) -> Finding:
         sev = str(d["severity"])
         return cls(id=str(d["id"]), severity=Severity(sev) if sev in SEVERITIES else Severity.INFO,
                    title=str(d["title"]), evidence=tuple(str(x) for x in d["evidence"]),
@@ -101,11 +112,11 @@ class MountFact:
     volume_options: dict[str, str] = field(default_factory=dict)
     volume: str = ""
 
-    def to_json(self) -> JSON:
+    def to_json(self) -> JsonObject:
         return dict(self.__dict__)
 
     @classmethod
-    def from_json(cls, d: JSON) -> MountFact:
+    def from_json(cls, d: dict[str, Any]) -> MountFact:
         return cls(str(d["role"]), str(d["path"]), str(d["mount_point"]), str(d["fstype"]),
                    str(d["kind"]), _strs(d["cache_options"]), _strs(d["volume_options"]),
                    str(d["volume"]))
@@ -162,10 +173,10 @@ class CheckedPool:
         """This record: for callers written when a checked pool held its facts apart."""
         return self
 
-    def to_json(self) -> JSON:
+    def to_json(self) -> JsonObject:
         return {"pool": self.pool, "settings_source": self.settings_source,
                 "docroot": self.docroot, "php_files": self.php_files,
-                "settings": self.settings, "pm": self.pm,
+                "settings": dict(self.settings), "pm": dict(self.pm),
                 "mounts": [m.to_json() for m in self.mounts],
                 "symlinks": [list(x) for x in self.symlinks],
                 "nginx_script_filename": self.nginx_script_filename,
@@ -175,7 +186,8 @@ class CheckedPool:
                 "php_binary": self.php_binary, "text_bytes": self.text_bytes,
                 "realpath_used": self.realpath_used,
                 "realpath_used_by_worker": list(self.realpath_used_by_worker),
-                "opcache_memory": self.opcache_memory,
+                "opcache_memory": (dict(self.opcache_memory) if self.opcache_memory is not None
+                                   else None),
                 "huge_mapped_kb": (list(self.huge_mapped_kb)
                                    if self.huge_mapped_kb is not None else None),
                 "apache": asdict(self.apache) if self.apache else None,
@@ -183,7 +195,7 @@ class CheckedPool:
                 "notes": list(self.notes)}
 
     @classmethod
-    def from_json(cls, d: JSON) -> CheckedPool:
+    def from_json(cls, d: dict[str, Any]) -> CheckedPool:
         """Tolerant of files written before huge_mapped_kb, apache and code_mapping."""
         hp, om, nsf = d["hugepages"], d["opcache_memory"], d["nginx_script_filename"]
         hm, cm = d.get("huge_mapped_kb"), d.get("code_mapping")
@@ -222,11 +234,11 @@ class CheckResult:
         return fail_on is not None and any(f.severity.rank >= fail_on.rank
                                            for f in self.findings)
 
-    def to_json(self) -> JSON:
+    def to_json(self) -> JsonObject:
         return {"schema": SCHEMA, "findings": [f.to_json() for f in self.findings],
                 "pools": [p.to_json() for p in self.pools]}
 
     @classmethod
-    def from_json(cls, d: JSON) -> CheckResult:
+    def from_json(cls, d: dict[str, Any]) -> CheckResult:
         return cls(pools=tuple(CheckedPool.from_json(p) for p in d["pools"]),
                    findings=[Finding.from_json(f) for f in d["findings"]])
