@@ -17,6 +17,7 @@ from typing import Any
 
 from statstorm.results.check import MountFact as MountFact
 from statstorm.results.facts import ApacheFacts, HugePageFacts, realpath_bytes, with_parents
+from statstorm.results.trace.vocabulary import Trace
 
 # opcache.max_accelerated_files is rounded up to the first of these primes (PHP 8).
 OPCACHE_PRIMES = (223, 463, 983, 1979, 3907, 7963, 16229, 32531, 65407, 130987, 262237,
@@ -186,7 +187,7 @@ def opcache_rounded(n: int) -> int:
 
 
 # -- from a trace --------------------------------------------------------------------------------
-def trace_facts(trace: Any, summary: dict[str, Any]) -> TraceFacts:
+def trace_facts(trace: Trace, summary: dict[str, Any]) -> TraceFacts:
     """The figures `check` uses from a loaded trace (results.trace.Trace) and its summary."""
     n = int(summary.get("requests") or 0)
     per_request = {k: float(v) for k, v in (summary.get("per_request") or {}).items()}
@@ -263,13 +264,13 @@ def is_network_fstype(fstype: str) -> bool:
     return fstype.startswith(("nfs", "fuse", "glusterfs", "ceph", "cifs", "smb3", "9p"))
 
 
-def _share(net_ns: int, trace: Any, done: set[int]) -> float | None:
+def _share(net_ns: int, trace: Trace, done: set[int]) -> float | None:
     """The share of the finished requests' time spent in metadata calls on network mounts."""
     wall = sum(trace.requests[i].end_ns - trace.requests[i].start_ns for i in done)
     return round(min(net_ns / wall, 1.0), 3) if wall > 0 else None
 
 
-def _cold_extra(trace: Any, done: set[int], totals: Counter[int]) -> float | None:
+def _cold_extra(trace: Trace, done: set[int], totals: Counter[int]) -> float | None:
     """Calls of a worker's first traced request above the median of the others."""
     by_pid: dict[int, list[int]] = defaultdict(list)
     for i in sorted(done, key=lambda i: trace.requests[i].start_ns):
