@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Union
+from typing import TypeAlias
 
-JsonValue = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
+JsonValue: TypeAlias = (str | int | float | bool | None | list["JsonValue"]
+                        | dict[str, "JsonValue"])
 JsonObject = dict[str, JsonValue]
