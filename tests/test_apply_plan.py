@@ -3,6 +3,7 @@ php-fpm, ini and nginx texts are exact. Pure, no root."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -307,12 +308,52 @@ def test_fstab_line_is_checked_with_findmnt(tmp_path: Path) -> None:
 
 def test_settled_needs_two_runs_within_five_percent() -> None:
     from statstorm.model.applyplan import settled
-    a = {"syscalls_per_request": 100.0, "round_trips_per_request": 60.0}
-    assert settled(a, {"syscalls_per_request": 103.0, "round_trips_per_request": 62.0})
+    from statstorm.results.apply_verify import Measurement as M
+    a = M(syscalls_per_request=100.0, round_trips_per_request=60.0)
+    assert settled(a, M(syscalls_per_request=103.0, round_trips_per_request=62.0))
     # a new FUSE client's first seconds: round trips still climbing
-    assert not settled({**a, "round_trips_per_request": 46.7}, a)
-    assert not settled(a, {**a, "syscalls_per_request": 90.0})
+    assert not settled(replace(a, round_trips_per_request=46.7), a)
+    assert not settled(a, replace(a, syscalls_per_request=90.0))
     # a figure one run lacks (no network mount) is not compared
-    assert settled({"syscalls_per_request": 50.0, "round_trips_per_request": None},
-                   {"syscalls_per_request": 51.0, "round_trips_per_request": None})
-    assert settled({"syscalls_per_request": 0.0}, {"syscalls_per_request": 0.0})
+    assert settled(M(syscalls_per_request=50.0), M(syscalls_per_request=51.0))
+    assert settled(M(syscalls_per_request=0.0), M(syscalls_per_request=0.0))
+
+
+def test_verify_json_round_trips_and_says_worse() -> None:
+    """--verify's typed result writes what compare() wrote and reads itself back."""
+    from statstorm.results.apply import compare
+    from statstorm.results.apply_verify import Measurement, Settling, Verify
+    before = Measurement(rps=100.0, p50_ms=2.0, p99_ms=9.0, errors=0,
+                         syscalls_per_request=400.0, failed_per_request=20.0,
+                         round_trips_per_request=None, requests=500)
+    first = replace(before, syscalls_per_request=420.0)
+    after = replace(before, rps=80.0, errors=2,
+                    settling=Settling(3, True, first))
+    v = Verify(before, after)
+    j = v.to_json()
+    assert list(j) == ["before", "after", "change", "worse"]
+    assert j["after"]["runs"] == 3 and j["after"]["settled"] is True
+    assert j["after"]["first"] == {"round_trips_per_request": None, "syscalls_per_request": 420.0}
+    assert j["change"]["rps"] == -0.2 and j["change"]["round_trips_per_request"] is None
+    assert "throughput fell -20.0%" in v.worse and "2 failed requests (before: 0)" in v.worse
+    assert Verify.from_json(j).to_json() == j  # the first run keeps only its settle figures
+    assert compare(before.to_json(), after.to_json()) == j
+
+
+def test_backup_manifest_reads_the_format_on_disk() -> None:
+    """A manifest as apply has always written it loads, and is written back byte for byte."""
+    from statstorm.results.apply import SCHEMA, Manifest
+    on_disk = {"schema": SCHEMA, "created": "2026-01-01T00:00:00+00:00",
+               "target": {"pool": "www", "lab": "", "pool_file": "/etc/php/www.conf",
+                          "master_ini": None, "nginx_files": [], "url": "http://127.0.0.1/"},
+               "files": [{"path": "/etc/php/www.conf", "existed": True, "copy": "0-www.conf",
+                          "mode": 420, "uid": 0, "gid": 0},
+                         {"path": "/etc/php/conf.d/99-statstorm.ini", "existed": False}],
+               "storage": [{"kind": "volume", "where": "gv0", "before": {},
+                            "after": {"performance.md-cache-timeout": "600"},
+                            "client_argv": [], "client_pid": 0, "done": True}],
+               "status": "rolled-back", "reason": "--verify: throughput fell"}
+    m = Manifest.from_json(on_disk)
+    assert m.to_json() == on_disk and list(m.to_json()) == list(on_disk)
+    assert m.target.pool == "www" and m.target.lab == "" and m.files[1].existed is False
+    assert m.storage[0].done and m.status == "rolled-back"

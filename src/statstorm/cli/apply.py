@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -16,6 +15,8 @@ from statstorm.cli.paths import InputPath
 from statstorm.commands import apply as apply_cmd
 from statstorm.env import Env
 from statstorm.model.applyplan import MANUAL
+from statstorm.results.apply import ApplyMode
+from statstorm.results.apply_verify import Prediction, Verify
 
 WHERE = {"pool-ini": "pool (php_admin_value)", "master-ini": "master ini (conf.d)",
          "pool": "pool directive", "nginx": "nginx (fastcgi_param)",
@@ -32,6 +33,7 @@ def _diff(out: Console, text: str) -> None:
 
 
 def render(env: Env, r: apply_cmd.ApplyResult) -> None:
+    mode = ApplyMode(r.mode)
     out = Console(file=env.stdout, highlight=False, width=None if env.stdout.isatty() else 120)
     for missing in r.not_found:
         out.print(f"{missing}: not reported by check now: nothing to change for it")
@@ -48,8 +50,8 @@ def render(env: Env, r: apply_cmd.ApplyResult) -> None:
     for e in r.edits:
         _diff(out, e.diff())
     if r.steps:
-        verb = {"dry-run": "would change", "applied": "changed",
-                "rolled-back": "put back"}.get(r.mode, "")
+        verb = {ApplyMode.DRY_RUN: "would change", ApplyMode.APPLIED: "changed",
+                ApplyMode.ROLLED_BACK: "put back"}.get(mode, "")
         out.print(f"[bold]storage, live ({verb}):[/bold]")
         for st in r.steps:
             out.print(f"  {escape(st.text())}")
@@ -61,63 +63,73 @@ def render(env: Env, r: apply_cmd.ApplyResult) -> None:
     for note in r.notes:
         out.print(f"note: {note}")
     if r.verify:
-        v = r.verify
-        t = Table(title="--verify: before and after, same method")
-        for col in ("", "before", "after", "change"):
-            t.add_column(col, justify="right")
-        for key, label in (("rps", "requests/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"),
-                           ("syscalls_per_request", "metadata calls/request"),
-                           ("round_trips_per_request", "network round trips/request")):
-            ch = v["change"].get(key)
-            t.add_row(label, str(v["before"].get(key)), str(v["after"].get(key)),
-                      "-" if ch is None else f"{ch:+.1%}")
-        out.print(t)
-        a = v["after"]
-        if a.get("runs", 1) > 1:
-            first = a.get("first") or {}
-            out.print(f"after: {'settled' if a.get('settled') else 'not settled'} in "
-                      f"{a['runs']} runs; the first run right after the change: "
-                      f"{first.get('syscalls_per_request')} calls"
-                      + (f", {first['round_trips_per_request']} round trips"
-                         if first.get("round_trips_per_request") is not None else "")
-                      + " per request")
-        if v.get("predicted"):
-            _prediction(out, v["predicted"])
+        _verify(out, r.verify)
     steps = f" and {len(r.steps)} storage change(s)" if r.steps else ""
-    if r.mode == "dry-run":
+    if mode == ApplyMode.DRY_RUN:
         out.print(f"dry run: {len(r.edits)} file(s){steps} would change; apply with --yes")
-    elif r.mode == "nothing":
+    elif mode == ApplyMode.NOTHING:
         out.print("nothing to change in the files and storage statstorm manages")
-    elif r.mode == "applied":
+    elif mode == ApplyMode.APPLIED:
         out.print(f"applied: {len(r.edits)} file(s){steps} changed and reloaded; backup in "
                   f"{r.backup}; undo with `statstorm apply --rollback`")
     else:
         out.print(f"rolled back ({r.reason}); the files of {r.backup} are back in place")
 
 
-def _prediction(out: Console, p: dict[str, Any]) -> None:
+def _verify(out: Console, v: Verify) -> None:
+    """--verify's measurements before and after, how the after settled, and the prediction."""
+    t = Table(title="--verify: before and after, same method")
+    for col in ("", "before", "after", "change"):
+        t.add_column(col, justify="right")
+    b, a, ch = v.before, v.after, v.change
+    for label, x, y, c in (
+            ("requests/s", b.rps, a.rps, ch.rps), ("p50 ms", b.p50_ms, a.p50_ms, ch.p50_ms),
+            ("p99 ms", b.p99_ms, a.p99_ms, ch.p99_ms),
+            ("metadata calls/request", b.syscalls_per_request, a.syscalls_per_request,
+             ch.syscalls_per_request),
+            ("network round trips/request", b.round_trips_per_request,
+             a.round_trips_per_request, ch.round_trips_per_request)):
+        t.add_row(label, str(x), str(y), "-" if c is None else f"{c:+.1%}")
+    out.print(t)
+    s = a.settling
+    if s is not None and s.runs > 1:
+        first = s.first
+        out.print(f"after: {'settled' if s.settled else 'not settled'} in "
+                  f"{s.runs} runs; the first run right after the change: "
+                  f"{first.syscalls_per_request} calls"
+                  + (f", {first.round_trips_per_request} round trips"
+                     if first.round_trips_per_request is not None else "")
+                  + " per request")
+    if v.predicted:
+        _prediction(out, v)
+
+
+def _prediction(out: Console, v: Verify) -> None:
     """whatif's prediction (from a trace before the change) beside --verify's measurement."""
-    def f(x: Any) -> str:
+    def f(x: float | None) -> str:
         return "-" if x is None else f"{x:,.1f}"
+    p: Prediction | None = v.predicted
+    assert p is not None
     t = Table(title="--verify: whatif's prediction (trace before the change) and the measurement")
     for col in ("change", "calls/request predicted", "measured", "round trips/request predicted",
                 "measured"):
         t.add_column(col, justify="left" if col == "change" else "right")
-    t.add_row("(none: before)", f(p["current"]["calls_per_request"]), "",
-              f(p["current"]["round_trips_per_request"]), "")
-    for e in p.get("each") or []:
-        t.add_row(f"{escape(e['setting'])} alone", f(e["calls_per_request"]), "",
-                  f(e["round_trips_per_request"]), "")
-    m, err = p["measured"], p.get("error") or {}
-    t.add_row("all changes", f(p["proposed"]["calls_per_request"]), f(m["calls_per_request"]),
-              f(p["proposed"]["round_trips_per_request"]), f(m["round_trips_per_request"]))
+    t.add_row("(none: before)", f(p.current.calls_per_request), "",
+              f(p.current.round_trips_per_request), "")
+    for setting, fig in p.each:
+        t.add_row(f"{escape(setting)} alone", f(fig.calls_per_request), "",
+                  f(fig.round_trips_per_request), "")
+    m, err = v.measured, v.error
+    t.add_row("all changes", f(p.proposed.calls_per_request), f(m.calls_per_request),
+              f(p.proposed.round_trips_per_request), f(m.round_trips_per_request))
     out.print(t)
-    pct = ", ".join(f"{k.replace('_per_request', '').replace('_', ' ')} {v:+.1%}"
-                    for k, v in err.items() if v is not None)
+    pct = ", ".join(f"{k} {x:+.1%}" for k, x in (("calls", err.calls_per_request),
+                                                 ("round trips", err.round_trips_per_request))
+                    if x is not None)
     if pct:
         out.print(f"prediction error (predicted vs measured): {pct}")
-    if p.get("not_modelled"):
-        out.print("not in whatif's model (measured only): " + ", ".join(p["not_modelled"]))
+    if p.not_modelled:
+        out.print("not in whatif's model (measured only): " + ", ".join(p.not_modelled))
 
 
 @cli.command("apply")

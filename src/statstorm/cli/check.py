@@ -15,18 +15,18 @@ from statstorm.cli.paths import InputPath
 from statstorm.commands import check as check_cmd
 from statstorm.env import Env
 from statstorm.errors import EXIT_FAILURE
-from statstorm.model.rules import SEVERITIES
+from statstorm.results.check import SEVERITIES, CheckResult, Severity
 
-STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
-def render(env: Env, result: check_cmd.CheckResult) -> None:
+def render(env: Env, result: CheckResult) -> None:
     out = Console(file=env.stdout, highlight=False,
                   width=None if env.stdout.isatty() else 120)
     for pc in result.pools:
         out.print(f"[bold]pool {pc.pool}[/bold]: settings from {pc.settings_source}")
-        if pc.facts.docroot:
-            out.print(f"  docroot {pc.facts.docroot} ({pc.facts.php_files or 0:,} PHP files)")
+        if pc.docroot:
+            out.print(f"  docroot {pc.docroot} ({pc.php_files or 0:,} PHP files)")
         for note in pc.notes:
             out.print(f"  note: {note}")
     found = result.findings
@@ -41,7 +41,7 @@ def render(env: Env, result: check_cmd.CheckResult) -> None:
         t.add_column("gain / trade-off", overflow="fold")
         for f in group:
             gain = f.predicted_gain
-            g = (f"{gain.get('syscalls_per_request', 0):+g} {gain.get('metric', '')}"
+            g = (f"{gain['syscalls_per_request']:+g} {gain['metric']}"
                  + (f", {gain['us_per_request']:+g} µs" if "us_per_request" in gain else "")
                  if gain else f"- ({f.gain_note})")
             pool = f" [dim](pool {f.pool})[/dim]" if len(result.pools) > 1 else ""
@@ -70,7 +70,7 @@ def render(env: Env, result: check_cmd.CheckResult) -> None:
 @click.option("--no-query", is_flag=True, help="Do not ask the pool over FastCGI (a worker "
               "runs a read-only status script); read php-fpm -i/-tt only.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"findings\": [...]} as JSON.")
-@click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
+@click.option("--fail-on", type=click.Choice([s.value for s in SEVERITIES]), default=None,
               help="Exit with status 1 if a finding is at least this severe.")
 @click.pass_obj
 def check(env: Env, pools: tuple[str, ...], lab: str | None, trace_file: Path | None,
@@ -100,6 +100,6 @@ def check(env: Env, pools: tuple[str, ...], lab: str | None, trace_file: Path | 
         env.stdout.write("\n")
     else:
         render(env, result)
-    if check_cmd.failed(result, fail_on):
+    if result.failed(None if fail_on is None else Severity(fail_on)):
         env.stdout.flush()
         sys.exit(EXIT_FAILURE)

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Callable, TypeVar
 
 from statstorm import faults
 from statstorm.adapters.apply import apply_steps, apply_target, backups, pool_config, storage_steps
 from statstorm.adapters.load import http
 from statstorm.adapters.apply.pool_config import ApplyFailed, Target
+from statstorm.adapters.tracing.trace_thread import Tracer
 from statstorm.commands import check as check_cmd
 from statstorm.commands import sweep as sweep_cmd
 from statstorm.commands import trace as trace_cmd
@@ -40,8 +42,13 @@ from statstorm.model import applyplan
 from statstorm.model.applyplan import MANUAL, MOUNT, VOLUME, Change
 from statstorm.model.finding import Finding
 from statstorm.model.rules import RULES
-from statstorm.results.apply import SCHEMA, FileEdit, StorageStep, compare
+from statstorm.results.apply import SCHEMA, ApplyMode, FileEdit, StorageStep
+from statstorm.results.apply_verify import Measurement, Prediction, Settling, Verify
+from statstorm.results.jsontypes import JsonObject
+from statstorm.results.sweep import LevelResult
 from statstorm.results.trace import read_trace
+
+T = TypeVar("T")
 
 # Findings --all leaves out (they must be named): huge code pages remap PHP's code into
 # anonymous memory, where the tracer's uprobes (request start and end) no longer fire.
@@ -66,7 +73,7 @@ class ApplyOptions:
 
 @dataclass
 class ApplyResult:
-    mode: str  # dry-run | applied | rolled-back | nothing
+    mode: ApplyMode | str  # made an ApplyMode at once (a str from callers that predate it)
     target: Target | None
     changes: list[Change] = field(default_factory=list)
     edits: list[FileEdit] = field(default_factory=list)
@@ -74,23 +81,27 @@ class ApplyResult:
     not_found: list[str] = field(default_factory=list)  # asked-for ids check did not report
     backup: str = ""
     reason: str = ""  # why it was rolled back
-    verify: dict[str, Any] | None = None
+    verify: Verify | None = None
     notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.mode = ApplyMode(self.mode)
 
     @property
     def manual(self) -> list[Change]:
         return [c for c in self.changes if c.kind == MANUAL]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "mode": self.mode,
+    def to_json(self) -> JsonObject:
+        return {"schema": SCHEMA, "mode": ApplyMode(self.mode).value,
                 "target": self.target.to_json() if self.target else None,
                 "changes": [c.to_json() for c in self.changes if c.kind != MANUAL],
                 "manual": [c.to_json() for c in self.manual],
                 "files": [{"path": str(e.path), "created": e.before is None, "diff": e.diff()}
                           for e in self.edits],
                 "storage": [st.to_json() for st in self.steps],
-                "not_found": self.not_found, "backup": self.backup or None,
-                "reason": self.reason or None, "verify": self.verify, "notes": self.notes}
+                "not_found": list(self.not_found), "backup": self.backup or None,
+                "reason": self.reason or None,
+                "verify": self.verify.to_json() if self.verify else None, "notes": list(self.notes)}
 
 
 def validate(env: Env, opts: ApplyOptions) -> None:
@@ -177,7 +188,7 @@ def _check(env: Env, opts: ApplyOptions) -> tuple[list[Finding], dict[str, str]]
     env.log("reading the live configuration (statstorm check)…")
     res = check_cmd.run(env, check_cmd.CheckOptions(pools=(opts.pool,) if opts.pool else (),
                                                     lab=opts.lab, trace=opts.trace))
-    settings = res.pools[0].facts.settings if res.pools else {}
+    settings = res.pools[0].settings if res.pools else {}
     return res.findings, {k: str(v) for k, v in settings.items()}
 
 
@@ -187,7 +198,7 @@ def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
     found, settings = _check(env, opts)
     chosen = [f for f in found
               if f.id in opts.findings or (opts.all and f.id not in NAMED_ONLY)]
-    result = ApplyResult("dry-run", target,
+    result = ApplyResult(ApplyMode.DRY_RUN, target,
                          not_found=[i for i in opts.findings if i not in {f.id for f in found}])
     changes = applyplan.merge([c for f in chosen for c in applyplan.classify(f, settings)])
     changes, result.steps, fstab_edits, result.notes = plan_storage(env, target, changes)
@@ -198,7 +209,7 @@ def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
                             "pages leaves the file statstorm's probes are on, so later traces "
                             "lose their request boundaries; name it to apply it")
     if not result.edits and not result.steps:
-        result.mode = "nothing"
+        result.mode = ApplyMode.NOTHING
     if target.control_timeout.rstrip("s") == "0" and (result.edits or result.steps):
         result.notes.append("process_control_timeout = 0: a php-fpm reload does not wait for "
                             "running requests; set `process_control_timeout = 10s` in [global] "
@@ -208,26 +219,46 @@ def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
 
 # -- verifying ----------------------------------------------------------------------------------
 def full_tracer(env: Env, *, lab: str | None, pool: str | None, duration_s: float,
-                output: Path, ready: Any, stop: Any) -> trace_cmd.TraceRun:
+                output: Path, ready: threading.Event, stop: threading.Event,
+                ) -> trace_cmd.TraceRun:
     """A full trace (every call, PHP operations) during a load run: whatif's input."""
     return trace_cmd.run(env, trace_cmd.TraceOptions(lab=lab, pool=pool, duration_s=duration_s,
                                                      output=output), ready=ready, stop=stop)
 
 
 def predict(env: Env, target: Target, opts: ApplyOptions, changes: list[Change],
-            ) -> dict[str, Any] | None:
-    """whatif's prediction of the changes, from a short full trace of the pool before."""
+            ) -> Prediction | None:
+    """whatif's prediction of the changes, from a short full trace of the pool before (None:
+    the run left no trace)."""
     sets, other = applyplan.whatif_sets(changes)
     env.log("verify: tracing the pool for whatif's prediction…")
-    return measure(env, target, opts, tracer=full_tracer,
-                   then=lambda path: whatif_cmd.predict_changes(path, sets, other)).get("prediction")
+
+    def then(_: LevelResult, traced: Path | None) -> Prediction | None:
+        return (Prediction.from_json(whatif_cmd.predict_changes(traced, sets, other))
+                if traced else None)
+    return _traced_run(env, target, opts, full_tracer, then)
 
 
-def measure(env: Env, target: Target, opts: ApplyOptions, tracer: Any = None,
-            then: Any = None) -> dict[str, Any]:
+def measure(env: Env, target: Target, opts: ApplyOptions,
+            tracer: Tracer = trace_cmd.counting_tracer) -> Measurement:
     """One short traced run at one concurrency (a sweep of one level, after a warm-up):
-    throughput, latency and metadata calls per request; `then(trace)` is kept as
-    "prediction" (the trace is removed after)."""
+    throughput, latency and metadata calls per request."""
+    def figures(lv: LevelResult, traced: Path | None) -> Measurement:
+        network = read_trace(traced).trailer.get("network") if traced else None
+        rt = network.get("per_request") if isinstance(network, dict) else None
+        return Measurement(
+            rps=round(lv.rps, 1), p50_ms=round(lv.p50, 2), p99_ms=round(lv.p99, 2),
+            errors=lv.errors.total, syscalls_per_request=lv.server.file_syscalls_per_request,
+            failed_per_request=lv.server.failed_per_request,
+            round_trips_per_request=rt if isinstance(rt, (int, float)) else None,
+            requests=sum(r.run.requests for r in lv.repeats))
+    return _traced_run(env, target, opts, tracer, figures)
+
+
+def _traced_run(env: Env, target: Target, opts: ApplyOptions, tracer: Tracer,
+                read: Callable[[LevelResult, Path | None], T]) -> T:
+    """A sweep of one level under `tracer`; `read(level, trace)` is what it gives (the trace
+    is removed after)."""
     with tempfile.TemporaryDirectory(prefix="statstorm-apply-") as tmp:
         p = sweep_cmd.Plan(
             url=target.url, tool="wrk", model="closed",
@@ -236,21 +267,13 @@ def measure(env: Env, target: Target, opts: ApplyOptions, tracer: Any = None,
             fpm_status_url=None, pool=None, output=Path(tmp) / "sweep.json", plot=None,
             trace_lab=target.lab or None, trace_pool=None if target.lab else target.pool)
         res = sweep_cmd.run(env, p, progress=lambda msg, lv: env.log(f"verify: {msg}"),
-                            trace_with=tracer or trace_cmd.counting_tracer)
+                            trace_with=tracer)
         lv = res.levels[0]
         traced = lv.server.trace_file
-        if then is not None and traced:
-            return {"prediction": then(Path(traced))}
-        network = read_trace(Path(traced)).trailer.get("network") if traced else None
-    return {"rps": round(lv.rps, 1), "p50_ms": round(lv.p50, 2),
-            "p99_ms": round(lv.p99, 2), "errors": lv.errors.total,
-            "syscalls_per_request": lv.server.file_syscalls_per_request,
-            "failed_per_request": lv.server.failed_per_request,
-            "round_trips_per_request": (network or {}).get("per_request"),
-            "requests": sum(r.run.requests for r in lv.repeats)}
+        return read(lv, Path(traced) if traced else None)
 
 
-def settle(env: Env, target: Target, opts: ApplyOptions) -> dict[str, Any]:
+def settle(env: Env, target: Target, opts: ApplyOptions) -> Measurement:
     """The measurement after the change, once settled: runs until two in a row agree
     (applyplan.settled) or verify_settle_s has passed; the first run is kept beside it."""
     first = cur = measure(env, target, opts)
@@ -262,13 +285,13 @@ def settle(env: Env, target: Target, opts: ApplyOptions) -> dict[str, Any]:
         done = applyplan.settled(prev, cur)
         if not done:
             env.log(f"verify: not settled yet ({_figures(prev)} → {_figures(cur)}); again…")
-    return {**cur, "runs": runs, "settled": done and runs > 1,  # one run: not checked
-            "first": {k: first.get(k) for k in applyplan.SETTLE_KEYS}}
+    return dataclasses.replace(cur, settling=Settling(runs, done and runs > 1,  # one run: not
+                                                      first))  # checked
 
 
-def _figures(m: dict[str, Any]) -> str:
-    rt = m.get("round_trips_per_request")
-    return (f"{m.get('syscalls_per_request')} calls" +
+def _figures(m: Measurement) -> str:
+    rt = m.round_trips_per_request
+    return (f"{m.syscalls_per_request} calls" +
             (f", {rt} round trips" if rt is not None else "") + " per request")
 
 
@@ -316,14 +339,14 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
         apply_steps.roll_back(env, target, backup, "interrupted while applying", result.steps)
         raise
     faults.phase("apply/applied")
-    result.mode = "applied"
+    result.mode = ApplyMode.APPLIED
     if before is not None:
         env.log("verify: measuring after the change…")
-        result.verify = compare(before, settle(env, target, opts), prediction)
-        if result.verify["worse"]:
-            result.reason = f"--verify: {result.verify['worse']}"
+        result.verify = Verify(before, settle(env, target, opts), prediction)
+        if result.verify.worse:
+            result.reason = f"--verify: {result.verify.worse}"
             apply_steps.roll_back(env, target, backup, result.reason, result.steps)
-            result.mode = "rolled-back"
+            result.mode = ApplyMode.ROLLED_BACK
         else:
             try:
                 backups.mark(backup, "verified")
@@ -337,17 +360,16 @@ def rollback(env: Env, opts: ApplyOptions) -> ApplyResult:
     """Restore the newest backup set still in effect (for the pool or lab, if one is named)."""
     found = backups.newest(env, opts.lab, opts.pool)
     if found is not None:
-        d, data = found
-        t = data["target"]
-        target = resolve(env, ApplyOptions(lab=t.get("lab") or None,
-                                           pool=None if t.get("lab") else t.get("pool"),
-                                           url=t.get("url") or ""))
-        edits = [FileEdit(Path(entry["path"]), backups.read_text(Path(entry["path"])),
+        d, m = found
+        t = m.target
+        target = resolve(env, ApplyOptions(lab=t.lab or None, pool=None if t.lab else t.pool,
+                                           url=t.url or ""))
+        edits = [FileEdit(Path(entry.path), backups.read_text(Path(entry.path)),
                           backups.copy_text(d, entry) or "", ("now", "restored"))
-                 for entry in data["files"]]
-        steps = [StorageStep.from_json(x) for x in data.get("storage") or []]
+                 for entry in m.files]
+        steps = list(m.storage)
         apply_steps.roll_back(env, target, d, "statstorm apply --rollback", steps)
-        return ApplyResult("rolled-back", target, edits=edits, steps=steps, backup=str(d),
+        return ApplyResult(ApplyMode.ROLLED_BACK, target, edits=edits, steps=steps, backup=str(d),
                            reason="statstorm apply --rollback")
     where = f" for {'lab ' + opts.lab if opts.lab else 'pool ' + str(opts.pool)}" if (
         opts.lab or opts.pool) else ""

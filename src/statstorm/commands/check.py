@@ -4,22 +4,22 @@ them with model.rules. `--trace` and `--fsbench` add measured evidence.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from statstorm.adapters.php import php_targets, pool_facts
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model.checkfacts import Facts, TraceFacts, fsbench_p50, trace_facts
-from statstorm.model.finding import Finding
-from statstorm.model.rules import SEVERITIES, evaluate, rank
+from statstorm.model.rules import evaluate
 from statstorm.model import sampling
 from statstorm.model.tracestats import summarize
+from statstorm.results.check import SCHEMA, SEVERITIES, CheckedPool, CheckResult, Finding
+from statstorm.results.check import Severity, by_severity
 from statstorm.results.common import read_json
 from statstorm.results.trace import read_trace
 
-SCHEMA = "statstorm.check/1"
+
 @dataclass(frozen=True)
 class CheckOptions:
     pools: tuple[str, ...] = ()
@@ -30,58 +30,22 @@ class CheckOptions:
     query_pool: bool = True  # ask a worker over FastCGI
 
 
-@dataclass
-class PoolCheck:
-    pool: str
-    settings_source: str
-    facts: Facts
-    findings: list[Finding]
-    notes: list[str] = field(default_factory=list)
+def checked_pool(facts: Facts, settings_source: str, notes: list[str]) -> CheckedPool:
+    """The pool's record in check's result: the facts judged that `check --json` shows."""
+    return CheckedPool(
+        pool=facts.pool, settings_source=settings_source, docroot=facts.docroot,
+        php_files=facts.php_files, settings=facts.settings, pm=facts.pm, mounts=facts.mounts,
+        symlinks=facts.symlinks, nginx_script_filename=facts.nginx_script_filename,
+        worker_pss_kb=facts.worker_pss_kb, mem_available_kb=facts.mem_available_kb,
+        hugepages=facts.hugepages, php_binary=facts.php_binary, text_bytes=facts.text_bytes,
+        realpath_used=facts.realpath_used, realpath_used_by_worker=facts.realpath_used_by_worker,
+        opcache_memory=facts.opcache_memory, huge_mapped_kb=facts.huge_mapped_kb,
+        apache=facts.apache, code_mapping=facts.code_mapping, notes=tuple(notes))
 
 
-@dataclass
-class CheckResult:
-    pools: list[PoolCheck]
-
-    @property
-    def findings(self) -> list[Finding]:
-        return sorted((f for p in self.pools for f in p.findings), key=lambda f: -rank(f.severity))
-
-    def worst(self) -> str | None:
-        found = self.findings
-        return found[0].severity if found else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "findings": [f.to_json() for f in self.findings],
-            "pools": [{"pool": p.pool, "settings_source": p.settings_source,
-                       "docroot": p.facts.docroot, "php_files": p.facts.php_files,
-                       "settings": p.facts.settings, "pm": p.facts.pm,
-                       "mounts": [m.__dict__ for m in p.facts.mounts],
-                       "symlinks": [list(x) for x in p.facts.symlinks],
-                       "nginx_script_filename": p.facts.nginx_script_filename,
-                       "worker_pss_kb": list(p.facts.worker_pss_kb),
-                       "mem_available_kb": p.facts.mem_available_kb,
-                       "hugepages": (p.facts.hugepages.__dict__ if p.facts.hugepages
-                                     else None),
-                       "php_binary": p.facts.php_binary, "text_bytes": p.facts.text_bytes,
-                       "realpath_used": p.facts.realpath_used,
-                       "realpath_used_by_worker": list(p.facts.realpath_used_by_worker),
-                       "opcache_memory": (p.facts.opcache_status or {}).get("memory_usage"),
-                       "huge_mapped_kb": (list(p.facts.huge_mapped_kb)
-                                          if p.facts.huge_mapped_kb is not None else None),
-                       "apache": asdict(p.facts.apache) if p.facts.apache else None,
-                       "code_mapping": list(p.facts.code_mapping) if p.facts.code_mapping else None,
-                       "notes": p.notes} for p in self.pools],
-        }
-
-
-def failed(result: CheckResult, fail_on: str | None) -> bool:
+def failed(result: CheckResult, fail_on: Severity | str | None) -> bool:
     """True if a finding is at least as severe as `fail_on`."""
-    if fail_on is None:
-        return False
-    return any(rank(f.severity) >= rank(fail_on) for f in result.findings)
+    return result.failed(None if fail_on is None else Severity(fail_on))
 
 
 def validate(opts: CheckOptions) -> None:
@@ -119,23 +83,24 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
         trace, trace_pool, sampled = _load_trace(opts.trace)
     fsb = _load_fsbench(opts.fsbench) if opts.fsbench is not None else {}
     pools = pool_facts.targets(env, lab=opts.lab, pools=opts.pools)
-    out = []
+    checked: list[CheckedPool] = []
+    found: list[Finding] = []
     for pool in pools:
         use = trace if trace is not None and (len(pools) == 1 or trace_pool == pool.name) else None
         env.log(f"checking {'php-fpm pool ' if isinstance(pool.pool, php_targets.FpmPool) else ''}"
                 f"{pool.name}…")
         got = pool_facts.gather(env, pool, docroot=opts.docroot, query_pool=opts.query_pool,
                                 trace=use, fsb=fsb)
-        pc = PoolCheck(pool.name, got.settings_source, got.facts, [], got.notes)
+        notes = list(got.notes)
         if trace is not None and use is None:
-            pc.notes.append(f"the trace is of pool {trace_pool or '?'}, not this one: not used")
+            notes.append(f"the trace is of pool {trace_pool or '?'}, not this one: not used")
         elif use is not None and trace_pool and trace_pool != pool.name:
-            pc.notes.append(f"the trace is of pool {trace_pool}: used anyway (one pool checked)")
+            notes.append(f"the trace is of pool {trace_pool}: used anyway (one pool checked)")
         if use is not None and sampled:
-            pc.notes.append(sampled)
-        pc.findings = evaluate(pc.facts)
-        out.append(pc)
-    return CheckResult(out)
+            notes.append(sampled)
+        checked.append(checked_pool(got.facts, got.settings_source, notes))
+        found += evaluate(got.facts)
+    return CheckResult(tuple(checked), list(by_severity(found)))
 
 
-__all__ = ["CheckOptions", "CheckResult", "SEVERITIES", "failed", "run"]
+__all__ = ["SCHEMA", "SEVERITIES", "CheckOptions", "CheckResult", "failed", "run"]

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from statstorm.model import config_edit
 from statstorm.model.config_edit import ini_value
 from statstorm.model.finding import Finding
 from statstorm.model.network_forecast import FUSE_KEYS, NFS_KEYS
 from statstorm.model.phpsettings import SETTABLE
+from statstorm.results.apply_verify import Measurement
+from statstorm.results.jsontypes import JsonObject
 
 POOL_INI, MASTER_INI, POOL, NGINX, MANUAL = "pool-ini", "master-ini", "pool", "nginx", "manual"
 MOUNT, VOLUME, APP, APACHE = "mount", "volume", "app", "apache"
@@ -72,7 +73,7 @@ class Change:
     where: str = ""  # MOUNT: the mount point; VOLUME: the volume; APP: the file;
     # APACHE: the <Directory> ('' server level)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> JsonObject:
         return {"finding": self.finding, "kind": self.kind, "key": self.key, "value": self.value,
                 "current": self.current, "line": self.line, "why": self.why,
                 "where": self.where or None}
@@ -280,17 +281,15 @@ __all__ = ["Change", "classify", "edit_fstab", "edit_ini", "edit_nginx", "edit_p
 
 # --verify after the change: two runs in a row within this of each other are settled
 SETTLE_TOLERANCE = 0.05
-SETTLE_KEYS = ("round_trips_per_request", "syscalls_per_request")
 
 
-def settled(prev: dict[str, Any], cur: dict[str, Any],
-            tolerance: float = SETTLE_TOLERANCE) -> bool:
+def settled(prev: Measurement, cur: Measurement, tolerance: float = SETTLE_TOLERANCE) -> bool:
     """Whether two measurements in a row agree on the figures whatif predicts (network round
     trips and metadata calls per request, each where both runs have it) within `tolerance`
     of the larger: a new FUSE client and cold caches make fewer or more calls for a while,
     and the prediction is of the steady state."""
-    for key in SETTLE_KEYS:
-        a, b = prev.get(key), cur.get(key)
+    for a, b in ((prev.round_trips_per_request, cur.round_trips_per_request),
+                 (prev.syscalls_per_request, cur.syscalls_per_request)):
         if a is None or b is None:
             continue
         if max(a, b) > 0 and abs(a - b) / max(a, b) > tolerance:

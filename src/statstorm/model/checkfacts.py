@@ -16,26 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statstorm.model import storage_kinds
+from statstorm.results.check import MountFact as MountFact
 from statstorm.results.facts import ApacheFacts, HugePageFacts, realpath_bytes, with_parents
+from statstorm.results.trace.vocabulary import Trace
 
 # opcache.max_accelerated_files is rounded up to the first of these primes (PHP 8).
 OPCACHE_PRIMES = (223, 463, 983, 1979, 3907, 7963, 16229, 32531, 65407, 130987, 262237,
                   524521, 1048793)
 OPCACHE_MAX_FILES = 1_000_000
-
-
-@dataclass(frozen=True)
-class MountFact:
-    """The mount holding one path PHP reads code from (the docroot or an include_path entry)."""
-
-    role: str  # "docroot" or "include_path"
-    path: str
-    mount_point: str
-    fstype: str
-    kind: str  # its storage's mount label (model/storage_kinds.py): local, nfs, glusterfs-fuse…
-    cache_options: dict[str, str] = field(default_factory=dict)
-    volume_options: dict[str, str] = field(default_factory=dict)
-    volume: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,6 +51,26 @@ class TraceFacts:
     network_time_share: float | None = None  # of request time, in calls on network mounts
     network_ms_per_request: float = 0.0
     round_trips_per_request: float | None = None  # measured at the storage (GlusterFS profile)
+
+
+@dataclass(frozen=True)
+class OpcacheStatus:
+    """The figures the rules read from a pool's opcache_get_status(false)."""
+
+    used_memory: int = 0
+    free_memory: int = 0
+    wasted_memory: int = 0
+    oom_restarts: int = 0
+    num_cached_keys: int | None = None  # None: the status does not say
+
+    @classmethod
+    def from_json(cls, status: dict[str, Any]) -> OpcacheStatus:
+        mem = status.get("memory_usage") or {}
+        stats = status.get("opcache_statistics") or {}
+        keys = stats.get("num_cached_keys")
+        return cls(int(mem.get("used_memory", 0)), int(mem.get("free_memory", 0)),
+                   int(mem.get("wasted_memory", 0)), int(stats.get("oom_restarts", 0)),
+                   None if keys is None else int(keys))
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,27 @@ class Facts:
     # the code huge_code_pages would move: the first executable mapping of a PHP process
     # (path, start, end), as its master loaded it (the addresses change at every start)
     code_mapping: tuple[str, int, int] | None = None
+
+    @property
+    def opcache(self) -> OpcacheStatus | None:
+        """The pool's OPcache status, typed (None: not asked, or empty)."""
+        return OpcacheStatus.from_json(self.opcache_status) if self.opcache_status else None
+
+    @property
+    def opcache_memory(self) -> dict[str, float] | None:
+        """opcache_get_status()'s memory_usage as check --json shows it."""
+        mem = (self.opcache_status or {}).get("memory_usage")
+        return dict(mem) if isinstance(mem, dict) else None
+
+    @property
+    def max_children(self) -> int:
+        """pm.max_children (0: not set)."""
+        return ini_int(self.pm.get("pm.max_children"), 0)
+
+    @property
+    def max_requests(self) -> int:
+        """pm.max_requests (0: not set, workers are never recycled)."""
+        return ini_int(self.pm.get("pm.max_requests"), 0)
 
 
 # -- value parsing -----------------------------------------------------------------------------
@@ -159,7 +188,7 @@ def opcache_rounded(n: int) -> int:
 
 
 # -- from a trace --------------------------------------------------------------------------------
-def trace_facts(trace: Any, summary: dict[str, Any]) -> TraceFacts:
+def trace_facts(trace: Trace, summary: dict[str, Any]) -> TraceFacts:
     """The figures `check` uses from a loaded trace (results.trace.Trace) and its summary."""
     n = int(summary.get("requests") or 0)
     per_request = {k: float(v) for k, v in (summary.get("per_request") or {}).items()}
@@ -237,13 +266,13 @@ def is_network_fstype(fstype: str) -> bool:
     return storage_kinds.is_network_fstype(fstype)
 
 
-def _share(net_ns: int, trace: Any, done: set[int]) -> float | None:
+def _share(net_ns: int, trace: Trace, done: set[int]) -> float | None:
     """The share of the finished requests' time spent in metadata calls on network mounts."""
     wall = sum(trace.requests[i].end_ns - trace.requests[i].start_ns for i in done)
     return round(min(net_ns / wall, 1.0), 3) if wall > 0 else None
 
 
-def _cold_extra(trace: Any, done: set[int], totals: Counter[int]) -> float | None:
+def _cold_extra(trace: Trace, done: set[int], totals: Counter[int]) -> float | None:
     """Calls of a worker's first traced request above the median of the others."""
     by_pid: dict[int, list[int]] = defaultdict(list)
     for i in sorted(done, key=lambda i: trace.requests[i].start_ns):

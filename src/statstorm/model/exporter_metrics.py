@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from statstorm.results.check import Severity
+
 # The counting tracer's call types (adapters/bpftrace.COUNT_CALLS, repeated here: model/ is
 # pure and imports no adapter; tests/test_exporter.py checks the two agree).
 CALLS = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd", "chdir")
@@ -194,7 +196,7 @@ class PoolStatus:
     opcache: Mapping[str, object] | None = None
     pss_kb: tuple[int, ...] = ()
     round_trips: dict[tuple[str, str], int] = field(default_factory=dict)  # (mount, fstype)
-    findings: tuple[tuple[str, str], ...] = ()  # (rule, severity)
+    findings: tuple[tuple[str, Severity], ...] = ()  # (rule, severity)
     check_time: float | None = None
     errors: dict[str, int] = field(default_factory=dict)  # source → count
 

@@ -6,53 +6,38 @@ registry in model.rules.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
 from statstorm.model.checkfacts import Facts, MountFact, ini_bool
 from statstorm.model.storage_kinds import network_labels
+from statstorm.results.check import Finding as Finding, Gain as Gain, Severity as Severity
+from statstorm.results.check import gain_from_json
 
 NETWORK_KINDS = network_labels()  # the mount labels of network storage (model/storage_kinds.py)
 REALPATH_DEFAULT = 4 << 20
 NO_TRACE = "no trace given: run `statstorm trace` and pass it with --trace to measure this"
 
 
-@dataclass(frozen=True)
-class Finding:
-    id: str
-    severity: str  # info | warning | critical
-    title: str
-    evidence: tuple[str, ...]
-    change: tuple[str, ...]  # exact ini / pool / mount / web-server lines, or commands
-    tradeoff: str
-    predicted_gain: dict[str, Any] | None = None
-    gain_note: str = ""  # why there is no prediction, or how it was made
-    pool: str = ""
-    docs: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["evidence"] = list(self.evidence)
-        data["change"] = list(self.change)
-        return data
-
-
 Rule = Callable[[Facts], list[Finding]]  # a rule: one pool's facts in, its findings out
 
 
-def finding(severity: str, title: str, evidence: list[str], change: list[str], tradeoff: str,
-       gain: dict[str, Any] | None = None, note: str = "") -> Finding:
-    return Finding(id="", severity=severity, title=title, evidence=tuple(evidence),
-                   change=tuple(change), tradeoff=tradeoff, predicted_gain=gain, gain_note=note)
+def finding(severity: Severity | str, title: str, evidence: list[str], change: list[str],
+            tradeoff: str, gain: Gain | dict[str, object] | None = None,
+            note: str = "") -> Finding:
+    """A rule's finding (its id, pool and docs are filled in by model.rules.evaluate)."""
+    return Finding(id="", severity=Severity(severity), title=title, evidence=tuple(evidence),
+                   change=tuple(change), tradeoff=tradeoff, predicted_gain=gain_from_json(gain),
+                   gain_note=note)
 
 
 def setting(facts: Facts, key: str) -> str | None:
     return facts.settings.get(key)
 
 
-def gain_estimate(facts: Facts, what: str, calls: float, op: str) -> dict[str, Any]:
+def gain_estimate(facts: Facts, what: str, calls: float, op: str) -> Gain:
     """Syscalls per request removed, and their time where fsbench measured the code's mount."""
-    gain: dict[str, Any] = {"metric": f"{what} per request", "syscalls_per_request": -round(calls, 1)}
+    gain: Gain = {"metric": f"{what} per request", "syscalls_per_request": -round(calls, 1)}
     mount = next((m for m in facts.mounts if m.role == "docroot"), None)
     p50 = facts.fsbench_p50_us.get(mount.mount_point, {}).get(op) if mount else None
     if p50 is not None:
@@ -84,8 +69,8 @@ class MemoryFit:
     seen: int
 
     @property
-    def severity(self) -> str:
-        return "critical" if self.need_kb > 1.5 * self.have_kb else "warning"
+    def severity(self) -> Severity:
+        return Severity.CRITICAL if self.need_kb > 1.5 * self.have_kb else Severity.WARNING
 
     def evidence(self, what: str) -> str:
         return (f"all {what} need about {self.need_kb / 1024:.0f} MiB; available for them: "

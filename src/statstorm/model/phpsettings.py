@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, cast
 
 from statstorm.errors import UsageError
+from statstorm.results.jsontypes import JsonObject
 
 TRUE = ("1", "on", "yes", "true")
 
@@ -52,7 +53,7 @@ class PhpSettings:
     max_requests: int = 0  # pm.max_requests (0: workers never recycle)
     workers: int = 0  # pm.max_children for replay (0: as traced)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 

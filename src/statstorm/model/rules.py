@@ -11,29 +11,28 @@ otherwise `predicted_gain` is None and `gain_note` says why.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import replace
 
 from statstorm.model import rules_apache, rules_app, rules_php, rules_stack
 from statstorm.model.checkfacts import Facts
 from statstorm.model.finding import Finding, Rule
+from statstorm.results.check import SEVERITIES, Severity, by_severity
 
-SEVERITIES = ("info", "warning", "critical")
 DOCS = "docs/check.md#"
 
 RULES: dict[str, Rule] = dict(rules_php.RULES + rules_stack.RULES + rules_apache.RULES
                               + rules_app.RULES)
 
 
-def rank(severity: str) -> int:
-    return SEVERITIES.index(severity)
+def rank(severity: Severity | str) -> int:
+    return Severity(severity).rank
 
 
 def evaluate(facts: Facts) -> list[Finding]:
     """All findings for one pool, most severe first (stable order within a severity)."""
-    out: list[Finding] = []
-    for rule_id, fn in RULES.items():
-        for f in fn(facts):
-            out.append(Finding(**{**asdict(f), "evidence": tuple(f.evidence),
-                                  "change": tuple(f.change), "id": rule_id, "pool": facts.pool,
-                                  "docs": DOCS + rule_id}))
-    return sorted(out, key=lambda f: -rank(f.severity))
+    out = [replace(f, id=rule_id, pool=facts.pool, docs=DOCS + rule_id)
+           for rule_id, fn in RULES.items() for f in fn(facts)]
+    return list(by_severity(out))
+
+
+__all__ = ["RULES", "SEVERITIES", "Severity", "evaluate", "rank"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from statstorm.model.checkfacts import Facts
 from statstorm.model.finding import Finding, Rule, code_on_network, finding
+from statstorm.results.check import Gain, Severity
 
 # Below this, a few opens per request are noise (a template cache, a robots.txt).
 DATA_OPENS_MIN = 2.0
@@ -36,7 +37,7 @@ def app_data_on_network(facts: Facts) -> list[Finding]:
           f"({net[0].mount_point}, {net[0].kind}): {_names(t.data_open_examples)}",
           "each open (and its reads) goes to the storage whatever the attribute and entry "
           "caches hold: the app reads its own data again on every request"]
-    gain = {"metric": "non-PHP opens on network storage per request",
+    gain: Gain = {"metric": "non-PHP opens on network storage per request",
             "syscalls_per_request": -round(t.data_opens_per_request, 1)}
     tradeoff = ("the app's cache lives in each pool's memory (APCu): several web servers each "
                 "keep their own copy, and a deploy must clear it (reload php-fpm)")
@@ -47,19 +48,19 @@ def app_data_on_network(facts: Facts) -> list[Finding]:
         if not loaded:
             if not facts.apcu_path:
                 ev.append("APCu is not loaded in the pool and not available on this machine")
-                return [finding("warning", f"{facts.app} re-reads its data files from network "
+                return [finding(Severity.WARNING, f"{facts.app} re-reads its data files from network "
                                 "storage on every request", ev,
                                 ["# install APCu (scripts/setup.sh, or the php8.2-apcu package), "
                                  "then run statstorm check again"], tradeoff, gain)]
             ev.append("APCu is not loaded in the pool: statstorm loads it for this pool only")
             change.append(f"extension = {facts.apcu_path}")
         change += [f"# in {facts.app_config}:", f"{key} = {value};"]
-        return [finding("warning", f"{facts.app} re-reads its data files from network storage "
+        return [finding(Severity.WARNING, f"{facts.app} re-reads its data files from network storage "
                         "on every request: give it a local object cache", ev, change,
                         tradeoff, gain)]
     what = APP_ADVICE.get(facts.app, "# give the app a local object cache (APCu, Redis, "
                                      "memcached) for its configuration and templates")
-    return [finding("warning", "the app re-reads its data files from network storage on every "
+    return [finding(Severity.WARNING, "the app re-reads its data files from network storage on every "
                     "request", ev,
                     [what, "# or: keep a local copy of the code on each web server, synced at "
                      "deploy"], tradeoff, gain,
@@ -73,7 +74,7 @@ def network_bound(facts: Facts) -> list[Finding]:
         return []
     net = code_on_network(facts)
     where = f" ({net[0].mount_point}, {net[0].kind})" if net else ""
-    return [finding("warning", "most of the request time goes to network storage",
+    return [finding(Severity.WARNING, "most of the request time goes to network storage",
                     [f"{t.network_time_share:.0%} of the traced requests' time is spent in "
                      f"metadata calls on network mounts{where}: "
                      f"{t.network_ms_per_request:g} ms per request",

@@ -10,6 +10,7 @@ from statstorm.model.checkfacts import (OPCACHE_MAX_FILES, Facts, human_bytes, i
 from statstorm.model.finding import (NO_TRACE, REALPATH_DEFAULT, Finding, Rule,
                                      code_on_network, finding, gain_estimate, opcache_on,
                                      setting)
+from statstorm.results.check import Severity
 
 # -- realpath cache ------------------------------------------------------------------------------
 def realpath_cache_small(facts: Facts) -> list[Finding]:
@@ -44,9 +45,9 @@ def realpath_cache_small(facts: Facts) -> list[Finding]:
         ev.append(f"{facts.php_files or 0:,} PHP files under the docroot and include_path: "
                   f"{facts.tree_entries:,} entries, {facts.tree_bytes:,} bytes if all are used")
     if measured:
-        sev = "warning"
+        sev = Severity.WARNING
     elif facts.tree_bytes > limit and not events:
-        sev = "warning" if facts.tree_bytes > 2 * limit else "info"
+        sev = Severity.WARNING if facts.tree_bytes > 2 * limit else Severity.INFO
     else:
         return []
     want = max(2 * max(need, facts.tree_bytes, facts.realpath_used or 0), REALPATH_DEFAULT)
@@ -70,7 +71,7 @@ def realpath_cache_ttl(facts: Facts) -> list[Finding]:
     secs = ini_int(ttl, 120)
     if secs == 0 or secs >= 600:
         return []
-    sev = "warning" if secs < 60 else "info"
+    sev = Severity.WARNING if secs < 60 else Severity.INFO
     ev = [f"realpath_cache_ttl = {secs}: every cached path is resolved again (1 lstat per "
           f"component) every {secs} s in every worker"]
     if facts.symlinks:
@@ -106,7 +107,7 @@ def open_basedir(facts: Facts) -> list[Finding]:
             gain = gain_estimate(facts, "successful lstat", t.ok_lstat_per_request, "walk")
             note = ("estimate: with the cache on, the successful lstat calls per request "
                     "go once warm")
-    sev = "critical" if code_on_network(facts) else "warning"
+    sev = Severity.CRITICAL if code_on_network(facts) else Severity.WARNING
     return [finding(sev, "open_basedir disables the realpath cache", ev,
                ["open_basedir =",
                 "; isolate the pool with its own user, a container or a chroot instead"],
@@ -132,7 +133,7 @@ def opcache_disabled(facts: Facts) -> list[Finding]:
             ev.append(f"{t.php_opens_per_request:g} PHP files opened and compiled per request")
             gain = gain_estimate(facts, "open of PHP files", t.php_opens_per_request, "stat")
             note = "estimate: every PHP file opened per request is served from shared memory"
-    return [finding("critical", "OPcache is off: every request compiles every file", ev,
+    return [finding(Severity.CRITICAL, "OPcache is off: every request compiles every file", ev,
                (["opcache.enable = 1"] if loaded else
                 ["zend_extension = opcache", "opcache.enable = 1"]),
                "needs shared memory (opcache.memory_consumption) and a php-fpm restart; code "
@@ -159,7 +160,7 @@ def opcache_revalidate(facts: Facts) -> list[Finding]:
         ev.append(f"measured: {t.revalidate_per_request:g} OPcache revalidation stat per request")
         gain = gain_estimate(facts, "OPcache revalidation stat", t.revalidate_per_request, "stat")
         note = "estimate: with a 60 s window almost all of these stats go"
-    sev = "warning" if freq == 0 or network else "info"
+    sev = Severity.WARNING if freq == 0 or network else Severity.INFO
     return [finding(sev, "OPcache checks file timestamps too often", ev,
                ["opcache.revalidate_freq = 60",
                 "; or: opcache.validate_timestamps = 0 and reset OPcache on every deploy"],
@@ -170,7 +171,7 @@ def opcache_revalidate(facts: Facts) -> list[Finding]:
 def opcache_revalidate_path(facts: Facts) -> list[Finding]:
     if not opcache_on(facts) or not ini_bool(setting(facts, "opcache.revalidate_path")):
         return []
-    return [finding("warning", "opcache.revalidate_path resolves and opens every include",
+    return [finding(Severity.WARNING, "opcache.revalidate_path resolves and opens every include",
                ["opcache.revalidate_path = 1: each include is resolved through the realpath "
                 "cache and plain include/require also open the file, even on a cache hit"],
                ["opcache.revalidate_path = 0"],
@@ -184,8 +185,7 @@ def opcache_max_files(facts: Facts) -> list[Finding]:
         return []
     configured = ini_int(setting(facts, "opcache.max_accelerated_files"), 10000)
     slots = opcache_rounded(configured)
-    st = facts.opcache_status or {}
-    keys = st.get("opcache_statistics", {}).get("num_cached_keys")
+    keys = facts.opcache.num_cached_keys if facts.opcache else None
     ev = [f"opcache.max_accelerated_files = {configured} (PHP rounds it up to {slots} keys)",
           f"{facts.php_files:,} PHP files under the docroot and include_path"]
     if keys is not None:
@@ -194,7 +194,7 @@ def opcache_max_files(facts: Facts) -> list[Finding]:
         return []
     want = min(opcache_rounded(math.ceil(max(facts.php_files, keys or 0) * 1.5)),
                OPCACHE_MAX_FILES)
-    return [finding("warning", "opcache.max_accelerated_files is below the number of PHP files", ev,
+    return [finding(Severity.WARNING, "opcache.max_accelerated_files is below the number of PHP files", ev,
                [f"opcache.max_accelerated_files = {want}"],
                "a few bytes of shared memory per key; none otherwise", None,
                "files beyond the limit are compiled on every request or trigger restarts; "
@@ -202,22 +202,19 @@ def opcache_max_files(facts: Facts) -> list[Finding]:
 
 
 def opcache_memory(facts: Facts) -> list[Finding]:
-    st = facts.opcache_status
-    if not opcache_on(facts) or not st:
+    st = facts.opcache
+    if not opcache_on(facts) or st is None:
         return []
-    mem = st.get("memory_usage") or {}
-    stats = st.get("opcache_statistics") or {}
-    used, free = int(mem.get("used_memory", 0)), int(mem.get("free_memory", 0))
-    wasted = int(mem.get("wasted_memory", 0))
+    used, free, wasted = st.used_memory, st.free_memory, st.wasted_memory
     total = used + free + wasted
-    oom = int(stats.get("oom_restarts", 0))
+    oom = st.oom_restarts
     if total == 0 or (free >= 0.1 * total and oom == 0):
         return []
     size = ini_int(setting(facts, "opcache.memory_consumption"), 128)
     ev = [f"opcache.memory_consumption = {size} (MiB)",
           f"the pool's OPcache: {human_bytes(used)} used, {human_bytes(free)} free, "
           f"{human_bytes(wasted)} wasted, {oom} out-of-memory restarts"]
-    return [finding("warning", "OPcache shared memory is (nearly) full", ev,
+    return [finding(Severity.WARNING, "OPcache shared memory is (nearly) full", ev,
                [f"opcache.memory_consumption = {max(size * 2, 128)}"],
                "more shared memory, allocated once per php-fpm master; restarts (which also "
                "wipe every worker's realpath cache) stop", None,
@@ -233,7 +230,7 @@ def opcache_file_override(facts: Facts) -> list[Finding]:
     ev = ["opcache.enable_file_override = 0",
           f"measured: {t.ok_probe_per_request:g} successful file_exists/is_file/is_readable "
           "calls per request (e.g. the Composer autoloader finding classes)"]
-    return [finding("info", "file_exists()/is_file() of cached scripts still hit the file system", ev,
+    return [finding(Severity.INFO, "file_exists()/is_file() of cached scripts still hit the file system", ev,
                ["opcache.enable_file_override = 1"],
                "with validate_timestamps = 0 a deleted file still 'exists' until OPcache is "
                "reset; misses still reach the file system",
@@ -255,12 +252,12 @@ def opcache_file_update_protection(facts: Facts) -> list[Finding]:
                   "uncached until this machine's clock passes them")
         change = ["# fix the clock of the machine that writes the code (NTP), or:",
                   "opcache.file_update_protection = 0"]
-        sev = "warning"
+        sev = Severity.WARNING
     else:
         ev.append(f"{len(facts.recent_php_files)} PHP file(s) changed in the last {prot} s "
                   f"(a deploy writing in place?), e.g. {facts.recent_php_files[0]}")
         change = ["# deploy to a new directory and switch, instead of writing files in place"]
-        sev = "info"
+        sev = Severity.INFO
     return [finding(sev, "PHP files too new (or dated in the future) are not cached", ev, change,
                "0 lets OPcache cache a file while a deploy is still writing it in place", None,
                "recompiles per request are not in a trace summary")]
@@ -297,14 +294,14 @@ def include_path_misses(facts: Facts) -> list[Finding]:
     if good and new != entries:
         change.insert(0, f"include_path = \"{':'.join(new)}\"")
     if total >= 1:
-        sev = "warning" if total >= 5 else "info"
+        sev = Severity.WARNING if total >= 5 else Severity.INFO
         gain = gain_estimate(facts, "failed lstat", total, "negative")
         note = ("estimate: each failed candidate is one lstat that goes once the holding entry "
                 "comes first")
     else:
         # Not measured: with OPcache, resolved relative includes are cached by key, so the
         # misses come back on compiles and revalidations; without it, on every include.
-        sev = "info" if opcache_on(facts) else "warning"
+        sev = Severity.INFO if opcache_on(facts) else Severity.WARNING
         gain = None
         note = NO_TRACE if t is None else ("the trace saw no failed lookups in include_path "
                                            "(OPcache answered the includes by key)")
@@ -320,7 +317,7 @@ def autoloader_storm(facts: Facts) -> list[Finding]:
     ev = [f"measured: {t.vendor_failed_per_request:g} failed access/stat under vendor/ per "
           "request (Composer probing PSR-4/PSR-0 directories, class_exists() of missing "
           "classes)"] + [f"e.g. {p}" for p in t.vendor_failed_examples]
-    sev = "warning" if t.vendor_failed_per_request >= 10 else "info"
+    sev = Severity.WARNING if t.vendor_failed_per_request >= 10 else Severity.INFO
     return [finding(sev, "the autoloader probes the file system for classes", ev,
                ["composer dump-autoload --optimize --classmap-authoritative",
                 "; or, if classes are generated at run time: composer dump-autoload "
@@ -352,7 +349,7 @@ def user_ini_lookups(facts: Facts) -> list[Finding]:
         else:
             note = ("none in this trace: each worker repeats them once per "
                     "user_ini.cache_ttl and after every respawn")
-    return [finding("info", f"{name} lookups although none exists", ev, ["user_ini.filename ="],
+    return [finding(Severity.INFO, f"{name} lookups although none exists", ev, ["user_ini.filename ="],
                f"a {name} added later is ignored until the setting is restored", gain, note)]
 
 

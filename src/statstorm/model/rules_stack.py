@@ -7,6 +7,7 @@ from __future__ import annotations
 from statstorm.model.checkfacts import Facts, ini_bool, ini_int
 from statstorm.model.finding import (CODE_ROLES, NETWORK_KINDS, Finding, Rule, finding,
                                      memory_fit, opcache_on, setting)
+from statstorm.results.check import Severity
 
 # -- storage -------------------------------------------------------------------------------------
 def _roles(facts: Facts, mp: str) -> str:
@@ -34,7 +35,7 @@ def nfs_mount_caching(facts: Facts) -> list[Finding]:
         if not bad:
             continue
         ev = [f"{m.mount_point} ({m.fstype}) holds {_roles(facts, m.mount_point)}", *bad]
-        out.append(finding("warning", f"NFS mount {m.mount_point} caches little metadata", ev,
+        out.append(finding(Severity.WARNING, f"NFS mount {m.mount_point} caches little metadata", ev,
                       [f"# /etc/fstab options for {m.mount_point}:",
                        "actimeo=60,lookupcache=all,nocto",
                        "# or keep the code on local disk and sync it on deploy"],
@@ -79,7 +80,7 @@ def glusterfs_mount_caching(facts: Facts) -> list[Finding]:
         if lat:
             ev.append("fsbench warm p50: " + ", ".join(f"{k} {v:g} µs" for k, v in sorted(lat.items())))
         v = m.volume or "VOLUME"
-        out.append(finding("warning", f"GlusterFS mount {m.mount_point} uses short metadata caches",
+        out.append(finding(Severity.WARNING, f"GlusterFS mount {m.mount_point} uses short metadata caches",
                       ev,
                       [f"# mount options for {m.mount_point}:",
                        "attribute-timeout=600,entry-timeout=600,negative-timeout=600",
@@ -109,7 +110,7 @@ def writable_data_on_network(facts: Facts) -> list[Finding]:
                               f"# move {m.path} to local disk (symlink it from the release "
                               "or point the app's cache setting there)") for m in hits]
     sessions = any(m.role == "writable:session files" for m in hits)
-    return [finding("warning" if sessions else "info",
+    return [finding(Severity.WARNING if sessions else Severity.INFO,
                "writable data and caches live on network storage", ev, list(dict.fromkeys(change)),
                "data on local disk is per machine: sessions then need a shared store (Redis, "
                "memcached, a database) or sticky load balancing when there are several web "
@@ -135,7 +136,7 @@ def symlink_deploy_stale(facts: Facts) -> list[Finding]:
     ev = [f"the code path goes through the symlink {link} -> {target}"] + risky
     if sf is not None:
         ev.append(f"nginx: fastcgi_param SCRIPT_FILENAME {sf}")
-    sev = "warning" if risky else "info"
+    sev = Severity.WARNING if risky else Severity.INFO
     return [finding(sev, "a symlink-swap deploy can keep serving the old release", ev,
                ["# nginx, in the PHP location:",
                 "fastcgi_param SCRIPT_FILENAME $realpath_root$fastcgi_script_name;",
@@ -148,7 +149,7 @@ def symlink_deploy_stale(facts: Facts) -> list[Finding]:
 
 # -- php-fpm process manager ---------------------------------------------------------------------
 def pm_max_requests(facts: Facts) -> list[Finding]:
-    mr = ini_int(facts.pm.get("pm.max_requests"), 0)
+    mr = facts.max_requests
     if mr <= 0 or mr >= 1000:
         return []
     ev = [f"pm.max_requests = {mr}: each worker exits after {mr} requests; its successor "
@@ -162,13 +163,13 @@ def pm_max_requests(facts: Facts) -> list[Finding]:
         gain = {"metric": "syscalls per request", "syscalls_per_request":
                 -round(max(t.cold_extra_calls, 0) / mr - max(t.cold_extra_calls, 0) / 5000, 2)}
         note = "estimate: the cold first request's extra calls spread over max_requests"
-    return [finding("warning" if mr < 100 else "info", "workers recycle often and restart cold", ev,
+    return [finding(Severity.WARNING if mr < 100 else Severity.INFO, "workers recycle often and restart cold", ev,
                ["pm.max_requests = 5000"],
                "a worker that leaks memory lives longer before it is replaced", gain, note)]
 
 
 def pm_max_children_memory(facts: Facts) -> list[Finding]:
-    children = ini_int(facts.pm.get("pm.max_children"), 0)
+    children = facts.max_children
     m = memory_fit(facts.worker_pss_kb, children, facts.mem_available_kb)
     if m is None:
         return []
@@ -218,19 +219,19 @@ def huge_code_pages(facts: Facts) -> list[Finding]:
     gain_note = ("the gain is iTLB misses, not file-system calls (about 2-3 % QPS reported); "
                  "`statstorm matrix --huge-code-pages off,on` measures it with its interval")
     if window is not None and window[0] == 0:
-        return [finding("info", "huge code pages have nothing to move here", ev,
+        return [finding(Severity.INFO, "huge code pages have nothing to move here", ev,
                         ["# nothing to change: no whole huge page of PHP's code at this load "
                          "address (a later start may load it elsewhere; PHP's code in a shared "
                          "library, as mod_php's, is never moved)"],
                         "none", None, gain_note)]
     if on and not explicit and not thp:
-        return [finding("warning", "opcache.huge_code_pages is on but no huge pages are available", ev,
+        return [finding(Severity.WARNING, "opcache.huge_code_pages is on but no huge pages are available", ev,
                    [f"vm.nr_hugepages = {hp.nr_hugepages + pages}",
                     "# or: echo madvise > /sys/kernel/mm/transparent_hugepage/enabled"],
                    f"reserves {pages * hp.page_kb // 1024} MiB of RAM for huge pages", None,
                    gain_note)]
     if on and used is not None and used and not any(used):
-        return [finding("warning", "opcache.huge_code_pages is on but PHP got no huge pages", ev,
+        return [finding(Severity.WARNING, "opcache.huge_code_pages is on but PHP got no huge pages", ev,
                    ["# echo madvise > /sys/kernel/mm/transparent_hugepage/enabled",
                     f"# or: vm.nr_hugepages = {hp.nr_hugepages + pages}",
                     "# then restart the PHP master (a reload keeps the old mapping)"],
@@ -240,7 +241,7 @@ def huge_code_pages(facts: Facts) -> list[Finding]:
     change = ["opcache.huge_code_pages = 1"]
     if not explicit and not thp:
         change.append(f"vm.nr_hugepages = {hp.nr_hugepages + pages}")
-    return [finding("info", "PHP's code could run from huge pages", ev, change,
+    return [finding(Severity.INFO, "PHP's code could run from huge pages", ev, change,
                "needs a restart of the PHP master (apply reloads it); "
                + ("uses transparent huge pages (no reservation)" if thp and not explicit else
                   f"reserves {pages * hp.page_kb // 1024} MiB of RAM"), None, gain_note)]
@@ -270,7 +271,7 @@ def cli_differs(facts: Facts) -> list[Finding]:
             and _norm(facts.settings[k]) != _norm(facts.cli_settings[k])]
     if not diff:
         return []
-    return [finding("info", "the pool runs with other settings than `php -i` shows", diff,
+    return [finding(Severity.INFO, "the pool runs with other settings than `php -i` shows", diff,
                ["# nothing to change: judge the pool by its own settings (as check does), not "
                 "by php -i"],
                "none", None, "informational")]

@@ -1,17 +1,30 @@
-"""What apply changes, as written to its backup sets and its JSON: file edits and live
-storage steps (GlusterFS volume options, FUSE mount options)."""
+"""What apply changes, as written to its backup sets and its JSON: its mode, file edits, live
+storage steps (GlusterFS volume options, FUSE mount options) and the manifest of a backup set.
+--verify's figures are in results.apply_verify."""
 
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from statstorm.results.apply_verify import Measurement, Prediction, Verify
+from statstorm.results.jsontypes import JsonObject
+
 SCHEMA = "statstorm.apply/1"
-# --verify: a change is "worse" beyond these margins (a short run's noise stays inside them).
-WORSE_SYSCALLS = 0.02  # metadata calls per request up by more than 2 %
-WORSE_RPS = 0.10  # throughput down by more than 10 %
+
+
+class ApplyMode(StrEnum):
+    """What an apply run did."""
+
+    DRY_RUN = "dry-run"  # showed the changes, wrote nothing
+    NOTHING = "nothing"  # nothing to change in the files and storage statstorm manages
+    APPLIED = "applied"
+    ROLLED_BACK = "rolled-back"  # by --verify, or by --rollback
+
 # The kinds of storage step (the same names as the model's change kinds).
 VOLUME = "volume"
 MOUNT = "mount"
@@ -61,39 +74,120 @@ class StorageStep:
 
 
 def compare(before: dict[str, Any], after: dict[str, Any],
-            predicted: dict[str, Any] | None = None) -> dict[str, Any]:
-    """--verify's result: the change from `before` to `after`, why it is worse (empty: it is
-    not), and whatif's prediction beside the measurement (`predicted`, when made)."""
-    def rel(key: str) -> float | None:
-        b, a = before.get(key), after.get(key)
-        return None if not b or a is None else round((a - b) / b, 4)
-
-    why = []
-    sc = rel("syscalls_per_request")
-    if sc is not None and sc > WORSE_SYSCALLS:
-        why.append(f"metadata calls per request rose {sc:+.1%}")
-    rps = rel("rps")
-    if rps is not None and rps < -WORSE_RPS:
-        why.append(f"throughput fell {rps:+.1%}")
-    if after.get("errors", 0) > before.get("errors", 0):
-        why.append(f"{after['errors']} failed requests (before: {before.get('errors', 0)})")
-    out = {"before": before, "after": after,
-           "change": {"rps": rps, "p50_ms": rel("p50_ms"), "p99_ms": rel("p99_ms"),
-                      "syscalls_per_request": sc,
-                      "round_trips_per_request": rel("round_trips_per_request")},
-           "worse": "; ".join(why)}
-    if predicted is not None:
-        out["predicted"] = {**predicted, "measured": {
-            "calls_per_request": after.get("syscalls_per_request"),
-            "round_trips_per_request": after.get("round_trips_per_request")},
-            "error": {k: _err(predicted["proposed"].get(k), after.get(m)) for k, m in (
-                ("calls_per_request", "syscalls_per_request"),
-                ("round_trips_per_request", "round_trips_per_request"))}}
-    return out
+            predicted: dict[str, Any] | None = None) -> JsonObject:
+    """--verify's result as JSON, from measurements and whatif's prediction as JSON (see
+    results.apply_verify.Verify)."""
+    return Verify(Measurement.from_json(before), Measurement.from_json(after),
+                  Prediction.from_json(predicted) if predicted is not None else None).to_json()
 
 
-def _err(predicted: float | None, measured: float | None) -> float | None:
-    """(predicted − measured) / measured; None when either is missing or measured is 0."""
-    if predicted is None or measured is None or not measured:
-        return None
-    return round((predicted - measured) / measured, 4)
+# -- backup sets -------------------------------------------------------------------------------
+class ManifestError(ValueError):
+    """A backup manifest that cannot be read (the message says what is wrong with it)."""
+
+
+@dataclass(frozen=True)
+class BackupTarget:
+    """The target a backup set was made for: what --rollback reads of it (the lab, the pool,
+    the page), and the object as apply wrote it, written back unchanged."""
+
+    lab: str | None
+    pool: str | None
+    url: str | None
+    written: JsonObject = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: object) -> BackupTarget:
+        if not isinstance(d, dict):
+            raise ManifestError("no status or target")
+        lab, pool, url = d.get("lab"), d.get("pool"), d.get("url")
+        if not all(isinstance(v, (str, type(None))) for v in (lab, pool, url)):
+            raise ManifestError("the target's lab, pool and url must be text")
+        return cls(lab, pool, url, dict(d))
+
+    def to_json(self) -> JsonObject:
+        return dict(self.written)
+
+
+@dataclass(frozen=True)
+class BackupFile:
+    """One file of a backup set: where it lives and, when it existed, its copy in the set
+    and its mode and owner."""
+
+    path: str
+    existed: bool
+    copy: str = ""
+    mode: int = 0
+    uid: int = 0
+    gid: int = 0
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"path": self.path, "existed": self.existed}
+        if self.copy:
+            out.update(copy=self.copy, mode=self.mode, uid=self.uid, gid=self.gid)
+        return out
+
+    @classmethod
+    def from_json(cls, e: object) -> BackupFile:
+        if not isinstance(e, dict) or not isinstance(e.get("path"), str) \
+                or not os.path.isabs(e["path"]) or not isinstance(e.get("existed"), bool):
+            raise ManifestError(f"a file entry without an absolute path and existed: {e!r:.60}")
+        if not e["existed"]:
+            return cls(e["path"], False)
+        copy = e.get("copy")
+        if not isinstance(copy, str) or not copy or "/" in copy or copy in (".", ".."):
+            raise ManifestError(f"no copy named for {e['path']}")
+        ids = [e.get(k) for k in ("mode", "uid", "gid")]
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in ids):
+            raise ManifestError(f"no mode, uid and gid for {e['path']}")
+        return cls(e["path"], True, copy, int(e["mode"]), int(e["uid"]), int(e["gid"]))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A backup set's manifest (manifest.json): the target, the files, the storage steps and
+    the status (applying, applied, verified, rolled-back, rollback-failed)."""
+
+    target: BackupTarget
+    status: str
+    files: tuple[BackupFile, ...] = ()
+    storage: tuple[StorageStep, ...] = ()
+    created: str = ""
+    reason: str = ""
+    schema: str = SCHEMA
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"schema": self.schema, "created": self.created,
+                     "target": self.target.to_json(), "files": [f.to_json() for f in self.files],
+                     "storage": [st.to_json() for st in self.storage], "status": self.status}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+    @classmethod
+    def head(cls, d: object) -> Manifest:
+        """The schema, status and target only (ManifestError otherwise); files and steps are
+        read by from_json."""
+        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+            raise ManifestError(f"not a {SCHEMA} manifest")
+        if not isinstance(d.get("status"), str):
+            raise ManifestError("no status or target")
+        return cls(BackupTarget.from_json(d.get("target")), d["status"],
+                   created=str(d.get("created") or ""), reason=str(d.get("reason") or ""))
+
+    @classmethod
+    def from_json(cls, d: object) -> Manifest:
+        """The whole manifest, every part checked (ManifestError naming the first fault)."""
+        head = cls.head(d)
+        assert isinstance(d, dict)
+        files, storage = d.get("files"), d.get("storage", [])
+        if not isinstance(files, list) or not isinstance(storage, list):
+            raise ManifestError("files and storage must be lists")
+        entries = tuple(BackupFile.from_json(e) for e in files)
+        steps = []
+        for step in storage:
+            try:
+                steps.append(StorageStep.from_json(step))
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise ManifestError(f"a storage step that cannot be read: {step!r:.60}") from None
+        return cls(head.target, head.status, entries, tuple(steps), head.created, head.reason)

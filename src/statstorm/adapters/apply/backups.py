@@ -15,13 +15,15 @@ import json
 import os
 import re
 import shutil
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
-from statstorm.results.apply import SCHEMA, FileEdit, StorageStep
+from statstorm.results.apply import (BackupFile, BackupTarget, FileEdit, Manifest, ManifestError,
+                                     StorageStep)
 from statstorm.results.common import MAX_JSON_BYTES, read_bounded, write_atomic
 
 MANIFEST = "manifest.json"
@@ -68,8 +70,8 @@ def write_file(path: Path, data: str | bytes, like: os.stat_result | None = None
     _sync_dir(path.parent)
 
 
-def _write_manifest(d: Path, data: dict[str, Any]) -> None:
-    write_file(d / MANIFEST, json.dumps(data, indent=2) + "\n")
+def _write_manifest(d: Path, m: Manifest) -> None:
+    write_file(d / MANIFEST, json.dumps(m.to_json(), indent=2) + "\n")
 
 
 def root(env: Env) -> Path:
@@ -79,14 +81,14 @@ def root(env: Env) -> Path:
 def save(env: Env, name: str, target: dict[str, Any], edits: list[FileEdit],
          steps: list[StorageStep] | None = None) -> Path:
     """Copy every file about to change into a new backup set; refuse if one changed since the
-    plan was made (someone else is editing it). The set appears whole or not at all."""
+    plan was made (someone else is editing it). The set appears whole or not at all.
+    `target` is the apply target as JSON (pool_config.Target.to_json)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     d = root(env) / f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}"
     d.mkdir(parents=True)
     try:
-        entries: list[dict[str, Any]] = []
+        entries: list[BackupFile] = []
         for i, e in enumerate(edits):
-            entry: dict[str, Any] = {"path": str(e.path), "existed": e.before is not None}
             try:
                 data = e.path.read_bytes()
                 st = e.path.stat()
@@ -97,13 +99,14 @@ def save(env: Env, name: str, target: dict[str, Any], edits: list[FileEdit],
             if data is not None and st is not None:
                 copy = d / f"{i}-{e.path.name}"
                 write_file(copy, data, new_mode=0o600)
-                entry.update(copy=copy.name, mode=st.st_mode & 0o7777, uid=st.st_uid,
-                             gid=st.st_gid)
-            entries.append(entry)
-        _write_manifest(d, {
-            "schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "target": target, "files": entries,
-            "storage": [st.to_json() for st in steps or []], "status": "applying"})
+                entries.append(BackupFile(str(e.path), True, copy.name, st.st_mode & 0o7777,
+                                          st.st_uid, st.st_gid))
+            else:
+                entries.append(BackupFile(str(e.path), False))
+        _write_manifest(d, Manifest(
+            BackupTarget.from_json(target),
+            "applying", tuple(entries), tuple(steps or ()),
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds")))
     except BaseException as exc:
         shutil.rmtree(d, ignore_errors=True)
         if isinstance(exc, OSError):
@@ -115,9 +118,7 @@ def save(env: Env, name: str, target: dict[str, Any], edits: list[FileEdit],
 
 
 def save_steps(d: Path, steps: list[StorageStep]) -> None:
-    data = manifest(d)
-    data["storage"] = [st.to_json() for st in steps]
-    _write_manifest(d, data)
+    _write_manifest(d, replace(manifest(d), storage=tuple(steps)))
 
 
 def _bad(d: Path, why: str) -> UsageError:
@@ -126,84 +127,59 @@ def _bad(d: Path, why: str) -> UsageError:
                       f"{d.parent}")
 
 
-def _load(d: Path) -> dict[str, Any]:
-    """The manifest as JSON with its schema, status and target checked (not its files)."""
+def _read(d: Path) -> object:
+    """The manifest's JSON."""
     try:
-        data = json.loads(read_bounded(d / MANIFEST, MAX_JSON_BYTES, "see below"))
+        return json.loads(read_bounded(d / MANIFEST, MAX_JSON_BYTES, "see below"))
     except UsageError as exc:
         raise _bad(d, str(exc).split(": ", 1)[-1].split(";")[0]) from None
     except (ValueError, RecursionError) as exc:  # bad JSON, bad UTF-8
         raise _bad(d, f"not JSON: {str(exc).splitlines()[0][:80]}") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise _bad(d, f"not a {SCHEMA} manifest")
-    if not isinstance(data.get("status"), str) or not isinstance(data.get("target"), dict):
-        raise _bad(d, "no status or target")
-    if not all(isinstance(data["target"].get(k), (str, type(None))) for k in ("lab", "pool", "url")):
-        raise _bad(d, "the target's lab, pool and url must be text")
-    return data
 
 
-def _check_files(d: Path, data: dict[str, Any]) -> None:
-    files, storage = data.get("files"), data.get("storage", [])
-    if not isinstance(files, list) or not isinstance(storage, list):
-        raise _bad(d, "files and storage must be lists")
-    for entry in files:
-        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) \
-                or not os.path.isabs(entry["path"]) or not isinstance(entry.get("existed"), bool):
-            raise _bad(d, f"a file entry without an absolute path and existed: {entry!r:.60}")
-        if not entry["existed"]:
-            continue
-        copy = entry.get("copy")
-        if not isinstance(copy, str) or not copy or "/" in copy or copy in (".", ".."):
-            raise _bad(d, f"no copy named for {entry['path']}")
-        if not all(isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool)
-                   for k in ("mode", "uid", "gid")):
-            raise _bad(d, f"no mode, uid and gid for {entry['path']}")
-        if not (d / copy).is_file():
-            raise _bad(d, f"the copy {copy} of {entry['path']} is missing")
-    for step in storage:
-        try:
-            StorageStep.from_json(step)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise _bad(d, f"a storage step that cannot be read: {step!r:.60}") from None
+def _whole(d: Path, data: object) -> Manifest:
+    """The manifest checked whole, its copies there (UsageError naming the fix otherwise)."""
+    try:
+        m = Manifest.from_json(data)
+    except ManifestError as exc:
+        raise _bad(d, str(exc)) from None
+    for f in m.files:
+        if f.existed and not (d / f.copy).is_file():
+            raise _bad(d, f"the copy {f.copy} of {f.path} is missing")
+    return m
 
 
-def manifest(d: Path) -> dict[str, Any]:
+def manifest(d: Path) -> Manifest:
     """A backup set's manifest, checked whole (UsageError naming the fix otherwise)."""
-    data = _load(d)
-    _check_files(d, data)
-    return data
+    return _whole(d, _read(d))
 
 
 def mark(d: Path, status: str, reason: str = "") -> None:
-    data = manifest(d)
-    data["status"] = status
-    if reason:
-        data["reason"] = reason
-    _write_manifest(d, data)
+    m = manifest(d)
+    _write_manifest(d, replace(m, status=status, reason=reason or m.reason))
 
 
-def copy_text(d: Path, entry: dict[str, Any]) -> str | None:
+def copy_text(d: Path, entry: BackupFile) -> str | None:
     """The text a manifest entry's file had before apply (None: it did not exist)."""
-    return read_text(d / entry["copy"]) if entry["existed"] else None
+    return read_text(d / entry.copy) if entry.existed else None
 
 
 def restore(d: Path) -> list[Path]:
     """Put back every file of a backup set (remove the ones apply created). The manifest and
     every copy are read before the first file is written."""
-    entries = manifest(d)["files"]
+    entries = manifest(d).files
     try:
-        copies = [(d / e["copy"]).read_bytes() if e["existed"] else None for e in entries]
+        copies = [(d / e.copy).read_bytes() if e.existed else None for e in entries]
     except OSError as exc:
         raise _bad(d, f"a copy cannot be read: {exc.strerror or exc}") from None
     out: list[Path] = []
     for entry, data in zip(entries, copies):
-        path = Path(entry["path"])
+        path = Path(entry.path)
         try:
             if data is not None:
-                write_file(path, data, new_mode=int(entry["mode"]))
+                write_file(path, data, new_mode=entry.mode)
                 if os.geteuid() == 0:
-                    os.chown(path, int(entry["uid"]), int(entry["gid"]))
+                    os.chown(path, entry.uid, entry.gid)
             else:
                 path.unlink(missing_ok=True)
         except OSError as exc:
@@ -220,19 +196,22 @@ def sets(env: Env) -> list[Path]:
 
 
 def newest(env: Env, lab: str | None = None, pool: str | None = None,
-           ) -> tuple[Path, dict[str, Any]] | None:
+           ) -> tuple[Path, Manifest] | None:
     """The newest backup set that may be in effect (applied or verified; also applying, an
     apply that stopped before it could roll back, and rollback-failed: putting the same files
     back again is harmless), for the lab or pool when one is named, with its manifest checked
     whole. A set whose status or target cannot be read stops the search (it may be the one
     in effect): UsageError naming the fix."""
     for d in reversed(sets(env)):
-        data = _load(d)
-        t = data["target"]
-        if data["status"] not in IN_EFFECT:
+        data = _read(d)
+        try:
+            head = Manifest.head(data)
+        except ManifestError as exc:
+            raise _bad(d, str(exc)) from None
+        t = head.target
+        if head.status not in IN_EFFECT:
             continue
-        if (lab and t.get("lab") != lab) or (pool and t.get("pool") != pool):
+        if (lab and t.lab != lab) or (pool and t.pool != pool):
             continue
-        _check_files(d, data)
-        return d, data
+        return d, _whole(d, data)
     return None
