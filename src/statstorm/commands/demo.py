@@ -140,7 +140,7 @@ def measure(env: Env, states: dict[str, LabState], opts: DemoOptions, label: str
                         say(f"{label}: {window.note}")
                 rounds[role].append(Round(round(run.rps, 2), round(run.p50, 2),
                                           round(run.p99, 2), run.errors.total, run.requests, rt))
-    return Phase.of(Side.of(rounds["local"]), Side.of(rounds["network"]))
+    return Phase(Side(tuple(rounds["local"])), Side(tuple(rounds["network"])))
 
 
 def views_tracer(views: int) -> Tracer:

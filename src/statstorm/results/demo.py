@@ -82,18 +82,6 @@ def _strs(d: JsonObject, key: str) -> tuple[str, ...]:
     return tuple(str(x) for x in v)
 
 
-def _nums(d: JsonObject, key: str) -> tuple[float, ...]:
-    v = d.get(key)
-    if not isinstance(v, list):
-        return ()
-    out = []
-    for x in v:
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise ValueError(f"{key}: expected numbers, got {x!r}")
-        out.append(x)
-    return tuple(out)
-
-
 def _section(d: JsonObject, key: str) -> JsonObject | None:
     v = d.get(key)
     return None if v is None or v == {} else _obj(v, key)
@@ -128,34 +116,49 @@ def _median(vals: list[float]) -> float:
     return round(statistics.median(vals), 2) if vals else 0.0
 
 
-def _spread(vals: list[float]) -> tuple[float, ...]:
-    return (round(min(vals), 2), round(max(vals), 2)) if vals else ()
+def _spread(vals: list[float]) -> list[float]:
+    return [round(min(vals), 2), round(max(vals), 2)] if vals else []
 
 
 @dataclass(frozen=True)
 class Side:
-    """One lab in one phase: its rounds, and their medians and spread (as written)."""
+    """One lab in one phase: its rounds, and their medians and spread."""
 
-    rps: float = 0.0
-    p50_ms: float = 0.0
-    p99_ms: float = 0.0
-    errors: int = 0
-    rps_range: tuple[float, ...] = ()  # min, max; () without rounds
-    p99_range: tuple[float, ...] = ()
-    round_trips_per_request: float | None = None
     rounds: tuple[Round, ...] = ()
 
-    @classmethod
-    def of(cls, rounds: Iterable[Round]) -> Side:
-        rs = tuple(rounds)
-        rt = [r for r in rs if r.round_trips is not None]
+    def _vals(self, key: str) -> list[float]:
+        return [float(getattr(r, key)) for r in self.rounds]
+
+    @property
+    def rps(self) -> float:
+        return _median(self._vals("rps"))
+
+    @property
+    def p50_ms(self) -> float:
+        return _median(self._vals("p50_ms"))
+
+    @property
+    def p99_ms(self) -> float:
+        return _median(self._vals("p99_ms"))
+
+    @property
+    def errors(self) -> int:
+        return sum(r.errors for r in self.rounds)
+
+    @property
+    def rps_range(self) -> list[float]:
+        """[min, max] of the rounds' throughput; [] without rounds."""
+        return _spread(self._vals("rps"))
+
+    @property
+    def p99_range(self) -> list[float]:
+        return _spread(self._vals("p99_ms"))
+
+    @property
+    def round_trips_per_request(self) -> float | None:
+        rt = [r for r in self.rounds if r.round_trips is not None]
         reqs = sum(r.requests for r in rt)
-        rps, p50, p99 = ([float(r.rps) for r in rs], [float(r.p50_ms) for r in rs],
-                         [float(r.p99_ms) for r in rs])
-        return cls(_median(rps), _median(p50), _median(p99), sum(r.errors for r in rs),
-                   _spread(rps), _spread(p99),
-                   round(sum(r.round_trips or 0 for r in rt) / reqs, 2) if rt and reqs else None,
-                   rs)
+        return round(sum(r.round_trips or 0 for r in rt) / reqs, 2) if rt and reqs else None
 
     def to_json(self) -> JsonObject:
         return {"rps": self.rps, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
@@ -166,30 +169,33 @@ class Side:
 
     @classmethod
     def from_json(cls, data: Json) -> Side:
-        d = _obj(data, "lab's measurement")
-        rounds = d.get("rounds") or []
+        """The rounds; the medians and spread written beside them are computed from them."""
+        rounds = _obj(data, "lab's measurement").get("rounds") or []
         if not isinstance(rounds, list):
             raise ValueError("rounds: expected a list")
-        return cls(_num(d, "rps"), _num(d, "p50_ms"), _num(d, "p99_ms"), _int(d, "errors"),
-                   _nums(d, "rps_range"), _nums(d, "p99_range"),
-                   _opt_num(d, "round_trips_per_request"),
-                   tuple(Round.from_json(r) for r in rounds))
+        return cls(tuple(Round.from_json(r) for r in rounds))
 
 
 @dataclass(frozen=True)
 class Phase:
-    """Both labs measured with rounds interleaved (local, network, local, network, …), and
-    the network lab's medians over the local lab's."""
+    """Both labs measured with rounds interleaved (local, network, local, network, …)."""
 
     local: Side = Side()
     network: Side = Side()
-    ratio_rps: float | None = None
-    ratio_p99: float | None = None
 
-    @classmethod
-    def of(cls, local: Side, network: Side) -> Phase:
-        return cls(local, network, round(network.rps / local.rps, 3) if local.rps else None,
-                   round(network.p99_ms / local.p99_ms, 3) if local.p99_ms else None)
+    @property
+    def ratio_rps(self) -> float | None:
+        """The network lab's median throughput over the local lab's."""
+        lr = self.local.rps
+        return round(self.network.rps / lr, 3) if lr else None
+
+    @property
+    def ratio_p99(self) -> float | None:
+        lp = self.local.p99_ms
+        return round(self.network.p99_ms / lp, 3) if lp else None
+
+    def ratios(self) -> tuple[float | None, float | None]:
+        return self.ratio_rps, self.ratio_p99
 
     def side(self, role: str) -> Side:
         return self.local if role == "local" else self.network
@@ -201,8 +207,7 @@ class Phase:
     @classmethod
     def from_json(cls, data: Json) -> Phase:
         d = _obj(data, "phase")
-        return cls(Side.from_json(d.get("local") or {}), Side.from_json(d.get("network") or {}),
-                   _opt_num(d, "ratio_rps"), _opt_num(d, "ratio_p99"))
+        return cls(Side.from_json(d.get("local") or {}), Side.from_json(d.get("network") or {}))
 
 
 @dataclass(frozen=True)
