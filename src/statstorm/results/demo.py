@@ -82,6 +82,11 @@ def _strs(d: JsonObject, key: str) -> tuple[str, ...]:
     return tuple(str(x) for x in v)
 
 
+def _sub(d: JsonObject, key: str) -> JsonObject:
+    """The object under `key`; {} when it is missing or null."""
+    return _obj(d.get(key) or {}, key)
+
+
 def _section(d: JsonObject, key: str) -> JsonObject | None:
     v = d.get(key)
     return None if v is None or v == {} else _obj(v, key)
@@ -108,7 +113,7 @@ class Round:
     def from_json(cls, data: Json) -> Round:
         d = _obj(data, "round")
         return cls(_num(d, "rps"), _num(d, "p50_ms"), _num(d, "p99_ms"), _int(d, "errors"),
-                   _int(d, "requests"), None if d.get("round_trips") is None
+                   _int(d, "requests"), None if _opt_num(d, "round_trips") is None
                    else _int(d, "round_trips"))
 
 
@@ -207,7 +212,7 @@ class Phase:
     @classmethod
     def from_json(cls, data: Json) -> Phase:
         d = _obj(data, "phase")
-        return cls(Side.from_json(d.get("local") or {}), Side.from_json(d.get("network") or {}))
+        return cls(Side.from_json(_sub(d, "local")), Side.from_json(_sub(d, "network")))
 
 
 @dataclass(frozen=True)
@@ -257,8 +262,7 @@ class Prediction:
     @classmethod
     def from_json(cls, data: Json) -> Prediction:
         d = _obj(data, "predicted")
-        net = _obj(d.get("network_calls_reaching_storage_per_request") or {},
-                   "network_calls_reaching_storage_per_request")
+        net = _sub(d, "network_calls_reaching_storage_per_request")
         return cls(_strs(d, "php_settings"), _opt_num(d, "metadata_calls_per_request"),
                    _opt_num(d, "metadata_calls_per_request_now"), _opt_num(net, "now"),
                    _opt_num(net, "after"), _opt_num(d, "round_trips_per_request"),
@@ -288,9 +292,9 @@ class LabSettings:
     @classmethod
     def from_json(cls, data: Json) -> LabSettings:
         d = _obj(data, "settings")
-        mo = d.get("mount_options")
-        return cls(_strs(d, "changes"), None if mo is None else
-                   {str(k): str(v) for k, v in _obj(mo, "mount_options").items()})
+        mo = _section(d, "mount_options")
+        return cls(_strs(d, "changes"), None if mo is None and "mount_options" not in d else
+                   {str(k): str(v) for k, v in (mo or {}).items()})
 
 
 @dataclass(frozen=True)
@@ -365,9 +369,9 @@ class DemoResult:
         """A demo.json's content; ValueError naming the key when it is not one."""
         d = _obj(data, "demo.json")
         labs = {str(role): Lab(_str(_obj(v, "lab"), "name"), _str(_obj(v, "lab"), "url"))
-                for role, v in _obj(d.get("labs") or {}, "labs").items()}
+                for role, v in _sub(d, "labs").items()}
         before, after, predicted = (_section(d, k) for k in ("before", "after", "predicted"))
-        timings = _obj(d.get("timings_s") or {}, "timings_s")
+        timings = _sub(d, "timings_s")
         return cls(
             app=_str(d, "app"), storage=_str(d, "storage"), output_dir=_str(d, "output_dir"),
             run_id=_opt_str(d, "run_id"), labs=labs,
@@ -377,10 +381,9 @@ class DemoResult:
             predicted_at=_opt_str(d, "predicted_at"), applied=_strs(d, "applied"),
             applied_at=_opt_str(d, "applied_at"), manual=_strs(d, "manual"),
             settings={str(role): LabSettings.from_json(v)
-                      for role, v in _obj(d.get("settings") or {}, "settings").items()},
-            metadata_calls_per_request=PerRequest.from_json(
-                d.get("metadata_calls_per_request") or {}),
+                      for role, v in _sub(d, "settings").items()},
+            metadata_calls_per_request=PerRequest.from_json(_sub(d, "metadata_calls_per_request")),
             findings_before=_strs(d, "findings_before"), findings_after=_strs(d, "findings_after"),
-            files={str(k): str(v) for k, v in _obj(d.get("files") or {}, "files").items()},
+            files={str(k): str(v) for k, v in _sub(d, "files").items()},
             timings_s={str(k): _num(timings, k) for k in timings},
-            kept=bool(d.get("kept")), notes=_strs(d, "notes"))
+            kept=d.get("kept") is True, notes=_strs(d, "notes"))
