@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 import uuid
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterable, Union
+from typing import ClassVar, Union
 
 SCHEMA = "statstorm.demo/1"
 ROLES = ("local", "network")
