@@ -44,7 +44,11 @@ def test_demo_predicts_before_it_applies_and_leaves_nothing(state_home: Path,
     for f in ("demo.json", "before.sst.gz", "after.sst.gz", "check-before.json", "apply.json",
               "check-after.json", "report.html"):
         assert (out / f).is_file(), f
-    assert result["files"]["report"] == str(out / "report.html")
+    # the files it names are relative to demo.json, and carry the run's id
+    assert result["files"]["report"] == "report.html"
+    assert result["files"]["apply"] == "apply.json" and list(result)[:2] == ["schema", "run_id"]
+    for f in ("check-before.json", "apply.json", "check-after.json"):
+        assert json.loads((out / f).read_text())["run_id"] == result["run_id"], f
     assert "local throughput before" in (out / "report.html").read_text()
     for role in ("local", "net"):
         lab = f"{name}-{role}"

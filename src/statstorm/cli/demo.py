@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
 import click
 from rich.console import Console
 from rich.table import Table
@@ -17,7 +15,7 @@ from statstorm.env import Env
 from statstorm.results.demo import DemoResult
 
 
-def _fmt(v: Any, unit: str = "") -> str:
+def _fmt(v: float | str | None, unit: str = "") -> str:
     if v is None:
         return "-"
     return f"{v:,.2f}{unit}" if isinstance(v, float) else f"{v}{unit}"
@@ -32,22 +30,17 @@ def render(env: Env, r: DemoResult) -> None:
     for name, ph in (("before", r.before), ("after", r.after)):
         if ph is None:
             continue
-        rps, p99 = ph.ratios()
-        t.add_row(name, _fmt(ph.local.median("rps")), _fmt(ph.network.median("rps")),
-                  _fmt(rps, "x"),
-                  f"{ph.local.median('p50_ms'):g} / {ph.local.median('p99_ms'):g}",
-                  f"{ph.network.median('p50_ms'):g} / {ph.network.median('p99_ms'):g}",
-                  _fmt(p99, "x"))
+        t.add_row(name, _fmt(ph.local.rps), _fmt(ph.network.rps), _fmt(ph.ratio_rps, "x"),
+                  f"{ph.local.p50_ms:g} / {ph.local.p99_ms:g}",
+                  f"{ph.network.p50_ms:g} / {ph.network.p99_ms:g}", _fmt(ph.ratio_p99, "x"))
     con.print(t)
     rt = r.round_trips()
     mc = r.metadata_calls_per_request
     t2 = Table(title="per request, on the network lab")
     for h in ("", "before", "predicted", "after"):
         t2.add_column(h, justify="left" if not h else "right")
-    t2.add_row("network round trips", _fmt(rt["before"]), _fmt(rt["predicted"]),
-               _fmt(rt["after"]))
-    t2.add_row("metadata calls (traced)", _fmt(mc.get("before")), _fmt(mc.get("predicted")),
-               _fmt(mc.get("after")))
+    t2.add_row("network round trips", _fmt(rt.before), _fmt(rt.predicted), _fmt(rt.after))
+    t2.add_row("metadata calls (traced)", _fmt(mc.before), _fmt(mc.predicted), _fmt(mc.after))
     con.print(t2)
     if r.applied:
         con.print(f"applied: {', '.join(r.applied)} (at {r.applied_at}; predicted at "
@@ -57,11 +50,11 @@ def render(env: Env, r: DemoResult) -> None:
     if r.findings_after:
         con.print("check after the fix: " + "; ".join(r.findings_after))
     con.print(f"results: {r.output_dir}/ (demo.json, before/after traces, check and apply "
-              f"JSON); took {r.timings_s.get('total', 0):.0f} s")
+              f"JSON); took {r.timings_s['total'] if 'total' in r.timings_s else 0:.0f} s")
     if r.kept:
         for role, lab in r.labs.items():
-            con.print(f"kept {role} lab {lab['name']}: {lab['url']} (statstorm lab down "
-                      f"--name {lab['name']})")
+            con.print(f"kept {role} lab {lab.name}: {lab.url} (statstorm lab down "
+                      f"--name {lab.name})")
     else:
         con.print("labs removed.")
 

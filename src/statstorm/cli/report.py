@@ -44,6 +44,8 @@ def report(env: Env, inputs: tuple[Path, ...], output: Path, title: str, no_foll
     opts = report_cmd.ReportOptions(inputs=inputs, output=output, title=title,
                                     follow_demo=not no_follow)
     result = report_cmd.run(env, opts)
+    for w in result.warnings:  # on the page too, as a note of the demo's section
+        env.log(f"warning: {w}")
     if as_json:
         click.echo(json.dumps({"schema": SCHEMA, "output": str(result.output),
                                "inputs": list(result.kinds), "charts": result.charts,

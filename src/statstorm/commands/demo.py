@@ -19,14 +19,13 @@ step); both labs are removed whatever happens, unless `keep`.
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from statstorm import faults
 from statstorm.adapters.apply import apply_target
@@ -35,6 +34,7 @@ from statstorm.adapters.load import http
 from statstorm.adapters.storage import round_trips
 from statstorm.adapters.load.loadgen import RunSpec, load_lock
 from statstorm.adapters.load.wrk import Wrk
+from statstorm.adapters.tracing.trace_thread import TraceThread, Tracer
 from statstorm.commands import apply as apply_cmd
 from statstorm.commands import check as check_cmd
 from statstorm.commands import trace as trace_cmd
@@ -44,10 +44,13 @@ from statstorm.errors import (ComponentError, DependencyError, PrivilegeError, S
                               UsageError)
 from statstorm.model import applyplan, network_forecast
 from statstorm.model.checkfacts import is_network_fstype
+from statstorm.model.finding import Finding
 from statstorm.model.phpsettings import SETTABLE
+from statstorm.model.sweep_levels import Traced
 from statstorm.results import result_files
 from statstorm.results.common import write_atomic, write_json_atomic
-from statstorm.results.demo import DemoResult, Phase, Round
+from statstorm.results.demo import (DemoResult, JsonObject, Lab, LabSettings, PerRequest, Phase,
+                                    Prediction, Round, Side, new_run_id, with_run_id)
 from statstorm.results.lab import LabState
 from statstorm.results.trace import read_trace
 
@@ -107,7 +110,7 @@ def measure(env: Env, states: dict[str, LabState], opts: DemoOptions, label: str
             say: Callable[[str], None]) -> Phase:
     """Both labs under the same closed-model load, rounds interleaved; the network lab's
     round trips from its volume's profile (GlusterFS)."""
-    phase = Phase()
+    rounds: dict[str, list[Round]] = {role: [] for role in ROLES}
     wrk = Wrk()
     volume = states["network"].volume
     with tempfile.TemporaryDirectory(prefix="statstorm-demo-") as tmp:
@@ -135,61 +138,53 @@ def measure(env: Env, states: dict[str, LabState], opts: DemoOptions, label: str
                     rt = window.round_trips
                     if window.note:
                         say(f"{label}: {window.note}")
-                side = phase.local if role == "local" else phase.network
-                side.rounds.append(Round(round(run.rps, 2), round(run.p50, 2), round(run.p99, 2),
-                                         run.errors.total, run.requests, rt))
-    return phase
+                rounds[role].append(Round(round(run.rps, 2), round(run.p50, 2),
+                                          round(run.p99, 2), run.errors.total, run.requests, rt))
+    return Phase(Side(tuple(rounds["local"])), Side(tuple(rounds["network"])))
 
 
-def trace_views(env: Env, state: LabState, views: int, output: Path) -> dict[str, Any]:
-    """`statstorm trace` of the lab's pool while `views` page views are fetched; its summary."""
-    attached, stop, finished = threading.Event(), threading.Event(), threading.Event()
-    done: list[trace_cmd.TraceRun] = []
-    errors: list[BaseException] = []
+def views_tracer(views: int) -> Tracer:
+    """`statstorm trace` of a lab's pool that ends by itself once `views` requests are over."""
+    def tracer(env: Env, *, lab: str | None, pool: str | None, duration_s: float, output: Path,
+               ready: threading.Event, stop: threading.Event) -> Traced:
+        return trace_cmd.run(env, trace_cmd.TraceOptions(
+            lab=lab, pool=pool, requests=views, duration_s=duration_s, output=output),
+            ready=ready, stop=stop)
+    return tracer
 
-    def tracer() -> None:
-        try:
-            done.append(trace_cmd.run(env, trace_cmd.TraceOptions(
-                lab=state.name, requests=views, duration_s=120.0, output=output),
-                ready=attached, stop=stop))
-        except BaseException as exc:  # handed to the caller
-            errors.append(exc)
-        finally:
-            attached.set()
-            finished.set()
 
-    thread = threading.Thread(target=tracer, name="statstorm-demo-trace", daemon=True)
-    thread.start()
+def trace_views(env: Env, state: LabState, views: int, output: Path) -> float:
+    """`statstorm trace` of the lab's pool while `views` page views are fetched; its metadata
+    calls per request (the summary's per_request total)."""
+    tt = TraceThread(env, views_tracer(views), lab=state.name, pool=None, duration_s=120.0,
+                     output=output, name="statstorm-demo-trace")
+    tt.start()
     try:
-        attached.wait(150)
         url = state.url + state.entry_path
         deadline = time.monotonic() + 180
         fetched = 0
         # The tracer counts a request once later events show it over: views go on (beyond
         # `views`, not counted) until it has its `views` finished requests and stops.
-        while thread.is_alive() and not errors and time.monotonic() < deadline:
+        while not tt.ended() and time.monotonic() < deadline:
             try:
                 http.fetch(url, timeout=60)
             except OSError as exc:
                 raise ComponentError(f"{url}: no answer while tracing ({exc})") from None
             fetched += 1
             if fetched >= views:
-                thread.join(0.2)
-        thread.join(max(1.0, deadline - time.monotonic()))
+                tt.ended(0.2)
+        if not tt.ended(max(1.0, deadline - time.monotonic())):
+            raise ComponentError("the trace did not finish within 180 s")
     except BaseException:  # Ctrl-C, SIGTERM, no answer: the tracer detaches before we go
-        stop.set()
-        finished.wait(120)  # not thread.join: a join Ctrl-C cut short may mark it stopped
+        tt.abandon()
         raise
-    if errors:
-        raise errors[0]
-    if not done:
-        raise ComponentError("the trace did not finish within 180 s")
-    return done[0].summary
+    total: float = tt.finish().summary["per_request"]["total"]
+    return total
 
 
 # -- predicting -----------------------------------------------------------------------------------
-def predict(env: Env, findings: list[Any], settings: dict[str, str], trace_path: Path,
-            round_trips_before: float | None) -> dict[str, Any]:
+def predict(env: Env, findings: list[Finding], settings: dict[str, str], trace_path: Path,
+            round_trips_before: float | None) -> Prediction:
     """What check's changes will do, before any is made: metadata calls per request from
     `whatif` (the PHP changes), round trips per request from the measured ones scaled by the
     forecast of the mount and app changes."""
@@ -217,21 +212,20 @@ def predict(env: Env, findings: list[Any], settings: dict[str, str], trace_path:
     rt = None
     if round_trips_before is not None and now.reaching_per_request:
         rt = round(round_trips_before * then.reaching_per_request / now.reaching_per_request, 2)
-    return {"php_settings": sets, "metadata_calls_per_request": wi.proposed["per_request"]["total"],
-            "metadata_calls_per_request_now": wi.current["per_request"]["total"],
-            "network_calls_reaching_storage_per_request": {
-                "now": now.reaching_per_request, "after": then.reaching_per_request},
-            "round_trips_per_request": rt,
-            "changes": [c.line for c in changes if c.kind != applyplan.MANUAL]}
+    return Prediction(tuple(sets), wi.proposed["per_request"]["total"],
+                      wi.current["per_request"]["total"], now.reaching_per_request,
+                      then.reaching_per_request, rt,
+                      tuple(c.line for c in changes if c.kind != applyplan.MANUAL))
 
 
 def prediction_text(result: DemoResult) -> str:
     p = result.predicted
-    rt = p.get("round_trips_per_request")
-    before = result.round_trips()["before"]
+    rt = p.round_trips_per_request if p else None
+    before = result.round_trips().before
     return (f"prediction (before any change): metadata calls per request "
-            f"{p.get('metadata_calls_per_request_now')} → {p.get('metadata_calls_per_request')} "
-            f"(whatif: {', '.join(p.get('php_settings') or []) or 'no PHP change'}); "
+            f"{p.metadata_calls_per_request_now if p else None} → "
+            f"{p.metadata_calls_per_request if p else None} "
+            f"(whatif: {', '.join(p.php_settings if p else ()) or 'no PHP change'}); "
             f"network round trips per request {before if before is not None else '?'} → "
             f"{rt if rt is not None else '?'} (mount and app changes)")
 
@@ -247,7 +241,7 @@ def same_settings(env: Env, applied: apply_cmd.ApplyResult,
         if c.kind in (applyplan.POOL_INI, applyplan.POOL):
             changes.append(c)
         elif c.kind == applyplan.APP and c.where.startswith(net.code_path):
-            changes.append(dataclasses.replace(
+            changes.append(replace(
                 c, where=local.code_path + c.where[len(net.code_path):]))
     if not changes:
         return []
@@ -260,30 +254,47 @@ def same_settings(env: Env, applied: apply_cmd.ApplyResult,
 
 
 # -- the command ----------------------------------------------------------------------------------
+class _Run:
+    """The demo's result as it grows, written to demo.json after every step."""
+
+    def __init__(self, result: DemoResult, path: Path) -> None:
+        self.result, self.path = result, path
+
+    def save(self, result: DemoResult | None = None) -> None:
+        """demo.json of `result` (by default, of the result so far)."""
+        self.result = result or self.result
+        write_json_atomic(self.path, self.result.to_json())
+
+    def write(self, name: str, data: JsonObject) -> str:
+        """A result file of this run beside demo.json (carrying the run's id); its link."""
+        assert self.result.run_id is not None
+        write_json_atomic(self.path.parent / name, with_run_id(data, self.result.run_id))
+        return name
+
+
 def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -> DemoResult:
     validate(env, opts)
     log = say or env.log
     out = opts.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    result = DemoResult(opts.app, opts.storage, str(out), kept=opts.keep)
-    path = out / "demo.json"
-
-    def save() -> None:
-        write_json_atomic(path, result.to_json())
-
+    demo = _Run(DemoResult(opts.app, opts.storage, str(out), run_id=new_run_id(),
+                           kept=opts.keep), out / "demo.json")
     states: dict[str, LabState] = {}
     t_start = time.monotonic()
     mark = [t_start]
+    timings: dict[str, float] = {}
 
     def step(n: int, text: str) -> None:
         now = time.monotonic()
         if n > 1:
-            result.timings_s[f"step{n - 1}"] = round(now - mark[0], 1)
+            timings[f"step{n - 1}"] = round(now - mark[0], 1)
         mark[0] = now
         faults.phase(f"demo/step-{n}")
         log(f"[{n}/{STEPS}] {text}")
 
     manual: dict[str, str] = {}
+    files: dict[str, str] = {}
+
     try:
         step(1, f"two labs: {opts.app} on local disk and on {opts.storage} (default options)…")
         for role in ROLES:
@@ -291,91 +302,92 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
             st = lab_build.up(env, lab_build.LabOptions(name=lab_name(opts, role), app=opts.app,
                                                     storage=storage, workers=opts.workers))
             states[role] = st
-            result.labs[role] = {"name": st.name, "url": st.url + st.entry_path}
-            save()
+            demo.save(replace(demo.result, timings_s=dict(timings), labs={
+                **demo.result.labs, role: Lab(st.name, st.url + st.entry_path)}))
 
         step(2, "before: both labs under the same load, rounds interleaved…")
-        result.before = measure(env, states, opts, "before", log)
-        result.files["demo"] = str(path)
-        save()
+        before = measure(env, states, opts, "before", log)
+        files["demo"] = demo.path.name
+        demo.save(replace(demo.result, before=before, files=dict(files),
+                          timings_s=dict(timings)))
 
         step(3, f"find: tracing {opts.views} page views of the {opts.storage} lab, then check…")
         before_trace = out / "before.sst.gz"
-        summary = trace_views(env, states["network"], opts.views, before_trace)
-        result.files["trace_before"] = str(before_trace)
-        result.metadata_calls_per_request["before"] = summary["per_request"]["total"]
+        calls_before = trace_views(env, states["network"], opts.views, before_trace)
+        files["trace_before"] = before_trace.name
+        demo.result = replace(demo.result, metadata_calls_per_request=PerRequest(
+            before=calls_before, keys=("before",)))
         chk = check_cmd.run(env, check_cmd.CheckOptions(lab=states["network"].name,
                                                         trace=before_trace))
-        write_json_atomic(out / "check-before.json", chk.to_json())
-        result.files["check_before"] = str(out / "check-before.json")
-        result.findings_before = [f"{f.severity}: {f.id}" for f in chk.findings]
-        save()
+        files["check_before"] = demo.write("check-before.json", chk.to_json())
+        demo.save(replace(demo.result, files=dict(files), timings_s=dict(timings),
+                          findings_before=tuple(f"{f.severity}: {f.id}" for f in chk.findings)))
 
         step(4, "predict: whatif of check's PHP changes, forecast of the storage changes…")
         settings = {k: str(v) for k, v in (chk.pools[0].facts.settings if chk.pools else {}).items()}
-        rt_before = result.before.network.round_trips_per_request()
-        result.predicted = predict(env, chk.findings, settings, before_trace, rt_before)
-        result.predicted_at = _now()
-        save()
-        log(prediction_text(result))
+        predicted = predict(env, chk.findings, settings, before_trace,
+                            before.network.round_trips_per_request)
+        demo.save(replace(demo.result, predicted=predicted, predicted_at=_now(),
+                          timings_s=dict(timings)))
+        log(prediction_text(demo.result))
 
         step(5, f"fix: statstorm apply --all --yes on the {opts.storage} lab, the same PHP and "
                 "app settings on the local lab…")
         applied = apply_cmd.run(env, apply_cmd.ApplyOptions(
             lab=states["network"].name, all=True, yes=True, trace=before_trace))
-        write_json_atomic(out / "apply.json", applied.to_json())
-        result.files["apply"] = str(out / "apply.json")
-        result.applied = sorted({c.finding for c in applied.changes
-                                 if c.kind != applyplan.MANUAL})
+        files["apply"] = demo.write("apply.json", applied.to_json())
         manual = {c.line: c.finding for c in applied.manual}
-        result.applied_at = _now()
+        made = [c for c in applied.changes if c.kind != applyplan.MANUAL]
+        demo.result = replace(demo.result, applied=tuple(sorted({c.finding for c in made})),
+                              applied_at=_now())
         local_lines = same_settings(env, applied, states)
-        result.settings = {
-            "network": {"changes": list(dict.fromkeys(c.line for c in applied.changes
-                                                      if c.kind != applyplan.MANUAL)),
-                        "mount_options": labs.load(env, states["network"].name).mount_options},
-            "local": {"changes": local_lines}}
-        save()
+        demo.save(replace(
+            demo.result, files=dict(files), timings_s=dict(timings),
+            settings={"network": LabSettings(tuple(dict.fromkeys(c.line for c in made)),
+                                             labs.load(env, states["network"].name).mount_options),
+                      "local": LabSettings(tuple(local_lines))}))
 
         step(6, "after: both labs under the same load again…")
-        result.after = measure(env, states, opts, "after", log)
-        save()
+        after = measure(env, states, opts, "after", log)
+        demo.save(replace(demo.result, after=after, timings_s=dict(timings)))
 
         step(7, "prove: a second trace and check of the fixed lab…")
         after_trace = out / "after.sst.gz"
-        summary = trace_views(env, states["network"], opts.views, after_trace)
-        result.files["trace_after"] = str(after_trace)
-        result.metadata_calls_per_request["after"] = summary["per_request"]["total"]
-        result.metadata_calls_per_request["predicted"] = result.predicted.get(
-            "metadata_calls_per_request")
+        calls_after = trace_views(env, states["network"], opts.views, after_trace)
+        files["trace_after"] = after_trace.name
+        demo.result = replace(demo.result, metadata_calls_per_request=PerRequest(
+            calls_before, calls_after, predicted.metadata_calls_per_request))
         chk2 = check_cmd.run(env, check_cmd.CheckOptions(lab=states["network"].name,
                                                          trace=after_trace))
-        write_json_atomic(out / "check-after.json", chk2.to_json())
-        result.files["check_after"] = str(out / "check-after.json")
-        result.findings_after = [f"{f.severity}: {f.id}" for f in chk2.findings]
+        files["check_after"] = demo.write("check-after.json", chk2.to_json())
         still = {f.id for f in chk2.findings}
-        result.manual = [line for line, fid in manual.items() if fid in still]
-        result.timings_s["step7"] = round(time.monotonic() - mark[0], 1)
-        save()
+        timings["step7"] = round(time.monotonic() - mark[0], 1)
+        demo.save(replace(
+            demo.result, files=dict(files), timings_s=dict(timings),
+            findings_after=tuple(f"{f.severity}: {f.id}" for f in chk2.findings),
+            manual=tuple(line for line, fid in manual.items() if fid in still)))
     finally:
+        notes = list(demo.result.notes)
         if not opts.keep:
             for role in reversed(ROLES):
                 if role in states or labs.lab_dir(env, lab_name(opts, role)).exists():
                     try:
                         lab_build.down(env, lab_name(opts, role), quiet=True)
                     except StatstormError as exc:
-                        result.notes.append(f"lab {lab_name(opts, role)}: {exc}")
-        result.timings_s["total"] = round(time.monotonic() - t_start, 1)
+                        notes.append(f"lab {lab_name(opts, role)}: {exc}")
+        timings["total"] = round(time.monotonic() - t_start, 1)
+        demo.result = replace(demo.result, notes=tuple(notes), timings_s=dict(timings),
+                              files=dict(files))
         if out.is_dir():
-            save()
-            write_report(out, result, log)
-            save()
-    return result
+            demo.save()
+            demo.save(write_report(out, demo.result, log))
+    return demo.result
 
 
-def write_report(out: Path, result: DemoResult, log: Callable[[str], None]) -> None:
+def write_report(out: Path, result: DemoResult, log: Callable[[str], None]) -> DemoResult:
     """`report.html` beside demo.json, rendered from the result files only (as `statstorm
-    report DIR/demo.json` would); a report that cannot be made is a note, not a failure."""
+    report DIR/demo.json` would); a report that cannot be made is a note, not a failure.
+    Returns the result with the page's link, or with the note."""
     page = out / "report.html"
     from statstorm.report import html  # matplotlib: loaded only when a page is drawn
     from statstorm.report.page import build
@@ -383,7 +395,6 @@ def write_report(out: Path, result: DemoResult, log: Callable[[str], None]) -> N
         files = result_files.load_all([out / "demo.json"])
         write_atomic(page, html.render(build(files, generated=_now())), new_mode=0o644)
     except (StatstormError, OSError, ValueError, KeyError, TypeError) as exc:
-        result.notes.append(f"report.html not written: {exc}")
-        return
-    result.files["report"] = str(page)
+        return replace(result, notes=(*result.notes, f"report.html not written: {exc}"))
     log(f"report: {page}")
+    return replace(result, files={**result.files, "report": page.name})

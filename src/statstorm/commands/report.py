@@ -33,6 +33,7 @@ class ReportResult:
     kinds: tuple[str, ...]  # of every file read, in order
     charts: int
     headline: str
+    warnings: tuple[str, ...] = ()  # a file a demo.json names, missing or of another run
 
 
 def validate(opts: ReportOptions) -> None:
@@ -58,4 +59,4 @@ def run(env: Env, opts: ReportOptions) -> ReportResult:
     text = html.render(page)
     write_atomic(opts.output, text, new_mode=0o644)
     return ReportResult(opts.output, tuple(f.kind for f in files), page.charts,
-                        page.headline.verdict)
+                        page.headline.verdict, tuple(n for f in files for n in f.notes))

@@ -11,6 +11,9 @@ from typing import Any
 from statstorm.report import charts
 from statstorm.report.charts import _fmt
 from statstorm.report.sections import Section, Table, cell_label, fsbench_ratios, slug
+from statstorm.results.demo import DemoResult, JsonObject, Phase
+
+DemoData = DemoResult | JsonObject  # the demo as its class, or demo.json's content
 
 SEVERITIES = ("critical", "warning", "info")
 APPS = {"mediawiki": "MediaWiki", "synthetic": "the synthetic app", "wordpress": "WordPress"}
@@ -57,6 +60,18 @@ def fewer(a: float | None, b: float | None) -> str:
     return f"{(a - b) / a:.0%} fewer" if b <= a else f"{(b - a) / a:.0%} more"
 
 
+def as_demo(d: DemoData) -> DemoResult:
+    return d if isinstance(d, DemoResult) else DemoResult.from_json(d)
+
+
+def ratio_rps(p: Phase | None) -> float | None:
+    return p.ratio_rps if p is not None else None
+
+
+def ratio_p99(p: Phase | None) -> float | None:
+    return p.ratio_p99 if p is not None else None
+
+
 # -- findings -----------------------------------------------------------------------------------
 def gain_text(f: dict[str, Any]) -> str:
     g = f.get("predicted_gain")
@@ -69,9 +84,10 @@ def gain_text(f: dict[str, Any]) -> str:
 
 
 def findings(checks: list[tuple[str, dict[str, Any]]],
-             demo: dict[str, Any] | None) -> list[FindingRow]:
+             demo_data: DemoData | None) -> list[FindingRow]:
     """The first check's findings (the demo's before, when no check file is given), each with
     what a later check (or the demo's after) says of it."""
+    demo = as_demo(demo_data) if demo_data is not None else None
     if checks:
         first_name, first = checks[0]
         later = checks[1:]
@@ -81,8 +97,8 @@ def findings(checks: list[tuple[str, dict[str, Any]]],
             for name, chk in later:
                 still = any(x.get("id") == f.get("id") for x in chk.get("findings") or [])
                 outcome = f"{'still reported' if still else 'gone'} in {name}"
-            if not outcome and demo is not None and demo.get("findings_after"):
-                still = any(s.endswith(f": {f.get('id')}") for s in demo["findings_after"])
+            if not outcome and demo is not None and demo.findings_after:
+                still = any(s.endswith(f": {f.get('id')}") for s in demo.findings_after)
                 outcome = "still reported after the fix" if still else "gone after the fix"
             rows.append(FindingRow(str(f.get("severity")), str(f.get("id")), str(f.get("title")),
                                    list(f.get("evidence") or []), list(f.get("change") or []),
@@ -91,12 +107,11 @@ def findings(checks: list[tuple[str, dict[str, Any]]],
         return sorted(rows, key=lambda r: SEVERITIES.index(r.severity)
                       if r.severity in SEVERITIES else 9)
     if demo is not None:
-        after = demo.get("findings_after") or []
         rows = []
-        for s in demo.get("findings_before") or []:
-            sev, _, fid = str(s).partition(": ")
+        for s in demo.findings_before:
+            sev, _, fid = s.partition(": ")
             rows.append(FindingRow(sev, fid, fid, [], [], "", "–",
-                                   "still reported after the fix" if s in after
+                                   "still reported after the fix" if s in demo.findings_after
                                    else "gone after the fix"))
         return sorted(rows, key=lambda r: SEVERITIES.index(r.severity)
                       if r.severity in SEVERITIES else 9)
@@ -104,25 +119,24 @@ def findings(checks: list[tuple[str, dict[str, Any]]],
 
 
 # -- predicted against measured -----------------------------------------------------------------
-def outcome(demo: dict[str, Any] | None, whatifs: list[tuple[str, dict[str, Any]]],
+def outcome(demo_data: DemoData | None, whatifs: list[tuple[str, dict[str, Any]]],
             applies: list[tuple[str, dict[str, Any]]],
             trace_totals: list[tuple[str, float]]) -> Outcome:
     out = Outcome()
-    if demo is not None:
-        calls = demo.get("metadata_calls_per_request") or {}
-        rt = demo.get("round_trips_per_request") or {}
-        out.rows.append(("metadata calls per request", _fmt(calls.get("before")),
-                         _fmt(calls.get("predicted")), _fmt(calls.get("after")),
+    if demo_data is not None:
+        demo = as_demo(demo_data)
+        calls, rt = demo.metadata_calls_per_request, demo.round_trips()
+        out.rows.append(("metadata calls per request", _fmt(calls.before),
+                         _fmt(calls.predicted), _fmt(calls.after),
                          "demo (whatif of the PHP settings; traces)"))
-        out.rows.append(("network round trips per request", _fmt(rt.get("before")),
-                         _fmt(rt.get("predicted")), _fmt(rt.get("after")),
+        out.rows.append(("network round trips per request", _fmt(rt.before),
+                         _fmt(rt.predicted), _fmt(rt.after),
                          "demo (forecast of the mount and app changes; volume profile)"))
-        for key, what in (("ratio_rps", "throughput, network / local"),
-                          ("ratio_p99", "p99 latency, network / local")):
-            b = (demo.get("before") or {}).get(key)
-            a = (demo.get("after") or {}).get(key)
-            out.rows.append((what, f"{_fmt(b)}x" if b else "–", "–",
-                             f"{_fmt(a)}x" if a else "–", "demo (medians of the rounds)"))
+        for ratio, what in ((ratio_rps, "throughput, network / local"),
+                            (ratio_p99, "p99 latency, network / local")):
+            rb, ra = ratio(demo.before), ratio(demo.after)
+            out.rows.append((what, f"{_fmt(rb)}x" if rb else "–", "–",
+                             f"{_fmt(ra)}x" if ra else "–", "demo (medians of the rounds)"))
     for name, w in whatifs:
         cur = (w.get("current") or {}).get("per_request", {}).get("total")
         prop = (w.get("proposed") or {}).get("per_request", {}).get("total")
@@ -146,23 +160,23 @@ def outcome(demo: dict[str, Any] | None, whatifs: list[tuple[str, dict[str, Any]
 def headline(kinds: dict[str, list[tuple[str, dict[str, Any]]]], host: str,
              trace_totals: list[tuple[str, float]], n_findings: dict[str, int]) -> Headline:
     on = f"host {host}" if host else "this machine"
-    demo = kinds.get("demo")
-    if demo:
-        d = demo[0][1]
-        app = APPS.get(str(d.get("app")), str(d.get("app")))
-        st = STORAGES.get(str(d.get("storage")), str(d.get("storage")))
-        b, a = (d.get("before") or {}).get("ratio_rps"), (d.get("after") or {}).get("ratio_rps")
-        rt = d.get("round_trips_per_request") or {}
+    demos = kinds.get("demo")
+    if demos:
+        d = as_demo(demos[0][1])
+        app = APPS.get(d.app, d.app)
+        st = STORAGES.get(d.storage, d.storage)
+        rb, ra = ratio_rps(d.before), ratio_rps(d.after)
+        rt = d.round_trips()
         parts = []
-        if b:
-            parts.append(f"{st} {b:.2f}x local throughput before" +
-                         (f", {a:.2f}x after" if a else " (no after measurement)"))
-        if rt.get("before") and rt.get("after") is not None:
-            parts.append(f"{fewer(rt['before'], rt['after'])} network round trips per request "
-                         f"({_fmt(rt['before'])} → {_fmt(rt['after'])})")
-        calls = d.get("metadata_calls_per_request") or {}
-        if calls.get("before") and calls.get("after") is not None:
-            parts.append(f"{fewer(calls['before'], calls['after'])} metadata calls per request")
+        if rb:
+            parts.append(f"{st} {rb:.2f}x local throughput before" +
+                         (f", {ra:.2f}x after" if ra else " (no after measurement)"))
+        if rt.before and rt.after is not None:
+            parts.append(f"{fewer(rt.before, rt.after)} network round trips per request "
+                         f"({_fmt(rt.before)} → {_fmt(rt.after)})")
+        calls = d.metadata_calls_per_request
+        if calls.before and calls.after is not None:
+            parts.append(f"{fewer(calls.before, calls.after)} metadata calls per request")
         return Headline(f"{app} on local disk and on {st}, measured before and after "
                         "statstorm's fix", on, "; ".join(parts) + "." if parts
                         else "the demo did not finish a measurement.")
@@ -184,9 +198,10 @@ def headline(kinds: dict[str, list[tuple[str, dict[str, Any]]]], host: str,
                             f"{best['rps']['median'] / worst['rps']['median']:.1f}x the slowest "
                             f"({cell_label(worst)}).")
     if len(trace_totals) > 1:
-        (a_name, a), (b_name, b) = trace_totals[0], trace_totals[-1]
+        (a_name, ta), (b_name, tb) = trace_totals[0], trace_totals[-1]
         return Headline(f"traces {a_name} and {b_name}", on,
-                        f"metadata calls per request {_fmt(a)} → {_fmt(b)} ({pct_change(a, b)}).")
+                        f"metadata calls per request {_fmt(ta)} → {_fmt(tb)} "
+                        f"({pct_change(ta, tb)}).")
     if kinds.get("sweep"):
         name, s = kinds["sweep"][0]
         k = s.get("knee") or {}
@@ -211,46 +226,47 @@ def headline(kinds: dict[str, list[tuple[str, dict[str, Any]]]], host: str,
 
 
 # -- sections of the verbs that change things -------------------------------------------------
-def demo_section(name: str, d: dict[str, Any]) -> Section:
+def demo_section(name: str, data: DemoData) -> Section:
+    d = as_demo(data)
     sec = Section(f"demo-{slug(name)}", "Demo: before and after the fix")
-    labs = d.get("labs") or {}
-    sec.intro.append("Labs: " + "; ".join(f"{role} {lab.get('name')} ({lab.get('url')})"
-                                          for role, lab in labs.items()) + ".")
-    phases = [p for p in ("before", "after") if d.get(p)]
+    sec.intro.append("Labs: " + "; ".join(f"{role} {lab.name} ({lab.url})"
+                                          for role, lab in d.labs.items()) + ".")
+    phases = d.phases()
+    storage = STORAGES.get(d.storage, d.storage)
     for key, what, unit in (("rps", "throughput", "requests/s"), ("p99_ms", "p99 latency", "ms")):
-        rng = "rps_range" if key == "rps" else "p99_range"
-        series, errs = [], []
+        series: list[tuple[str, list[float | None]]] = []
+        errs: list[list[tuple[float, float] | None]] = []
         for role in ("local", "network"):
+            sides = [p.side(role) for _, p in phases]
             series.append((f"{role} (median of rounds; bars: range)",
-                           [d[p][role].get(key) for p in phases]))
-            errs.append([tuple(d[p][role][rng]) if len(d[p][role].get(rng) or []) == 2
-                         else None for p in phases])
+                           [s.rps if key == "rps" else s.p99_ms for s in sides]))
+            ranges = [s.rps_range if key == "rps" else s.p99_range for s in sides]
+            errs.append([(r[0], r[1]) if len(r) == 2 else None for r in ranges])
         if phases:
             sec.charts.append(charts.grouped(f"chart-demo-{key}", f"Demo: {what}, local disk "
-                                             f"and {STORAGES.get(str(d.get('storage')), str(d.get('storage')))}",
-                                             phases, series, unit, errors=errs))
-    calls, rt = d.get("metadata_calls_per_request") or {}, d.get("round_trips_per_request") or {}
+                                             f"and {storage}", [n for n, _ in phases], series,
+                                             unit, errors=errs))
+    calls, rt = d.metadata_calls_per_request, d.round_trips()
     stages = ("before", "predicted", "after")
     sec.charts.append(charts.grouped(
         "chart-demo-calls", "Demo: per request, before, predicted and after",
         ["metadata calls", "network round trips"],
-        [(s, [calls.get(s), rt.get(s)]) for s in stages], "per request"))
+        [(s, [calls.stage(s), rt.stage(s)]) for s in stages], "per request"))
     rows = []
-    for p in phases:
+    for p, phase in phases:
         for role in ("local", "network"):
-            for i, r in enumerate(d[p][role].get("rounds") or [], 1):
-                rows.append((p, role, i, _fmt(r.get("rps")), _fmt(r.get("p50_ms")),
-                             _fmt(r.get("p99_ms")), r.get("errors", 0), r.get("requests", 0),
-                             "" if r.get("round_trips") is None else r["round_trips"]))
+            for i, r in enumerate(phase.side(role).rounds, 1):
+                rows.append((p, role, i, _fmt(r.rps), _fmt(r.p50_ms), _fmt(r.p99_ms), r.errors,
+                             r.requests, "" if r.round_trips is None else r.round_trips))
     sec.tables.append(Table("Demo: every round", ("phase", "lab", "round", "req/s", "p50 ms",
                                                   "p99 ms", "failed", "requests", "round trips"),
                             rows))
-    for role, s in (d.get("settings") or {}).items():
-        if s.get("changes"):
-            sec.details.append((f"changes made on the {role} lab", "\n".join(s["changes"])))
-    if d.get("manual"):
-        sec.intro.append("Left to do by hand: " + "; ".join(d["manual"]) + ".")
-    sec.intro += [f"note: {n}" for n in d.get("notes") or []]
+    for role, settings in d.settings.items():
+        if settings.changes:
+            sec.details.append((f"changes made on the {role} lab", "\n".join(settings.changes)))
+    if d.manual:
+        sec.intro.append("Left to do by hand: " + "; ".join(d.manual) + ".")
+    sec.intro += [f"note: {n}" for n in d.notes]
     return sec
 
 

@@ -1,15 +1,98 @@
 """What `statstorm demo` measured, as written to `demo.json` in its output directory (after
-every step, so a run cut short still leaves what it measured)."""
+every step, so a run cut short still leaves what it measured).
+
+`DemoResult` is both what the demo builds and what the report reads (`from_json`), so the
+schema lives here once. The files it names (`files`) are relative to demo.json's directory;
+demo.json and every file the demo writes carry the run's id (`run_id`), so a reader takes only
+files of the same run. demo.json written before the run id (no `run_id` key) named its files
+as paths from the directory the demo ran in; they were always beside demo.json.
+"""
 
 from __future__ import annotations
 
 import statistics
+import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar, Union
 
 SCHEMA = "statstorm.demo/1"
+ROLES = ("local", "network")
+STAGES = ("before", "after", "predicted")
+RESULT_LINKS = ("trace_before", "check_before", "apply", "trace_after", "check_after")
+"""The keys of `files` that name result files a report reads (not demo.json, not the page)."""
+
+Json = Union[None, bool, int, float, str, list["Json"], dict[str, "Json"]]
+JsonObject = dict[str, Json]
 
 
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def with_run_id(data: JsonObject, run_id: str) -> JsonObject:
+    """`data` (a result's JSON) with the run's id after its schema key."""
+    head = {k: v for k, v in data.items() if k == "schema"}
+    return {**head, "run_id": run_id, **{k: v for k, v in data.items() if k not in head}}
+
+
+# -- reading JSON: one place, for every from_json below --------------------------------------------
+def _obj(x: Json, what: str) -> JsonObject:
+    if not isinstance(x, dict):
+        raise ValueError(f"{what}: expected an object, got {type(x).__name__}")
+    return x
+
+
+def _opt_num(d: JsonObject, key: str) -> float | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{key}: expected a number, got {v!r}")
+    return v  # an int stays an int: the JSON written back is the JSON read
+
+
+def _num(d: JsonObject, key: str, default: float = 0) -> float:
+    v = _opt_num(d, key)
+    return default if v is None else v
+
+
+def _int(d: JsonObject, key: str) -> int:
+    v = _num(d, key)
+    if not isinstance(v, int):
+        raise ValueError(f"{key}: expected a whole number, got {v!r}")
+    return v
+
+
+def _str(d: JsonObject, key: str, default: str = "") -> str:
+    v = d.get(key)
+    return default if v is None else str(v)
+
+
+def _opt_str(d: JsonObject, key: str) -> str | None:
+    v = d.get(key)
+    return None if v is None else str(v)
+
+
+def _strs(d: JsonObject, key: str) -> tuple[str, ...]:
+    v = d.get(key)
+    if v is None:
+        return ()
+    if not isinstance(v, list):
+        raise ValueError(f"{key}: expected a list, got {type(v).__name__}")
+    return tuple(str(x) for x in v)
+
+
+def _sub(d: JsonObject, key: str) -> JsonObject:
+    """The object under `key`; {} when it is missing or null."""
+    return _obj(d.get(key) or {}, key)
+
+
+def _section(d: JsonObject, key: str) -> JsonObject | None:
+    v = d.get(key)
+    return None if v is None or v == {} else _obj(v, key)
+
+
+# -- the measurements -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Round:
     """One measured run of one lab: wrk's figures and, on network storage, the round trips
@@ -22,89 +105,285 @@ class Round:
     requests: int
     round_trips: int | None = None
 
+    def to_json(self) -> JsonObject:
+        return {"rps": self.rps, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
+                "errors": self.errors, "requests": self.requests, "round_trips": self.round_trips}
 
-@dataclass
+    @classmethod
+    def from_json(cls, data: Json) -> Round:
+        d = _obj(data, "round")
+        return cls(_num(d, "rps"), _num(d, "p50_ms"), _num(d, "p99_ms"), _int(d, "errors"),
+                   _int(d, "requests"), None if _opt_num(d, "round_trips") is None
+                   else _int(d, "round_trips"))
+
+
+def _median(vals: list[float]) -> float:
+    return round(statistics.median(vals), 2) if vals else 0.0
+
+
+def _spread(vals: list[float]) -> list[float]:
+    return [round(min(vals), 2), round(max(vals), 2)] if vals else []
+
+
+@dataclass(frozen=True)
 class Side:
     """One lab in one phase: its rounds, and their medians and spread."""
 
-    rounds: list[Round] = field(default_factory=list)
+    rounds: tuple[Round, ...] = ()
 
-    def median(self, key: str) -> float:
-        vals = [float(getattr(r, key)) for r in self.rounds]
-        return round(statistics.median(vals), 2) if vals else 0.0
+    def _vals(self, key: str) -> list[float]:
+        return [float(getattr(r, key)) for r in self.rounds]
 
-    def spread(self, key: str) -> list[float]:
-        vals = [float(getattr(r, key)) for r in self.rounds]
-        return [round(min(vals), 2), round(max(vals), 2)] if vals else []
+    @property
+    def rps(self) -> float:
+        return _median(self._vals("rps"))
 
+    @property
+    def p50_ms(self) -> float:
+        return _median(self._vals("p50_ms"))
+
+    @property
+    def p99_ms(self) -> float:
+        return _median(self._vals("p99_ms"))
+
+    @property
+    def errors(self) -> int:
+        return sum(r.errors for r in self.rounds)
+
+    @property
+    def rps_range(self) -> list[float]:
+        """[min, max] of the rounds' throughput; [] without rounds."""
+        return _spread(self._vals("rps"))
+
+    @property
+    def p99_range(self) -> list[float]:
+        return _spread(self._vals("p99_ms"))
+
+    @property
     def round_trips_per_request(self) -> float | None:
         rt = [r for r in self.rounds if r.round_trips is not None]
         reqs = sum(r.requests for r in rt)
         return round(sum(r.round_trips or 0 for r in rt) / reqs, 2) if rt and reqs else None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"rps": self.median("rps"), "p50_ms": self.median("p50_ms"),
-                "p99_ms": self.median("p99_ms"), "errors": sum(r.errors for r in self.rounds),
-                "rps_range": self.spread("rps"), "p99_range": self.spread("p99_ms"),
-                "round_trips_per_request": self.round_trips_per_request(),
-                "rounds": [r.__dict__ for r in self.rounds]}
+    def to_json(self) -> JsonObject:
+        return {"rps": self.rps, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
+                "errors": self.errors, "rps_range": list(self.rps_range),
+                "p99_range": list(self.p99_range),
+                "round_trips_per_request": self.round_trips_per_request,
+                "rounds": [r.to_json() for r in self.rounds]}
+
+    @classmethod
+    def from_json(cls, data: Json) -> Side:
+        """The rounds; the medians and spread written beside them are computed from them."""
+        rounds = _obj(data, "lab's measurement").get("rounds") or []
+        if not isinstance(rounds, list):
+            raise ValueError("rounds: expected a list")
+        return cls(tuple(Round.from_json(r) for r in rounds))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Phase:
     """Both labs measured with rounds interleaved (local, network, local, network, …)."""
 
-    local: Side = field(default_factory=Side)
-    network: Side = field(default_factory=Side)
+    local: Side = Side()
+    network: Side = Side()
+
+    @property
+    def ratio_rps(self) -> float | None:
+        """The network lab's median throughput over the local lab's."""
+        lr = self.local.rps
+        return round(self.network.rps / lr, 3) if lr else None
+
+    @property
+    def ratio_p99(self) -> float | None:
+        lp = self.local.p99_ms
+        return round(self.network.p99_ms / lp, 3) if lp else None
 
     def ratios(self) -> tuple[float | None, float | None]:
-        lr, nr = self.local.median("rps"), self.network.median("rps")
-        lp, np_ = self.local.median("p99_ms"), self.network.median("p99_ms")
-        return (round(nr / lr, 3) if lr else None, round(np_ / lp, 3) if lp else None)
+        return self.ratio_rps, self.ratio_p99
 
-    def to_json(self) -> dict[str, Any]:
-        rps, p99 = self.ratios()
+    def side(self, role: str) -> Side:
+        return self.local if role == "local" else self.network
+
+    def to_json(self) -> JsonObject:
         return {"local": self.local.to_json(), "network": self.network.to_json(),
-                "ratio_rps": rps, "ratio_p99": p99}
+                "ratio_rps": self.ratio_rps, "ratio_p99": self.ratio_p99}
+
+    @classmethod
+    def from_json(cls, data: Json) -> Phase:
+        d = _obj(data, "phase")
+        return cls(Side.from_json(_sub(d, "local")), Side.from_json(_sub(d, "network")))
 
 
-@dataclass
+@dataclass(frozen=True)
+class PerRequest:
+    """One figure per request before the fix, after it, and as predicted; `keys` are the
+    stages written (a demo cut short has only some)."""
+
+    before: float | None = None
+    after: float | None = None
+    predicted: float | None = None
+    keys: tuple[str, ...] = STAGES
+
+    def stage(self, name: str) -> float | None:
+        return {"before": self.before, "after": self.after, "predicted": self.predicted}[name]
+
+    def to_json(self) -> JsonObject:
+        return {k: self.stage(k) for k in self.keys}
+
+    @classmethod
+    def from_json(cls, data: Json) -> PerRequest:
+        d = _obj(data or {}, "per request")
+        return cls(_opt_num(d, "before"), _opt_num(d, "after"), _opt_num(d, "predicted"),
+                   tuple(k for k in d if k in STAGES))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What check's changes will do, written before any is made."""
+
+    php_settings: tuple[str, ...]  # whatif's --set
+    metadata_calls_per_request: float | None
+    metadata_calls_per_request_now: float | None
+    network_calls_now: float | None  # file calls per request reaching the network storage
+    network_calls_after: float | None
+    round_trips_per_request: float | None
+    changes: tuple[str, ...]
+
+    def to_json(self) -> JsonObject:
+        return {"php_settings": list(self.php_settings),
+                "metadata_calls_per_request": self.metadata_calls_per_request,
+                "metadata_calls_per_request_now": self.metadata_calls_per_request_now,
+                "network_calls_reaching_storage_per_request": {
+                    "now": self.network_calls_now, "after": self.network_calls_after},
+                "round_trips_per_request": self.round_trips_per_request,
+                "changes": list(self.changes)}
+
+    @classmethod
+    def from_json(cls, data: Json) -> Prediction:
+        d = _obj(data, "predicted")
+        net = _sub(d, "network_calls_reaching_storage_per_request")
+        return cls(_strs(d, "php_settings"), _opt_num(d, "metadata_calls_per_request"),
+                   _opt_num(d, "metadata_calls_per_request_now"), _opt_num(net, "now"),
+                   _opt_num(net, "after"), _opt_num(d, "round_trips_per_request"),
+                   _strs(d, "changes"))
+
+
+@dataclass(frozen=True)
+class Lab:
+    name: str
+    url: str
+
+
+@dataclass(frozen=True)
+class LabSettings:
+    """What one lab ran with after the fix: the change lines made on it and, on network
+    storage, the mount's cache options."""
+
+    changes: tuple[str, ...] = ()
+    mount_options: dict[str, str] | None = None
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"changes": list(self.changes)}
+        if self.mount_options is not None:
+            out["mount_options"] = dict(self.mount_options)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Json) -> LabSettings:
+        d = _obj(data, "settings")
+        mo = _section(d, "mount_options")
+        return cls(_strs(d, "changes"), None if mo is None and "mount_options" not in d else
+                   {str(k): str(v) for k, v in (mo or {}).items()})
+
+
+@dataclass(frozen=True)
 class DemoResult:
+    """demo.json: the labs, both phases' measurements, the prediction, what was applied and
+    what check said before and after; `files` names the run's other files."""
+
+    KIND: ClassVar[str] = "demo"
+    VERSIONS: ClassVar[tuple[int, ...]] = (1,)
+    REQUIRED: ClassVar[tuple[str, ...]] = ("app", "storage")
+    LEGACY: ClassVar[tuple[str, ...]] = ()  # every demo.json has its schema key
+
     app: str
     storage: str
     output_dir: str
-    labs: dict[str, dict[str, str]] = field(default_factory=dict)  # role → name, url
+    run_id: str | None = None  # None: written before demo.json carried it
+    labs: dict[str, Lab] = field(default_factory=dict)  # role → lab
     before: Phase | None = None
     after: Phase | None = None
-    predicted: dict[str, Any] = field(default_factory=dict)
-    predicted_at: str = ""
-    applied: list[str] = field(default_factory=list)
-    applied_at: str = ""
-    manual: list[str] = field(default_factory=list)
-    settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # role → what it ran with
-    metadata_calls_per_request: dict[str, float | None] = field(default_factory=dict)
-    findings_before: list[str] = field(default_factory=list)
-    findings_after: list[str] = field(default_factory=list)
-    files: dict[str, str] = field(default_factory=dict)
+    predicted: Prediction | None = None
+    predicted_at: str | None = None
+    applied: tuple[str, ...] = ()
+    applied_at: str | None = None
+    manual: tuple[str, ...] = ()
+    settings: dict[str, LabSettings] = field(default_factory=dict)  # role → what it ran with
+    metadata_calls_per_request: PerRequest = PerRequest(keys=())
+    findings_before: tuple[str, ...] = ()  # "severity: id"
+    findings_after: tuple[str, ...] = ()
+    files: dict[str, str] = field(default_factory=dict)  # what → file, relative to demo.json
     timings_s: dict[str, float] = field(default_factory=dict)
     kept: bool = False
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
 
-    def round_trips(self) -> dict[str, float | None]:
-        return {"before": self.before.network.round_trips_per_request() if self.before else None,
-                "after": self.after.network.round_trips_per_request() if self.after else None,
-                "predicted": self.predicted.get("round_trips_per_request")}
+    def round_trips(self) -> PerRequest:
+        """Network round trips per request: measured before and after, and predicted."""
+        return PerRequest(self.before.network.round_trips_per_request if self.before else None,
+                          self.after.network.round_trips_per_request if self.after else None,
+                          self.predicted.round_trips_per_request if self.predicted else None)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "app": self.app, "storage": self.storage,
-                "output_dir": self.output_dir, "labs": self.labs,
+    def phases(self) -> list[tuple[str, Phase]]:
+        return [(name, p) for name, p in (("before", self.before), ("after", self.after))
+                if p is not None]
+
+    def links(self) -> list[tuple[str, str]]:
+        """The result files of the run it names (key, as written), in the order written."""
+        return [(k, v) for k, v in self.files.items() if k in RESULT_LINKS]
+
+    def to_json(self) -> JsonObject:
+        head: JsonObject = {"schema": SCHEMA}
+        if self.run_id is not None:
+            head["run_id"] = self.run_id
+        return {**head, "app": self.app, "storage": self.storage,
+                "output_dir": self.output_dir,
+                "labs": {role: {"name": lab.name, "url": lab.url}
+                         for role, lab in self.labs.items()},
                 "before": self.before.to_json() if self.before else None,
                 "after": self.after.to_json() if self.after else None,
-                "round_trips_per_request": self.round_trips(),
-                "metadata_calls_per_request": self.metadata_calls_per_request,
-                "predicted": self.predicted, "predicted_at": self.predicted_at or None,
-                "applied": self.applied, "applied_at": self.applied_at or None,
-                "manual": self.manual, "settings": self.settings,
-                "findings_before": self.findings_before, "findings_after": self.findings_after,
-                "files": self.files, "timings_s": self.timings_s, "kept": self.kept,
-                "notes": self.notes}
+                "round_trips_per_request": self.round_trips().to_json(),
+                "metadata_calls_per_request": self.metadata_calls_per_request.to_json(),
+                "predicted": self.predicted.to_json() if self.predicted else {},
+                "predicted_at": self.predicted_at,
+                "applied": list(self.applied), "applied_at": self.applied_at,
+                "manual": list(self.manual),
+                "settings": {role: s.to_json() for role, s in self.settings.items()},
+                "findings_before": list(self.findings_before),
+                "findings_after": list(self.findings_after),
+                "files": dict(self.files), "timings_s": dict(self.timings_s),
+                "kept": self.kept, "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, data: Json) -> DemoResult:
+        """A demo.json's content; ValueError naming the key when it is not one."""
+        d = _obj(data, "demo.json")
+        labs = {str(role): Lab(_str(_obj(v, "lab"), "name"), _str(_obj(v, "lab"), "url"))
+                for role, v in _sub(d, "labs").items()}
+        before, after, predicted = (_section(d, k) for k in ("before", "after", "predicted"))
+        timings = _sub(d, "timings_s")
+        return cls(
+            app=_str(d, "app"), storage=_str(d, "storage"), output_dir=_str(d, "output_dir"),
+            run_id=_opt_str(d, "run_id"), labs=labs,
+            before=Phase.from_json(before) if before is not None else None,
+            after=Phase.from_json(after) if after is not None else None,
+            predicted=Prediction.from_json(predicted) if predicted is not None else None,
+            predicted_at=_opt_str(d, "predicted_at"), applied=_strs(d, "applied"),
+            applied_at=_opt_str(d, "applied_at"), manual=_strs(d, "manual"),
+            settings={str(role): LabSettings.from_json(v)
+                      for role, v in _sub(d, "settings").items()},
+            metadata_calls_per_request=PerRequest.from_json(_sub(d, "metadata_calls_per_request")),
+            findings_before=_strs(d, "findings_before"), findings_after=_strs(d, "findings_after"),
+            files={str(k): str(v) for k, v in _sub(d, "files").items()},
+            timings_s={str(k): _num(timings, k) for k in timings},
+            kept=d.get("kept") is True, notes=_strs(d, "notes"))

@@ -4,60 +4,93 @@ A result file is a trace (`.sst`, `.sst.gz`: the `statstorm-trace` header line) 
 verb writes, named by its `schema` key (`statstorm.KIND/VERSION`). JSON written before a verb
 had a schema key is recognised by its keys. Anything else (missing, truncated, a schema this
 statstorm does not read) is a UsageError of one line naming the file and what to do.
+
+The kinds are declared by the result classes (`KIND`, `VERSIONS`, `REQUIRED`, `LEGACY`; the
+registry `KINDS` is a tuple of them). A demo.json names its run's files relative to itself
+and carries its run's id: `load_all` follows those links from the demo.json's directory only
+and leaves out, with a note, a file that is missing or from another run.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePath
+from typing import Any, Protocol
 
 from statstorm.errors import UsageError
 from statstorm.results.common import MAX_JSON_BYTES, read_bounded
+from statstorm.results.demo import DemoResult
 from statstorm.results.trace import FORMAT, Trace, read_trace
 
-# kind → the schema versions this statstorm reads
-VERSIONS: dict[str, tuple[int, ...]] = {
-    "trace": (1,), "trace-summary": (1,), "check": (1,), "whatif": (1,), "fsbench": (1, 2),
-    "sweep": (1,), "apply": (1,), "demo": (1,), "matrix": (1,),
-}
-# kind → keys a file of that kind must hold (else it was cut short or edited)
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "trace-summary": ("per_request", "totals"),
-    "check": ("findings",),
-    "whatif": ("current", "proposed"),
-    "fsbench": ("paths", "results"),
-    "sweep": ("target", "levels"),
-    "apply": ("mode",),
-    "demo": ("app", "storage"),
-    "matrix": ("cells",),
-}
-# files without a schema key (written before the verb had one): kind → keys that tell it
-LEGACY: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("whatif", ("current", "proposed", "measured")),
-    ("trace-summary", ("per_request", "totals", "source")),
-    ("check", ("findings", "pools")),
-    ("sweep", ("levels", "knee", "target")),
+
+class ResultKind(Protocol):
+    """What a result class declares of its files: its kind (`statstorm.KIND/VERSION`), the
+    schema versions this statstorm reads, the keys a file must hold (else it was cut short or
+    edited) and, for files written before the verb had a schema key, the keys that tell it."""
+
+    @property
+    def KIND(self) -> str: ...
+    @property
+    def VERSIONS(self) -> tuple[int, ...]: ...
+    @property
+    def REQUIRED(self) -> tuple[str, ...]: ...
+    @property
+    def LEGACY(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A result kind declared here for a verb whose result class does not declare itself
+    (its JSON is written by the verb's own to_json)."""
+
+    KIND: str
+    VERSIONS: tuple[int, ...]
+    REQUIRED: tuple[str, ...] = ()
+    LEGACY: tuple[str, ...] = ()
+
+
+# The result kinds the report reads; files without a schema key are told by LEGACY, tried in
+# this order.
+KINDS: tuple[ResultKind, ...] = (
+    Declared("trace", (1,)),
+    Declared("whatif", (1,), ("current", "proposed"), ("current", "proposed", "measured")),
+    Declared("trace-summary", (1,), ("per_request", "totals"), ("per_request", "totals", "source")),
+    Declared("check", (1,), ("findings",), ("findings", "pools")),
+    Declared("sweep", (1,), ("target", "levels"), ("levels", "knee", "target")),
+    Declared("fsbench", (1, 2), ("paths", "results")),
+    Declared("apply", (1,), ("mode",)),
+    DemoResult,
+    Declared("matrix", (1,), ("cells",)),
 )
+BY_KIND: dict[str, ResultKind] = {k.KIND: k for k in KINDS}
 READABLE = ("trace files (.sst, .sst.gz) and the JSON of check --json, whatif --json, fsbench, "
             "sweep, apply, demo and matrix")
 
 
 @dataclass
 class ResultFile:
-    """One result file: its kind, version, path and content (a trace's records in `trace`)."""
+    """One result file: its kind, version, path and content (a trace's records in `trace`);
+    `notes`: what the report should say of it (a file it names that is missing or of another
+    run)."""
 
     kind: str
     version: int
     path: Path
     data: dict[str, Any] = field(default_factory=dict)
     trace: Trace | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def run_id(self) -> str | None:
+        """The id of the run that wrote it (a demo's files), None when it names none."""
+        rid = (self.trace.header if self.trace is not None else self.data).get("run_id")
+        return None if rid is None else str(rid)
 
 
 def _is_trace(path: Path) -> bool:
@@ -91,23 +124,23 @@ def _schema(path: Path, data: Any) -> tuple[str, int]:
                          f"the report reads {READABLE}")
     schema = data.get("schema")
     if schema is None:
-        for kind, keys in LEGACY:
-            if all(k in data for k in keys):
-                return kind, 1
+        for k in KINDS:
+            if k.LEGACY and all(key in data for key in k.LEGACY):
+                return k.KIND, 1
         raise UsageError(f"{path}: JSON without a statstorm schema key; the report reads "
                          f"{READABLE}")
     text = str(schema)
     kind, _, ver = text.partition("/")
     kind = kind.removeprefix("statstorm.")
-    if not text.startswith("statstorm.") or kind not in VERSIONS or not ver.isdigit():
+    if not text.startswith("statstorm.") or kind not in BY_KIND or not ver.isdigit():
         raise UsageError(f"{path}: schema {text!r} is not a result this report reads; it reads "
                          f"{READABLE}")
     version = int(ver)
-    if version not in VERSIONS[kind]:
-        newest = max(VERSIONS[kind])
+    versions = BY_KIND[kind].VERSIONS
+    if version not in versions:
         raise UsageError(f"{path}: {text} is not supported (this statstorm reads "
-                         f"statstorm.{kind}/{newest}); re-create it with this statstorm or "
-                         "upgrade statstorm")
+                         f"statstorm.{kind}/{max(versions)}); re-create it with this statstorm "
+                         "or upgrade statstorm")
     return kind, version
 
 
@@ -126,28 +159,64 @@ def load(path: Path) -> ResultFile:
         raise UsageError(f"{path}: truncated or not JSON ({exc}); re-create it with the "
                          "command that wrote it") from None
     kind, version = _schema(path, data)
-    missing = [k for k in REQUIRED.get(kind, ()) if k not in data]
+    missing = [k for k in BY_KIND[kind].REQUIRED if k not in data]
     if missing:
         raise UsageError(f"{path}: a statstorm.{kind} file without {missing[0]!r}: cut short "
                          "or edited; re-create it")
+    if kind == DemoResult.KIND:
+        read_demo(path, data)
     return ResultFile(kind, version, path, data)
 
 
+def read_demo(path: Path, data: Any) -> DemoResult:
+    """A demo.json's content as its class; a one-line UsageError when it is not one."""
+    try:
+        return DemoResult.from_json(data)
+    except ValueError as exc:
+        raise UsageError(f"{path}: not a demo result ({exc}); re-create it with statstorm "
+                         "demo") from None
+
+
+def linked_path(demo_path: Path, demo: DemoResult, link: str) -> Path:
+    """Where a file a demo.json names is: relative to demo.json's directory, never to the
+    current one. demo.json written before the run id named its files from the directory the
+    demo ran in, and they were always beside it."""
+    if demo.run_id is None:
+        return demo_path.parent / PurePath(link).name
+    return demo_path.parent / link
+
+
 def load_all(paths: list[Path], follow_demo: bool = True) -> list[ResultFile]:
-    """Every file in `paths`, in order; with `follow_demo`, the files a demo.json names (its
-    traces, check and apply results) are read too when they were not given and exist, found
-    where the demo wrote them or beside the demo.json."""
+    """Every file in `paths`, in order; with `follow_demo`, the result files a demo.json names
+    (its traces, check and apply results) too, found relative to the demo.json, when they were
+    not given. A named file that is missing, or that carries another run's id, is left out
+    and said so: in the demo's `notes` (on the page) and in its ResultFile's."""
     out = [load(p) for p in paths]
     if not follow_demo:
         return out
     seen = {p.resolve() for p in paths}
-    for rf in list(out):
-        if rf.kind != "demo":
+    for i, rf in enumerate(list(out)):
+        if rf.kind != DemoResult.KIND:
             continue
-        for written in (rf.data.get("files") or {}).values():
-            p = Path(str(written))
-            cand = p if p.is_file() else rf.path.parent / p.name
-            if cand.is_file() and cand.resolve() not in seen and cand.name != rf.path.name:
-                seen.add(cand.resolve())
-                out.append(load(cand))
+        demo = read_demo(rf.path, rf.data)
+        notes: list[str] = []
+        for key, link in demo.links():
+            cand = linked_path(rf.path, demo, link)
+            what = key.replace("_", " ")
+            if not cand.is_file():
+                notes.append(f"{cand.name} ({what}), named by {rf.name}, is missing: left out "
+                             "of this report")
+                continue
+            if cand.resolve() in seen:
+                continue
+            linked = load(cand)
+            if demo.run_id and linked.run_id and linked.run_id != demo.run_id:
+                notes.append(f"{cand.name} ({what}) is from another run (run {linked.run_id}, "
+                             f"not {demo.run_id}): left out of this report")
+                continue
+            seen.add(cand.resolve())
+            out.append(linked)
+        if notes:
+            out[i] = replace(rf, notes=tuple(notes),
+                             data={**rf.data, "notes": [*demo.notes, *notes]})
     return out

@@ -1,5 +1,6 @@
 """A tracer on a pool in a background thread for one measured run: the load starts once it
-has attached, and it stops when the load ends (sweep's --trace, apply's --verify)."""
+has attached, and it stops when the load ends (sweep's --trace, apply's --verify) or when the
+tracer reaches its own bound (the demo's traced page views: `ended`)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class TraceThread:
     DETACH_TIMEOUT_S = 120.0
 
     def __init__(self, env: Env, tracer: Tracer, *, lab: str | None, pool: str | None,
-                 duration_s: float, output: Path) -> None:
+                 duration_s: float, output: Path, name: str = "statstorm-sweep-trace") -> None:
         self.env, self.tracer = env, tracer
         self.lab, self.pool, self.duration_s, self.output = lab, pool, duration_s, output
         self.ready = threading.Event()
@@ -36,7 +37,7 @@ class TraceThread:
         # may leave the thread marked stopped while it still runs (CPython 3.11)
         self.result: Traced | None = None
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._go, name="statstorm-sweep-trace", daemon=True)
+        self.thread = threading.Thread(target=self._go, name=name, daemon=True)
 
     def _go(self) -> None:
         try:
@@ -63,6 +64,11 @@ class TraceThread:
         if self.error is not None:
             self.thread.join()
             raise self.error
+
+    def ended(self, timeout: float = 0.0) -> bool:
+        """Whether the tracer has ended by itself (its bound, or an error), waiting up to
+        `timeout` seconds for it; `finish` then returns its trace."""
+        return self.finished.wait(timeout)
 
     def finish(self) -> Traced:
         """Stop tracing (the run is over) and return the trace."""
