@@ -23,6 +23,7 @@ from statstorm.commands import apply as apply_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.model.applyplan import NGINX, POOL, POOL_INI, Change
+from statstorm.results.apply import ApplyMode
 
 pytestmark = pytest.mark.root
 
@@ -70,7 +71,7 @@ def execute(env: Env, target: pool_config.Target, opts: apply_cmd.ApplyOptions,
             changes: list[Change]) -> apply_cmd.ApplyResult:
     """Plan and make `changes` (ones no finding would propose) the way `apply --yes` does."""
     placed, edits = apply_target.plan_edits(target, changes)
-    return apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, placed, edits), opts)
+    return apply_cmd.execute(env, apply_cmd.ApplyResult(ApplyMode.DRY_RUN, target, placed, edits), opts)
 
 
 def test_bad_glusterfs_lab_is_fixed_and_verified(lab, state_home: Path) -> None:

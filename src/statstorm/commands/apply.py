@@ -73,7 +73,7 @@ class ApplyOptions:
 
 @dataclass
 class ApplyResult:
-    mode: ApplyMode | str  # made an ApplyMode at once (a str from callers that predate it)
+    mode: ApplyMode
     target: Target | None
     changes: list[Change] = field(default_factory=list)
     edits: list[FileEdit] = field(default_factory=list)
@@ -83,9 +83,6 @@ class ApplyResult:
     reason: str = ""  # why it was rolled back
     verify: Verify | None = None
     notes: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.mode = ApplyMode(self.mode)
 
     @property
     def manual(self) -> list[Change]:

@@ -43,15 +43,17 @@ from statstorm.env import Env
 from statstorm.errors import (ComponentError, DependencyError, PrivilegeError, StatstormError,
                               UsageError)
 from statstorm.model import applyplan, network_forecast
-from statstorm.model.checkfacts import is_network_fstype
+from statstorm.model.storage_kinds import is_network_fstype
 from statstorm.model.finding import Finding
 from statstorm.model.phpsettings import SETTABLE
 from statstorm.model.sweep_levels import Traced
 from statstorm.results import result_files
 from statstorm.results.common import write_atomic, write_json_atomic
+from statstorm.results.apply import ApplyMode
 from statstorm.results.demo import (DemoResult, JsonObject, Lab, LabSettings, PerRequest, Phase,
                                     Prediction, Round, Side, new_run_id, with_run_id)
 from statstorm.results.lab import LabState
+from statstorm.results.storage_kind import StorageKind
 from statstorm.results.trace import read_trace
 
 ROLES = ("local", "network")
@@ -62,7 +64,7 @@ STEPS = 7
 class DemoOptions:
     name: str = "demo"
     app: str = "mediawiki"
-    storage: str = "glusterfs"
+    storage: str = StorageKind.GLUSTERFS
     output_dir: Path = Path("statstorm-demo")
     rounds: int = 3
     duration_s: float = 8.0
@@ -249,7 +251,7 @@ def same_settings(env: Env, applied: apply_cmd.ApplyResult,
     target = apply_cmd.resolve(env, aopts)
     placed, edits = apply_target.plan_edits(target, changes)
     if edits:
-        apply_cmd.execute(env, apply_cmd.ApplyResult("dry-run", target, placed, edits), aopts)
+        apply_cmd.execute(env, apply_cmd.ApplyResult(ApplyMode.DRY_RUN, target, placed, edits), aopts)
     return [c.line for c in placed if c.kind != applyplan.MANUAL]
 
 
@@ -324,7 +326,7 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
                           findings_before=tuple(f"{f.severity}: {f.id}" for f in chk.findings)))
 
         step(4, "predict: whatif of check's PHP changes, forecast of the storage changes…")
-        settings = {k: str(v) for k, v in (chk.pools[0].facts.settings if chk.pools else {}).items()}
+        settings = {k: str(v) for k, v in (chk.pools[0].settings if chk.pools else {}).items()}
         predicted = predict(env, chk.findings, settings, before_trace,
                             before.network.round_trips_per_request)
         demo.save(replace(demo.result, predicted=predicted, predicted_at=_now(),

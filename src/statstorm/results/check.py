@@ -168,11 +168,6 @@ class CheckedPool:
     code_mapping: tuple[str, int, int] | None = None
     notes: tuple[str, ...] = ()
 
-    @property
-    def facts(self) -> CheckedPool:
-        """This record: for callers written when a checked pool held its facts apart."""
-        return self
-
     def to_json(self) -> JsonObject:
         return {"pool": self.pool, "settings_source": self.settings_source,
                 "docroot": self.docroot, "php_files": self.php_files,

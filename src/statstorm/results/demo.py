@@ -13,7 +13,9 @@ from __future__ import annotations
 import statistics
 import uuid
 from dataclasses import dataclass, field
-from typing import ClassVar, Union
+from typing import ClassVar
+
+from statstorm.results.jsontypes import JsonObject as JsonObject, JsonValue
 
 SCHEMA = "statstorm.demo/1"
 ROLES = ("local", "network")
@@ -21,8 +23,7 @@ STAGES = ("before", "after", "predicted")
 RESULT_LINKS = ("trace_before", "check_before", "apply", "trace_after", "check_after")
 """The keys of `files` that name result files a report reads (not demo.json, not the page)."""
 
-Json = Union[None, bool, int, float, str, list["Json"], dict[str, "Json"]]
-JsonObject = dict[str, Json]
+Json = JsonValue
 
 
 def new_run_id() -> str:
