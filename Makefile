@@ -1,5 +1,7 @@
 # Shortcuts; the README's commands are the scripts themselves (make may be missing on a fresh machine).
-.PHONY: demo test setup
+.PHONY: check demo test setup
+check:
+	bash scripts/test.sh --fast
 setup:
 	bash scripts/setup.sh --dev
 demo:

@@ -2,7 +2,8 @@
 # statstorm setup: installs the Debian packages and the Python package statstorm needs.
 # Idempotent; takes seconds when everything is already there.  Run as root on Debian 12.
 #   scripts/setup.sh            runtime (lab, trace, sweep, fsbench)
-#   scripts/setup.sh --dev      runtime + test dependencies
+#   scripts/setup.sh --dev      runtime + test dependencies (pytest, mypy, ruff, pytest-xdist:
+#                               everything `scripts/test.sh --fast` runs)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dev=0

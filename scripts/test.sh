@@ -1,8 +1,39 @@
 #!/usr/bin/env bash
 # The statstorm test suite: installs what it needs (idempotent), then runs every test,
 # including the ones against real php-fpm, nginx, GlusterFS and MediaWiki (root).
+#   scripts/test.sh [PYTEST ARGS]          everything (CI runs this), about 35 min
+#   scripts/test.sh --fast [PYTEST ARGS]   the developer loop, under 2 min: lint (ruff), types
+#                                          (mypy), the layering check and every test that
+#                                          needs no root component, on 2 processes
+# tests/README.md says which tests need what and how to run one file.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-bash "$here/scripts/setup.sh" --dev
+fast=0
+if [[ "${1:-}" == "--fast" ]]; then
+    fast=1
+    shift
+fi
+if [[ $(id -u) -eq 0 ]]; then
+    bash "$here/scripts/setup.sh" --dev
+elif ((!fast)) || [[ ! -x $here/.venv/bin/ruff ]]; then
+    echo "statstorm test: run \`sudo bash scripts/setup.sh --dev\` once first (the full suite" \
+         "also needs root: sudo bash scripts/test.sh)" >&2
+    exit 2
+fi
 cd "$here"
-exec .venv/bin/python -m pytest -q "$@"
+py=.venv/bin/python
+if ((!fast)); then
+    exec "$py" -m pytest -q "$@"
+fi
+
+step() { printf 'statstorm test --fast: %s\n' "$*" >&2; }
+step "lint (ruff check src tests bench)"
+.venv/bin/ruff check --quiet src tests bench
+step "types (mypy --strict src/statstorm)"
+.venv/bin/mypy --no-error-summary
+if [[ -f scripts/layers.py ]]; then
+    step "layers (scripts/layers.py)"
+    "$py" scripts/layers.py
+fi
+step "tests that need no root component (pytest -m 'not root' -n 2)"
+exec "$py" -m pytest -q -m "not root" -n 2 "$@"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from conftest import invoke
 from statstorm.adapters.host import elf, memory
 from statstorm.adapters.php import fastcgi
 from statstorm.adapters.php.codetree import app_root as _app_root
@@ -235,23 +235,22 @@ def test_fsbench_file_as_fsbench_writes_it(tmp_path: Path) -> None:
     assert _load_fsbench(out) == {"/": {"walk": 2.0}, "/mnt": {"negative": 150.0}}
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "statstorm", "check", *args],
-                          capture_output=True, text=True, timeout=60)
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return invoke(["check", *args], home)
 
 
 def test_usage_errors_are_one_line(tmp_path: Path) -> None:
-    p = _cli("--pool", "www", "--lab", "x")
+    p = _cli(tmp_path, "--pool", "www", "--lab", "x")
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "not both" in p.stderr
-    p = _cli("--trace", str(tmp_path / "none.sst.gz"))
+    p = _cli(tmp_path, "--trace", str(tmp_path / "none.sst.gz"))
     assert p.returncode == 2 and "no such file" in p.stderr and "Traceback" not in p.stderr
     bad = tmp_path / "bad.sst"
     bad.write_text("hello\n")
-    p = _cli("--lab", "nope-" + tmp_path.name, "--trace", str(bad))
+    p = _cli(tmp_path, "--lab", "nope-" + tmp_path.name, "--trace", str(bad))
     assert p.returncode == 2 and "not a statstorm" in p.stderr
     other = tmp_path / "other.json"
     other.write_text('{"schema": "statstorm.sweep/1"}')
-    p = _cli("--lab", "nope-" + tmp_path.name, "--fsbench", str(other))
+    p = _cli(tmp_path, "--lab", "nope-" + tmp_path.name, "--fsbench", str(other))
     assert p.returncode == 2 and "not a `statstorm fsbench" in p.stderr
-    p = _cli("--pool", "statstorm-no-such-pool")
+    p = _cli(tmp_path, "--pool", "statstorm-no-such-pool")
     assert p.returncode == 2 and "no php-fpm pool" in p.stderr

@@ -49,11 +49,10 @@ def test_state_files_are_written_whole(tmp_path: Path) -> None:
 
 
 def test_unknown_lab_and_bad_name_exit_2(tmp_path: Path) -> None:
-    env = {"STATSTORM_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    from conftest import invoke
     for args, needle in ([["lab", "status", "--name", "nope"], "no lab named"],
                          [["lab", "down", "--name", "../etc"], "--name"]):
-        proc = subprocess.run([sys.executable, "-m", "statstorm", *args], capture_output=True,
-                              text=True, env=env)
+        proc = invoke(args, tmp_path)
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0]
@@ -65,9 +64,9 @@ def test_unknown_lab_and_bad_name_exit_2(tmp_path: Path) -> None:
 def test_json_errors_are_a_json_object_on_stdout(tmp_path: Path, args: list[str]) -> None:
     """A tool scripting statstorm with --json reads a result even when the verb fails."""
     import json
-    import os
-    proc = subprocess.run([sys.executable, "-m", "statstorm", *args], capture_output=True,
-                          text=True, env=dict(os.environ, STATSTORM_HOME=str(tmp_path)))
+
+    from conftest import invoke
+    proc = invoke(args, tmp_path)
     assert proc.returncode == 2
     out = json.loads(proc.stdout)
     assert out["exit"] == 2 and out["error"] and "\n" not in out["error"]
@@ -84,13 +83,13 @@ def test_a_verb_says_what_it_does_on_stderr_out_of_a_terminal(tmp_path: Path) ->
     its input and its output; --json keeps stdout to the JSON alone."""
     import json
 
-    from conftest import run_cli
+    from conftest import invoke
     src, out = FIX / "strace" / "real-cli-f.log", tmp_path / "t.sst.gz"
-    p = run_cli(["trace", "import", str(src), "-o", str(out), "--json"], tmp_path)
+    p = invoke(["trace", "import", str(src), "-o", str(out), "--json"], tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stderr.splitlines() == [f"statstorm trace import: {src} → {out}"]
     assert json.loads(p.stdout)["file"] == str(out)
-    p = run_cli(["trace", "import", str(src), "-o", str(out)], tmp_path)
+    p = invoke(["trace", "import", str(src), "-o", str(out)], tmp_path)
     assert p.stderr.splitlines() == [f"statstorm trace import: {src} → {out}"]
     assert "\x1b" not in p.stderr + p.stdout  # no colour out of a terminal
     # a usage error found before the work starts stays the only line
@@ -99,7 +98,7 @@ def test_a_verb_says_what_it_does_on_stderr_out_of_a_terminal(tmp_path: Path) ->
                  ["trace", "import", str(tmp_path)],
                  ["trace", "--cmd", "php -v", "-d", "0"],
                  ["lab", "down", "--name", "../etc"]):
-        p = run_cli(args, tmp_path)
+        p = invoke(args, tmp_path)
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
         assert "statstorm: error:" in p.stderr
 
@@ -125,21 +124,21 @@ def test_whatif_notes_a_trace_written_before_traces_were_sealed(tmp_path: Path) 
     import json
     import shutil
 
-    from conftest import run_cli
+    from conftest import invoke
     from statstorm.cli.whatif import UNSEALED
     from statstorm.results.trace import read_trace, write_trace
     old = tmp_path / "old.sst.gz"
     shutil.copy(OLD_TRACE, old)
-    p = run_cli(["whatif", str(old), "--set", "realpath_cache_size=16K", "--json"], tmp_path)
+    p = invoke(["whatif", str(old), "--set", "realpath_cache_size=16K", "--json"], tmp_path)
     assert p.returncode == 0, p.stderr
     assert UNSEALED in json.loads(p.stdout)["notes"]
-    p = run_cli(["whatif", str(old), "--set", "realpath_cache_size=16K"], tmp_path)  # cached
+    p = invoke(["whatif", str(old), "--set", "realpath_cache_size=16K"], tmp_path)  # cached
     assert p.returncode == 0 and f"note: {UNSEALED}" in p.stdout, p.stderr
-    shown = run_cli(["trace", "show", str(old), "--json"], tmp_path).stdout
+    shown = invoke(["trace", "show", str(old), "--json"], tmp_path).stdout
     assert UNSEALED in json.loads(shown)["notes"]  # the words trace show uses
     sealed = tmp_path / "sealed.sst.gz"
     write_trace(sealed, read_trace(old))
-    p = run_cli(["whatif", str(sealed), "--json"], tmp_path)
+    p = invoke(["whatif", str(sealed), "--json"], tmp_path)
     assert p.returncode == 0 and UNSEALED not in json.loads(p.stdout).get("notes", []), p.stderr
 
 
@@ -148,12 +147,12 @@ def test_file_arguments_fail_in_one_line(tmp_path: Path) -> None:
     usage block; a JSON error object under --json."""
     import json
 
-    from conftest import run_cli
+    from conftest import invoke
     for args, needle in ((["matrix", "import", str(tmp_path / "none.txt")], "no such file"),
                          (["check", "--trace", str(tmp_path)], "is a directory"),
                          (["trace", "--cmd", "php -v", "-o", str(tmp_path)], "is a directory"),
                          (["fsbench", str(tmp_path), "-o", str(tmp_path)], "is a directory")):
-        p = run_cli([*args, "--json"] if args[0] == "check" else args, tmp_path)
+        p = invoke([*args, "--json"] if args[0] == "check" else args, tmp_path)
         assert p.returncode == 2, (args, p.stderr)
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0] and str(tmp_path) in lines[0], p.stderr
@@ -198,7 +197,7 @@ def test_json_inputs_are_bounded_and_fifos_refused(tmp_path: Path) -> None:
     import os
     import re
 
-    from conftest import run_cli
+    from conftest import invoke
     from statstorm.results import common
     big = tmp_path / "big.json"
     with open(big, "wb") as fh:  # sparse: no disk used
@@ -210,7 +209,7 @@ def test_json_inputs_are_bounded_and_fifos_refused(tmp_path: Path) -> None:
     for bad, needle in ((big, "more than the"), (fifo, "not a regular file|nor a file")):
         for args in (["report", str(bad), "-o", str(tmp_path / "r.html")],
                      ["whatif", str(trace), "--profile", str(bad)]):
-            p = run_cli(args, tmp_path, timeout=60)
+            p = invoke(args, tmp_path)
             assert p.returncode == 2, (args, p.stderr)
             lines = p.stderr.strip().splitlines()
             assert len(lines) == 1 and re.search(needle, lines[0]), (args, p.stderr)

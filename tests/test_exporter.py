@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, run_cli, unique_name
+from conftest import ROOT, invoke, run_cli, unique_name
 from statstorm.adapters.tracing import bpftrace
 from statstorm.adapters.tracing.count_lines import (Counted, CountLine, Exit, Fork, ScriptStart,
                                                     Uri, from_fields, from_record)
@@ -171,7 +171,7 @@ def test_bad_usage_is_one_line() -> None:
     for args, needle in ((["--pool", "a", "--lab", "b"], "not both"),
                          (["--listen", "nowhere"], "--listen"),
                          (["--status-every", "0"], "--status-every")):
-        proc = run_cli(["exporter", *args], home)
+        proc = invoke(["exporter", *args], home)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1 and needle in proc.stderr
     with pytest.raises(UsageError, match="--backend"):

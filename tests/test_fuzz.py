@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import invoke
 from statstorm.adapters.load import ab, http, vegeta, wrk
 from statstorm.adapters.storage import gluster_profile, nfs_mountstats
 from statstorm.adapters.tracing import strace_log
@@ -372,7 +373,7 @@ def test_non_regular_and_too_big_inputs_are_refused(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     for args in (["trace", "import", "/dev/zero"], ["trace", "import", str(fifo)],
                  ["trace", "show", str(fifo)]):
-        res = _cli(*args)
+        res = invoke(args, tmp_path)
         assert res.returncode == 2, res.stderr
         assert res.stderr.count("\n") == 1 and "not a regular file" in res.stderr
     big = tmp_path / "big.log"

@@ -21,6 +21,7 @@ import pwd
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any, BinaryIO, Iterator
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, invoke, run_cli
 from statstorm.commands import trace as trace_cmd
 from statstorm.errors import DamagedInput, OutputError, StatstormError, UsageError
 from statstorm.results import common
@@ -40,15 +41,25 @@ FIX = Path(__file__).parent / "fixtures"
 OLD_TRACE = FIX / "report" / "demo" / "before.sst.gz"  # written before traces were sealed
 
 
+def default_signals() -> None:
+    """In the child, before Python starts: SIGINT and SIGTERM as a terminal gives them. A shell
+    starts a background job (`pytest … &`, CI scripts) with SIGINT ignored, the child inherits
+    that, and Python then installs no KeyboardInterrupt handler: the fault's SIGINT would be
+    lost and the import finish (exit 0 instead of 130)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def statstorm(args: list[str], home: Path, env: dict[str, str] | None = None,
               user: str | None = None) -> subprocess.CompletedProcess[str]:
     """The CLI in a real process, as run_cli runs it, with extra environment, or as `user`
-    with that user's own group (Debian's nobody has no group of that name)."""
+    with that user's own group (Debian's nobody has no group of that name). SIGINT is not
+    inherited ignored (see default_signals)."""
     argv = [sys.executable, "-m", "statstorm", *args]
     if user:
         gid = pwd.getpwnam(user).pw_gid
         argv = ["setpriv", f"--reuid={user}", f"--regid={gid}", "--clear-groups", *argv]
-    p = subprocess.run(argv, capture_output=True, timeout=600,
+    p = subprocess.run(argv, capture_output=True, timeout=600, preexec_fn=default_signals,
                        env=dict(os.environ, STATSTORM_HOME=str(home), **(env or {})))
     # in the C locale a name's bytes go out as they are
     return subprocess.CompletedProcess(argv, p.returncode,
@@ -111,29 +122,31 @@ def shared_dir(state_home: Path) -> Iterator[Path]:
 # -- writes: signals ------------------------------------------------------------------------
 @pytest.mark.parametrize("sig", ["INT", "TERM"])
 def test_signal_during_import_leaves_the_previous_trace(tmp_path: Path, sig: str) -> None:
-    log = big_log(tmp_path / "big.strace", 100_000)
+    # 40,000 events: the second fault comes after the sidecar's first chunk (CHUNK records)
+    # was written; parsing the log is most of the test's time, so it is no bigger
+    log = big_log(tmp_path / "big.strace", 40_000)
     out = tmp_path / "t.sst.gz"
-    run_cli(["trace", "import", str(FIX / "strace" / "real-cli-f.log"), "-o", str(out)],
-            tmp_path, check=True)
+    invoke(["trace", "import", str(FIX / "strace" / "real-cli-f.log"), "-o", str(out)],
+           tmp_path, check=True)
     before = {p: p.read_bytes() for p in (out, records_path(out))}
-    shown = run_cli(["trace", "show", str(out), "--json"], tmp_path, check=True).stdout
+    shown = invoke(["trace", "show", str(out), "--json"], tmp_path, check=True).stdout
     p = statstorm(["trace", "import", str(log), "-o", str(out)], tmp_path,
-                  env={"STATSTORM_TEST_FAULT": f"after-events:25007:{sig}"})
+                  env={"STATSTORM_TEST_FAULT": f"after-events:10007:{sig}"})
     one_line_error(p, 130)
     assert {q: q.read_bytes() for q in before} == before
     assert temp_files(tmp_path) == []
-    assert run_cli(["trace", "show", str(out), "--json"], tmp_path, check=True).stdout == shown
+    assert invoke(["trace", "show", str(out), "--json"], tmp_path, check=True).stdout == shown
     # nothing there before: nothing there after
     fresh = tmp_path / "fresh.sst"
     p = statstorm(["trace", "import", str(log), "-o", str(fresh)], tmp_path,
-                  env={"STATSTORM_TEST_FAULT": f"after-events:50000:{sig}"})
+                  env={"STATSTORM_TEST_FAULT": f"after-events:36000:{sig}"})
     one_line_error(p, 130)
     assert not fresh.exists() and not records_path(fresh).exists() and temp_files(tmp_path) == []
     # the hook only fires where it is asked to: past the last event, the import completes
     p = statstorm(["trace", "import", str(log), "-o", str(fresh), "--json"], tmp_path,
-                  env={"STATSTORM_TEST_FAULT": f"after-events:100001:{sig}"})
+                  env={"STATSTORM_TEST_FAULT": f"after-events:40001:{sig}"})
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["totals"]["total"] == 100_000
+    assert json.loads(p.stdout)["totals"]["total"] == 40_000
     assert read_trace(fresh).sealed and sidecar.load(fresh) is not None
 
 
@@ -291,7 +304,7 @@ def test_truncated_trace_through_the_cli(tmp_path: Path) -> None:
     half.write_bytes(b"".join(lines[:len(lines) // 2]))
     holds = b"".join(lines[:len(lines) // 2]).count(b'["s",')
     for verb in (["trace", "show"], ["whatif"]):
-        p = run_cli([*verb, str(half), "--json"], tmp_path)
+        p = invoke([*verb, str(half), "--json"], tmp_path)
         one_line_error(p, 2, "truncated trace", f"{holds:,} syscalls", str(half))
         assert json.loads(p.stdout)["exit"] == 2
 
@@ -382,9 +395,9 @@ def test_output_where_it_cannot_be_written(tmp_path: Path, shared_dir: Path) -> 
     log = shared_dir / "x.log"
     shutil.copy(FIX / "strace" / "real-cli-f.log", log)
     log.chmod(0o644)
-    p = run_cli(["trace", "import", str(log), "-o", str(tmp_path / "no" / "x.sst")], tmp_path)
+    p = invoke(["trace", "import", str(log), "-o", str(tmp_path / "no" / "x.sst")], tmp_path)
     one_line_error(p, 2, "does not exist", "-o")
-    p = run_cli(["trace", "import", str(log), "-o", str(tmp_path)], tmp_path)
+    p = invoke(["trace", "import", str(log), "-o", str(tmp_path)], tmp_path)
     assert p.returncode == 2 and "Traceback" not in p.stderr and "directory" in p.stderr
     if ROOT:  # a directory nobody may write in
         p = statstorm(["trace", "import", str(log), "-o", str(shared_dir / "x.sst")],

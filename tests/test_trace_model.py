@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from conftest import invoke, run_cli
 from statstorm.errors import UsageError
 from statstorm.adapters.tracing import bpftrace
 from statstorm.adapters.tracing.count_lines import feed_fields
@@ -248,7 +248,7 @@ def test_malformed_trace_files_are_one_line_errors(tmp_path: Path, content: byte
 
 
 def cli_json(args: list[str], home: Path) -> dict[str, Any]:
-    proc = run_cli(args, home, check=True)
+    proc = invoke(args, home, check=True)
     return dict(json.loads(proc.stdout))
 
 
@@ -276,7 +276,7 @@ def test_import_show_and_diff_through_the_cli(tmp_path: Path) -> None:
     same = cli_json(["trace", "diff", str(tmp_path / "l.sst.gz"), str(tmp_path / "l.sst.gz"),
                      "--json"], tmp_path)
     assert same["syscall_time_us"]["ratio"] == 1.0
-    text = run_cli(["trace", "show", str(tmp_path / "l.sst.gz")], tmp_path, check=True).stdout
+    text = invoke(["trace", "show", str(tmp_path / "l.sst.gz")], tmp_path, check=True).stdout
     assert "per request" in text and "failed" in text
 
 
@@ -294,7 +294,7 @@ def test_import_show_and_diff_through_the_cli(tmp_path: Path) -> None:
     (["trace", "import", "/nonexistent.log"], "/nonexistent.log"),
 ])
 def test_bad_usage_is_a_one_line_error(tmp_path: Path, args: list[str], expect: str) -> None:
-    proc = run_cli(args, tmp_path)
+    proc = invoke(args, tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expect in lines[0], proc.stderr

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import invoke
 from test_whatif_model import small_trace
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.fs_view import DIR, FILE, MISSING, FsView
@@ -121,15 +121,15 @@ def test_guessed_paths_are_named() -> None:
 def test_whatif_names_the_limits(tmp_path: Path) -> None:
     """`--json` carries `proposed.limits` (empty: determined); the table prints each."""
     tr = small_trace(tmp_path / "t.sst.gz")
-    d = json.loads(run_cli(["whatif", str(tr), "--set", "realpath_cache_size=0", "--json"],
-                           tmp_path, check=True).stdout)
+    d = json.loads(invoke(["whatif", str(tr), "--set", "realpath_cache_size=0", "--json"],
+                          tmp_path, check=True).stdout)
     assert d["proposed"]["limits"] == []
     opc = small_trace(tmp_path / "opc.sst.gz", {
         "sapi": "cli", "realpath_cache_size": "4096K", "include_path": ".:/usr/share/php",
         "opcache.enable": "1", "opcache.enable_cli": "1", "opcache.revalidate_path": "0"})
-    d = json.loads(run_cli(["whatif", str(opc), "--set", "opcache.enable_cli=0", "--json"],
-                           tmp_path, check=True).stdout)
+    d = json.loads(invoke(["whatif", str(opc), "--set", "opcache.enable_cli=0", "--json"],
+                          tmp_path, check=True).stdout)
     assert [lim["id"] for lim in d["proposed"]["limits"]] == ["opcache-once"]
-    text = run_cli(["whatif", str(opc), "--set", "opcache.enable_cli=0"], tmp_path,
-                   check=True).stdout
+    text = invoke(["whatif", str(opc), "--set", "opcache.enable_cli=0"], tmp_path,
+                  check=True).stdout
     assert "not determined by the trace (opcache-once): recorded with OPcache on" in text

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from conftest import invoke
 from statstorm.model import latency_profile as lp
 from statstorm.model.php_engine import (E_CLEAR, E_INCLUDE, E_PROBE, E_REALPATH, E_REQ,
                                         E_USER_INI, Engine, Event)
@@ -376,8 +376,8 @@ def test_replay_reproduces_and_predicts(tmp_path: Path) -> None:
 
 def test_whatif_cli_json_and_text(tmp_path: Path) -> None:
     tr = small_trace(tmp_path / "t.sst.gz")
-    proc = run_cli(["whatif", str(tr), "--set", "realpath_cache_size=0", "--json",
-                    "--find-min", "realpath_cache_size", "--profile", "gluster"], tmp_path,
+    proc = invoke(["whatif", str(tr), "--set", "realpath_cache_size=0", "--json",
+                   "--find-min", "realpath_cache_size", "--profile", "gluster"], tmp_path,
                    check=True)
     d = json.loads(proc.stdout)
     assert set(d["current"]["per_request"]) == set(d["proposed"]["per_request"]) == {
@@ -387,8 +387,8 @@ def test_whatif_cli_json_and_text(tmp_path: Path) -> None:
         "metadata_time_us_per_request"]
     need = sum(48 + len(k) + 1 for k in [FILES[0], f"{APP}/lib", APP, "/srv/www", "/srv"])
     assert d["find_min"]["bytes"] == need
-    text = run_cli(["whatif", str(tr), "--set", "realpath_cache_size=16K"], tmp_path,
-                   check=True).stdout
+    text = invoke(["whatif", str(tr), "--set", "realpath_cache_size=16K"], tmp_path,
+                  check=True).stdout
     assert "proposed" in text and "realpath cache bytes" in text
 
 
@@ -405,11 +405,11 @@ def test_latency_profiles(tmp_path: Path) -> None:
     tr = small_trace(tmp_path / "t.sst.gz")
     pf = tmp_path / "p.json"
     pf.write_text(json.dumps(prof))
-    d = json.loads(run_cli(["whatif", str(tr), "--profile", str(pf), "--json"], tmp_path,
-                           check=True).stdout)
+    d = json.loads(invoke(["whatif", str(tr), "--profile", str(pf), "--json"], tmp_path,
+                          check=True).stdout)
     assert d["current"]["metadata_time_us_per_request"] > 0
-    d = json.loads(run_cli(["whatif", str(tr), "--profile", "trace", "--json"], tmp_path,
-                           check=True).stdout)
+    d = json.loads(invoke(["whatif", str(tr), "--profile", "trace", "--json"], tmp_path,
+                          check=True).stdout)
     assert d["current"]["metadata_time_us_per_request"] == pytest.approx(11 * 5.0, rel=0.01)
 
 
@@ -433,7 +433,7 @@ def test_bad_input_is_a_one_line_error(tmp_path: Path, args: list[str], expect: 
     write_trace(counts, Trace(header=h))
     args = [{"TRACE": str(tr), "BADPROFILE": str(bad), "COUNTS": str(counts)}.get(a, a)
             for a in args]
-    proc = run_cli(args, tmp_path)
+    proc = invoke(args, tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expect in lines[0], proc.stderr

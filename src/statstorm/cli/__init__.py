@@ -7,12 +7,14 @@ documented code (see statstorm.errors).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import signal
 import sys
 import threading
 from types import FrameType
+from typing import NoReturn
 
 import click
 
@@ -34,7 +36,9 @@ def cli(ctx: click.Context, verbose: bool) -> None:
       statstorm lab status --json
       statstorm lab down
     """
-    ctx.obj = Env(verbose=verbose)
+    # main() hands in its Env (a test's captured streams and state root); -v turns it verbose
+    base = ctx.obj if isinstance(ctx.obj, Env) else Env()
+    ctx.obj = dataclasses.replace(base, verbose=verbose or base.verbose)
 
 
 def started(env: Env, verb: str, what: str) -> None:
@@ -69,40 +73,50 @@ def load_commands() -> None:
                                matrix, report, sweep, trace, whatif)
 
 
-def _fail(message: str, code: int, as_json: bool) -> None:
-    """Exit with `code`; under --json the error is also a JSON object on stdout, so a tool
+def _fail(env: Env, message: str, code: int, as_json: bool) -> int:
+    """Exit code `code`; under --json the error is also a JSON object on stdout, so a tool
     that scripts statstorm reads a result either way."""
     if as_json:
-        print(json.dumps({"error": message, "exit": code}), flush=True)
-    sys.exit(code)
+        print(json.dumps({"error": message, "exit": code}), file=env.stdout, flush=True)
+    return code
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI and map errors to one line on stderr + an exit code."""
+def run(argv: list[str] | None = None, env: Env | None = None) -> int:
+    """Run the CLI on `argv` (default: the process's arguments) in `env` (default: the real
+    streams, clock and state root) and return the exit code; every error becomes one line on
+    `env.stderr`. Tests call this (through `main`) in-process with captured streams."""
     load_commands()
-    as_json = "--json" in (sys.argv[1:] if argv is None else argv)
+    env = env or Env()
+    args = sys.argv[1:] if argv is None else list(argv)
+    as_json = "--json" in args
 
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    for stream in (sys.stdout, sys.stderr):  # a path that is not UTF-8, in a UTF-8 locale
+    for stream in (env.stdout, env.stderr):  # a path that is not UTF-8, in a UTF-8 locale
         if getattr(stream, "errors", "") == "strict" and hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     try:
-        rv = cli.main(args=argv, prog_name="statstorm", standalone_mode=False)
+        rv = cli.main(args=args, prog_name="statstorm", standalone_mode=False, obj=env)
     except (click.exceptions.Abort, KeyboardInterrupt):
-        print("statstorm: interrupted", file=sys.stderr)
-        _fail("interrupted", EXIT_INTERRUPTED, as_json)
+        print("statstorm: interrupted", file=env.stderr)
+        return _fail(env, "interrupted", EXIT_INTERRUPTED, as_json)
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except click.ClickException as exc:
-        exc.show()
-        _fail(exc.format_message(), exc.exit_code, as_json)
+        exc.show(file=env.stderr)
+        return _fail(env, exc.format_message(), exc.exit_code, as_json)
     except StatstormError as exc:
-        print(f"statstorm: error: {exc}", file=sys.stderr)
-        _fail(str(exc), exc.exit_code, as_json)
+        print(f"statstorm: error: {exc}", file=env.stderr)
+        return _fail(env, str(exc), exc.exit_code, as_json)
     except BrokenPipeError:
-        sys.exit(0)
+        return 0
     except OSError as exc:  # one a core call did not name itself
         err = os_error(exc)
-        print(f"statstorm: error: {err}", file=sys.stderr)
-        _fail(str(err), err.exit_code, as_json)
-    sys.exit(rv if isinstance(rv, int) else 0)
+        print(f"statstorm: error: {err}", file=env.stderr)
+        return _fail(env, str(err), err.exit_code, as_json)
+    return rv if isinstance(rv, int) else 0
+
+
+def main(argv: list[str] | None = None, env: Env | None = None) -> NoReturn:
+    """Entry point: run the CLI (see `run`) with SIGTERM raising `Interrupted`, so clean-up
+    runs as for Ctrl-C, and exit with its code."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    sys.exit(run(argv, env))

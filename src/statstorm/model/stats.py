@@ -39,11 +39,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Final, Iterable, Sequence
+from typing import Any, Final, Iterable, Sequence
 
 import numpy as np
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
-from scipy import stats as _scipy_stats  # type: ignore[import-untyped]
 
 PERCENTILE_METHOD: Final = "linear"  # numpy's name for Hyndman & Fan type 7
 BOOTSTRAP_SEED = 20240917
@@ -55,6 +54,13 @@ HIST_LOWEST_US = 1
 HIST_HIGHEST_US = 3_600_000_000
 HIST_DIGITS = 3
 SPECTRUM_POINTS = 20_000  # at most this many distinct points per spectrum turned histogram
+
+
+def _scipy_stats() -> Any:
+    """scipy.stats, imported on first use: it takes a second to import, and most verbs (and
+    every `--help`) never compare samples."""
+    from scipy import stats  # type: ignore[import-untyped]
+    return stats
 
 
 # -- percentiles and buckets ----------------------------------------------------------------
@@ -215,7 +221,7 @@ def _coverage(n: int, j: int) -> float:
     """P(j+1 ≤ B ≤ n-1-j) for B ~ Binomial(n, ½): how often [x(j), x(n-1-j)] holds the median."""
     if n == 1:
         return 0.0
-    return float(_scipy_stats.binom.cdf(n - 1 - j, n, 0.5) - _scipy_stats.binom.cdf(j, n, 0.5))
+    return float(_scipy_stats().binom.cdf(n - 1 - j, n, 0.5) - _scipy_stats().binom.cdf(j, n, 0.5))
 
 
 # -- comparing two samples ------------------------------------------------------------------
@@ -258,7 +264,7 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
     if np.all(xa == xa[0]) and np.all(xb == xb[0]) and xa[0] == xb[0]:
         p = 1.0  # identical constant samples: nothing to test
     else:
-        p = float(_scipy_stats.mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+        p = float(_scipy_stats().mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
     verdict = SIGNIFICANT if p < alpha else NOT_SIGNIFICANT
     return Comparison(ratio=ratio, ci_low=lo, ci_high=hi, p_value=p, alpha=alpha,
                       verdict=verdict)
@@ -281,8 +287,8 @@ def compare_paired(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) 
                           ci_high=ratio if same else math.nan, p_value=1.0 if same or d.size < 2
                           else 0.0, alpha=alpha,
                           verdict=NOT_SIGNIFICANT if same or d.size < 2 else SIGNIFICANT)
-    half = float(_scipy_stats.t.ppf(1 - alpha / 2, d.size - 1)) * sd / math.sqrt(d.size)
-    p = float(_scipy_stats.ttest_1samp(d, 0.0).pvalue)
+    half = float(_scipy_stats().t.ppf(1 - alpha / 2, d.size - 1)) * sd / math.sqrt(d.size)
+    p = float(_scipy_stats().ttest_1samp(d, 0.0).pvalue)
     return Comparison(ratio=ratio, ci_low=math.exp(d.mean() - half),
                       ci_high=math.exp(d.mean() + half), p_value=p, alpha=alpha,
                       verdict=SIGNIFICANT if p < alpha else NOT_SIGNIFICANT)
