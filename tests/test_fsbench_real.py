@@ -90,8 +90,9 @@ def test_local_warm_counts_and_json(local_tree: Path, tmp_path: Path) -> None:
         if row["path_index"] > 0 and row["ratio_to_first"] is not None:
             # time per call relative to the first PATH: its throughput over this one's
             ref = first[(row["op"], row["state"])]["stats"]["ops_per_s"]
+            # (written to 3 decimals: 0.271 for 0.27063)
             assert row["ratio_to_first"] == pytest.approx(ref / row["stats"]["ops_per_s"],
-                                                          rel=1e-3)
+                                                          rel=1e-3, abs=5e-4)
     p = json.loads(prof.read_text())
     assert p["schema"] == "statstorm.latency-profile/1"
     (entry,) = p["mounts"].values()

@@ -153,7 +153,8 @@ def parse_set(items: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
             raise UsageError(f"--set {item!r}: expected KEY=VALUE, e.g. "
                              "--set realpath_cache_size=16K")
         if key not in SETTABLE:
-            raise UsageError(f"--set {key}: not a setting the model knows; use one of "
+            shown = key if key.isprintable() else repr(key)
+            raise UsageError(f"--set {shown}: not a setting the model knows; use one of "
                              + ", ".join(SETTABLE))
         out.append((key, value.strip()))
     return out
