@@ -36,7 +36,7 @@ from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
 from statstorm.model.sweep_levels import aggregate, analyse, with_trace
 from statstorm.results.common import write_json_atomic
-from statstorm.results.sweep import LevelResult, RepeatResult, SweepResult
+from statstorm.results.sweep import LevelResult, RepeatResult, SweepResult, SweepSettings
 
 CLOSED_TOOLS = ("wrk", "ab")
 OPEN_TOOLS = ("vegeta",)
@@ -239,10 +239,10 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
     say = progress or (lambda msg, lv: env.log(msg))
     result = SweepResult(
         target=p.url, tool=p.tool, model=p.model,
-        options={"levels": list(p.levels), "duration_s": p.duration_s, "warmup_s": p.warmup_s,
-                 "repeats": p.repeats, "timeout_s": p.timeout_s, "expect_status": p.expect_status,
-                 "expect_text": p.expect_text, "fpm_status_url": p.fpm_status_url, "pool": p.pool,
-                 "trace": p.trace},
+        options=SweepSettings(levels=tuple(p.levels), duration_s=p.duration_s,
+                              warmup_s=p.warmup_s, repeats=p.repeats, timeout_s=p.timeout_s,
+                              expect_status=p.expect_status, expect_text=p.expect_text,
+                              fpm_status_url=p.fpm_status_url, pool=p.pool, trace=p.trace),
         started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     problem = http.check_answer(p.url, p.expect_status, p.expect_text, p.timeout_s)

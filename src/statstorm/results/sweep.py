@@ -6,10 +6,14 @@ level, so an interrupted sweep still leaves every finished level on disk.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-SCHEMA = "statstorm.sweep/1"
+from statstorm.results.common import known_fields
+
+KIND = "sweep"
+VERSION = 1
+SCHEMA = f"statstorm.{KIND}/{VERSION}"
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,10 @@ class ErrorCounts:
 
     def to_json(self) -> dict[str, int]:
         return {**asdict(self), "total": self.total}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ErrorCounts":
+        return cls(**known_fields(cls, d))  # `total` is derived
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,11 @@ class LoadRun:
         d["errors"] = self.errors.to_json()
         d["percentiles"] = [list(p) for p in self.percentiles]
         return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "LoadRun":
+        return cls(**{**known_fields(cls, d), "errors": ErrorCounts.from_json(d["errors"]),
+                      "percentiles": tuple((p, v) for p, v in d.get("percentiles", ()))})
 
 
 @dataclass(frozen=True)
@@ -88,11 +101,25 @@ class ServerSignals:
     trace_dropped: int | None = None
     trace_file: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ServerSignals":
+        return cls(**known_fields(cls, d))
+
 
 @dataclass(frozen=True)
 class RepeatResult:
     run: LoadRun
     server: ServerSignals
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run": self.run.to_json(), "server": self.server.to_json()}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "RepeatResult":
+        return cls(LoadRun.from_json(d["run"]), ServerSignals.from_json(d["server"]))
 
 
 @dataclass(frozen=True)
@@ -128,10 +155,22 @@ class LevelResult:
             "rps_repeats": [round(r.run.rps, 3) for r in self.repeats],
             "p50": self.p50, "p90": self.p90, "p99": self.p99, "max": self.max,
             "errors": self.errors.to_json(), "validation": self.validation or "ok",
-            "server": asdict(self.server),
-            "repeats": [{"run": r.run.to_json(), "server": asdict(r.server)} for r in self.repeats],
+            "server": self.server.to_json(),
+            "repeats": [r.to_json() for r in self.repeats],
         })
         return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "LevelResult":
+        """A level as written; keys a hand-made or older file lacks read as empty."""
+        validation = str(d.get("validation", ""))
+        return cls(concurrency=d.get("concurrency"), rate=d.get("rate"),
+                   repeats=tuple(RepeatResult.from_json(r) for r in d.get("repeats", ())),
+                   rps=d["rps"], rps_spread=d.get("rps_spread", 0.0), p50=d.get("p50", 0.0),
+                   p90=d.get("p90", 0.0), p99=d.get("p99", 0.0), max=d.get("max", 0.0),
+                   errors=ErrorCounts.from_json(d.get("errors", {})),
+                   server=ServerSignals.from_json(d.get("server", {})),
+                   validation="" if validation == "ok" else validation)
 
 
 @dataclass(frozen=True)
@@ -154,6 +193,49 @@ class Knee:
         d["signals"] = list(self.signals)
         return d
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Knee":
+        """The analysis as written (a hand-made file may hold only some of it)."""
+        return cls(knee=d.get("knee"), peak=d.get("peak"),
+                   saturation_rps=d.get("saturation_rps", 0.0),
+                   collapse=d.get("collapse", False), collapse_at=d.get("collapse_at"),
+                   collapse_rps=d.get("collapse_rps"),
+                   drop_threshold_rps=d.get("drop_threshold_rps", 0.0),
+                   signals=tuple(d.get("signals", ())), diagnosis=d.get("diagnosis", ""),
+                   sentence=d.get("sentence", ""))
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """The options a sweep ran with, as its file records them."""
+
+    levels: tuple[float, ...]
+    duration_s: float
+    warmup_s: float
+    repeats: int
+    timeout_s: float
+    expect_status: int
+    expect_text: str
+    fpm_status_url: str | None
+    pool: str | None
+    trace: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "levels": list(self.levels)}
+
+    def items(self) -> list[tuple[str, object]]:
+        """(option, value) in the file's order."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self)]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "SweepSettings":
+        return cls(levels=tuple(d.get("levels", ())), duration_s=d.get("duration_s", 0.0),
+                   warmup_s=d.get("warmup_s", 0.0), repeats=d.get("repeats", 1),
+                   timeout_s=d.get("timeout_s", 0.0), expect_status=d.get("expect_status", 200),
+                   expect_text=d.get("expect_text", ""),
+                   fpm_status_url=d.get("fpm_status_url"), pool=d.get("pool"),
+                   trace=d.get("trace", False))
+
 
 @dataclass
 class SweepResult:
@@ -162,7 +244,7 @@ class SweepResult:
     target: str
     tool: str
     model: str  # closed | open
-    options: dict[str, Any]
+    options: SweepSettings
     started: str
     levels: list[LevelResult] = field(default_factory=list)
     knee: Knee | None = None
@@ -173,8 +255,19 @@ class SweepResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA, "target": self.target, "tool": self.tool, "model": self.model,
-            "options": self.options, "started": self.started, "finished": self.finished,
+            "options": self.options.to_json(), "started": self.started, "finished": self.finished,
             "interrupted": self.interrupted, "warnings": list(self.warnings),
             "levels": [lv.to_json() for lv in self.levels],
             "knee": self.knee.to_json() if self.knee else None,
         }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "SweepResult":
+        """A sweep file as written; keys a hand-made or older file lacks read as empty."""
+        knee = d.get("knee")
+        return cls(target=d["target"], tool=d.get("tool", ""), model=d.get("model", "closed"),
+                   options=SweepSettings.from_json(d.get("options", {})),
+                   started=d.get("started", ""),
+                   levels=[LevelResult.from_json(lv) for lv in d["levels"]],
+                   knee=Knee.from_json(knee) if knee else None, finished=d.get("finished", ""),
+                   interrupted=d.get("interrupted", False), warnings=list(d.get("warnings", ())))
