@@ -54,12 +54,13 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-def known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+def known_fields(cls: type, data: dict[str, Any], **missing: Any) -> dict[str, Any]:
     """The entries of a result's JSON object that name a field of dataclass `cls` (the
     constructor's keyword arguments in a from_json; keys the class derives, such as a
-    total, and keys of newer writers are left out)."""
+    total, and keys of newer writers are left out), over `missing`: the values of fields
+    an older or hand-made file may lack."""
     names = {f.name for f in fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
+    return {**missing, **{k: v for k, v in data.items() if k in names}}
 
 
 def trusted(st: os.stat_result) -> bool:

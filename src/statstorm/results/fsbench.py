@@ -36,7 +36,7 @@ class ColdCheck:
     client_pid_after: int = 0
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "ColdCheck":
+    def from_json(cls, d: dict[str, Any]) -> ColdCheck:
         return cls(**known_fields(cls, d))
 
 
@@ -53,10 +53,10 @@ class ColdState:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "ColdState":
-        check = d.get("check")
-        return cls(path=d["path"], reached=tuple(d["reached"]), not_reached=tuple(d["not_reached"]),
-                   check=ColdCheck.from_json(check) if check is not None else None)
+    def from_json(cls, d: dict[str, Any]) -> ColdState:
+        f = known_fields(cls, d, check=None)
+        return cls(**{**f, "reached": tuple(f["reached"]), "not_reached": tuple(f["not_reached"]),
+                      "check": ColdCheck.from_json(f["check"]) if f["check"] is not None else None})
 
 
 @dataclass(frozen=True)
@@ -85,12 +85,12 @@ class Cell:
         return data
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Cell":
+    def from_json(cls, d: dict[str, Any]) -> Cell:
         st = d["stats"]
         stats = LatencyStats(**{**known_fields(LatencyStats, st),
                                 "histogram": tuple((b, n) for b, n in st["histogram"])})
-        return cls(**{**known_fields(cls, d), "stats": stats,
-                      "parts_p50_us": dict(d.get("parts_p50_us", {}))})
+        f = known_fields(cls, d, parts_p50_us={})
+        return cls(**{**f, "stats": stats, "parts_p50_us": dict(f["parts_p50_us"])})
 
 
 def mount_facts(mount: dict[str, Any]) -> tuple[str, str, str, dict[str, str]]:
@@ -98,9 +98,9 @@ def mount_facts(mount: dict[str, Any]) -> tuple[str, str, str, dict[str, str]]:
     JSON of adapters.storage.mounts's MountInfo, kept as written)."""
     if not isinstance(mount, dict):
         return "", "", "", {}
-    return (str(mount.get("mount_point", "")), str(mount.get("fstype", "")),
-            str(mount.get("source", "")),
-            {str(k): str(v) for k, v in (mount.get("cache_options") or {}).items()})
+    m = {"mount_point": "", "fstype": "", "source": "", "cache_options": {}, **mount}
+    return (str(m["mount_point"]), str(m["fstype"]), str(m["source"]),
+            {str(k): str(v) for k, v in (m["cache_options"] or {}).items()})
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class FsbenchResult:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "FsbenchResult":
+    def from_json(cls, d: dict[str, Any]) -> FsbenchResult:
         """An fsbench file as written (`complete` false: cut short while it ran)."""
         return cls(paths=tuple(d["paths"]), ops=tuple(d["ops"]), states=tuple(d["states"]),
                    clients=d["clients"], iterations=d["iterations"],

@@ -38,7 +38,7 @@ class Memory:
     workers_with_huge_pages: int = 0
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Memory":
+    def from_json(cls, d: dict[str, Any]) -> Memory:
         return cls(**known_fields(cls, d))
 
 
@@ -65,10 +65,10 @@ class Round:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Round":
-        return cls(**{**known_fields(cls, d),
-                      "percentiles": tuple((p, v) for p, v in d["percentiles"]),
-                      "memory": Memory.from_json(d.get("memory", {}))})
+    def from_json(cls, d: dict[str, Any]) -> Round:
+        f = known_fields(cls, d, memory={})
+        return cls(**{**f, "percentiles": tuple((p, v) for p, v in d["percentiles"]),
+                      "memory": Memory.from_json(f["memory"])})
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,9 @@ class RpsInterval:
         return {**asdict(self), "samples": list(self.samples)}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "RpsInterval":
-        return cls(**{"median": None, "ci_low": None, "ci_high": None, **known_fields(cls, d),
-                      "samples": tuple(d.get("samples", ()))})
+    def from_json(cls, d: dict[str, Any]) -> RpsInterval:
+        f = known_fields(cls, d, median=None, ci_low=None, ci_high=None, samples=())
+        return cls(**{**f, "samples": tuple(f["samples"])})
 
 
 @dataclass(frozen=True)
@@ -150,15 +150,15 @@ class CellSummary:
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "CellSummary":
+    def from_json(cls, d: dict[str, Any]) -> CellSummary:
         """The summary keys of a cell's object (a hand-made file may hold only some)."""
-        pss, hp = d.get("pss_mb"), d.get("huge_pages")
-        return cls(rps=RpsInterval.from_json(d.get("rps") or {}), p50_ms=d.get("p50_ms"),
-                   p99_ms=d.get("p99_ms"), failed=d.get("failed", 0),
-                   failed_by=FailedBy(**known_fields(FailedBy, d.get("failed_by") or {})),
-                   requests=d.get("requests", 0),
-                   pss_mb=PssMb(**known_fields(PssMb, pss)) if pss is not None else None,
-                   huge_pages=HugePages(**hp) if hp is not None else None)
+        f = known_fields(cls, d, p50_ms=None, p99_ms=None, failed=0, failed_by={}, requests=0,
+                         pss_mb=None, huge_pages=None)
+        pss, hp = f["pss_mb"], f["huge_pages"]
+        return cls(**{**f, "rps": RpsInterval.from_json(f["rps"] or {}),
+                      "failed_by": FailedBy(**known_fields(FailedBy, f["failed_by"])),
+                      "pss_mb": PssMb(**known_fields(PssMb, pss)) if pss is not None else None,
+                      "huge_pages": HugePages(**hp) if hp is not None else None})
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class StopRule:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "StopRule":
+    def from_json(cls, d: dict[str, Any]) -> StopRule:
         return cls(**known_fields(cls, d))
 
 
@@ -218,14 +218,12 @@ class Cell:
         return " / ".join(parts) or "?"
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Cell":
+    def from_json(cls, d: dict[str, Any]) -> Cell:
         """A cell as written (a hand-made file may lack its id, knobs, primer and rounds)."""
-        return cls(id=d.get("id", ""), server=d["server"], mpm=d["mpm"], handler=d["handler"],
-                   opcache=d["opcache"], huge_code_pages=d["huge_code_pages"],
-                   storage=d["storage"], knob=dict(d.get("knob", {})),
-                   primer=dict(d.get("primer", {})),
-                   rounds=[Round.from_json(r) for r in d.get("rounds", [])],
-                   summary=CellSummary.from_json(d) if "rps" in d else None)
+        f = known_fields(cls, d, id="", knob={}, primer={}, rounds=[])
+        return cls(**{**f, "knob": dict(f["knob"]), "primer": dict(f["primer"]),
+                      "rounds": [Round.from_json(r) for r in f["rounds"]],
+                      "summary": CellSummary.from_json(d) if "rps" in d else None})
 
 
 @dataclass
@@ -258,19 +256,18 @@ class MatrixResult:
                 "cells": [c.to_json() for c in self.cells], "comparisons": self.comparisons}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any], where: str = "matrix result") -> "MatrixResult":
+    def from_json(cls, d: dict[str, Any], where: str = "matrix result") -> MatrixResult:
         if d.get("schema") != SCHEMA:
             raise UsageError(f"{where} is not a statstorm matrix result (schema "
                              f"{d.get('schema')!r}, expected {SCHEMA!r})")
-        stop = d.get("stop")
+        f = known_fields(cls, d, app="", source="", options={}, started="", comparisons=[],
+                         stop=None, wall_s=0.0, warnings=[])
         try:
-            return cls(app=d.get("app", ""), source=d.get("source", ""),
-                       options=dict(d.get("options", {})), started=d.get("started", ""),
-                       cells=[Cell.from_json(c) for c in d["cells"]],
-                       comparisons=list(d.get("comparisons", [])), thp_mode=d.get("thp_mode", ""),
-                       finished=d.get("finished", ""), interrupted=d.get("interrupted", False),
-                       wall_s=float(d.get("wall_s", 0.0)), warnings=list(d.get("warnings", [])),
-                       stop=StopRule.from_json(stop) if stop else None)
+            return cls(**{**f, "options": dict(f["options"]),
+                          "cells": [Cell.from_json(c) for c in d["cells"]],
+                          "comparisons": list(f["comparisons"]),
+                          "wall_s": float(f["wall_s"]), "warnings": list(f["warnings"]),
+                          "stop": StopRule.from_json(f["stop"]) if f["stop"] else None})
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"{where} is damaged ({exc}): run the matrix again with another -o") from None
 

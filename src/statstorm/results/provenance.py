@@ -24,7 +24,7 @@ class Provenance:
         return self.command or ""
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Provenance":
+    def from_json(cls, d: dict[str, Any]) -> Provenance:
         given = d.get("command")
         command: tuple[str, ...] | str | None = (
             tuple(str(a) for a in given) if isinstance(given, list)

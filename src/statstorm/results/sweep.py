@@ -31,7 +31,7 @@ class ErrorCounts:
     def total(self) -> int:
         return self.connect + self.timeout + self.read_write + self.non_2xx + self.wrong_content
 
-    def __add__(self, other: "ErrorCounts") -> "ErrorCounts":
+    def __add__(self, other: ErrorCounts) -> ErrorCounts:
         return ErrorCounts(self.connect + other.connect, self.timeout + other.timeout,
                            self.read_write + other.read_write, self.non_2xx + other.non_2xx,
                            self.wrong_content + other.wrong_content)
@@ -40,7 +40,7 @@ class ErrorCounts:
         return {**asdict(self), "total": self.total}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "ErrorCounts":
+    def from_json(cls, d: dict[str, Any]) -> ErrorCounts:
         return cls(**known_fields(cls, d))  # `total` is derived
 
 
@@ -70,9 +70,9 @@ class LoadRun:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "LoadRun":
+    def from_json(cls, d: dict[str, Any]) -> LoadRun:
         return cls(**{**known_fields(cls, d), "errors": ErrorCounts.from_json(d["errors"]),
-                      "percentiles": tuple((p, v) for p, v in d.get("percentiles", ()))})
+                      "percentiles": tuple((p, v) for p, v in d["percentiles"])})
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class ServerSignals:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "ServerSignals":
+    def from_json(cls, d: dict[str, Any]) -> ServerSignals:
         return cls(**known_fields(cls, d))
 
 
@@ -118,7 +118,7 @@ class RepeatResult:
         return {"run": self.run.to_json(), "server": self.server.to_json()}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "RepeatResult":
+    def from_json(cls, d: dict[str, Any]) -> RepeatResult:
         return cls(LoadRun.from_json(d["run"]), ServerSignals.from_json(d["server"]))
 
 
@@ -161,16 +161,14 @@ class LevelResult:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "LevelResult":
+    def from_json(cls, d: dict[str, Any]) -> LevelResult:
         """A level as written; keys a hand-made or older file lacks read as empty."""
-        validation = str(d.get("validation", ""))
-        return cls(concurrency=d.get("concurrency"), rate=d.get("rate"),
-                   repeats=tuple(RepeatResult.from_json(r) for r in d.get("repeats", ())),
-                   rps=d["rps"], rps_spread=d.get("rps_spread", 0.0), p50=d.get("p50", 0.0),
-                   p90=d.get("p90", 0.0), p99=d.get("p99", 0.0), max=d.get("max", 0.0),
-                   errors=ErrorCounts.from_json(d.get("errors", {})),
-                   server=ServerSignals.from_json(d.get("server", {})),
-                   validation="" if validation == "ok" else validation)
+        f = known_fields(cls, d, concurrency=None, rate=None, rps_spread=0.0, p50=0.0, p90=0.0,
+                         p99=0.0, max=0.0, validation="", repeats=(), errors={}, server={})
+        return cls(**{**f, "repeats": tuple(RepeatResult.from_json(r) for r in f["repeats"]),
+                      "errors": ErrorCounts.from_json(f["errors"]),
+                      "server": ServerSignals.from_json(f["server"]),
+                      "validation": "" if f["validation"] == "ok" else f["validation"]})
 
 
 @dataclass(frozen=True)
@@ -194,15 +192,12 @@ class Knee:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Knee":
+    def from_json(cls, d: dict[str, Any]) -> Knee:
         """The analysis as written (a hand-made file may hold only some of it)."""
-        return cls(knee=d.get("knee"), peak=d.get("peak"),
-                   saturation_rps=d.get("saturation_rps", 0.0),
-                   collapse=d.get("collapse", False), collapse_at=d.get("collapse_at"),
-                   collapse_rps=d.get("collapse_rps"),
-                   drop_threshold_rps=d.get("drop_threshold_rps", 0.0),
-                   signals=tuple(d.get("signals", ())), diagnosis=d.get("diagnosis", ""),
-                   sentence=d.get("sentence", ""))
+        f = known_fields(cls, d, knee=None, peak=None, saturation_rps=0.0, collapse=False,
+                         collapse_at=None, collapse_rps=None, drop_threshold_rps=0.0,
+                         signals=(), diagnosis="", sentence="")
+        return cls(**{**f, "signals": tuple(f["signals"])})
 
 
 @dataclass(frozen=True)
@@ -228,13 +223,11 @@ class SweepSettings:
         return [(f.name, getattr(self, f.name)) for f in fields(self)]
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "SweepSettings":
-        return cls(levels=tuple(d.get("levels", ())), duration_s=d.get("duration_s", 0.0),
-                   warmup_s=d.get("warmup_s", 0.0), repeats=d.get("repeats", 1),
-                   timeout_s=d.get("timeout_s", 0.0), expect_status=d.get("expect_status", 200),
-                   expect_text=d.get("expect_text", ""),
-                   fpm_status_url=d.get("fpm_status_url"), pool=d.get("pool"),
-                   trace=d.get("trace", False))
+    def from_json(cls, d: dict[str, Any]) -> SweepSettings:
+        f = known_fields(cls, d, levels=(), duration_s=0.0, warmup_s=0.0, repeats=1,
+                         timeout_s=0.0, expect_status=200, expect_text="", fpm_status_url=None,
+                         pool=None, trace=False)
+        return cls(**{**f, "levels": tuple(f["levels"])})
 
 
 @dataclass
@@ -262,12 +255,11 @@ class SweepResult:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "SweepResult":
+    def from_json(cls, d: dict[str, Any]) -> SweepResult:
         """A sweep file as written; keys a hand-made or older file lacks read as empty."""
-        knee = d.get("knee")
-        return cls(target=d["target"], tool=d.get("tool", ""), model=d.get("model", "closed"),
-                   options=SweepSettings.from_json(d.get("options", {})),
-                   started=d.get("started", ""),
-                   levels=[LevelResult.from_json(lv) for lv in d["levels"]],
-                   knee=Knee.from_json(knee) if knee else None, finished=d.get("finished", ""),
-                   interrupted=d.get("interrupted", False), warnings=list(d.get("warnings", ())))
+        f = known_fields(cls, d, tool="", model="closed", options={}, started="", knee=None,
+                         finished="", interrupted=False, warnings=[])
+        return cls(**{**f, "options": SweepSettings.from_json(f["options"]),
+                      "levels": [LevelResult.from_json(lv) for lv in d["levels"]],
+                      "knee": Knee.from_json(f["knee"]) if f["knee"] else None,
+                      "warnings": list(f["warnings"])})

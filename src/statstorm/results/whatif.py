@@ -36,7 +36,7 @@ class CacheBytes:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "CacheBytes":
+    def from_json(cls, d: dict[str, Any]) -> CacheBytes:
         return cls(**known_fields(cls, d))
 
 
@@ -55,7 +55,7 @@ class NetworkSide:
         return {**asdict(self), "mounts": {k: dict(v) for k, v in self.mounts.items()}}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "NetworkSide":
+    def from_json(cls, d: dict[str, Any]) -> NetworkSide:
         return cls(**{**known_fields(cls, d),
                       "mounts": {str(k): dict(v) for k, v in d["mounts"].items()}})
 
@@ -76,9 +76,9 @@ class Limit:
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Limit":
-        paths = d.get("paths")
-        return cls(str(d["id"]), str(d["text"]), tuple(paths) if paths is not None else None)
+    def from_json(cls, d: dict[str, Any]) -> Limit:
+        f = known_fields(cls, d, paths=None)
+        return cls(**{**f, "paths": tuple(f["paths"]) if f["paths"] is not None else None})
 
 
 @dataclass(frozen=True)
@@ -105,14 +105,14 @@ class Side:
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Side":
-        net, lims = d.get("network"), d.get("limits")
-        return cls(settings=dict(d["settings"]), requests=d["requests"],
-                   per_request=dict(d["per_request"]),
-                   realpath_cache_bytes=CacheBytes.from_json(d["realpath_cache_bytes"]),
-                   metadata_time_us_per_request=d["metadata_time_us_per_request"],
-                   network=NetworkSide.from_json(net) if net is not None else None,
-                   limits=tuple(Limit.from_json(x) for x in lims) if lims is not None else None)
+    def from_json(cls, d: dict[str, Any]) -> Side:
+        f = known_fields(cls, d, network=None, limits=None)
+        net, lims = f["network"], f["limits"]
+        return cls(**{**f, "settings": dict(f["settings"]), "per_request": dict(f["per_request"]),
+                      "realpath_cache_bytes": CacheBytes.from_json(f["realpath_cache_bytes"]),
+                      "network": NetworkSide.from_json(net) if net is not None else None,
+                      "limits": (tuple(Limit.from_json(x) for x in lims) if lims is not None
+                                 else None)})
 
     def __getitem__(self, key: str) -> Any:
         """The side's JSON by key: for readers not yet converted to the attributes."""
@@ -136,7 +136,7 @@ class NetworkBasis:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "NetworkBasis":
+    def from_json(cls, d: dict[str, Any]) -> NetworkBasis:
         return cls(**known_fields(cls, d))
 
 
@@ -157,7 +157,7 @@ class FindMin:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "FindMin":
+    def from_json(cls, d: dict[str, Any]) -> FindMin:
         return cls(**known_fields(cls, d))
 
 
@@ -194,12 +194,14 @@ class WhatifResult:
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "WhatifResult":
-        net, fm = d.get("network"), d.get("find_min")
-        return cls(current=Side.from_json(d["current"]), proposed=Side.from_json(d["proposed"]),
-                   measured=dict(d["measured"]["per_request"]),
-                   profile_source=str(d["profile"]),
-                   changes=tuple((str(k), str(v)) for k, v in d["changes"].items()),
-                   find_min=FindMin.from_json(fm) if fm is not None else None,
-                   notes=tuple(d.get("notes", ())), profile_kind=d.get("profile_kind"),
-                   network=NetworkBasis.from_json(net) if net is not None else None)
+    def from_json(cls, d: dict[str, Any]) -> WhatifResult:
+        f = known_fields(cls, d, network=None, find_min=None, notes=(), profile_kind=None)
+        net, fm = f["network"], f["find_min"]
+        return cls(**{**f, "current": Side.from_json(d["current"]),
+                      "proposed": Side.from_json(d["proposed"]),
+                      "measured": dict(d["measured"]["per_request"]),
+                      "profile_source": str(d["profile"]),
+                      "changes": tuple((str(k), str(v)) for k, v in d["changes"].items()),
+                      "find_min": FindMin.from_json(fm) if fm is not None else None,
+                      "notes": tuple(f["notes"]),
+                      "network": NetworkBasis.from_json(net) if net is not None else None})
