@@ -149,3 +149,65 @@ def test_provenance_from_any_result() -> None:
     assert p.command_line() == "statstorm matrix -o 'a b.json'"
     assert p.environment == (("php", "8.2.7"),)
     assert Provenance.from_json({"command": "statstorm sweep"}).command == "statstorm sweep"
+
+
+def test_sweep_run_returns_the_result_it_writes(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sweep`'s loop with a fake load generator and server sampler against a loopback page:
+    the verb returns a SweepResult whose to_json is the file it wrote last."""
+    import contextlib
+    import http.server
+    import io
+    import threading
+
+    from statstorm.adapters.load.loadgen import RunSpec
+    from statstorm.commands import sweep as sweep_cmd
+    from statstorm.env import Env
+    from statstorm.results.sweep import ErrorCounts, LoadRun, ServerSignals
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    class Tool:
+        name, model = "wrk", "closed"
+
+        def available(self) -> str | None:
+            return "/bin/true"
+
+        def command(self, spec: RunSpec, workdir: Path) -> list[str]:
+            return ["wrk"]
+
+        def run(self, env: Env, spec: RunSpec, workdir: Path) -> LoadRun:
+            rps = 100.0 * spec.concurrency
+            return LoadRun("wrk", int(rps), 1.0, rps, 1.0, 2.0, 3.0, 4.0, ErrorCounts(),
+                           ((50.0, 1.0), (99.0, 3.0)))
+
+    class Sampler:
+        def start(self) -> None:
+            pass
+
+        def stop(self) -> ServerSignals:
+            return ServerSignals(seconds=1.0, cpu_busy_pct=50.0)
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(sweep_cmd, "load_lock", lambda env: contextlib.nullcontext())
+    try:
+        out = tmp_path / "s.json"
+        plan = sweep_cmd.Plan(f"http://127.0.0.1:{server.server_port}/", "wrk", "closed",
+                              (1.0, 2.0), 1.0, 0.0, 2, 5.0, 200, "", None, None, out, None)
+        res = sweep_cmd.run(Env(stderr=io.StringIO()), plan, tool=Tool(),  # type: ignore[arg-type]
+                            sampler_factory=lambda url: Sampler())  # type: ignore[arg-type,return-value]
+    finally:
+        server.shutdown()
+    assert isinstance(res, SweepResult) and res.finished and res.knee is not None
+    assert [lv.rps for lv in res.levels] == [100.0, 200.0]
+    assert out.read_text() == _text(res.to_json())
+    assert SweepResult.from_json(json.loads(out.read_text())) == res

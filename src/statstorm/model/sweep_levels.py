@@ -108,9 +108,10 @@ def with_trace(server: ServerSignals, trace: Traced, load_s: float) -> ServerSig
     )
 
 
-def analyse(result: SweepResult) -> None:
+def analyse(result: SweepResult) -> SweepResult:
+    """`result` with its knee analysis."""
     unit = "users" if result.model == "closed" else "req/s offered"
     points = [knee_model.LevelPoint(lv.level, tuple(r.run.rps for r in lv.repeats), lv.server,
                                     lv.errors.total, sum(r.run.requests for r in lv.repeats))
               for lv in result.levels]
-    result.knee = knee_model.analyse(points, unit=unit)
+    return replace(result, knee=knee_model.analyse(points, unit=unit))

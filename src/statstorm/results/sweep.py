@@ -6,7 +6,7 @@ level, so an interrupted sweep still leaves every finished level on disk.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from statstorm.results.common import known_fields
@@ -230,20 +230,20 @@ class SweepSettings:
         return cls(**{**f, "levels": tuple(f["levels"])})
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepResult:
-    """The whole sweep; mutable while it runs (levels appended), frozen parts inside."""
+    """The whole sweep (a new one after every finished level while it runs)."""
 
     target: str
     tool: str
     model: str  # closed | open
     options: SweepSettings
     started: str
-    levels: list[LevelResult] = field(default_factory=list)
+    levels: tuple[LevelResult, ...] = ()
     knee: Knee | None = None
     finished: str = ""
     interrupted: bool = False
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -258,8 +258,8 @@ class SweepResult:
     def from_json(cls, d: dict[str, Any]) -> SweepResult:
         """A sweep file as written; keys a hand-made or older file lacks read as empty."""
         f = known_fields(cls, d, tool="", model="closed", options={}, started="", knee=None,
-                         finished="", interrupted=False, warnings=[])
+                         finished="", interrupted=False, warnings=())
         return cls(**{**f, "options": SweepSettings.from_json(f["options"]),
-                      "levels": [LevelResult.from_json(lv) for lv in d["levels"]],
+                      "levels": tuple(LevelResult.from_json(lv) for lv in d["levels"]),
                       "knee": Knee.from_json(f["knee"]) if f["knee"] else None,
-                      "warnings": list(f["warnings"])})
+                      "warnings": tuple(f["warnings"])})
