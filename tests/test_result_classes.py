@@ -211,3 +211,20 @@ def test_sweep_run_returns_the_result_it_writes(tmp_path: Path,
     assert [lv.rps for lv in res.levels] == [100.0, 200.0]
     assert out.read_text() == _text(res.to_json())
     assert SweepResult.from_json(json.loads(out.read_text())) == res
+
+
+def test_a_level_of_traced_repeats_carries_the_trace_medians() -> None:
+    from statstorm.model.sweep_levels import aggregate
+    from statstorm.results.sweep import ErrorCounts, LoadRun, RepeatResult, ServerSignals
+
+    run = LoadRun("wrk", 100, 1.0, 100.0, 1.0, 2.0, 3.0, 4.0, ErrorCounts())
+    traced = [RepeatResult(run, ServerSignals(file_syscalls_per_s=v * 100, file_syscalls_per_request=v,
+                                              failed_per_request=v / 10, traced_requests=100,
+                                              trace_dropped=1, trace_file=f"t{v:g}.sst.gz"))
+              for v in (2.0, 4.0, 3.0)]
+    lv = aggregate(1, "closed", traced, "")
+    s = lv.server
+    assert (s.file_syscalls_per_request, s.failed_per_request, s.file_syscalls_per_s) == (3.0, 0.3, 300.0)
+    assert (s.traced_requests, s.trace_dropped, s.trace_file) == (300, 3, "t2.sst.gz")
+    plain = aggregate(1, "closed", [RepeatResult(run, ServerSignals())], "")
+    assert plain.server.file_syscalls_per_request is None and plain.server.trace_file is None

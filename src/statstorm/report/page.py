@@ -5,6 +5,7 @@ rendered by report.html.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,7 +104,7 @@ def typed(rf: ResultFile) -> Typed:
 
 def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page:
     names = _labels(files)
-    kinds: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    kinds: defaultdict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     summaries: list[tuple[str, dict[str, Any]]] = []
     env_rows: list[tuple[str, str, dict[str, Any], Typed]] = []
     sweeps: list[tuple[str, SweepResult]] = []
@@ -132,23 +133,23 @@ def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page
             schema = str(rf.data.get("schema", "trace summary (no schema key)"))
         else:
             schema = str(rf.data.get("schema", f"statstorm.{rf.kind} (no schema key)"))
-        kinds.setdefault(rf.kind, []).append((name, rf.data))
+        kinds[rf.kind].append((name, rf.data))
         env_rows.append((rf.kind, name, data, result))
         sources.append(Source(rf.name, rf.kind, schema,
                               env_section.command(rf.kind, rf.name, data, result)))
 
-    demo = kinds["demo"][0][1] if kinds.get("demo") else None
-    checks = kinds.get("check", [])
+    demo = kinds["demo"][0][1] if kinds["demo"] else None
+    checks = kinds["check"]
     totals = [(n, float((s.get("per_request") or {}).get("total", 0.0))) for n, s in summaries]
     found = verdict.findings(checks, demo)
     counts = {s: sum(1 for f in found if f.severity == s) for s in verdict.SEVERITIES}
     secs: list[Section] = []
-    for name, d in kinds.get("demo", []):
+    for name, d in kinds["demo"]:
         secs.append(verdict.demo_section(name, d))
     secs += sections.traces(summaries)
-    for name, d in kinds.get("whatif", []):
+    for name, d in kinds["whatif"]:
         secs.append(verdict.whatif_section(name, d))
-    for name, d in kinds.get("apply", []):
+    for name, d in kinds["apply"]:
         secs.append(verdict.apply_section(name, d))
     secs += [sections.sweep(name, s) for name, s in sweeps]
     secs += [sections.fsbench(name, f) for name, f in benches]
@@ -156,6 +157,6 @@ def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page
     head = verdict.headline(kinds, host, totals, counts)
     return Page(title=title or f"statstorm report: {head.what}", generated=generated,
                 headline=head, findings=found,
-                outcome=verdict.outcome(demo, kinds.get("whatif", []), kinds.get("apply", []),
+                outcome=verdict.outcome(demo, kinds["whatif"], kinds["apply"],
                                         totals),
                 sections=secs, environment=env_section.environment(env_rows), sources=sources)
