@@ -93,6 +93,26 @@ class Cell:
         return cls(**{**f, "stats": stats, "parts_p50_us": dict(f["parts_p50_us"])})
 
 
+@dataclass(frozen=True)
+class TreeShape:
+    """The code tree under one PATH as fsbench walked it."""
+
+    path: str
+    files: int
+    php_files: int
+    dirs: int
+    max_depth: int
+    walk_lstats_per_pass: int
+    negative_names_per_pass: int
+
+    def to_json(self) -> dict[str, str | int]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TreeShape:
+        return cls(**known_fields(cls, d))
+
+
 def mount_facts(mount: dict[str, Any]) -> tuple[str, str, str, dict[str, str]]:
     """(mount point, file-system type, source, cache options) of one of `mounts` (each the
     JSON of adapters.storage.mounts's MountInfo, kept as written)."""
@@ -114,7 +134,7 @@ class FsbenchResult:
     max_files: int | None
     started_at: str
     mounts: tuple[dict[str, Any], ...]
-    workload: tuple[dict[str, Any], ...]  # per path: files, php_files, dirs, max_depth …
+    workload: tuple[TreeShape, ...]  # per path
     overhead_p50_us: float
     cold: tuple[ColdState, ...]
     cells: tuple[Cell, ...]
@@ -141,7 +161,7 @@ class FsbenchResult:
             "max_files": self.max_files,
             "overhead_p50_us": self.overhead_p50_us,
             "mounts": list(self.mounts),
-            "workload": list(self.workload),
+            "workload": [w.to_json() for w in self.workload],
             "cold": [c.to_json() for c in self.cold],
             "caveats": list(self.caveats),
             "results": [c.to_json() for c in self.cells],
@@ -155,7 +175,8 @@ class FsbenchResult:
                    duration_s=d["duration_s"], max_files=d["max_files"],
                    started_at=d["started_at"],
                    mounts=tuple(d["mounts"]),
-                   workload=tuple(d["workload"]), overhead_p50_us=d["overhead_p50_us"],
+                   workload=tuple(TreeShape.from_json(w) for w in d["workload"]),
+                   overhead_p50_us=d["overhead_p50_us"],
                    cold=tuple(ColdState.from_json(c) for c in d["cold"]),
                    cells=tuple(Cell.from_json(c) for c in d["results"]),
                    caveats=tuple(d["caveats"]), complete=d["complete"])
