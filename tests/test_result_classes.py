@@ -166,7 +166,7 @@ def test_sweep_run_returns_the_result_it_writes(tmp_path: Path,
     from statstorm.results.sweep import ErrorCounts, LoadRun, ServerSignals
 
     class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Length", "2")
             self.end_headers()

@@ -70,10 +70,8 @@ class Limit:
     paths: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "text": self.text}
-        if self.paths is not None:
-            out["paths"] = list(self.paths)
-        return out
+        return {"id": self.id, "text": self.text,
+                **({"paths": list(self.paths)} if self.paths is not None else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Limit:
@@ -94,15 +92,13 @@ class Side:
     limits: tuple[Limit, ...] | None = None  # the proposed side
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"settings": dict(self.settings), "requests": self.requests,
-                               "per_request": dict(self.per_request),
-                               "realpath_cache_bytes": self.realpath_cache_bytes.to_json(),
-                               "metadata_time_us_per_request": self.metadata_time_us_per_request}
-        if self.network is not None:
-            out["network"] = self.network.to_json()
-        if self.limits is not None:
-            out["limits"] = [lim.to_json() for lim in self.limits]
-        return out
+        return {"settings": dict(self.settings), "requests": self.requests,
+                "per_request": dict(self.per_request),
+                "realpath_cache_bytes": self.realpath_cache_bytes.to_json(),
+                "metadata_time_us_per_request": self.metadata_time_us_per_request,
+                **({"network": self.network.to_json()} if self.network is not None else {}),
+                **({"limits": [lim.to_json() for lim in self.limits]}
+                   if self.limits is not None else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Side:
@@ -176,22 +172,17 @@ class WhatifResult:
     network: NetworkBasis | None = None  # the mount layer: basis, measured round trips
 
     def to_json(self) -> dict[str, Any]:
-        measured: dict[str, Any] = {"per_request": dict(self.measured)}
-        if self.network is not None:
-            measured["round_trips_per_request"] = self.network.measured_per_request
-        out: dict[str, Any] = {"schema": SCHEMA, "current": self.current.to_json(),
-                               "proposed": self.proposed.to_json(), "measured": measured,
-                               "changes": {k: v for k, v in self.changes},
-                               "profile": self.profile_source}
-        if self.profile_kind is not None:
-            out["profile_kind"] = self.profile_kind
-        if self.network is not None:
-            out["network"] = self.network.to_json()
-        if self.find_min is not None:
-            out["find_min"] = self.find_min.to_json()
-        if self.notes:
-            out["notes"] = list(self.notes)
-        return out
+        net = self.network
+        return {"schema": SCHEMA, "current": self.current.to_json(),
+                "proposed": self.proposed.to_json(),
+                "measured": {"per_request": dict(self.measured),
+                             **({"round_trips_per_request": net.measured_per_request}
+                                if net is not None else {})},
+                "changes": {k: v for k, v in self.changes}, "profile": self.profile_source,
+                **({"profile_kind": self.profile_kind} if self.profile_kind is not None else {}),
+                **({"network": net.to_json()} if net is not None else {}),
+                **({"find_min": self.find_min.to_json()} if self.find_min is not None else {}),
+                **({"notes": list(self.notes)} if self.notes else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> WhatifResult:
