@@ -49,8 +49,8 @@ def render(r: FsbenchResult) -> str:
         w = r.workload[i]
         lines.append(f"{label}: {r.paths[i]}")
         lines.append(f"  mount   {m['mount_point']} ({m['fstype']}, {m['source']})")
-        lines.append(f"  tree    {w['files']} files ({w['php_files']} PHP), {w['dirs']} dirs, "
-                     f"depth {w['max_depth']}, {w['walk_lstats_per_pass']} lstat per walk")
+        lines.append(f"  tree    {w.files} files ({w.php_files} PHP), {w.dirs} dirs, "
+                     f"depth {w.max_depth}, {w.walk_lstats_per_pass} lstat per walk")
         if m["cache_options"]:
             lines.append("  caching " + " ".join(f"{k}={v}" for k, v in m["cache_options"].items()))
         if m["volume_options"]:

@@ -19,11 +19,15 @@ from statstorm.model.matrix_grid import ARCHS, MatrixOptions, parse_arch, parse_
 from statstorm.model.matrix_summary import shown
 from statstorm.env import Env
 from statstorm.errors import EXIT_FAILURE
-from statstorm.results.matrix import MatrixResult
+from statstorm.results.matrix import CellSummary, FailedBy, MatrixResult, RpsInterval
 
 
 def _list(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+# the figures of a cell with no round yet
+EMPTY = CellSummary(RpsInterval(None, None, None), None, None, 0, FailedBy(), 0, None)
 
 
 def _fmt(v: object, spec: str = ".1f") -> str:
@@ -37,18 +41,16 @@ def cells_table(result: MatrixResult) -> Table:
               "failed", "PSS server/php/worker MB", "huge pages"):
         t.add_column(h, justify="left" if h == "cell" else "right")
     for c in result.cells:
-        s = c.summary
-        rps = s.get("rps") or {}
-        pss = s.get("pss_mb")
-        hp = s.get("huge_pages")
+        s = c.summary or EMPTY
+        rps, pss, hp = s.rps, s.pss_mb, s.huge_pages
         knob = " [test knob]" if c.knob else ""
-        t.add_row(c.id + knob, _fmt(rps.get("median")),
-                  f"{_fmt(rps.get('ci_low'))} – {_fmt(rps.get('ci_high'))}"
-                  + (f" ({rps.get('coverage', 0) * 100:.0f} %)" if rps.get("rounds", 0) > 1 else ""),
-                  str(rps.get("rounds", 0)), _fmt(s.get("p50_ms"), ".2f"), _fmt(s.get("p99_ms"), ".2f"),
-                  f"{s.get('failed', 0)} of {s.get('requests', 0)}",
-                  f"{pss['server']:g} / {pss['php']:g} / {pss['per_worker']:g}" if pss else "-",
-                  ("yes" if hp["in_use"] else "no") if hp else "-")
+        t.add_row(c.id + knob, _fmt(rps.median),
+                  f"{_fmt(rps.ci_low)} – {_fmt(rps.ci_high)}"
+                  + (f" ({rps.coverage * 100:.0f} %)" if rps.rounds > 1 else ""),
+                  str(rps.rounds), _fmt(s.p50_ms, ".2f"), _fmt(s.p99_ms, ".2f"),
+                  f"{s.failed} of {s.requests}",
+                  f"{pss.server:g} / {pss.php:g} / {pss.per_worker:g}" if pss else "-",
+                  ("yes" if hp.in_use else "no") if hp else "-")
     return t
 
 
@@ -70,21 +72,22 @@ def comparisons_table(result: MatrixResult, all_pairs: bool) -> Table | None:
 def render(result: MatrixResult, all_pairs: bool = False) -> None:
     console = Console(file=sys.stdout, width=160)
     console.print(cells_table(result))
-    failed = [c for c in result.cells if c.summary.get("failed")]
-    for c in failed:
-        fb = c.summary["failed_by"]
-        console.print(f"[bold]{c.id}[/]: {c.summary['failed']} answer(s) failed validation "
-                      f"(status {fb['status']}, length {fb['length']}, marker {fb['marker']}, "
-                      f"socket errors {fb['socket']})")
+    for c in result.cells:
+        if c.summary is None or not c.summary.failed:
+            continue
+        fb = c.summary.failed_by
+        console.print(f"[bold]{c.id}[/]: {c.summary.failed} answer(s) failed validation "
+                      f"(status {fb.status}, length {fb.length}, marker {fb.marker}, "
+                      f"socket errors {fb.socket})")
     comp = comparisons_table(result, all_pairs)
     if comp is not None:
         console.print(comp)
     stop = result.stop
-    if stop.get("reason") in ("precision reached", "max rounds reached"):
-        widest = stop.get("widest_pct")
-        console.print(f"rounds: {stop['rounds']}, {stop['reason']} (widest interval "
+    if stop is not None and stop.reason in ("precision reached", "max rounds reached"):
+        widest = stop.widest_pct
+        console.print(f"rounds: {stop.rounds}, {stop.reason} (widest interval "
                       + (f"±{widest:g} %" if widest is not None else "none yet")
-                      + f" for {stop.get('widest') or '-'}; asked ±{stop['precision_pct']:g} %)")
+                      + f" for {stop.widest or '-'}; asked ±{stop.precision_pct:g} %)")
     for w in result.warnings:
         console.print(f"warning: {w}")
 
@@ -190,7 +193,7 @@ def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, stor
     else:
         render(result, all_pairs)
     env.log(f"matrix: {plan.output} written ({result.wall_s / 60:.1f} min measuring)")
-    if any(c.summary.get("failed") for c in result.cells):
+    if any(c.summary is not None and c.summary.failed for c in result.cells):
         ctx.exit(EXIT_FAILURE)
 
 

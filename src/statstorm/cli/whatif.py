@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -15,6 +16,7 @@ from statstorm.commands import whatif as whatif_cmd
 from statstorm.env import Env
 from statstorm.results.trace import SUMMARY_KEYS
 from statstorm.results.trace.jsonl import iter_batches
+from statstorm.results.whatif import Scalars
 
 UNSEALED = ("written before statstorm sealed its traces: its completeness and content could "
             "not be checked")  # as `trace show` says it
@@ -28,7 +30,7 @@ def unsealed(path: Path) -> bool:
     return False
 
 
-def _caches(c: dict[str, object]) -> str:
+def _caches(c: Scalars) -> str:
     return "(" + ", ".join(f"{k} {v}" for k, v in c.items() if k != "kind") + ")"
 
 
@@ -85,52 +87,55 @@ def whatif(env: Env, trace_file: Path, sets: tuple[str, ...], profile: str,
                                     find_min=find_min, cache=not no_cache)
     res = whatif_cmd.run(opts)
     if unsealed(trace_file) and UNSEALED not in res.notes:
-        res.notes.append(UNSEALED)
+        res = replace(res, notes=(*res.notes, UNSEALED))
     if as_json:
         click.echo(json.dumps(res.to_json(), indent=2))
         return
     out = Console(file=env.stdout, highlight=False,
                   width=None if env.stdout.isatty() else 120)
     changes = ", ".join(f"{k}={v}" for k, v in res.changes) or "(no changes)"
-    t = Table(title=f"{trace_file}: {res.current['requests']} request(s); proposed: {changes}")
+    t = Table(title=f"{trace_file}: {res.current.requests} request(s); proposed: {changes}")
     for h in ("per request", "measured", "current", "proposed", "change"):
         t.add_column(h, justify="left" if h == "per request" else "right")
     cur, prop = res.current, res.proposed
     for key in SUMMARY_KEYS:
-        a, b = cur["per_request"][key], prop["per_request"][key]
-        t.add_row(key, _fmt(res.measured.get(key, 0)), _fmt(a), _fmt(b), f"{b - a:+,.1f}")
-    ca, cb = cur["realpath_cache_bytes"], prop["realpath_cache_bytes"]
-    t.add_row("realpath cache bytes (peak, worker)", "", f"{ca['per_worker_peak_max']:,}",
-              f"{cb['per_worker_peak_max']:,}",
-              f"{cb['per_worker_peak_max'] - ca['per_worker_peak_max']:+,}")
-    t.add_row("metadata time µs", "", _fmt(cur["metadata_time_us_per_request"]),
-              _fmt(prop["metadata_time_us_per_request"]),
-              f"{prop['metadata_time_us_per_request'] - cur['metadata_time_us_per_request']:+,.1f}")
-    cn, pn = cur.get("network"), prop.get("network")
+        a, b = cur.per_request[key], prop.per_request[key]
+        t.add_row(key, _fmt(res.measured.get(key, 0.0)), _fmt(a), _fmt(b), f"{b - a:+,.1f}")
+    ca, cb = cur.realpath_cache_bytes, prop.realpath_cache_bytes
+    t.add_row("realpath cache bytes (peak, worker)", "", f"{ca.per_worker_peak_max:,}",
+              f"{cb.per_worker_peak_max:,}",
+              f"{cb.per_worker_peak_max - ca.per_worker_peak_max:+,}")
+    t.add_row("metadata time µs", "", _fmt(cur.metadata_time_us_per_request),
+              _fmt(prop.metadata_time_us_per_request),
+              f"{prop.metadata_time_us_per_request - cur.metadata_time_us_per_request:+,.1f}")
+    cn, pn = cur.network, prop.network
     if cn is not None and pn is not None:
-        for key, label in (("calls_per_request", "network mount calls"),
-                           ("reaching_per_request", "of them reaching the storage"),
-                           ("round_trips_per_request", "network round trips")):
+        for label, a_n, b_n in (
+                ("network mount calls", cn.calls_per_request, pn.calls_per_request),
+                ("of them reaching the storage", cn.reaching_per_request,
+                 pn.reaching_per_request),
+                ("network round trips", cn.round_trips_per_request,
+                 pn.round_trips_per_request)):
             meas = ""
-            if key == "round_trips_per_request" and res.network is not None \
-                    and res.network.get("measured_per_request") is not None:
-                meas = _fmt(res.network["measured_per_request"])
-            t.add_row(label, meas, _fmt(cn[key]), _fmt(pn[key]), f"{pn[key] - cn[key]:+,.1f}")
+            if label == "network round trips" and res.network is not None \
+                    and res.network.measured_per_request is not None:
+                meas = _fmt(res.network.measured_per_request)
+            t.add_row(label, meas, _fmt(a_n), _fmt(b_n), f"{b_n - a_n:+,.1f}")
     out.print(t)
     out.print(f"latency profile ({res.profile_kind}): {res.profile_source}")
     if res.network is not None:
-        mounts = ", ".join(f"{mp} {_caches(c)} → {_caches(pn['mounts'][mp])}"
-                           for mp, c in cn["mounts"].items()) if cn and pn else ""
-        out.print(f"network: {mounts}; round trips: {res.network['basis']}")
+        mounts = ", ".join(f"{mp} {_caches(c)} → {_caches(pn.mounts[mp])}"
+                           for mp, c in cn.mounts.items()) if cn and pn else ""
+        out.print(f"network: {mounts}; round trips: {res.network.basis}")
     for note in res.notes:
         out.print(f"note: {note}")
-    for lim in prop.get("limits", []):
-        out.print(f"not determined by the trace ({lim['id']}): {lim['text']}")
+    for lim in prop.limits or ():
+        out.print(f"not determined by the trace ({lim.id}): {lim.text}")
     if res.find_min is not None:
         fm = res.find_min
-        if fm.get("note"):
-            out.print(f"find-min: {fm['note']}")
+        if fm.note:
+            out.print(f"find-min: {fm.note}")
         else:
             out.print(f"smallest realpath_cache_size holding every worker's working set: "
-                      f"{fm['bytes']:,} bytes → realpath_cache_size={fm['ini']} "
-                      f"({fm['workers']} worker(s), pm.max_requests={fm['max_requests']})")
+                      f"{fm.bytes:,} bytes → realpath_cache_size={fm.ini} "
+                      f"({fm.workers} worker(s), pm.max_requests={fm.max_requests})")

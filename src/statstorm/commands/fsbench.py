@@ -272,15 +272,16 @@ def run(env: Env, opts: FsbenchOptions,
             cold.append(res.ColdState(p, tuple(r), tuple(m)))
     null = fsbench_ops.null_pass(20000)
     overhead = summarize(null.samples, wall_s=null.wall_ns / 1e9).p50_us
-    wl_json = tuple({"path": w.root, "files": len(w.files), "php_files": len(w.php_files),
-                     "dirs": len(w.dirs), "max_depth": w.max_depth,
-                     "walk_lstats_per_pass": len(w.walk_paths),
-                     "negative_names_per_pass": len(w.negative_names)} for w in workloads)
+    shapes = tuple(res.TreeShape(path=w.root, files=len(w.files), php_files=len(w.php_files),
+                                 dirs=len(w.dirs), max_depth=w.max_depth,
+                                 walk_lstats_per_pass=len(w.walk_paths),
+                                 negative_names_per_pass=len(w.negative_names))
+                   for w in workloads)
     result = res.FsbenchResult(
         paths=paths, ops=opts.ops, states=opts.states, clients=opts.clients,
         iterations=opts.iterations if opts.duration_s is None else None,
         duration_s=opts.duration_s, max_files=opts.max_files, started_at=started,
-        mounts=tuple(i.to_json() for i in infos), workload=wl_json,
+        mounts=tuple(i.to_json() for i in infos), workload=shapes,
         overhead_p50_us=round(overhead, 4), cold=tuple(cold), cells=(),
         caveats=tuple(c.format(overhead=overhead) for c in CAVEATS), complete=False)
     if opts.output:

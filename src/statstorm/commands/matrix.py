@@ -37,7 +37,7 @@ from statstorm.model.matrix_summary import precision, refresh
 from statstorm.results import matrix as results
 from statstorm.results.lab import LabState
 from statstorm.results.matrix import Cell as CellResult
-from statstorm.results.matrix import MatrixResult, Round
+from statstorm.results.matrix import MatrixResult, Round, StopRule
 
 # The text a good answer of each app holds (--marker overrides it).
 MARKERS = {"synthetic": "app=statstorm-synthetic", "mediawiki": 'id="mw-content-text"',
@@ -242,24 +242,23 @@ def _more_rounds(env: Env, opts: MatrixOptions, result: MatrixResult,
     wider than asked and the cap allows; records why the rounds stopped."""
     done = min((len(c.rounds) for c in result.cells), default=0)
     if not opts.precision:
-        result.stop = {}
+        result.stop = None
         return []
     prec = precision(result, opts.precision)
     widest = round(prec.widest * 100, 2) if math.isfinite(prec.widest) else None
-    stop = {"rule": "precision", "precision_pct": opts.precision * 100, "rounds": done,
-            "widest_pct": widest, "widest": prec.what}
+    stop = StopRule("precision", opts.precision * 100, done, widest, prec.what, "running")
     shown = f"±{widest:g} %" if widest is not None else "no interval yet"
     if prec.met:
-        result.stop = {**stop, "reason": "precision reached"}
+        result.stop = dataclasses.replace(stop, reason="precision reached")
         env.log(f"matrix: widest interval {shown} ({prec.what}) within "
                 f"±{opts.precision * 100:g} % after {done} rounds: done")
         return []
     if done >= opts.round_cap:
-        result.stop = {**stop, "reason": "max rounds reached"}
+        result.stop = dataclasses.replace(stop, reason="max rounds reached")
         env.log(f"matrix: {done} rounds, the most allowed (--max-rounds), and the widest "
                 f"interval is still {shown} ({prec.what}), not ±{opts.precision * 100:g} %")
         return []
-    result.stop = {**stop, "reason": "running"}
+    result.stop = stop
     env.log(f"matrix: widest interval {shown} ({prec.what}), asked ±"
             f"{opts.precision * 100:g} %: round {done + 1} of at most {opts.round_cap}")
     rnd = max((r.round for c in result.cells for r in c.rounds), default=-1) + 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from statstorm.adapters.load import ab
 from statstorm.model.matrix_summary import refresh
@@ -75,24 +75,23 @@ def import_ab(paths: Sequence[Path], labels: Sequence[str] = (), app: str = "",
         server, mpm, handler = arch_of(label)
         cid = _cell_id(server, mpm, handler, label, taken)
         taken.add(cid)
-        num: dict[str, Any] = dict(r)
-        complete, taken_s = int(num["complete"]), float(num["time_taken_s"])
-        socket = sum(int(num[k]) for k in ("failed_connect", "failed_receive", "failed_exceptions"))
-        failed = int(num["failed"]) + int(num["non_2xx"])
+        complete, taken_s = r.complete, r.time_taken_s
+        socket = r.failed_connect + r.failed_receive + r.failed_exceptions
+        failed = r.failed + r.non_2xx
         good = max(0, complete - failed)
-        pct: tuple[tuple[float, float], ...] = tuple(num["percentiles"])
+        pct = r.percentiles
         rnd = Round(round=0, requests=complete, duration_s=taken_s,
                     rps=round(good / taken_s, 3) if taken_s > 0 else 0.0, failed=failed,
-                    bad_status=int(num["non_2xx"]), bad_length=int(num["failed_length"]),
+                    bad_status=r.non_2xx, bad_length=r.failed_length,
                     bad_marker=0, socket_errors=socket,
                     max_ms=float(pct[-1][1]) if pct else 0.0, percentiles=pct)
         cell = Cell(id=cid, server=server, mpm=mpm, handler=handler, opcache=None,
                     huge_code_pages=None, storage="", rounds=[rnd],
                     primer={"label": label, "imported": {
-                        "tool": "ab", "concurrency": r["concurrency"],
-                        "requests_per_second": r["requests_per_second"],
-                        "failed": r["failed"], "total_transferred": r["total_transferred"],
-                        "html_transferred": r["html_transferred"]}})
+                        "tool": "ab", "concurrency": r.concurrency,
+                        "requests_per_second": r.requests_per_second,
+                        "failed": r.failed, "total_transferred": r.total_transferred,
+                        "html_transferred": r.html_transferred}})
         result.cells.append(cell)
     refresh(result, alpha)
     result.finished = result.started

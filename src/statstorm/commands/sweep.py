@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -36,7 +36,7 @@ from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
 from statstorm.model.sweep_levels import aggregate, analyse, with_trace
 from statstorm.results.common import write_json_atomic
-from statstorm.results.sweep import LevelResult, RepeatResult, SweepResult
+from statstorm.results.sweep import LevelResult, RepeatResult, SweepResult, SweepSettings
 
 CLOSED_TOOLS = ("wrk", "ab")
 OPEN_TOOLS = ("vegeta",)
@@ -237,22 +237,30 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
     gen = tool or make_tool(p.tool)
     make_sampler = sampler_factory or (lambda url: sysstat.Sampler(url))
     say = progress or (lambda msg, lv: env.log(msg))
-    result = SweepResult(
+    base = SweepResult(
         target=p.url, tool=p.tool, model=p.model,
-        options={"levels": list(p.levels), "duration_s": p.duration_s, "warmup_s": p.warmup_s,
-                 "repeats": p.repeats, "timeout_s": p.timeout_s, "expect_status": p.expect_status,
-                 "expect_text": p.expect_text, "fpm_status_url": p.fpm_status_url, "pool": p.pool,
-                 "trace": p.trace},
+        options=SweepSettings(levels=tuple(p.levels), duration_s=p.duration_s,
+                              warmup_s=p.warmup_s, repeats=p.repeats, timeout_s=p.timeout_s,
+                              expect_status=p.expect_status, expect_text=p.expect_text,
+                              fpm_status_url=p.fpm_status_url, pool=p.pool, trace=p.trace),
         started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+    levels: list[LevelResult] = []
+    warnings: list[str] = []
+
+    def now(interrupted: bool = False) -> SweepResult:
+        """The sweep so far."""
+        return replace(base, levels=tuple(levels), warnings=tuple(warnings),
+                       interrupted=interrupted)
+
     problem = http.check_answer(p.url, p.expect_status, p.expect_text, p.timeout_s)
     if problem:
         raise ComponentError(f"{p.url}: {problem} — fix the target or --expect-status/--expect-text "
                              f"before sending load")
     if p.fpm_status_url and sysstat.fpm_status(p.fpm_status_url) is None:
-        result.warnings.append(f"FPM status page {p.fpm_status_url} does not answer: pool signals omitted")
-        env.log("warning: " + result.warnings[-1])
-    write_json_atomic(p.output, result.to_json())
+        warnings.append(f"FPM status page {p.fpm_status_url} does not answer: pool signals omitted")
+        env.log("warning: " + warnings[-1])
+    write_json_atomic(p.output, now().to_json())
     try:
         with tempfile.TemporaryDirectory(prefix="statstorm-sweep-") as tmp:
             work = Path(tmp)
@@ -291,43 +299,43 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
                             traced = tracer.finish()
                             server = with_trace(server, traced, load.duration_s or wall)
                             for w in traced.warnings:
-                                result.warnings.append(f"{name}, run {i + 1}: trace: {w}")
-                                env.log("warning: " + result.warnings[-1])
+                                warnings.append(f"{name}, run {i + 1}: trace: {w}")
+                                env.log("warning: " + warnings[-1])
                     reps.append(RepeatResult(load, server))
                     if load.target_rate and load.sent_rate < 0.9 * load.target_rate:
                         w = (f"{name}: the client sent only {load.sent_rate:.0f} req/s of "
                              f"{load.target_rate:g} asked for; latency is corrected for the lag, "
                              f"but the load was lower than planned")
-                        result.warnings.append(w)
+                        warnings.append(w)
                         env.log("warning: " + w)
                 validation = http.check_answer(p.url, p.expect_status, p.expect_text, p.timeout_s)
                 lv = aggregate(level, p.model, reps, validation)
-                result.levels.append(lv)
-                write_json_atomic(p.output, result.to_json())
+                levels.append(lv)
+                write_json_atomic(p.output, now().to_json())
                 faults.phase("sweep/written")
                 say(f"{name}: done", lv)
     except (KeyboardInterrupt, Interrupted):
-        result.interrupted = True
-        finish(result, p)
+        finish(now(interrupted=True), p)
         raise
-    finish(result, p)
-    return result
+    return finish(now(), p)
 
 
-def finish(result: SweepResult, p: Plan) -> None:
-    """Analyse, stamp, write the JSON, render the plot from that JSON."""
-    analyse(result)
-    result.finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
+def finish(result: SweepResult, p: Plan) -> SweepResult:
+    """Analyse, stamp, write the JSON, render the plot from that JSON; the finished sweep."""
+    result = replace(analyse(result),
+                     finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     spreads = [lv for lv in result.levels if lv.rps > 0 and lv.rps_spread / lv.rps > 0.10]
     if spreads:
-        result.warnings.append(
+        result = replace(result, warnings=(
+            *result.warnings,
             "repeats differ by more than ±10 % at " + ", ".join(f"{lv.level:g}" for lv in spreads)
-            + ": other load on this machine? use more --repeats or a longer --duration")
+            + ": other load on this machine? use more --repeats or a longer --duration"))
     write_json_atomic(p.output, result.to_json())
     if p.plot is not None and result.levels:
         from statstorm.report import sweep_svg
 
         sweep_svg.write(p.output, p.plot)
+    return result
 
 
 def dry_run_commands(p: Plan) -> list[list[str]]:

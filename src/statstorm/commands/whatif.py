@@ -10,7 +10,7 @@ latency profile: the trace's own by default (model.latency_profile.from_records)
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,10 @@ from statstorm.model.replay import Prepared, ReplayResult, replay
 from statstorm.model.replay_limits import limits
 from statstorm.results.common import MAX_JSON_BYTES, read_bounded
 from statstorm.results.trace.raw import TraceRecords, read_records
+from statstorm.results.whatif import (CacheBytes, FindMin, Limit, NetworkBasis, NetworkSide,
+                                      Side, WhatifResult)
 
-SCHEMA = "statstorm.whatif/1"
+WhatifRun = WhatifResult  # the name the verb's callers knew
 FIND_MIN = ("realpath_cache_size",)
 UNLIMITED = 1 << 40
 
@@ -40,36 +42,6 @@ class WhatifOptions:
     find_min: str | None = None
     cache: bool = True  # use and keep the trace's input cache (adapters.tracing.whatif_input)
     app_cache: bool = False  # the app's data files move to an object cache (apply's APCu)
-
-
-@dataclass
-class WhatifRun:
-    current: dict[str, Any]
-    proposed: dict[str, Any]
-    measured: dict[str, float]  # the trace's own per-request counts
-    profile_source: str
-    changes: list[tuple[str, str]]
-    find_min: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
-    profile_kind: str = "built-in"  # trace | file | built-in
-    network: dict[str, Any] | None = None  # the mount layer: basis, measured round trips
-
-    def to_json(self) -> dict[str, Any]:
-        measured: dict[str, Any] = {"per_request": self.measured}
-        if self.network is not None:
-            measured["round_trips_per_request"] = self.network.get("measured_per_request")
-        out: dict[str, Any] = {"schema": SCHEMA, "current": self.current, "proposed": self.proposed,
-                               "measured": measured,
-                               "changes": {k: v for k, v in self.changes},
-                               "profile": self.profile_source,
-                               "profile_kind": self.profile_kind}
-        if self.network is not None:
-            out["network"] = self.network
-        if self.find_min is not None:
-            out["find_min"] = self.find_min
-        if self.notes:
-            out["notes"] = self.notes
-        return out
 
 
 def validate(opts: WhatifOptions) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -139,22 +111,18 @@ def load_input(path: Path, use_cache: bool = True) -> tuple[CachedInput, TraceRe
 
 
 def side(result: ReplayResult, prep: Prepared, profile: dict[str, Any],
-         tally: nf.Tally | None = None) -> dict[str, Any]:
+         tally: nf.Tally | None = None) -> Side:
     n = max(result.requests, 1)
     reach = nf_reach(tally, result) if tally is not None else {}
     us = lp.split_cost_us(profile, prep.mounts, result.by_mount, reach) / n
     s = result.settings
-    return {
-        "settings": s.describe(),
-        "requests": result.requests,
-        "per_request": result.per_request,
-        "realpath_cache_bytes": {
-            "per_worker_peak_max": result.cache_bytes_peak,
-            "per_worker_peak_mean": round(result.cache_bytes_mean, 1),
-            "limit": 0 if s.open_basedir else s.realpath_cache_size,
-            "workers": result.workers},
-        "metadata_time_us_per_request": round(us, 1),
-    }
+    return Side(
+        settings=s.describe(), requests=result.requests, per_request=result.per_request,
+        realpath_cache_bytes=CacheBytes(
+            per_worker_peak_max=result.cache_bytes_peak,
+            per_worker_peak_mean=round(result.cache_bytes_mean, 1),
+            limit=0 if s.open_basedir else s.realpath_cache_size, workers=result.workers),
+        metadata_time_us_per_request=round(us, 1))
 
 
 def nf_reach(tally: nf.Tally, result: ReplayResult) -> dict[tuple[int, int, bool], float]:
@@ -172,22 +140,22 @@ def nf_reach(tally: nf.Tally, result: ReplayResult) -> dict[tuple[int, int, bool
     return out
 
 
-def find_min_cache(prep: Prepared, settings: PhpSettings) -> dict[str, Any]:
+def find_min_cache(prep: Prepared, settings: PhpSettings) -> FindMin:
     """The smallest realpath_cache_size that never refuses an entry: the largest cache any
     worker builds when nothing is refused (entries are never evicted, so that replay and
     one with exactly this limit make the same calls)."""
     if settings.open_basedir:
-        return {"setting": "realpath_cache_size", "bytes": 0, "ini": "0",
-                "note": "open_basedir is set: the realpath cache is disabled whatever its size"}
+        return FindMin("realpath_cache_size", 0, "0", note="open_basedir is set: the "
+                       "realpath cache is disabled whatever its size")
     big = replay(prep, replace(settings, realpath_cache_size=UNLIMITED))
     need = big.cache_bytes_peak
     kib = -(-need // 1024)
-    return {"setting": "realpath_cache_size", "bytes": need, "ini": f"{max(kib, 1)}K",
-            "per_request_at_min": big.per_request,
-            "workers": big.workers, "max_requests": settings.max_requests}
+    return FindMin("realpath_cache_size", need, f"{max(kib, 1)}K",
+                   per_request_at_min=big.per_request, workers=big.workers,
+                   max_requests=settings.max_requests)
 
 
-def run(opts: WhatifOptions) -> WhatifRun:
+def run(opts: WhatifOptions) -> WhatifResult:
     changes, mount_changes = validate(opts)
     cached, _ = load_input(opts.trace, opts.cache)
     prep = cached.prep
@@ -202,23 +170,24 @@ def run(opts: WhatifOptions) -> WhatifRun:
     net = network_plan(cached, mount_changes, data_cache, notes)
     if net is None:
         current, proposed = side(cur, prep, profile), side(prop, prep, profile)
-        network = None
+        network: NetworkBasis | None = None
     else:
         caches_now, caches_then, t_now, t_then = net
         current, proposed = side(cur, prep, profile, t_now), side(prop, prep, profile, t_then)
         r_now, r_then = nf_reach(t_now, cur), nf_reach(t_then, prop)
         factors = round_trips.round_trip_factors(cached.network.get("measured"), cur.by_mount,
                                                  cur.requests, r_now)
-        current["network"] = round_trips.network_side(cur.by_mount, cur.requests, r_now,
-                                                      factors, caches_now, prep.mounts)
-        proposed["network"] = round_trips.network_side(prop.by_mount, prop.requests, r_then,
-                                                       factors, caches_then, prep.mounts)
-        network = {**factors.describe(), "app_data_cache": data_cache}
+        current = replace(current, network=NetworkSide.from_json(round_trips.network_side(
+            cur.by_mount, cur.requests, r_now, factors, caches_now, prep.mounts)))
+        proposed = replace(proposed, network=NetworkSide.from_json(round_trips.network_side(
+            prop.by_mount, prop.requests, r_then, factors, caches_then, prep.mounts)))
+        network = NetworkBasis.from_json({**factors.describe(), "app_data_cache": data_cache})
         if profile.get("split") is None or kind != "trace":
             notes.append("the latency profile does not tell cache answers from round trips: "
                          "metadata time is priced per call as the profile says, so mount: "
                          "changes show in the round trips only")
-    proposed["limits"] = limits(prep, current_s, proposed_s, prop.guessed)
+    proposed = replace(proposed, limits=tuple(
+        Limit.from_json(x) for x in limits(prep, current_s, proposed_s, prop.guessed)))
     fm = find_min_cache(prep, proposed_s) if opts.find_min else None
     note = sampling.whatif_note(cached.header)
     if note:
@@ -226,9 +195,9 @@ def run(opts: WhatifOptions) -> WhatifRun:
     changes_all = changes + [(f"mount:{k}", v) for k, v in mount_changes]
     if data_cache:
         changes_all.append(("app:data-cache", "on"))
-    return WhatifRun(current, proposed, cached.measured,
-                     str(profile.get("source", opts.profile)), changes_all, fm, notes, kind,
-                     network)
+    return WhatifResult(current, proposed, cached.measured,
+                        str(profile.get("source", opts.profile)), tuple(changes_all), fm,
+                        tuple(notes), kind, network)
 
 
 def network_plan(cached: CachedInput, mount_changes: list[tuple[str, str]], app_cache: bool,
@@ -267,10 +236,10 @@ def network_plan(cached: CachedInput, mount_changes: list[tuple[str, str]], app_
             nf.simulate(calls, requests, then, app_cache=app_cache, roots=roots))
 
 
-def _figures(side_: dict[str, Any]) -> dict[str, Any]:
-    return {"calls_per_request": side_["per_request"]["total"],
-            "round_trips_per_request": (side_.get("network") or {}).get(
-                "round_trips_per_request")}
+def _figures(side_: Side) -> dict[str, float | None]:
+    return {"calls_per_request": side_.per_request["total"],
+            "round_trips_per_request": (side_.network.round_trips_per_request
+                                        if side_.network is not None else None)}
 
 
 def predict_changes(trace: Path, sets: list[str], not_modelled: list[str]) -> dict[str, Any]:
@@ -284,4 +253,4 @@ def predict_changes(trace: Path, sets: list[str], not_modelled: list[str]) -> di
         each.append({"setting": s, **_figures(alone.proposed)})
     return {"trace": str(trace), "profile": both.profile_source, "sets": sets,
             "current": _figures(both.current), "proposed": _figures(both.proposed),
-            "each": each, "not_modelled": not_modelled, "notes": both.notes}
+            "each": each, "not_modelled": not_modelled, "notes": list(both.notes)}

@@ -9,7 +9,8 @@ from itertools import combinations
 from typing import Any
 
 from statstorm.model import stats
-from statstorm.results.matrix import Cell, MatrixResult
+from statstorm.results.matrix import (Cell, CellSummary, FailedBy, HugePages, MatrixResult,
+                                      PssMb, RpsInterval)
 
 PARAMS = ("server", "mpm", "handler", "opcache", "huge_code_pages", "storage")
 
@@ -18,43 +19,37 @@ def _mb(kb: float) -> float:
     return round(kb / 1024.0, 1)
 
 
-def summarize(cell: Cell) -> dict[str, Any]:
+def summarize(cell: Cell) -> CellSummary:
     """rps (median of the rounds and its interval), p50/p99 of all requests (the rounds'
     histograms merged), failures, requests, memory and huge pages."""
     rounds = cell.rounds
     ci = stats.median_ci([r.rps for r in rounds])
     merged = stats.merged_percentiles([(r.percentiles, r.requests) for r in rounds], (50, 99))
-    out: dict[str, Any] = {
-        "rps": {"median": round(ci.median, 2), "ci_low": round(ci.ci_low, 2),
-                "ci_high": round(ci.ci_high, 2), "coverage": ci.coverage, "rounds": ci.n,
-                "samples": [round(r.rps, 2) for r in rounds]},
-        "p50_ms": round(merged[0], 3) if merged else None,
-        "p99_ms": round(merged[1], 3) if merged else None,
-        "failed": sum(r.failed for r in rounds),
-        "failed_by": {"status": sum(r.bad_status for r in rounds),
-                      "length": sum(r.bad_length for r in rounds),
-                      "marker": sum(r.bad_marker for r in rounds),
-                      "socket": sum(r.socket_errors for r in rounds)},
-        "requests": sum(r.requests for r in rounds),
-    }
     mem = [r.memory for r in rounds if r.memory.samples]
+    pss, huge = None, None
     if mem:
-        out["pss_mb"] = {
-            "server": _mb(stats.median([m.server_steady_kb for m in mem])),
-            "php": _mb(stats.median([m.php_steady_kb for m in mem])),
-            "per_worker": _mb(stats.median([m.per_worker_kb for m in mem])),
-            "server_peak": _mb(max(m.server_peak_kb for m in mem)),
-            "php_peak": _mb(max(m.php_peak_kb for m in mem)),
-            "workers": max(m.workers for m in mem)}
+        pss = PssMb(server=_mb(stats.median([m.server_steady_kb for m in mem])),
+                    php=_mb(stats.median([m.php_steady_kb for m in mem])),
+                    per_worker=_mb(stats.median([m.per_worker_kb for m in mem])),
+                    server_peak=_mb(max(m.server_peak_kb for m in mem)),
+                    php_peak=_mb(max(m.php_peak_kb for m in mem)),
+                    workers=max(m.workers for m in mem))
         last = mem[-1]
-        out["huge_pages"] = {"anon_huge_mb": _mb(last.anon_huge_kb),
-                             "file_pmd_mb": _mb(last.file_pmd_kb),
-                             "workers_with_huge_pages": last.workers_with_huge_pages,
-                             "workers": last.workers,
-                             "in_use": last.workers_with_huge_pages > 0}
-    else:
-        out["pss_mb"] = None
-    return out
+        huge = HugePages(anon_huge_mb=_mb(last.anon_huge_kb), file_pmd_mb=_mb(last.file_pmd_kb),
+                         workers_with_huge_pages=last.workers_with_huge_pages,
+                         workers=last.workers, in_use=last.workers_with_huge_pages > 0)
+    return CellSummary(
+        rps=RpsInterval(median=round(ci.median, 2), ci_low=round(ci.ci_low, 2),
+                        ci_high=round(ci.ci_high, 2), coverage=ci.coverage, rounds=ci.n,
+                        samples=tuple(round(r.rps, 2) for r in rounds)),
+        p50_ms=round(merged[0], 3) if merged else None,
+        p99_ms=round(merged[1], 3) if merged else None,
+        failed=sum(r.failed for r in rounds),
+        failed_by=FailedBy(status=sum(r.bad_status for r in rounds),
+                           length=sum(r.bad_length for r in rounds),
+                           marker=sum(r.bad_marker for r in rounds),
+                           socket=sum(r.socket_errors for r in rounds)),
+        requests=sum(r.requests for r in rounds), pss_mb=pss, huge_pages=huge)
 
 
 def differs_in(a: Cell, b: Cell) -> list[str]:
@@ -128,9 +123,9 @@ def precision(result: MatrixResult, goal: float) -> Precision:
               for c in result.comparisons if shown(c)]
     if not widths:
         for cell in result.cells:
-            rps = cell.summary.get("rps") or {}
-            widths.append((half_width(rps.get("median"), rps.get("ci_low"), rps.get("ci_high"))
-                           if rps.get("rounds", 0) > 1 else math.inf, cell.id))
+            rps = cell.summary.rps if cell.summary is not None else RpsInterval(None, None, None)
+            widths.append((half_width(rps.median, rps.ci_low, rps.ci_high)
+                           if rps.rounds > 1 else math.inf, cell.id))
     if not widths:
         return Precision(math.inf, "", False)
     widest, what = max(widths, key=lambda w: w[0])

@@ -53,7 +53,7 @@ class PhpSettings:
     max_requests: int = 0  # pm.max_requests (0: workers never recycle)
     workers: int = 0  # pm.max_children for replay (0: as traced)
 
-    def describe(self) -> JsonObject:
+    def describe(self) -> dict[str, str | int | float | bool]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 

@@ -46,8 +46,8 @@ def aggregate(level: float, model: str, repeats: Sequence[RepeatResult], validat
         fpm_max_children_reached=(sum(s.fpm_max_children_reached or 0 for s in srv)
                                   if any(s.fpm_max_children_reached is not None for s in srv) else None),
         fpm_samples=sum(s.fpm_samples for s in srv),
-        **_trace_medians(srv),
     )
+    server = _with_trace_medians(server, srv)
     rps = [r.rps for r in runs]
     return LevelResult(
         concurrency=int(level) if model == "closed" else None,
@@ -66,23 +66,25 @@ def _merged_latency(runs: Sequence[LoadRun]) -> dict[str, float]:
     return {k: round(v, 3) for k, v in zip(("p50", "p90", "p99"), merged)}
 
 
-def _trace_medians(srv: Sequence[ServerSignals]) -> dict[str, Any]:
-    """The level's trace fields: medians over the traced repeats, the first repeat's file."""
+def _with_trace_medians(server: ServerSignals, srv: Sequence[ServerSignals]) -> ServerSignals:
+    """`server` with the level's trace fields: medians over the traced repeats, the first
+    repeat's file (unchanged when no repeat was traced)."""
     traced = [s for s in srv if s.file_syscalls_per_request is not None]
     if not traced:
-        return {}
+        return server
 
     def med(values: Sequence[float | None]) -> float:
         return round(float(median([v or 0.0 for v in values])), 3)
 
-    return {
-        "file_syscalls_per_s": med([s.file_syscalls_per_s for s in traced]),
-        "file_syscalls_per_request": med([s.file_syscalls_per_request for s in traced]),
-        "failed_per_request": med([s.failed_per_request for s in traced]),
-        "traced_requests": sum(s.traced_requests or 0 for s in traced),
-        "trace_dropped": sum(s.trace_dropped or 0 for s in traced),
-        "trace_file": traced[0].trace_file,
-    }
+    return replace(
+        server,
+        file_syscalls_per_s=med([s.file_syscalls_per_s for s in traced]),
+        file_syscalls_per_request=med([s.file_syscalls_per_request for s in traced]),
+        failed_per_request=med([s.failed_per_request for s in traced]),
+        traced_requests=sum(s.traced_requests or 0 for s in traced),
+        trace_dropped=sum(s.trace_dropped or 0 for s in traced),
+        trace_file=traced[0].trace_file,
+    )
 
 
 class Traced(Protocol):
@@ -108,9 +110,10 @@ def with_trace(server: ServerSignals, trace: Traced, load_s: float) -> ServerSig
     )
 
 
-def analyse(result: SweepResult) -> None:
+def analyse(result: SweepResult) -> SweepResult:
+    """`result` with its knee analysis."""
     unit = "users" if result.model == "closed" else "req/s offered"
     points = [knee_model.LevelPoint(lv.level, tuple(r.run.rps for r in lv.repeats), lv.server,
                                     lv.errors.total, sum(r.run.requests for r in lv.repeats))
               for lv in result.levels]
-    result.knee = knee_model.analyse(points, unit=unit)
+    return replace(result, knee=knee_model.analyse(points, unit=unit))

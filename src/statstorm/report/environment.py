@@ -10,6 +10,14 @@ import shlex
 from typing import Any
 
 from statstorm.report.sections import Section, Table
+from statstorm.results.fsbench import FsbenchResult, mount_facts
+from statstorm.results.matrix import MatrixResult
+from statstorm.results.provenance import Provenance
+from statstorm.results.sweep import SweepResult
+from statstorm.results.whatif import WhatifResult
+
+# a result read by its class; None for the kinds the report still reads by key
+Typed = SweepResult | FsbenchResult | MatrixResult | WhatifResult | None
 
 # the settings that decide PHP's file-metadata calls, shown first; the rest in a details block
 KEY_SETTINGS = ("realpath_cache_size", "realpath_cache_ttl", "open_basedir", "include_path",
@@ -28,13 +36,46 @@ def _lab_name(description: str) -> str:
     return m.group(1) if m else ""
 
 
-def command(kind: str, name: str, data: dict[str, Any]) -> str:
-    """The statstorm command line that writes a file like this one (as far as it tells)."""
-    given = data.get("command")
-    if isinstance(given, list):
-        return _q(given)
-    if isinstance(given, str) and given:
-        return given
+def whatif_command(name: str, w: WhatifResult) -> str:
+    sets = [x for k, v in w.changes for x in ("--set", f"{k}={v}")]
+    prof = w.profile_source
+    prof_arg = ["--profile", prof] if prof in ("local", "gluster", "gluster-tuned", "trace") \
+        else []
+    return _q(["statstorm", "whatif", "TRACE", *sets, *prof_arg, "--json"]) + f" > {name}"
+
+
+def fsbench_command(name: str, f: FsbenchResult) -> str:
+    run = (["--iterations", str(f.iterations)] if f.iterations
+           else ["-d", f"{f.duration_s:g}"] if f.duration_s else [])
+    extra = ["--max-files", str(f.max_files)] if f.max_files else []
+    return _q(["statstorm", "fsbench", "--ops", ",".join(f.ops), "--clients", str(f.clients),
+               *run, *extra, "-o", name, *f.paths])
+
+
+def sweep_command(name: str, s: SweepResult) -> str:
+    o = s.options
+    flag = "-c" if s.model == "closed" else "--rate"
+    levels = ",".join(f"{float(x):g}" for x in o.levels)
+    return _q(["statstorm", "sweep", s.target, flag, levels, "-d", f"{o.duration_s:g}",
+               "--repeats", str(o.repeats), "--tool", s.tool, *(["--trace"] if o.trace else []),
+               "-o", name])
+
+
+def command(kind: str, name: str, data: dict[str, Any], result: Typed = None) -> str:
+    """The statstorm command line that writes a file like this one (as far as it tells):
+    the one it names (results.provenance), else rebuilt from what it holds (`result`: the
+    file read by its class, for the kinds that have one)."""
+    given = Provenance.from_json(data)
+    if given.command is not None:
+        return given.command_line()
+    if isinstance(result, WhatifResult):
+        return whatif_command(name, result)
+    if isinstance(result, FsbenchResult):
+        return fsbench_command(name, result)
+    if isinstance(result, SweepResult):
+        return sweep_command(name, result)
+    if isinstance(result, MatrixResult):
+        return "statstorm matrix … -o " + shlex.quote(name)
     if kind == "trace":
         t = data.get("targets") or {}
         trailer = data.get("_trailer") or {}
@@ -51,27 +92,6 @@ def command(kind: str, name: str, data: dict[str, Any]) -> str:
     if kind == "check":
         pools = [x for p in data.get("pools") or [] for x in ("--pool", str(p.get("pool")))]
         return _q(["statstorm", "check", *pools, "--trace", "TRACE", "--json"]) + f" > {name}"
-    if kind == "whatif":
-        sets = [x for k, v in (data.get("changes") or {}).items() for x in ("--set", f"{k}={v}")]
-        prof = data.get("profile", "local")
-        prof_arg = ["--profile", prof] if prof in ("local", "gluster", "gluster-tuned", "trace") \
-            else []
-        return _q(["statstorm", "whatif", "TRACE", *sets, *prof_arg, "--json"]) + f" > {name}"
-    if kind == "fsbench":
-        run = (["--iterations", str(data["iterations"])] if data.get("iterations")
-               else ["-d", f"{data['duration_s']:g}"] if data.get("duration_s") else [])
-        extra = (["--max-files", str(data["max_files"])] if data.get("max_files") else [])
-        return _q(["statstorm", "fsbench", "--ops", ",".join(data.get("ops") or []),
-                   "--clients", str(data.get("clients", 1)), *run, *extra, "-o", name,
-                   *data.get("paths", [])])
-    if kind == "sweep":
-        o = data.get("options") or {}
-        flag = "-c" if data.get("model", "closed") == "closed" else "--rate"
-        levels = ",".join(f"{float(x):g}" for x in o.get("levels") or [])
-        return _q(["statstorm", "sweep", str(data.get("target", "URL")), flag, levels,
-                   "-d", f"{o.get('duration_s', 0):g}", "--repeats", str(o.get("repeats", 1)),
-                   "--tool", str(data.get("tool", "wrk")), *(["--trace"] if o.get("trace") else []),
-                   "-o", name])
     if kind == "apply":
         t = data.get("target") or {}
         target = ["--lab", t["lab"]] if t.get("lab") else ["--pool", str(t.get("pool", "POOL"))]
@@ -84,8 +104,6 @@ def command(kind: str, name: str, data: dict[str, Any]) -> str:
         return _q(["statstorm", "demo", "--app", str(data.get("app")), "--storage",
                    str(data.get("storage")), "--rounds", str(rounds), "-o",
                    str(data.get("output_dir", "statstorm-demo"))])
-    if kind == "matrix":
-        return "statstorm matrix … -o " + shlex.quote(name)
     if kind == "trace-summary":
         return _q(["statstorm", "trace", "show", "TRACE", "--json"]) + f" > {name}"
     return ""
@@ -97,11 +115,29 @@ def _settings_table(caption: str, settings: dict[str, Any]) -> tuple[Table, str]
     return Table(caption, ("setting", "value"), rows, numeric=False), rest
 
 
-def environment(files: list[tuple[str, str, dict[str, Any]]]) -> Section:
-    """`files`: (kind, label, data) of every result file."""
+def environment(files: list[tuple[str, str, dict[str, Any], Typed]]) -> Section:
+    """`files`: (kind, label, data, the data read by its class) of every result file."""
     sec = Section("environment", "Environment")
-    for kind, name, d in files:
-        if kind == "trace":
+    for kind, name, d, result in files:
+        if isinstance(result, FsbenchResult):
+            rows = [(mp, fstype, source, ", ".join(f"{k}={v}" for k, v in cache.items()))
+                    for mp, fstype, source, cache in (mount_facts(m) for m in result.mounts
+                                                      if isinstance(m, dict))]
+            if rows:
+                sec.tables.append(Table(f"{name}: mounts benchmarked", ("mount point", "type",
+                                                                         "source", "cache options"),
+                                        rows, numeric=False))
+        elif isinstance(result, SweepResult):
+            sec.intro.append(f"{name}: {result.tool} against {result.target}, "
+                             f"{result.model} model, options "
+                             + ", ".join(f"{k}={v}" for k, v in result.options.to_json().items()
+                                         if v not in (None, "", False)) + ".")
+        elif isinstance(result, MatrixResult):
+            versions = Provenance.from_json(d).environment
+            if versions:
+                sec.tables.append(Table(f"{name}: versions", ("component", "version"),
+                                        list(versions), numeric=False))
+        elif kind == "trace":
             t = d.get("targets") or {}
             sec.intro.append(f"{name}: traced on host {d.get('host', '?')} at "
                              f"{d.get('created', '?')} with {d.get('source', '?')}: "
@@ -136,28 +172,10 @@ def environment(files: list[tuple[str, str, dict[str, Any]]]) -> Section:
                     sec.tables.append(Table(f"{name}: mounts holding the pool's files",
                                             ("role", "mount point", "type", "options"), rows,
                                             numeric=False))
-        elif kind == "fsbench":
-            rows = [(m.get("mount_point", ""), m.get("fstype", ""), m.get("source", ""),
-                     ", ".join(f"{k}={v}" for k, v in (m.get("cache_options") or {}).items()))
-                    for m in d.get("mounts") or [] if isinstance(m, dict)]
-            if rows:
-                sec.tables.append(Table(f"{name}: mounts benchmarked", ("mount point", "type",
-                                                                         "source", "cache options"),
-                                        rows, numeric=False))
-        elif kind == "sweep":
-            sec.intro.append(f"{name}: {d.get('tool')} against {d.get('target')}, "
-                             f"{d.get('model')} model, options "
-                             + ", ".join(f"{k}={v}" for k, v in (d.get("options") or {}).items()
-                                         if v not in (None, "", False)) + ".")
         elif kind == "demo":
             mo = ((d.get("settings") or {}).get("network") or {}).get("mount_options") or {}
             sec.intro.append(f"{name}: {d.get('app')} on local disk and {d.get('storage')}"
                              + ("; mount options after the fix: "
                                 + ", ".join(f"{k}={v}" for k, v in mo.items()) if mo else "")
                              + ".")
-        elif kind == "matrix":
-            env = d.get("environment") or d.get("versions") or {}
-            if env:
-                sec.tables.append(Table(f"{name}: versions", ("component", "version"),
-                                        [(k, str(v)) for k, v in env.items()], numeric=False))
     return sec

@@ -5,15 +5,22 @@ rendered by report.html.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from statstorm.errors import UsageError
 from statstorm.model.tracestats import include_entry, summarize
 from statstorm.report import environment as env_section
 from statstorm.report import sections, verdict
+from statstorm.report.environment import Typed
 from statstorm.report.sections import Section, label
+from statstorm.results.fsbench import FsbenchResult
+from statstorm.results.matrix import MatrixResult
 from statstorm.results.result_files import ResultFile
+from statstorm.results.sweep import SweepResult
 from statstorm.results.trace import Trace
+from statstorm.results.whatif import WhatifResult
 
 
 @dataclass
@@ -77,15 +84,43 @@ def _labels(files: list[ResultFile]) -> list[str]:
     return out
 
 
+def typed(rf: ResultFile) -> Typed:
+    """The result a file holds, read by its class (None: a kind read by key for now)."""
+    try:
+        if rf.kind == "sweep":
+            return SweepResult.from_json(rf.data)
+        if rf.kind == "fsbench":
+            return FsbenchResult.from_json(rf.data)
+        if rf.kind == "matrix":
+            return MatrixResult.from_json(rf.data, str(rf.path))
+        if rf.kind == "whatif":
+            return WhatifResult.from_json(rf.data)
+        return None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UsageError(f"{rf.path}: a statstorm.{rf.kind} file that cannot be read "
+                         f"({type(exc).__name__}: {exc}): cut short or edited; re-create it") \
+            from None
+
+
 def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page:
     names = _labels(files)
-    kinds: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    kinds: defaultdict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     summaries: list[tuple[str, dict[str, Any]]] = []
-    env_rows: list[tuple[str, str, dict[str, Any]]] = []
+    env_rows: list[tuple[str, str, dict[str, Any], Typed]] = []
+    sweeps: list[tuple[str, SweepResult]] = []
+    benches: list[tuple[str, FsbenchResult]] = []
+    matrices: list[tuple[str, MatrixResult]] = []
     sources: list[Source] = []
     host = ""
     for rf, name in zip(files, names):
         data = rf.data
+        result = typed(rf)
+        if isinstance(result, SweepResult):
+            sweeps.append((name, result))
+        elif isinstance(result, FsbenchResult):
+            benches.append((name, result))
+        elif isinstance(result, MatrixResult):
+            matrices.append((name, result))
         if rf.kind == "trace" and rf.trace is not None:
             summary = summarize(rf.trace)
             summary["failed_by_include_path_entry"] = failed_by_entry(rf.trace, summary)
@@ -98,32 +133,30 @@ def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page
             schema = str(rf.data.get("schema", "trace summary (no schema key)"))
         else:
             schema = str(rf.data.get("schema", f"statstorm.{rf.kind} (no schema key)"))
-        kinds.setdefault(rf.kind, []).append((name, rf.data))
-        env_rows.append((rf.kind, name, data))
-        sources.append(Source(rf.name, rf.kind, schema, env_section.command(rf.kind, rf.name, data)))
+        kinds[rf.kind].append((name, rf.data))
+        env_rows.append((rf.kind, name, data, result))
+        sources.append(Source(rf.name, rf.kind, schema,
+                              env_section.command(rf.kind, rf.name, data, result)))
 
-    demo = kinds["demo"][0][1] if kinds.get("demo") else None
-    checks = kinds.get("check", [])
+    demo = kinds["demo"][0][1] if kinds["demo"] else None
+    checks = kinds["check"]
     totals = [(n, float((s.get("per_request") or {}).get("total", 0.0))) for n, s in summaries]
     found = verdict.findings(checks, demo)
     counts = {s: sum(1 for f in found if f.severity == s) for s in verdict.SEVERITIES}
     secs: list[Section] = []
-    for name, d in kinds.get("demo", []):
+    for name, d in kinds["demo"]:
         secs.append(verdict.demo_section(name, d))
     secs += sections.traces(summaries)
-    for name, d in kinds.get("whatif", []):
+    for name, d in kinds["whatif"]:
         secs.append(verdict.whatif_section(name, d))
-    for name, d in kinds.get("apply", []):
+    for name, d in kinds["apply"]:
         secs.append(verdict.apply_section(name, d))
-    for name, d in kinds.get("sweep", []):
-        secs.append(sections.sweep(name, d))
-    for name, d in kinds.get("fsbench", []):
-        secs.append(sections.fsbench(name, d))
-    for name, d in kinds.get("matrix", []):
-        secs.append(sections.matrix(name, d))
+    secs += [sections.sweep(name, s) for name, s in sweeps]
+    secs += [sections.fsbench(name, f) for name, f in benches]
+    secs += [sections.matrix(name, m) for name, m in matrices]
     head = verdict.headline(kinds, host, totals, counts)
     return Page(title=title or f"statstorm report: {head.what}", generated=generated,
                 headline=head, findings=found,
-                outcome=verdict.outcome(demo, kinds.get("whatif", []), kinds.get("apply", []),
+                outcome=verdict.outcome(demo, kinds["whatif"], kinds["apply"],
                                         totals),
                 sections=secs, environment=env_section.environment(env_rows), sources=sources)

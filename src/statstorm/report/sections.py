@@ -6,11 +6,15 @@ charts (report.charts) and tables. Pure functions of the files' data.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from statstorm.report import charts
 from statstorm.report.charts import Chart, _fmt
+from statstorm.results.fsbench import FsbenchResult
+from statstorm.results.matrix import Cell as MatrixCell
+from statstorm.results.matrix import MatrixResult
+from statstorm.results.sweep import LevelResult, SweepResult
 
 CALL_TYPES = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd")
 TOP_ROWS = 10
@@ -102,162 +106,169 @@ def traces(items: list[tuple[str, dict[str, Any]]]) -> list[Section]:
 
 
 # -- sweep --------------------------------------------------------------------------------------
-def _level(lv: dict[str, Any]) -> float:
-    return float(lv["concurrency"] if "concurrency" in lv else lv.get("rate", 0.0))
-
-
 def _spread(vals: list[float]) -> tuple[float, float] | None:
     return (min(vals), max(vals)) if vals else None
 
 
-def sweep(name: str, data: dict[str, Any]) -> Section:
-    levels = sorted(data.get("levels") or [], key=_level)
-    closed = data.get("model", "closed") == "closed"
+def sweep(name: str, data: SweepResult) -> Section:
+    levels = sorted(data.levels, key=lambda lv: lv.level)
+    closed = data.model == "closed"
     x_label = "concurrency (connections)" if closed else "offered rate (requests/s)"
-    xs = [_level(lv) for lv in levels]
-    knee = data.get("knee") or {}
+    xs = [lv.level for lv in levels]
+    knee = data.knee
     marks = []
-    if knee.get("knee") is not None:
-        marks.append((float(knee["knee"]), "knee"))
-    if knee.get("collapse") and knee.get("collapse_at") is not None:
-        marks.append((float(knee["collapse_at"]), "collapse"))
-    sec = Section(f"sweep-{slug(name)}", f"HTTP sweep of {data.get('target', '?')} ({name})")
-    sec.intro.append(f"{data.get('tool', '?')}, {data.get('model', '?')} model, "
-                     f"{len(levels)} level(s), started {data.get('started', '?')}"
-                     + (" (interrupted)" if data.get("interrupted") else "") + ".")
-    if knee.get("sentence"):
-        sec.intro.append(str(knee["sentence"]))
-    sec.intro += [f"warning: {w}" for w in data.get("warnings") or []]
+    if knee is not None and knee.knee is not None:
+        marks.append((float(knee.knee), "knee"))
+    if knee is not None and knee.collapse and knee.collapse_at is not None:
+        marks.append((float(knee.collapse_at), "collapse"))
+    sec = Section(f"sweep-{slug(name)}", f"HTTP sweep of {data.target or '?'} ({name})")
+    sec.intro.append(f"{data.tool or '?'}, {data.model or '?'} model, "
+                     f"{len(levels)} level(s), started {data.started or '?'}"
+                     + (" (interrupted)" if data.interrupted else "") + ".")
+    if knee is not None and knee.sentence:
+        sec.intro.append(knee.sentence)
+    sec.intro += [f"warning: {w}" for w in data.warnings]
     if not levels:
         sec.intro.append("No level finished.")
         return sec
 
-    def runs(lv: dict[str, Any], key: str) -> list[float]:
-        return [float(r["run"][key]) for r in lv.get("repeats") or [] if key in r.get("run", {})]
+    def runs(lv: LevelResult, key: str) -> list[float]:
+        return [float(getattr(r.run, key)) for r in lv.repeats]
 
-    rps_spread = [_spread([float(v) for v in lv.get("rps_repeats") or []]) or (lv["rps"], lv["rps"])
+    rps_spread = [_spread([round(r.run.rps, 3) for r in lv.repeats]) or (lv.rps, lv.rps)
                   for lv in levels]
     sec.charts.append(charts.curves(
         f"chart-sweep-rps-{slug(name)}", f"{name}: throughput against {x_label.split(' (')[0]}",
         x_label, xs, [("requests/s (median of repeats; bars: their range)",
-                       [float(lv["rps"]) for lv in levels], rps_spread)],
+                       [float(lv.rps) for lv in levels], rps_spread)],
         "requests/s", marks))
     lat_series = []
     for key in ("p50", "p99"):
         lat_series.append((f"{key} ms (median; bars: range of repeats)",
-                           [float(lv[key]) for lv in levels],
-                           [_spread(runs(lv, key)) or (lv[key], lv[key]) for lv in levels]))
+                           [float(getattr(lv, key)) for lv in levels],
+                           [_spread(runs(lv, key)) or (getattr(lv, key), getattr(lv, key))
+                            for lv in levels]))
     sec.charts.append(charts.curves(
         f"chart-sweep-lat-{slug(name)}", f"{name}: latency against {x_label.split(' (')[0]}",
         x_label, xs, lat_series, "latency, ms (log scale)", marks, log_y=True))
     sec.tables.append(Table(f"{name}: levels", (x_label, "req/s", "± spread", "p50 ms",
                                                 "p99 ms", "failed", "validation"),
-                            [(_fmt(x), _fmt(lv["rps"]), _fmt(lv.get("rps_spread")), _fmt(lv["p50"]),
-                              _fmt(lv["p99"]), (lv.get("errors") or {}).get("total", 0),
-                              lv.get("validation", "")) for x, lv in zip(xs, levels)]))
+                            [(_fmt(x), _fmt(lv.rps), _fmt(lv.rps_spread), _fmt(lv.p50),
+                              _fmt(lv.p99), lv.errors.total, lv.validation or "ok")
+                             for x, lv in zip(xs, levels)]))
     return sec
 
 
 # -- fsbench ------------------------------------------------------------------------------------
-def fsbench_ratios(data: dict[str, Any]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Ratio:
+    """One operation, state and PATH after the first against the first PATH: the ratio of
+    time per call (the inverse ratio of throughput) and the p50 ratio beside it."""
+
+    op: str
+    state: str
+    path_index: int
+    time_ratio: float | None
+    p50_ratio: float | None
+    ops_per_s: float
+    first_ops_per_s: float
+    p50_us: float
+    p99_us: float
+
+
+def ratios(result: FsbenchResult) -> list[Ratio]:
     """Per operation, state and PATH after the first: the ratio of time per call (the inverse
     ratio of throughput) to the first PATH, and the p50 ratio beside it for contrast."""
-    cells = {(c["op"], c["state"], c["path_index"]): c for c in data.get("results") or []}
+    cells = {(c.op, c.state, c.path_index): c for c in result.cells}
     out = []
     for (op, state, i), c in cells.items():
         first = cells.get((op, state, 0))
         if i == 0 or first is None:
             continue
-        a, b = first["stats"], c["stats"]
-        out.append({"op": op, "state": state, "path_index": i,
-                    "time_ratio": (a["ops_per_s"] / b["ops_per_s"]) if b.get("ops_per_s") else None,
-                    "p50_ratio": (b["p50_us"] / a["p50_us"]) if a.get("p50_us") else None,
-                    "ops_per_s": b.get("ops_per_s"), "first_ops_per_s": a.get("ops_per_s"),
-                    "p50_us": b.get("p50_us"), "p99_us": b.get("p99_us")})
+        a, b = first.stats, c.stats
+        out.append(Ratio(op, state, i, (a.ops_per_s / b.ops_per_s) if b.ops_per_s else None,
+                         (b.p50_us / a.p50_us) if a.p50_us else None, b.ops_per_s,
+                         a.ops_per_s, b.p50_us, b.p99_us))
     return out
 
 
-def _path_label(data: dict[str, Any], i: int) -> str:
-    mounts = data.get("mounts") or []
-    fstype = mounts[i].get("fstype", "") if i < len(mounts) and isinstance(mounts[i], dict) else ""
+def fsbench_ratios(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """`ratios` of an fsbench file's JSON, each as a mapping (for readers of the JSON)."""
+    return [asdict(r) for r in ratios(FsbenchResult.from_json(data))]
+
+
+def _path_label(data: FsbenchResult, i: int) -> str:
+    fstype = data.mount_facts(i)[1]
     return f"PATH {i + 1}" + (f" ({fstype})" if fstype else "")
 
 
-def fsbench(name: str, data: dict[str, Any]) -> Section:
-    paths = data.get("paths") or []
+def fsbench(name: str, data: FsbenchResult) -> Section:
     sec = Section(f"fsbench-{slug(name)}", f"Storage: metadata latency per operation ({name})")
-    sec.intro.append("PATHs: " + "; ".join(f"{_path_label(data, i)} {p}" for i, p in enumerate(paths))
+    sec.intro.append("PATHs: " + "; ".join(f"{_path_label(data, i)} {p}"
+                                           for i, p in enumerate(data.paths))
                      + ". Ratios are time per call (the first PATH's throughput over this "
                        "PATH's), not p50: on network storage most calls hit the client's cache "
                        "and the slow tail is the cost.")
-    ratios = fsbench_ratios(data)
-    groups = list(dict.fromkeys(f"{r['op']} {r['state']}" for r in ratios))
-    others = sorted({r["path_index"] for r in ratios})
-    if ratios:
+    rs = ratios(data)
+    groups = list(dict.fromkeys(f"{r.op} {r.state}" for r in rs))
+    others = sorted({r.path_index for r in rs})
+    if rs:
         series = [(f"{_path_label(data, i)} / {_path_label(data, 0)}",
-                   [next((r["time_ratio"] for r in ratios if f"{r['op']} {r['state']}" == g
-                          and r["path_index"] == i), None) for g in groups]) for i in others]
+                   [next((r.time_ratio for r in rs if f"{r.op} {r.state}" == g
+                          and r.path_index == i), None) for g in groups]) for i in others]
         sec.charts.append(charts.grouped(
             f"chart-fsbench-{slug(name)}", f"{name}: time per call relative to "
             f"{_path_label(data, 0)} (log scale; 1 = as fast)", groups, series,
             "x first PATH (time per call)", log=True, ref=1.0))
     rows = []
-    for c in data.get("results") or []:
-        r = next((x for x in ratios if (x["op"], x["state"], x["path_index"]) ==
-                  (c["op"], c["state"], c["path_index"])), None)
-        st = c["stats"]
-        rows.append((f"{c['op']} {c['state']}", _path_label(data, c["path_index"]),
-                     _fmt(st.get("ops_per_s")), _fmt(st.get("p50_us")), _fmt(st.get("p99_us")),
-                     f"{r['time_ratio']:.1f}x" if r and r["time_ratio"] else "",
-                     f"{r['p50_ratio']:.1f}x" if r and r["p50_ratio"] else "", c.get("enoent", 0)))
+    for c in data.cells:
+        r = next((x for x in rs if (x.op, x.state, x.path_index) ==
+                  (c.op, c.state, c.path_index)), None)
+        st = c.stats
+        rows.append((f"{c.op} {c.state}", _path_label(data, c.path_index),
+                     _fmt(st.ops_per_s), _fmt(st.p50_us), _fmt(st.p99_us),
+                     f"{r.time_ratio:.1f}x" if r and r.time_ratio else "",
+                     f"{r.p50_ratio:.1f}x" if r and r.p50_ratio else "", c.enoent))
     sec.tables.append(Table(f"{name}: cells", ("operation", "PATH", "calls/s", "p50 µs", "p99 µs",
                                                "x first (time/call)", "p50 ratio", "ENOENT"), rows))
-    sec.intro += [f"caveat: {c}" for c in data.get("caveats") or []]
+    sec.intro += [f"caveat: {c}" for c in data.caveats]
     return sec
 
 
 # -- matrix -------------------------------------------------------------------------------------
-CELL_KEYS = ("server", "mpm", "handler", "opcache", "huge_code_pages", "storage")
-
-
 def cell_label(c: dict[str, Any]) -> str:
-    parts = []
-    for k in CELL_KEYS:
-        v = c.get(k)
-        if v in (None, "", "-"):
-            continue
-        if isinstance(v, bool):
-            parts.append(f"{k.replace('_', ' ')} {'on' if v else 'off'}")
-        else:
-            parts.append(str(v))
-    return " / ".join(parts) or "?"
+    """A matrix cell's label from its JSON object (see results.matrix Cell.label)."""
+    return MatrixCell.from_json(c).label
 
 
-def matrix(name: str, data: dict[str, Any]) -> Section:
-    cells = data.get("cells") or []
+def matrix(name: str, data: MatrixResult) -> Section:
+    cells = data.cells
     sec = Section(f"matrix-{slug(name)}", f"Matrix: server architectures and settings ({name})")
-    if data.get("app"):
-        sec.intro.append(f"app: {data['app']}.")
-    labels = [cell_label(c) for c in cells]
+    if data.app:
+        sec.intro.append(f"app: {data.app}.")
+    labels = [c.label for c in cells]
+    rps = [c.summary.rps if c.summary is not None else None for c in cells]
     if cells:
-        rps = [(c.get("rps") or {}) for c in cells]
         sec.charts.append(charts.grouped(
             f"chart-matrix-{slug(name)}", f"{name}: throughput per cell (median, bars: "
             "confidence interval)", labels,
-            [("requests/s", [r.get("median") for r in rps])], "requests/s",
-            errors=[[(r["ci_low"], r["ci_high"]) if r.get("ci_low") is not None
-                     and r.get("ci_high") is not None else None for r in rps]]))
+            [("requests/s", [r.median if r else None for r in rps])], "requests/s",
+            errors=[[(r.ci_low, r.ci_high) if r and r.ci_low is not None
+                     and r.ci_high is not None else None for r in rps]]))
+    rows = []
+    for lab, c, r in zip(labels, cells, rps):
+        s = c.summary
+        pss = s.pss_mb if s is not None else None
+        rows.append((lab, _fmt(r.median if r else None),
+                     f"{_fmt(r.ci_low if r else None)}–{_fmt(r.ci_high if r else None)}",
+                     _fmt(s.p50_ms if s else None), _fmt(s.p99_ms if s else None),
+                     s.failed if s else 0, s.requests if s else 0,
+                     " / ".join(_fmt(getattr(pss, k) if pss else None)
+                                for k in ("server", "php", "per_worker"))))
     sec.tables.append(Table(f"{name}: cells", ("cell", "req/s", "CI", "p50 ms", "p99 ms",
                                                "failed", "requests", "PSS MB server / PHP / worker"),
-                            [(lab, _fmt((c.get("rps") or {}).get("median")),
-                              f"{_fmt((c.get('rps') or {}).get('ci_low'))}–"
-                              f"{_fmt((c.get('rps') or {}).get('ci_high'))}",
-                              _fmt(c.get("p50_ms")), _fmt(c.get("p99_ms")), c.get("failed", 0),
-                              c.get("requests", 0),
-                              " / ".join(_fmt((c.get("pss_mb") or {}).get(k))
-                                         for k in ("server", "php", "per_worker")))
-                             for lab, c in zip(labels, cells)]))
-    for comp in data.get("comparisons") or []:
+                            rows))
+    for comp in data.comparisons:  # JSON objects as written (model.matrix_summary)
         if isinstance(comp, dict):
             sec.intro.append(str(comp.get("sentence") or "; ".join(
                 f"{k} {v}" for k, v in comp.items() if not isinstance(v, (dict, list)))))

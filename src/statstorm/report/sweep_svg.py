@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import Path
-from typing import Any
 
 from statstorm.results.common import read_json, write_atomic
+from statstorm.results.sweep import SweepResult
 
 W, PANEL_H, LEFT, RIGHT, TOP, GAP = 720, 220, 70, 20, 40, 60
 
@@ -23,10 +23,10 @@ def _nice_max(v: float) -> float:
     return v
 
 
-def render(data: dict[str, Any]) -> str:
-    levels = data.get("levels", [])
-    key = "concurrency" if data.get("model") == "closed" else "rate"
-    xs = [float(lv.get(key, 0)) for lv in levels]
+def render(data: SweepResult) -> str:
+    levels = data.levels
+    key = "concurrency" if data.model == "closed" else "rate"
+    xs = [float((lv.concurrency if key == "concurrency" else lv.rate) or 0) for lv in levels]
     n = max(len(xs), 1)
     plot_w = W - LEFT - RIGHT
 
@@ -38,11 +38,12 @@ def render(data: dict[str, Any]) -> str:
     out.append(f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
                f'viewBox="0 0 {W} {height}" font-family="sans-serif" font-size="12">')
     out.append(f'<rect width="{W}" height="{height}" fill="white"/>')
-    title = f"statstorm sweep — {data.get('target', '')} ({data.get('tool', '')}, {data.get('model', '')} model)"
+    title = f"statstorm sweep — {data.target} ({data.tool}, {data.model} model)"
     out.append(f'<text x="{LEFT}" y="20" font-size="14">{escape(title)}</text>')
-    knee = data.get("knee") or {}
-    panels = [("requests/s", [lv["rps"] for lv in levels], [lv.get("rps_spread", 0) for lv in levels], "#1f77b4"),
-              ("p99 latency (ms)", [lv["p99"] for lv in levels], [0.0] * len(levels), "#d62728")]
+    knee = data.knee
+    marks = [(knee.knee if knee else None, "#2ca02c"), (knee.collapse_at if knee else None, "#ff7f0e")]
+    panels = [("requests/s", [lv.rps for lv in levels], [lv.rps_spread for lv in levels], "#1f77b4"),
+              ("p99 latency (ms)", [lv.p99 for lv in levels], [0.0] * len(levels), "#d62728")]
     for pi, (label, ys, errs, colour) in enumerate(panels):
         top = TOP + pi * (PANEL_H + GAP)
         bottom = top + PANEL_H
@@ -59,8 +60,8 @@ def render(data: dict[str, Any]) -> str:
             out.append(f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end">{v:g}</text>')
         out.append(f'<text x="{LEFT}" y="{top - 6}" fill="{colour}">{escape(label)}</text>')
         for i, x in enumerate(xs):
-            for mark, colour_m in (("knee", "#2ca02c"), ("collapse_at", "#ff7f0e")):
-                if knee.get(mark) is not None and float(knee[mark]) == x:
+            for mark, colour_m in marks:
+                if mark is not None and float(mark) == x:
                     out.append(f'<line x1="{x_at(i):.1f}" x2="{x_at(i):.1f}" y1="{top}" y2="{bottom}" '
                                f'stroke="{colour_m}" stroke-dasharray="4 3"/>')
         pts = " ".join(f"{x_at(i):.1f},{y_at(y):.1f}" for i, y in enumerate(ys))
@@ -76,12 +77,13 @@ def render(data: dict[str, Any]) -> str:
             out.append(f'<text x="{x_at(i):.1f}" y="{bottom + 16}" text-anchor="middle">{x:g}</text>')
     xlabel = "concurrent connections" if key == "concurrency" else "offered rate (requests/s)"
     out.append(f'<text x="{LEFT + plot_w / 2}" y="{height - 22}" text-anchor="middle">{xlabel}</text>')
-    if knee.get("sentence"):
-        out.append(f'<text x="{LEFT}" y="{height - 6}" font-size="11">{escape(knee["sentence"][:120])}</text>')
+    if knee is not None and knee.sentence:
+        out.append(f'<text x="{LEFT}" y="{height - 6}" font-size="11">{escape(knee.sentence[:120])}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
 def write(json_path: Path, svg_path: Path) -> None:
     """Render the sweep JSON at `json_path` to `svg_path` (all or nothing: write_atomic)."""
-    write_atomic(svg_path, render(read_json(json_path, "sweep result")), new_mode=0o644)
+    data = SweepResult.from_json(read_json(json_path, "sweep result"))
+    write_atomic(svg_path, render(data), new_mode=0o644)

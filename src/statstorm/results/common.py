@@ -13,6 +13,7 @@ import stat
 import tempfile
 import threading
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
@@ -51,6 +52,15 @@ def write_atomic(path: Path, data: str | bytes, like: os.stat_result | None = No
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write `data` as JSON to `path` atomically (see write_atomic)."""
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def known_fields(cls: type, data: dict[str, Any], **missing: Any) -> dict[str, Any]:
+    """The entries of a result's JSON object that name a field of dataclass `cls` (the
+    constructor's keyword arguments in a from_json; keys the class derives, such as a
+    total, and keys of newer writers are left out), over `missing`: the values of fields
+    an older or hand-made file may lack."""
+    names = {f.name for f in fields(cls)}
+    return {**missing, **{k: v for k, v in data.items() if k in names}}
 
 
 def trusted(st: os.stat_result) -> bool:

@@ -10,10 +10,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statstorm.results.common import write_json_atomic
+from statstorm.results.common import known_fields, write_json_atomic
 from statstorm.results.latency import LatencyStats
 
-SCHEMA = "statstorm.fsbench/2"  # 2: ratio_to_first is time per call, not p50
+KIND = "fsbench"
+VERSION = 2  # 2: ratio_to_first is time per call, not p50
+SCHEMA = f"statstorm.{KIND}/{VERSION}"
 PROFILE_SCHEMA = "statstorm.latency-profile/1"
 
 
@@ -33,6 +35,10 @@ class ColdCheck:
     client_pid_before: int = 0
     client_pid_after: int = 0
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ColdCheck:
+        return cls(**known_fields(cls, d))
+
 
 @dataclass(frozen=True)
 class ColdState:
@@ -42,6 +48,15 @@ class ColdState:
     reached: tuple[str, ...]
     not_reached: tuple[str, ...]
     check: ColdCheck | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ColdState:
+        f = known_fields(cls, d, check=None)
+        return cls(**{**f, "reached": tuple(f["reached"]), "not_reached": tuple(f["not_reached"]),
+                      "check": ColdCheck.from_json(f["check"]) if f["check"] is not None else None})
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,44 @@ class Cell:
             data.pop("ratio_to_first")
         return data
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Cell:
+        st = d["stats"]
+        stats = LatencyStats(**{**known_fields(LatencyStats, st),
+                                "histogram": tuple((b, n) for b, n in st["histogram"])})
+        f = known_fields(cls, d, parts_p50_us={})
+        return cls(**{**f, "stats": stats, "parts_p50_us": dict(f["parts_p50_us"])})
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """The code tree under one PATH as fsbench walked it."""
+
+    path: str
+    files: int
+    php_files: int
+    dirs: int
+    max_depth: int
+    walk_lstats_per_pass: int
+    negative_names_per_pass: int
+
+    def to_json(self) -> dict[str, str | int]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TreeShape:
+        return cls(**known_fields(cls, d))
+
+
+def mount_facts(mount: dict[str, Any]) -> tuple[str, str, str, dict[str, str]]:
+    """(mount point, file-system type, source, cache options) of one of `mounts` (each the
+    JSON of adapters.storage.mounts's MountInfo, kept as written)."""
+    if not isinstance(mount, dict):
+        return "", "", "", {}
+    m = {"mount_point": "", "fstype": "", "source": "", "cache_options": {}, **mount}
+    return (str(m["mount_point"]), str(m["fstype"]), str(m["source"]),
+            {str(k): str(v) for k, v in (m["cache_options"] or {}).items()})
+
 
 @dataclass(frozen=True)
 class FsbenchResult:
@@ -81,7 +134,7 @@ class FsbenchResult:
     max_files: int | None
     started_at: str
     mounts: tuple[dict[str, Any], ...]
-    workload: tuple[dict[str, Any], ...]  # per path: files, php_files, dirs, max_depth …
+    workload: tuple[TreeShape, ...]  # per path
     overhead_p50_us: float
     cold: tuple[ColdState, ...]
     cells: tuple[Cell, ...]
@@ -108,11 +161,29 @@ class FsbenchResult:
             "max_files": self.max_files,
             "overhead_p50_us": self.overhead_p50_us,
             "mounts": list(self.mounts),
-            "workload": list(self.workload),
-            "cold": [asdict(c) for c in self.cold],
+            "workload": [w.to_json() for w in self.workload],
+            "cold": [c.to_json() for c in self.cold],
             "caveats": list(self.caveats),
             "results": [c.to_json() for c in self.cells],
         }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FsbenchResult:
+        """An fsbench file as written (`complete` false: cut short while it ran)."""
+        return cls(paths=tuple(d["paths"]), ops=tuple(d["ops"]), states=tuple(d["states"]),
+                   clients=d["clients"], iterations=d["iterations"],
+                   duration_s=d["duration_s"], max_files=d["max_files"],
+                   started_at=d["started_at"],
+                   mounts=tuple(d["mounts"]),
+                   workload=tuple(TreeShape.from_json(w) for w in d["workload"]),
+                   overhead_p50_us=d["overhead_p50_us"],
+                   cold=tuple(ColdState.from_json(c) for c in d["cold"]),
+                   cells=tuple(Cell.from_json(c) for c in d["results"]),
+                   caveats=tuple(d["caveats"]), complete=d["complete"])
+
+    def mount_facts(self, i: int) -> tuple[str, str, str, dict[str, str]]:
+        """mount_facts of the i-th PATH's mount (empty when the file has none for it)."""
+        return mount_facts(self.mounts[i]) if i < len(self.mounts) else ("", "", "", {})
 
 
 def write(path: Path, result: FsbenchResult) -> None:

@@ -1,11 +1,16 @@
-"""The state of one lab, as written to `<state dir>/lab.json` by `statstorm lab up`."""
+"""The state of one lab, as written to `<state dir>/lab.json` by `statstorm lab up` and
+printed by `statstorm lab status --json` (with its live worker PIDs)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SCHEMA = "statstorm.lab/1"
+from statstorm.results.common import known_fields
+
+KIND = "lab"
+VERSION = 1
+SCHEMA = f"statstorm.{KIND}/{VERSION}"
 
 
 @dataclass
@@ -63,6 +68,6 @@ class LabState:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "LabState":
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_json(cls, data: dict[str, Any]) -> LabState:
+        """A lab.json as written (fields a newer statstorm added read as their defaults)."""
+        return cls(**known_fields(cls, data))

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.results.common import read_json, write_json_atomic
+from statstorm.results.common import known_fields, read_json, write_json_atomic
 
-SCHEMA = "statstorm.matrix/1"
+KIND = "matrix"
+VERSION = 1
+SCHEMA = f"statstorm.{KIND}/{VERSION}"
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,10 @@ class Memory:
     anon_huge_kb: int = 0
     file_pmd_kb: int = 0
     workers_with_huge_pages: int = 0
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Memory:
+        return cls(**known_fields(cls, d))
 
 
 @dataclass(frozen=True)
@@ -59,9 +65,120 @@ class Round:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Round":
-        return cls(**{**d, "percentiles": tuple((float(p), float(v)) for p, v in d["percentiles"]),
-                      "memory": Memory(**d.get("memory", {}))})
+    def from_json(cls, d: dict[str, Any]) -> Round:
+        f = known_fields(cls, d, memory={})
+        return cls(**{**f, "percentiles": tuple((p, v) for p, v in d["percentiles"]),
+                      "memory": Memory.from_json(f["memory"])})
+
+
+@dataclass(frozen=True)
+class RpsInterval:
+    """Good answers per second of a cell: the rounds' median, its interval and the interval's
+    coverage, the rounds and their values."""
+
+    median: float | None
+    ci_low: float | None
+    ci_high: float | None
+    coverage: float = 0.0
+    rounds: int = 0
+    samples: tuple[float, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "samples": list(self.samples)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RpsInterval:
+        f = known_fields(cls, d, median=None, ci_low=None, ci_high=None, samples=())
+        return cls(**{**f, "samples": tuple(f["samples"])})
+
+
+@dataclass(frozen=True)
+class FailedBy:
+    """Answers that failed validation, by what was wrong."""
+
+    status: int = 0
+    length: int = 0
+    marker: int = 0
+    socket: int = 0
+
+
+@dataclass(frozen=True)
+class PssMb:
+    """PSS (MB) while loaded: the medians of the steady values, the largest peaks."""
+
+    server: float | None = None
+    php: float | None = None
+    per_worker: float | None = None
+    server_peak: float = 0.0
+    php_peak: float = 0.0
+    workers: int = 0
+
+
+@dataclass(frozen=True)
+class HugePages:
+    """The PHP workers' huge pages at the end of the last run with memory samples."""
+
+    anon_huge_mb: float
+    file_pmd_mb: float
+    workers_with_huge_pages: int
+    workers: int
+    in_use: bool
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    """A cell's figures, computed from its rounds (model.matrix_summary.summarize); written
+    in the cell's JSON object beside its parameters."""
+
+    rps: RpsInterval
+    p50_ms: float | None
+    p99_ms: float | None
+    failed: int
+    failed_by: FailedBy
+    requests: int
+    pss_mb: PssMb | None  # None: no memory sample
+    huge_pages: HugePages | None = None  # written only with memory samples
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "rps": self.rps.to_json(), "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
+            "failed": self.failed, "failed_by": asdict(self.failed_by),
+            "requests": self.requests,
+            "pss_mb": asdict(self.pss_mb) if self.pss_mb is not None else None}
+        if self.huge_pages is not None:
+            out["huge_pages"] = asdict(self.huge_pages)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CellSummary:
+        """The summary keys of a cell's object (a hand-made file may hold only some)."""
+        f = known_fields(cls, d, p50_ms=None, p99_ms=None, failed=0, failed_by={}, requests=0,
+                         pss_mb=None, huge_pages=None)
+        pss, hp = f["pss_mb"], f["huge_pages"]
+        return cls(**{**f, "rps": RpsInterval.from_json(f["rps"] or {}),
+                      "failed_by": FailedBy(**known_fields(FailedBy, f["failed_by"])),
+                      "pss_mb": PssMb(**known_fields(PssMb, pss)) if pss is not None else None,
+                      "huge_pages": HugePages(**hp) if hp is not None else None})
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """Why the rounds stopped (`--precision`): the rule, the precision asked, the rounds
+    done, the widest interval shown and whose it is, and the reason."""
+
+    rule: str
+    precision_pct: float
+    rounds: int
+    widest_pct: float | None
+    widest: str
+    reason: str  # precision reached | max rounds reached | running
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> StopRule:
+        return cls(**known_fields(cls, d))
 
 
 @dataclass
@@ -78,24 +195,35 @@ class Cell:
     knob: dict[str, int] = field(default_factory=dict)  # test knobs, shown, never hidden
     primer: dict[str, Any] = field(default_factory=dict)  # status, length, marker
     rounds: list[Round] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)  # rps, p50_ms, p99_ms, failed, ...
+    summary: CellSummary | None = None  # None: no round yet
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "server": self.server, "mpm": self.mpm, "handler": self.handler,
                 "opcache": self.opcache, "huge_code_pages": self.huge_code_pages,
-                "storage": self.storage, **self.summary, "knob": dict(self.knob),
-                "primer": dict(self.primer), "rounds": [r.to_json() for r in self.rounds]}
+                "storage": self.storage,
+                **(self.summary.to_json() if self.summary is not None else {}),
+                "knob": dict(self.knob), "primer": dict(self.primer),
+                "rounds": [r.to_json() for r in self.rounds]}
+
+    @property
+    def label(self) -> str:
+        """The cell's parameters in a few words ("nginx / fpm / opcache on / local")."""
+        parts = []
+        for k in ("server", "mpm", "handler", "opcache", "huge_code_pages", "storage"):
+            v = getattr(self, k)
+            if v in (None, "", "-"):
+                continue
+            parts.append(f"{k.replace('_', ' ')} {'on' if v else 'off'}" if isinstance(v, bool)
+                         else str(v))
+        return " / ".join(parts) or "?"
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Cell":
-        keys = ("id", "server", "mpm", "handler", "opcache", "huge_code_pages", "storage",
-                "knob", "primer", "rounds")
-        return cls(id=d["id"], server=d["server"], mpm=d["mpm"], handler=d["handler"],
-                   opcache=d["opcache"], huge_code_pages=d["huge_code_pages"],
-                   storage=d["storage"], knob=dict(d.get("knob", {})),
-                   primer=dict(d.get("primer", {})),
-                   rounds=[Round.from_json(r) for r in d.get("rounds", [])],
-                   summary={k: v for k, v in d.items() if k not in keys})
+    def from_json(cls, d: dict[str, Any]) -> Cell:
+        """A cell as written (a hand-made file may lack its id, knobs, primer and rounds)."""
+        f = known_fields(cls, d, id="", knob={}, primer={}, rounds=[])
+        return cls(**{**f, "knob": dict(f["knob"]), "primer": dict(f["primer"]),
+                      "rounds": [Round.from_json(r) for r in f["rounds"]],
+                      "summary": CellSummary.from_json(d) if "rps" in d else None})
 
 
 @dataclass
@@ -114,7 +242,7 @@ class MatrixResult:
     wall_s: float = 0.0  # measuring time of all sessions so far
     warnings: list[str] = field(default_factory=list)
     # why the rounds stopped (with --precision): rule, reason, rounds, widest interval
-    stop: dict[str, Any] = field(default_factory=dict)
+    stop: StopRule | None = None
 
     def cell(self, cell_id: str) -> Cell | None:
         return next((c for c in self.cells if c.id == cell_id), None)
@@ -124,21 +252,22 @@ class MatrixResult:
                 "options": self.options, "started": self.started, "finished": self.finished,
                 "interrupted": self.interrupted, "wall_s": round(self.wall_s, 1),
                 "thp_mode": self.thp_mode, "warnings": list(self.warnings),
-                **({"stop": dict(self.stop)} if self.stop else {}),
+                **({"stop": self.stop.to_json()} if self.stop is not None else {}),
                 "cells": [c.to_json() for c in self.cells], "comparisons": self.comparisons}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any], where: str = "matrix result") -> "MatrixResult":
+    def from_json(cls, d: dict[str, Any], where: str = "matrix result") -> MatrixResult:
         if d.get("schema") != SCHEMA:
             raise UsageError(f"{where} is not a statstorm matrix result (schema "
                              f"{d.get('schema')!r}, expected {SCHEMA!r})")
+        f = known_fields(cls, d, app="", source="", options={}, started="", comparisons=[],
+                         stop=None, wall_s=0.0, warnings=[])
         try:
-            return cls(app=d["app"], source=d["source"], options=d["options"],
-                       started=d["started"], cells=[Cell.from_json(c) for c in d["cells"]],
-                       comparisons=list(d.get("comparisons", [])), thp_mode=d.get("thp_mode", ""),
-                       finished=d.get("finished", ""), interrupted=d.get("interrupted", False),
-                       wall_s=float(d.get("wall_s", 0.0)), warnings=list(d.get("warnings", [])),
-                       stop=dict(d.get("stop", {})))
+            return cls(**{**f, "options": dict(f["options"]),
+                          "cells": [Cell.from_json(c) for c in d["cells"]],
+                          "comparisons": list(f["comparisons"]),
+                          "wall_s": float(f["wall_s"]), "warnings": list(f["warnings"]),
+                          "stop": StopRule.from_json(f["stop"]) if f["stop"] else None})
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"{where} is damaged ({exc}): run the matrix again with another -o") from None
 

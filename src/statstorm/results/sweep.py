@@ -6,10 +6,14 @@ level, so an interrupted sweep still leaves every finished level on disk.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-SCHEMA = "statstorm.sweep/1"
+from statstorm.results.common import known_fields
+
+KIND = "sweep"
+VERSION = 1
+SCHEMA = f"statstorm.{KIND}/{VERSION}"
 
 
 @dataclass(frozen=True)
@@ -27,13 +31,17 @@ class ErrorCounts:
     def total(self) -> int:
         return self.connect + self.timeout + self.read_write + self.non_2xx + self.wrong_content
 
-    def __add__(self, other: "ErrorCounts") -> "ErrorCounts":
+    def __add__(self, other: ErrorCounts) -> ErrorCounts:
         return ErrorCounts(self.connect + other.connect, self.timeout + other.timeout,
                            self.read_write + other.read_write, self.non_2xx + other.non_2xx,
                            self.wrong_content + other.wrong_content)
 
     def to_json(self) -> dict[str, int]:
         return {**asdict(self), "total": self.total}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ErrorCounts:
+        return cls(**known_fields(cls, d))  # `total` is derived
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,11 @@ class LoadRun:
         d["errors"] = self.errors.to_json()
         d["percentiles"] = [list(p) for p in self.percentiles]
         return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> LoadRun:
+        return cls(**{**known_fields(cls, d), "errors": ErrorCounts.from_json(d["errors"]),
+                      "percentiles": tuple((p, v) for p, v in d["percentiles"])})
 
 
 @dataclass(frozen=True)
@@ -88,11 +101,25 @@ class ServerSignals:
     trace_dropped: int | None = None
     trace_file: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ServerSignals:
+        return cls(**known_fields(cls, d))
+
 
 @dataclass(frozen=True)
 class RepeatResult:
     run: LoadRun
     server: ServerSignals
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run": self.run.to_json(), "server": self.server.to_json()}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RepeatResult:
+        return cls(LoadRun.from_json(d["run"]), ServerSignals.from_json(d["server"]))
 
 
 @dataclass(frozen=True)
@@ -128,10 +155,20 @@ class LevelResult:
             "rps_repeats": [round(r.run.rps, 3) for r in self.repeats],
             "p50": self.p50, "p90": self.p90, "p99": self.p99, "max": self.max,
             "errors": self.errors.to_json(), "validation": self.validation or "ok",
-            "server": asdict(self.server),
-            "repeats": [{"run": r.run.to_json(), "server": asdict(r.server)} for r in self.repeats],
+            "server": self.server.to_json(),
+            "repeats": [r.to_json() for r in self.repeats],
         })
         return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> LevelResult:
+        """A level as written; keys a hand-made or older file lacks read as empty."""
+        f = known_fields(cls, d, concurrency=None, rate=None, rps_spread=0.0, p50=0.0, p90=0.0,
+                         p99=0.0, max=0.0, validation="", repeats=(), errors={}, server={})
+        return cls(**{**f, "repeats": tuple(RepeatResult.from_json(r) for r in f["repeats"]),
+                      "errors": ErrorCounts.from_json(f["errors"]),
+                      "server": ServerSignals.from_json(f["server"]),
+                      "validation": "" if f["validation"] == "ok" else f["validation"]})
 
 
 @dataclass(frozen=True)
@@ -154,27 +191,75 @@ class Knee:
         d["signals"] = list(self.signals)
         return d
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Knee:
+        """The analysis as written (a hand-made file may hold only some of it)."""
+        f = known_fields(cls, d, knee=None, peak=None, saturation_rps=0.0, collapse=False,
+                         collapse_at=None, collapse_rps=None, drop_threshold_rps=0.0,
+                         signals=(), diagnosis="", sentence="")
+        return cls(**{**f, "signals": tuple(f["signals"])})
 
-@dataclass
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """The options a sweep ran with, as its file records them."""
+
+    levels: tuple[float, ...]
+    duration_s: float
+    warmup_s: float
+    repeats: int
+    timeout_s: float
+    expect_status: int
+    expect_text: str
+    fpm_status_url: str | None
+    pool: str | None
+    trace: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "levels": list(self.levels)}
+
+    def items(self) -> list[tuple[str, object]]:
+        """(option, value) in the file's order."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self)]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SweepSettings:
+        f = known_fields(cls, d, levels=(), duration_s=0.0, warmup_s=0.0, repeats=1,
+                         timeout_s=0.0, expect_status=200, expect_text="", fpm_status_url=None,
+                         pool=None, trace=False)
+        return cls(**{**f, "levels": tuple(f["levels"])})
+
+
+@dataclass(frozen=True)
 class SweepResult:
-    """The whole sweep; mutable while it runs (levels appended), frozen parts inside."""
+    """The whole sweep (a new one after every finished level while it runs)."""
 
     target: str
     tool: str
     model: str  # closed | open
-    options: dict[str, Any]
+    options: SweepSettings
     started: str
-    levels: list[LevelResult] = field(default_factory=list)
+    levels: tuple[LevelResult, ...] = ()
     knee: Knee | None = None
     finished: str = ""
     interrupted: bool = False
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA, "target": self.target, "tool": self.tool, "model": self.model,
-            "options": self.options, "started": self.started, "finished": self.finished,
+            "options": self.options.to_json(), "started": self.started, "finished": self.finished,
             "interrupted": self.interrupted, "warnings": list(self.warnings),
             "levels": [lv.to_json() for lv in self.levels],
             "knee": self.knee.to_json() if self.knee else None,
         }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SweepResult:
+        """A sweep file as written; keys a hand-made or older file lacks read as empty."""
+        f = known_fields(cls, d, tool="", model="closed", options={}, started="", knee=None,
+                         finished="", interrupted=False, warnings=())
+        return cls(**{**f, "options": SweepSettings.from_json(f["options"]),
+                      "levels": tuple(LevelResult.from_json(lv) for lv in d["levels"]),
+                      "knee": Knee.from_json(f["knee"]) if f["knee"] else None,
+                      "warnings": tuple(f["warnings"])})

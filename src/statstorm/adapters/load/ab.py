@@ -8,6 +8,7 @@ percentile spectrum (0..100 %) as CSV; `-r` keeps ab going after socket errors.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from statstorm.adapters.load.loadgen import RunSpec, find_binary, run_bounded
@@ -136,35 +137,51 @@ def _trim(body: str) -> str:
     return body
 
 
-def parse_report(text: str) -> dict[str, object]:
-    """One ab report, leniently: what it says, even without a percentile table. Keys:
-    concurrency, complete, failed, failed_connect, failed_receive, failed_length,
-    failed_exceptions, non_2xx, time_taken_s, requests_per_second, total_transferred,
-    html_transferred, percentiles ([(percent, ms)], possibly empty)."""
-    def grab(pattern: str, kind: type = float, default: object = None) -> object:
+@dataclass(frozen=True)
+class AbReport:
+    """What one ab report says (`matrix import`); `percentiles`: (percent, ms), possibly
+    empty."""
+
+    concurrency: int
+    complete: int
+    failed: int
+    failed_connect: int
+    failed_receive: int
+    failed_length: int
+    failed_exceptions: int
+    non_2xx: int
+    time_taken_s: float
+    requests_per_second: float
+    total_transferred: int
+    html_transferred: int
+    percentiles: tuple[tuple[float, float], ...]
+
+
+def parse_report(text: str) -> AbReport:
+    """One ab report, leniently: what it says, even without a percentile table."""
+    def grab(pattern: str) -> str | None:
         m = re.search(pattern.replace("NUM", r"(\d{1,15})").replace("REAL", f"({_REAL})"),
                       text, re.M)
-        return kind(m.group(1)) if m else default
+        return m.group(1) if m else None
 
-    complete = grab(r"^Complete requests:\s+NUM\s*$", int)
-    taken = grab(r"^Time taken for tests:\s+REAL seconds", float)
+    def count(pattern: str) -> int:
+        return int(grab(pattern) or 0)
+
+    complete = grab(r"^Complete requests:\s+NUM\s*$")
+    taken = grab(r"^Time taken for tests:\s+REAL seconds")
     if complete is None or taken is None:
         raise ComponentError("not an ab report (no 'Complete requests' or 'Time taken for "
                              "tests' line): " + " ".join(text.split())[:120])
     fb = _FAILED.search(text)
-    pct = [(float(m.group(1)), float(m.group(2))) for m in _PERCENT.finditer(text)]
-    return {
-        "concurrency": grab(r"^Concurrency Level:\s+NUM", int, 0),
-        "complete": complete,
-        "failed": grab(r"^Failed requests:\s+NUM", int, 0),
-        "failed_connect": int(fb.group(1)) if fb else 0,
-        "failed_receive": int(fb.group(2)) if fb else 0,
-        "failed_length": int(fb.group(3)) if fb else 0,
-        "failed_exceptions": int(fb.group(4)) if fb else 0,
-        "non_2xx": grab(r"^Non-2xx responses:\s+NUM", int, 0),
-        "time_taken_s": taken,
-        "requests_per_second": grab(r"^Requests per second:\s+REAL", float, 0.0),
-        "total_transferred": grab(r"^Total transferred:\s+NUM", int, 0),
-        "html_transferred": grab(r"^HTML transferred:\s+NUM", int, 0),
-        "percentiles": pct,
-    }
+    pct = tuple((float(m.group(1)), float(m.group(2))) for m in _PERCENT.finditer(text))
+    return AbReport(
+        concurrency=count(r"^Concurrency Level:\s+NUM"), complete=int(complete),
+        failed=count(r"^Failed requests:\s+NUM"),
+        failed_connect=int(fb.group(1)) if fb else 0,
+        failed_receive=int(fb.group(2)) if fb else 0,
+        failed_length=int(fb.group(3)) if fb else 0,
+        failed_exceptions=int(fb.group(4)) if fb else 0,
+        non_2xx=count(r"^Non-2xx responses:\s+NUM"), time_taken_s=float(taken),
+        requests_per_second=float(grab(r"^Requests per second:\s+REAL") or 0.0),
+        total_transferred=count(r"^Total transferred:\s+NUM"),
+        html_transferred=count(r"^HTML transferred:\s+NUM"), percentiles=pct)

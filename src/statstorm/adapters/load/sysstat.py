@@ -12,9 +12,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from statstorm.results.sweep import ServerSignals
 
@@ -49,18 +50,38 @@ def read_proc_stat(path: Path = Path("/proc/stat")) -> CpuSnapshot:
     return parse_proc_stat(path.read_text(), time.monotonic())
 
 
-def fpm_status(url: str, timeout: float = 2.0) -> dict[str, Any] | None:
-    """The pool's status page as JSON (`?json`), or None when it does not answer."""
+@dataclass(frozen=True)
+class FpmSample:
+    """One read of a php-fpm pool's status page (`?json`; its keys have spaces)."""
+
+    pool: str = ""
+    active: int = 0
+    idle: int = 0
+    total: int = 0
+    listen_queue: int = 0
+    max_children_reached: int = 0
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FpmSample:
+        f = {"pool": "", "active processes": 0, "idle processes": 0, "total processes": 0,
+             "listen queue": 0, "max children reached": 0, **d}
+        return cls(str(f["pool"]), int(f["active processes"]), int(f["idle processes"]),
+                   int(f["total processes"]), int(f["listen queue"]),
+                   int(f["max children reached"]))
+
+
+def fpm_status(url: str, timeout: float = 2.0) -> FpmSample | None:
+    """The pool's status page (`?json`), or None when it does not answer."""
     sep = "&" if "?" in url else "?"
     try:
         with urllib.request.urlopen(f"{url}{sep}json", timeout=timeout) as resp:
-            data: dict[str, Any] = json.loads(resp.read().decode("utf-8", "replace"))
-            return data
-    except (urllib.error.URLError, OSError, ValueError):
+            data = json.loads(resp.read().decode("utf-8", "replace"))
+            return FpmSample.from_json(data) if isinstance(data, dict) else None
+    except (urllib.error.URLError, OSError, ValueError, TypeError):
         return None
 
 
-def summarise(first: CpuSnapshot, last: CpuSnapshot, fpm: list[dict[str, Any]]) -> ServerSignals:
+def summarise(first: CpuSnapshot, last: CpuSnapshot, fpm: list[FpmSample]) -> ServerSignals:
     """Rates between two /proc/stat snapshots, and extremes of the FPM samples."""
     dt = max(last.t - first.t, 1e-9)
     dtotal = max(last.total - first.total, 1)
@@ -73,14 +94,14 @@ def summarise(first: CpuSnapshot, last: CpuSnapshot, fpm: list[dict[str, Any]]) 
     )
     if not fpm:
         return sig
-    mcr = [int(s.get("max children reached", 0)) for s in fpm]
+    mcr = [s.max_children_reached for s in fpm]
     return replace(
         sig,
-        fpm_pool=str(fpm[-1].get("pool", "")),
-        fpm_active_max=max(int(s.get("active processes", 0)) for s in fpm),
-        fpm_idle_min=min(int(s.get("idle processes", 0)) for s in fpm),
-        fpm_total=int(fpm[-1].get("total processes", 0)),
-        fpm_listen_queue_max=max(int(s.get("listen queue", 0)) for s in fpm),
+        fpm_pool=fpm[-1].pool,
+        fpm_active_max=max(s.active for s in fpm),
+        fpm_idle_min=min(s.idle for s in fpm),
+        fpm_total=fpm[-1].total,
+        fpm_listen_queue_max=max(s.listen_queue for s in fpm),
         fpm_max_children_reached=max(mcr) - min(mcr),
         fpm_samples=len(fpm),
     )
@@ -91,14 +112,14 @@ class Sampler:
 
     def __init__(self, fpm_url: str | None, interval: float = 0.5,
                  reader: Callable[[], CpuSnapshot] = read_proc_stat,
-                 fpm_reader: Callable[[str], dict[str, Any] | None] = fpm_status) -> None:
+                 fpm_reader: Callable[[str], FpmSample | None] = fpm_status) -> None:
         self.fpm_url = fpm_url
         self.interval = interval
         self._reader = reader
         self._fpm_reader = fpm_reader
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._fpm: list[dict[str, Any]] = []
+        self._fpm: list[FpmSample] = []
         self._first: CpuSnapshot | None = None
 
     def _loop(self) -> None:

@@ -15,9 +15,9 @@ import base64
 import binascii
 import math
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from statstorm.adapters.load.loadgen import RunSpec, find_binary, is_number, json_object, run_bounded
 from statstorm.env import Env
@@ -48,9 +48,26 @@ def _ts(text: str) -> float:
     return base + (float("0." + m.group(2)) if m.group(2) else 0.0)
 
 
-def _row(n: int, line: str) -> dict[str, Any]:
-    """One `vegeta encode --to json` line, checked field by field; `sent` added (seconds)."""
+@dataclass(frozen=True)
+class Hit:
+    """One `vegeta encode --to json` line: its sequence number, when it was sent (seconds),
+    its latency (ns), status (0: none), error text and body (base64)."""
+
+    seq: int
+    sent: float
+    latency: float
+    code: int
+    error: str
+    body: str
+
+
+FIELDS = ("seq", "timestamp", "latency", "code", "error", "body")
+
+
+def _row(n: int, line: str) -> Hit:
+    """One `vegeta encode --to json` line, checked field by field."""
     r = json_object(line, f"vegeta result line {n}")
+    f = {k: r.get(k) for k in FIELDS} if isinstance(r, dict) else {}
     bad = "not an object" if not isinstance(r, dict) else next((
         f"no {k!r}" for k, ok in (
             ("seq", lambda v: isinstance(v, int) and is_number(v)),
@@ -58,23 +75,24 @@ def _row(n: int, line: str) -> dict[str, Any]:
             ("code", lambda v: v is None or isinstance(v, int) and not isinstance(v, bool)),
             ("error", lambda v: v is None or isinstance(v, str)),
             ("body", lambda v: v is None or isinstance(v, str)))
-        if not ok(r.get(k))), "")
+        if not ok(f[k])), "")
+    sent = 0.0
     if not bad:
         try:
-            r["sent"] = _ts(r["timestamp"])
+            sent = _ts(str(f["timestamp"]))
         except (ValueError, OverflowError):
-            bad = f"timestamp {str(r['timestamp'])[:40]!r} is not RFC 3339"
+            bad = f"timestamp {str(f['timestamp'])[:40]!r} is not RFC 3339"
     if bad:
         raise ComponentError(f"vegeta result line {n} is damaged ({bad}): rerun the attack")
-    checked: dict[str, Any] = r
-    return checked
+    return Hit(int(r["seq"]), sent, float(r["latency"]), int(f["code"] or 0),
+               str(f["error"] or ""), str(f["body"] or ""))
 
 
-def _body(r: dict[str, Any]) -> bytes:
+def _body(r: Hit) -> bytes:
     try:
-        return base64.b64decode(r.get("body") or "", validate=True)
+        return base64.b64decode(r.body, validate=True)
     except (binascii.Error, ValueError):
-        raise ComponentError(f"vegeta result {r['seq']}: the body is not base64: rerun the "
+        raise ComponentError(f"vegeta result {r.seq}: the body is not base64: rerun the "
                              "attack") from None
 
 
@@ -97,26 +115,26 @@ def parse(jsonl: str, rate: float, expect_text: str = "") -> LoadRun:
     rows = [_row(n, line) for n, line in enumerate(jsonl.splitlines(), 1) if line.strip()]
     if not rows:
         raise ComponentError("vegeta sent no request: check --duration and --rate")
-    rows.sort(key=lambda r: r["seq"])
-    t0 = rows[0]["sent"]
+    rows.sort(key=lambda r: r.seq)
+    t0 = rows[0].sent
     counts = {"connect": 0, "timeout": 0, "read_write": 0, "non_2xx": 0, "wrong_content": 0}
     latencies: list[float] = []
     last_end = t0
     needle = expect_text.encode()
     for r in rows:
-        sent = r["sent"]
-        lat_s = r["latency"] / 1e9
-        intended = t0 + r["seq"] / rate if rate > 0 else sent
+        sent = r.sent
+        lat_s = r.latency / 1e9
+        intended = t0 + r.seq / rate if rate > 0 else sent
         lag = max(0.0, sent - intended)
         latencies.append((lat_s + lag) * 1000.0)
         last_end = max(last_end, sent + lat_s)
-        kind = classify(int(r.get("code") or 0), r.get("error") or "")
+        kind = classify(r.code, r.error)
         if kind != "ok":
             counts[kind] += 1
         elif needle and needle not in _body(r):
             counts["wrong_content"] += 1
     latencies.sort()
-    sends = [r["sent"] for r in rows]
+    sends = [r.sent for r in rows]
     send_span = max(sends) - t0
     sent_rate = (len(rows) - 1) / send_span if send_span > 0 else float(len(rows))
     duration = max(last_end - t0, 1e-9)

@@ -1,0 +1,198 @@
+"""Result of `statstorm whatif`: frozen dataclasses and their schema-versioned JSON.
+
+Two sides, "current" (the trace's recorded settings) and "proposed" (with the `--set`
+changes), each with its calls per request, realpath cache bytes, metadata time and, when the
+trace holds a network mount, the round trips under the mount's caches; the trace's own
+counts ("measured"), the latency profile that priced them, and the notes and limits of the
+prediction. `to_json` writes exactly what `whatif --json` prints; `from_json` reads it back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from statstorm.results.common import known_fields
+
+KIND = "whatif"
+VERSION = 1
+SCHEMA = f"statstorm.{KIND}/{VERSION}"
+
+# a side's settings (model.phpsettings.PhpSettings.describe()) and a mount's caches
+# (model.network_forecast.MountCaches.describe()), as written
+Scalars = dict[str, str | int | float | bool]
+
+
+@dataclass(frozen=True)
+class CacheBytes:
+    """The realpath cache each worker builds (bytes); `limit` 0: the cache is off."""
+
+    per_worker_peak_max: int
+    per_worker_peak_mean: float
+    limit: int
+    workers: int
+
+    def to_json(self) -> dict[str, int | float]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CacheBytes:
+        return cls(**known_fields(cls, d))
+
+
+@dataclass(frozen=True)
+class NetworkSide:
+    """One side's network mount calls per request, those reaching the storage, the round
+    trips they make, and each mount's caches (by mount point)."""
+
+    calls_per_request: float
+    reaching_per_request: float
+    reaching_opens_per_request: float
+    round_trips_per_request: float
+    mounts: dict[str, Scalars]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "mounts": {k: dict(v) for k, v in self.mounts.items()}}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> NetworkSide:
+        return cls(**{**known_fields(cls, d),
+                      "mounts": {str(k): dict(v) for k, v in d["mounts"].items()}})
+
+
+@dataclass(frozen=True)
+class Limit:
+    """What the trace cannot show for this prediction (model.replay_limits); `paths`: the
+    paths it names, when it is about paths."""
+
+    id: str
+    text: str
+    paths: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "text": self.text,
+                **({"paths": list(self.paths)} if self.paths is not None else {})}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Limit:
+        f = known_fields(cls, d, paths=None)
+        return cls(**{**f, "paths": tuple(f["paths"]) if f["paths"] is not None else None})
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the prediction: the settings it replays under and what they give."""
+
+    settings: Scalars
+    requests: int
+    per_request: dict[str, float]  # lstat … getcwd, total, failed
+    realpath_cache_bytes: CacheBytes
+    metadata_time_us_per_request: float
+    network: NetworkSide | None = None  # a trace with a network mount
+    limits: tuple[Limit, ...] | None = None  # the proposed side
+
+    def to_json(self) -> dict[str, Any]:
+        return {"settings": dict(self.settings), "requests": self.requests,
+                "per_request": dict(self.per_request),
+                "realpath_cache_bytes": self.realpath_cache_bytes.to_json(),
+                "metadata_time_us_per_request": self.metadata_time_us_per_request,
+                **({"network": self.network.to_json()} if self.network is not None else {}),
+                **({"limits": [lim.to_json() for lim in self.limits]}
+                   if self.limits is not None else {})}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Side:
+        f = known_fields(cls, d, network=None, limits=None)
+        net, lims = f["network"], f["limits"]
+        return cls(**{**f, "settings": dict(f["settings"]), "per_request": dict(f["per_request"]),
+                      "realpath_cache_bytes": CacheBytes.from_json(f["realpath_cache_bytes"]),
+                      "network": NetworkSide.from_json(net) if net is not None else None,
+                      "limits": (tuple(Limit.from_json(x) for x in lims) if lims is not None
+                                 else None)})
+
+    def __getitem__(self, key: str) -> Any:
+        """The side's JSON by key: for readers not yet converted to the attributes."""
+        return self.to_json()[key]
+
+
+@dataclass(frozen=True)
+class NetworkBasis:
+    """How the round trips were priced: the basis, the trace's own measured round trips per
+    request, the operations per reaching call, and whether the app's data files moved to
+    its object cache (`app:data-cache=on`)."""
+
+    basis: str
+    measured_per_request: float | None
+    ops_per_reaching_open: float
+    ops_per_reaching_path_call: float
+    opens_at_the_storage: float
+    app_data_cache: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> NetworkBasis:
+        return cls(**known_fields(cls, d))
+
+
+@dataclass(frozen=True)
+class FindMin:
+    """`--find-min realpath_cache_size`: the smallest size holding every worker's working
+    set, or a note saying why there is none (open_basedir disables the cache)."""
+
+    setting: str
+    bytes: int
+    ini: str
+    note: str | None = None
+    per_request_at_min: dict[str, float] | None = None
+    workers: int | None = None
+    max_requests: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FindMin:
+        return cls(**known_fields(cls, d))
+
+
+@dataclass(frozen=True)
+class WhatifResult:
+    """The whole prediction. `profile_kind` None: a file written before whatif named it."""
+
+    current: Side
+    proposed: Side
+    measured: dict[str, float]  # the trace's own per-request counts
+    profile_source: str
+    changes: tuple[tuple[str, str], ...]
+    find_min: FindMin | None = None
+    notes: tuple[str, ...] = ()
+    profile_kind: str | None = "built-in"  # trace | file | built-in
+    network: NetworkBasis | None = None  # the mount layer: basis, measured round trips
+
+    def to_json(self) -> dict[str, Any]:
+        net = self.network
+        return {"schema": SCHEMA, "current": self.current.to_json(),
+                "proposed": self.proposed.to_json(),
+                "measured": {"per_request": dict(self.measured),
+                             **({"round_trips_per_request": net.measured_per_request}
+                                if net is not None else {})},
+                "changes": {k: v for k, v in self.changes}, "profile": self.profile_source,
+                **({"profile_kind": self.profile_kind} if self.profile_kind is not None else {}),
+                **({"network": net.to_json()} if net is not None else {}),
+                **({"find_min": self.find_min.to_json()} if self.find_min is not None else {}),
+                **({"notes": list(self.notes)} if self.notes else {})}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> WhatifResult:
+        f = known_fields(cls, d, network=None, find_min=None, notes=(), profile_kind=None)
+        net, fm = f["network"], f["find_min"]
+        return cls(**{**f, "current": Side.from_json(d["current"]),
+                      "proposed": Side.from_json(d["proposed"]),
+                      "measured": dict(d["measured"]["per_request"]),
+                      "profile_source": str(d["profile"]),
+                      "changes": tuple((str(k), str(v)) for k, v in d["changes"].items()),
+                      "find_min": FindMin.from_json(fm) if fm is not None else None,
+                      "notes": tuple(f["notes"]),
+                      "network": NetworkBasis.from_json(net) if net is not None else None})
