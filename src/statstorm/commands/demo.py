@@ -214,8 +214,8 @@ def predict(env: Env, findings: list[Finding], settings: dict[str, str], trace_p
     rt = None
     if round_trips_before is not None and now.reaching_per_request:
         rt = round(round_trips_before * then.reaching_per_request / now.reaching_per_request, 2)
-    return Prediction(tuple(sets), wi.proposed["per_request"]["total"],
-                      wi.current["per_request"]["total"], now.reaching_per_request,
+    return Prediction(tuple(sets), wi.proposed.per_request["total"],
+                      wi.current.per_request["total"], now.reaching_per_request,
                       then.reaching_per_request, rt,
                       tuple(c.line for c in changes if c.kind != applyplan.MANUAL))
 

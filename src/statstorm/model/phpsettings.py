@@ -7,7 +7,6 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, cast
 
 from statstorm.errors import UsageError
-from statstorm.results.jsontypes import JsonObject
 
 TRUE = ("1", "on", "yes", "true")
 

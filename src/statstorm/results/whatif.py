@@ -110,10 +110,6 @@ class Side:
                       "limits": (tuple(Limit.from_json(x) for x in lims) if lims is not None
                                  else None)})
 
-    def __getitem__(self, key: str) -> Any:
-        """The side's JSON by key: for readers not yet converted to the attributes."""
-        return self.to_json()[key]
-
 
 @dataclass(frozen=True)
 class NetworkBasis:
