@@ -11,6 +11,7 @@ from statstorm.adapters.host import procs, smaps
 from statstorm.adapters.servers import apache_conf
 from statstorm.env import Env
 from statstorm.results.facts import ApacheFacts
+from statstorm.results.serving import Handler, handler_of
 
 
 def _int(value: str | None) -> int | None:
@@ -55,7 +56,7 @@ def gather(conf: Path, docroot: str, *, php_pids: list[int], server_root: str = 
     mpm = next((m[4:-7] for m in modules or [] if re.fullmatch(r"mpm_\w+_module", m)), "")
     mpm = mpm or apache_conf.mpm(cfg) or "event"
     if modules and "php_module" in modules:
-        handler = handler or "mod_php"
+        handler = handler or Handler.MOD_PHP
     d_workers, d_limit, d_threads = apache_conf.MPM_DEFAULTS.get(mpm, apache_conf.MPM_DEFAULTS["event"])
     threads = 1 if mpm == "prefork" else _int(apache_conf.directive(cfg, "ThreadsPerChild")) or d_threads
     limit = _int(apache_conf.directive(cfg, "ServerLimit")) or d_limit
@@ -63,16 +64,20 @@ def gather(conf: Path, docroot: str, *, php_pids: list[int], server_root: str = 
                or _int(apache_conf.directive(cfg, "MaxClients")) or d_workers)
     workers = min(workers, limit * threads)
     handler = handler or apache_conf.php_handler(cfg)
-    fcgid = _int(apache_conf.directive(cfg, "FcgidMaxProcessesPerClass")) if handler == "fcgid" else None
+    known = handler_of(handler)
+    # the bound on the PHP processes the handler starts (mod_fcgid's), if Apache holds one
+    limit_directive = known.process_limit_directive if known else ""
+    fcgid = _int(apache_conf.directive(cfg, limit_directive)) if limit_directive else None
     docroot = docroot.rstrip("/") or "/"
-    pss = tuple(m.pss_kb for m in smaps.read_all(php_pids)) if handler == "mod_php" else ()
+    pss = (tuple(m.pss_kb for m in smaps.read_all(php_pids))
+           if known is not None and known.children_carry_php else ())
     return ApacheFacts(
         config=str(conf), mpm=mpm, handler=handler, max_request_workers=workers,
         server_limit=limit, threads_per_child=threads, docroot=docroot,
         walk=apache_conf.walk(cfg, docroot),
         htaccess_files=tuple(h for h in htaccess if h.startswith(docroot + "/")),
         directory_source=apache_conf.source_for(cfg, docroot),
-        fcgid_max_processes=fcgid if handler == "fcgid" else None, child_pss_kb=pss)
+        fcgid_max_processes=fcgid, child_pss_kb=pss)
 
 
 def server_passing_to(listen: str) -> tuple[Path, list[str], list[int]] | None:
