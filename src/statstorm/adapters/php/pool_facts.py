@@ -148,35 +148,34 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
     cli.pop("sapi", None)
     server = nginx.server_passing_to(env, [pool.nginx_conf] if pool.nginx_conf else None,
                                      listen)
-    run_cfg: dict[str, str] = {}
-    modules: list[str] = []
+    run_cfg = apache_facts.RunConfig()
     if pool.apache_conf is None and server is None and not fpm.handler.php_in_server:
         found = apache_facts.server_passing_to(listen)  # a system Apache in front of the pool
         if found:
             pool.apache_conf, pool.apache_ask, _ = found
     if pool.apache_conf is not None:
-        run_cfg, modules = apache_facts.live(env, pool.apache_ask)
+        run_cfg = apache_facts.live(env, pool.apache_ask)
     docroot = (docroot or fpm.docroot or (server or {}).get("root", "")
-               or run_cfg.get("Main DocumentRoot", ""))
+               or run_cfg.document_root)
     if not docroot:
         notes.append("no docroot found (no nginx or Apache server passes to this pool): file "
                      "counts, mounts and symlinks are not checked; give --docroot")
-    include = [e for e in str(settings.get("include_path", "")).split(":")
-               if e.startswith("/") and Path(e).is_dir()]
+    include_path = settings.get("include_path", "").split(":")
+    include = [e for e in include_path if e.startswith("/") and Path(e).is_dir()]
     tree = codetree.CodeTree()
     if docroot:
         roots = [codetree.app_root(docroot)] + [e for e in include if not e.startswith("/usr/share/php")]
-        tree = codetree.scan(roots, str(settings.get("user_ini.filename", "")),
+        tree = codetree.scan(roots, settings.get("user_ini.filename", ""),
                           ini_int(settings.get("opcache.file_update_protection"), 2))
-    inc_php = tuple((e, codetree.count_php(e)) for e in str(settings.get("include_path", "")).split(":")
+    inc_php = tuple((e, codetree.count_php(e)) for e in include_path
                     if e.startswith("/")) if docroot else ()
     app, app_config = php_apps.recognise(docroot)
     info = memory.meminfo()
     mem = smaps.read_all(fpm.workers)
     pss = [m.pss_kb for m in mem if m.pss_kb]
     apache = apache_facts.gather(pool.apache_conf, docroot, php_pids=fpm.workers,
-                                 server_root=run_cfg.get("ServerRoot", "/etc/apache2"),
-                                 modules=modules, htaccess=tree.htaccess
+                                 server_root=run_cfg.server_root,
+                                 modules=list(run_cfg.modules), htaccess=tree.htaccess
                                  ) if pool.apache_conf and docroot else None
     return Gathered(Facts(
         pool=pool.name, settings=settings, cli_settings=cli, pm=pm, settings_source=source,

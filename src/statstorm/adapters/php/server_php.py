@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Self
 
@@ -47,7 +47,11 @@ class ServerPhp:
     lab: str = ""
     docroot: str = ""
     server_pid: int = 0  # the Apache master (its graceful restart reloads PHP)
-    label: str = field(default="")  # how a description names it: "Apache event, fcgid"
+    mpm: str = ""  # Apache's MPM
+
+    @property
+    def label(self) -> str:
+        return f"Apache {self.mpm}, {self.handler}"
 
     @property
     def binaries(self) -> list[str]:
@@ -116,7 +120,7 @@ class ServerPhp:
         return cls(f"{state.handler} (lab {state.name})", workers,
                    cls.lab_masters_of(state, workers), cls.lab_binary(state),
                    str(Path(state.state_dir) / "conf/php"), title, state.url, state.name,
-                   state.docroot, state.apache_pid, f"Apache {state.mpm}, {state.handler}")
+                   state.docroot, state.apache_pid, state.mpm)
 
 
 @dataclass

@@ -14,7 +14,7 @@ never the handler's name. A new kind of target is one class here and one entry i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from statstorm.adapters.php.php_targets import FpmPool, Settings
 from statstorm.adapters.php.server_php import FcgidPhpCgi, ModPhpChildren
@@ -35,16 +35,12 @@ class PhpTarget(Protocol):
     lab: str  # the lab it belongs to ('' for a pool found running)
     docroot: str  # where the web server serves its code from, when known
 
-    @property
-    def handler(self) -> Handler: ...
+    handler: ClassVar[Handler]  # the way of running PHP this kind is
+    settings_source: ClassVar[str]  # where `settings` reads them (check prints it)
 
     @property
     def label(self) -> str:
         """How a description names it: `pool www`, `Apache prefork, mod_php`."""
-
-    @property
-    def settings_source(self) -> str:
-        """Where `settings` reads them (check prints it)."""
 
     @property
     def binaries(self) -> list[str]:

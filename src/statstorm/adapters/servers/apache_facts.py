@@ -5,6 +5,7 @@ under it, and the memory of the children that carry PHP (mod_php)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from statstorm.adapters.host import procs, smaps
@@ -37,12 +38,23 @@ def parse_modules(text: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"^\s+(\w+_module) \((?:static|shared)\)", text, re.M)]
 
 
-def live(env: Env, argv: list[str]) -> tuple[dict[str, str], list[str]]:
+@dataclass(frozen=True)
+class RunConfig:
+    """What a running Apache reports of its configuration."""
+
+    server_root: str = "/etc/apache2"  # DUMP_RUN_CFG's ServerRoot
+    document_root: str = ""  # DUMP_RUN_CFG's Main DocumentRoot
+    modules: tuple[str, ...] = ()  # `apache2 -M`'s loaded modules
+
+
+def live(env: Env, argv: list[str]) -> RunConfig:
     """What the server itself reports of its configuration, asked as `argv` (the master's
     command line, or `apache2ctl`): DUMP_RUN_CFG and the loaded modules."""
     run = env.run([*argv, "-t", "-D", "DUMP_RUN_CFG"], check=False, what="apache2 -D DUMP_RUN_CFG")
     mods = env.run([*argv, "-M"], check=False, what="apache2 -M")
-    return parse_run_cfg(run.stdout + run.stderr), parse_modules(mods.stdout)
+    cfg = parse_run_cfg(run.stdout + run.stderr)
+    return RunConfig(cfg.get("ServerRoot", "/etc/apache2"), cfg.get("Main DocumentRoot", ""),
+                     tuple(parse_modules(mods.stdout)))
 
 
 def gather(conf: Path, docroot: str, *, php_pids: list[int], server_root: str = "/etc/apache2",
