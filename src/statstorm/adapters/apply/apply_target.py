@@ -33,6 +33,7 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Ta
         # a php-fpm master reads its -d options, then settings only it reads from here
         ini = target.kind_of(state.handler).lab_ini_file(state)
         url = state.url + state.entry_path
+        in_apache = Handler(state.handler).php_in_server
         if state.server == "apache":
             conf = labs.apache_conf(state)
             apache_t = [*apache_lab.lab_argv(conf), "-t"]
@@ -40,7 +41,7 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Ta
                           labs.fpm_argv(state) if state.pool else [], labs.fpm_conf(state),
                           state.fpm_master_pid, state.fpm_socket, ini, [], [], 0, url,
                           lab=lab, apache_conf=conf, apache_test=apache_t,
-                          apache_pid=state.apache_pid, php_in_apache=Handler(state.handler).php_in_server)
+                          apache_pid=state.apache_pid, php_in_apache=in_apache)
         ngx = labs.nginx_conf(state)
         return Target(state.pool, state.fpm_binary, labs.fpm_argv(state), labs.fpm_conf(state),
                       state.fpm_master_pid, state.fpm_socket, ini, [ngx],
