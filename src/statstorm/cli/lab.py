@@ -16,6 +16,7 @@ from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.results.lab import LabState
+from statstorm.results.serving import Handler
 
 
 def key_values(values: tuple[str, ...], flag: str) -> dict[str, str]:
@@ -65,8 +66,9 @@ def _render_state(state: LabState) -> str:
                                            if state.storage == "glusterfs" else ""),
         f"  code path  {state.code_path}",
         _render_server(state),
-        (f"  pool       {state.pool} (master {state.fpm_master_pid})" if state.handler == "fpm"
-         else f"  php        {state.handler} ({state.php_cgi_binary or 'Apache children'})"),
+        (f"  php        {state.handler} ({state.php_cgi_binary or 'Apache children'})"
+         if Handler(state.handler).php_in_server
+         else f"  pool       {state.pool} (master {state.fpm_master_pid})"),
         f"  workers    {' '.join(map(str, state.worker_pids)) or '-'}",
         f"  state      {state.state_dir}/lab.json",
     ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from statstorm.model.checkfacts import Facts
 from statstorm.model.finding import Finding, Rule, code_on_network, finding, memory_fit
 from statstorm.results.facts import ApacheFacts
+from statstorm.results.serving import handler_of
 
 def _overriding(a: ApacheFacts) -> list[tuple[str, str]]:
     return [(d, ov) for d, ov, _ in a.walk if ov.strip().lower() != "none"]
@@ -95,7 +96,9 @@ def symlink_checks(facts: Facts) -> list[Finding]:
 def max_workers_memory(facts: Facts) -> list[Finding]:
     """mod_php: every Apache child carries PHP; MaxRequestWorkers of them must fit in RAM."""
     a = facts.apache
-    if a is None or a.handler != "mod_php" or not a.child_pss_kb or facts.mem_available_kb is None:
+    handler = handler_of(a.handler) if a is not None else None
+    if (a is None or handler is None or not handler.children_carry_php or not a.child_pss_kb
+            or facts.mem_available_kb is None):
         return []
     m = memory_fit(a.child_pss_kb, a.max_request_workers, facts.mem_available_kb)
     if m is None:

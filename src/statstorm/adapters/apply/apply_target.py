@@ -8,7 +8,7 @@ from pathlib import Path
 
 from statstorm.adapters.apply import backups
 from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
-from statstorm.adapters.php import php_targets
+from statstorm.adapters.php import php_targets, target
 from statstorm.adapters.servers import nginx
 from statstorm.adapters.apply.pool_config import Target
 from statstorm.env import Env
@@ -17,8 +17,9 @@ from statstorm.model import apacheplan, applyplan
 from statstorm.model.applyplan import (APACHE, APP, MANUAL, MASTER_INI, NGINX, POOL, POOL_INI,
                                        Change)
 from statstorm.results.apply import FileEdit
+from statstorm.results.serving import Handler
 
-MASTER_INI_NAME = "99-statstorm.ini"
+MASTER_INI_NAME = php_targets.MASTER_INI_NAME
 FSTAB = Path("/etc/fstab")
 
 
@@ -30,9 +31,9 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Ta
         state = labs.require_up(env, lab)
         # PHP inside Apache reads the lab's own ini file (its --php-ini): apply edits it;
         # a php-fpm master reads its -d options, then settings only it reads from here
-        ini = (labs.php_ini_file(state) if state.handler != "fpm"
-               else labs.php_ini_file(state).parent / MASTER_INI_NAME)
+        ini = target.kind_of(state.handler).lab_ini_file(state)
         url = state.url + state.entry_path
+        in_apache = Handler(state.handler).php_in_server
         if state.server == "apache":
             conf = labs.apache_conf(state)
             apache_t = [*apache_lab.lab_argv(conf), "-t"]
@@ -40,7 +41,7 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Ta
                           labs.fpm_argv(state) if state.pool else [], labs.fpm_conf(state),
                           state.fpm_master_pid, state.fpm_socket, ini, [], [], 0, url,
                           lab=lab, apache_conf=conf, apache_test=apache_t,
-                          apache_pid=state.apache_pid, php_in_apache=state.handler != "fpm")
+                          apache_pid=state.apache_pid, php_in_apache=in_apache)
         ngx = labs.nginx_conf(state)
         return Target(state.pool, state.fpm_binary, labs.fpm_argv(state), labs.fpm_conf(state),
                       state.fpm_master_pid, state.fpm_socket, ini, [ngx],

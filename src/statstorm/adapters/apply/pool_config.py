@@ -8,7 +8,6 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab, phpfpm
@@ -19,6 +18,7 @@ from statstorm.adapters.storage import mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model.applyplan import MASTER_INI, POOL_INI, Change
+from statstorm.results.jsontypes import JsonObject
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Target:
     apache_pid: int = 0
     php_in_apache: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"pool": self.pool, "lab": self.lab, "pool_file": str(self.pool_file),
                 "master_ini": str(self.master_ini) if self.master_ini else None,
                 "nginx_files": [str(p) for p in self.nginx_files], "url": self.url,
@@ -154,12 +154,13 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
     that are not in effect although written."""
     keys = tuple(c.key for c in changes if c.kind in (POOL_INI, MASTER_INI))
     deadline = time.monotonic() + timeout
-    answers: list[dict[str, Any]] = []
+    answers: list[php_targets.PoolAnswer] = []
     while target.php_in_apache and keys:  # no FastCGI to ask: the lab's phpinfo page
         try:
             site = urllib.parse.urlsplit(target.url)
-            answers = [{"ini": apache_lab.effective_ini(f"{site.scheme}://{site.netloc}",
-                                                        list(keys))}]
+            answers = [php_targets.PoolAnswer(
+                ini=apache_lab.effective_ini(f"{site.scheme}://{site.netloc}", list(keys)),
+                realpath_used=None, extensions=None, opcache=None, pid=0)]
             break
         except (ComponentError, OSError) as exc:
             if time.monotonic() > deadline:
@@ -167,7 +168,7 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
             time.sleep(0.5)
     while not target.php_in_apache:
         try:
-            answers = php_targets.query_pool(env, target.listen, 1, keys)
+            answers = php_targets.ask_pool(env, target.listen, 1, keys)
             break
         except fastcgi.AnsweredError:
             break  # it answered, without the query's JSON (open_basedir keeps the script out)
@@ -189,12 +190,12 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
             raise ApplyFailed(f"{target.url} answered {status or 'nothing'} after the reload "
                               f"({' '.join(body.split())[:80]!r})")
     notes = []
-    ini = (answers[0].get("ini") or {}) if answers else {}
+    ini = answers[0].ini if answers else {}
     for c in changes:
         if c.kind in (POOL_INI, MASTER_INI) and c.key in ini and not _same(str(ini[c.key]), c.value):
             notes.append(f"{c.key} is {ini[c.key]!r} in the pool after the reload, not "
                          f"{c.value!r}: something else sets it (a .user.ini, ini_set)")
-    loaded = {str(e).lower() for e in (answers[0].get("extensions") or [])} if answers else set()
+    loaded = {e.lower() for e in answers[0].extensions or ()} if answers else set()
     for c in changes:
         name = Path(c.value).name.removesuffix(".so")
         if c.key == "extension" and answers and name.lower() not in loaded:

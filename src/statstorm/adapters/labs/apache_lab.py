@@ -23,38 +23,42 @@ import re
 import signal
 import time
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.load import http
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, UsageError
+from statstorm.results.serving import Handler, Mpm, handler_of
 
 BINARY = "/usr/sbin/apache2"
 MODULES = Path("/usr/lib/apache2/modules")
-MPMS = ("event", "worker", "prefork")
-HANDLERS = ("fpm", "mod_php", "fcgid")
+MPMS = tuple(m.value for m in Mpm)
+HANDLERS = tuple(h.value for h in Handler)
 OVERRIDES = ("None", "All")
 INI_FILE = "statstorm.ini"
 # Served from outside the docroot, loopback only: phpinfo()'s settings, read back by `up`.
 PHPINFO_PATH = "/statstorm-phpinfo"
-_PACKAGES = {"fpm": "apache2", "mod_php": "libapache2-mod-php8.2",
-             "fcgid": "libapache2-mod-fcgid php8.2-cgi"}
 
 
 def default_mpm(handler: str) -> str:
-    return "prefork" if handler == "mod_php" else "event"
+    known = handler_of(handler)
+    return known.default_mpm if known else Mpm.EVENT
 
 
 def combination_error(mpm: str, handler: str) -> str:
     """Why Apache cannot run this MPM with this handler ('' when it can)."""
     if mpm not in MPMS:
         return f"--mpm {mpm!r}: choose one of {', '.join(MPMS)}"
-    if handler not in HANDLERS:
+    known = handler_of(handler)
+    if known is None:
         return f"--handler {handler!r}: choose one of {', '.join(HANDLERS)}"
-    if handler == "mod_php" and mpm != "prefork":
-        return (f"--handler mod_php needs --mpm prefork: Debian's PHP module is not thread-safe, "
-                f"so Apache refuses it under mpm_{mpm}; use --handler fpm or fcgid with {mpm}")
+    if mpm not in known.mpms:
+        others = " or ".join(h for h in Handler if mpm in h.mpms)
+        return (f"--handler {known} needs --mpm {'/'.join(known.mpms)}: Debian's PHP module is "
+                f"not thread-safe, so Apache refuses it under mpm_{mpm}; use --handler {others} "
+                f"with {mpm}")
     return ""
 
 
@@ -92,18 +96,61 @@ def php_cgi_binary() -> str:
     return _newest("/usr/bin/php-cgi[0-9]*")
 
 
+@dataclass(frozen=True)
+class HandlerConf:
+    """What one handler adds to the lab's apache2.conf, and what it needs installed. The
+    texts are `str.format` templates over socket, php_cgi, prefix and workers."""
+
+    modules: tuple[str, ...]  # LoadModule'd besides the base ones (the last one's file needed)
+    packages: str  # Debian's packages that carry it
+    php_lines: str  # what makes `.php` files run, in a <Directory> or <Location> section
+    server_lines: str = ""  # server-wide directives
+    status_lines: str = ""  # the pool's status and ping pages
+    options: str = ""  # added to Options where PHP runs
+    load_php_module: bool = False  # LoadModule php_module (Debian's libphp)
+    php_code: Callable[[], str] | None = None  # finds the code PHP runs from ('' if absent)
+    php_code_wanted: str = ""  # named when it is absent
+
+
+HANDLER_CONF: dict[Handler, HandlerConf] = {
+    Handler.FPM: HandlerConf(
+        ("proxy", "proxy_fcgi"), "apache2",
+        'SetHandler "proxy:unix:{socket}|fcgi://localhost"\n',
+        status_lines=('<LocationMatch "^/statstorm-fpm-(status|ping)$">\n'
+                      "    Require ip 127.0.0.1\n"
+                      '    SetHandler "proxy:unix:{socket}|fcgi://localhost/"\n'
+                      "</LocationMatch>\n")),
+    Handler.MOD_PHP: HandlerConf(
+        (), "libapache2-mod-php8.2", "SetHandler application/x-httpd-php\n",
+        load_php_module=True, php_code=lambda: php_module(),
+        php_code_wanted=str(MODULES / "libphp8.2.so")),
+    # error_log names the lab in php-cgi's command line, so `lab down` finds strays by it.
+    Handler.FCGID: HandlerConf(
+        ("fcgid",), "libapache2-mod-fcgid php8.2-cgi",
+        'SetHandler fcgid-script\n'
+        'FcgidWrapper "{php_cgi} -d error_log={prefix}/log/php-cgi.log"\n',
+        server_lines=("FcgidIPCDir {prefix}/run/fcgid\n"
+                      "FcgidProcessTableFile {prefix}/run/fcgid_shm\n"
+                      "FcgidMaxProcesses {workers}\nFcgidMaxProcessesPerClass {workers}\n"
+                      "FcgidMinProcessesPerClass {workers}\n"
+                      "FcgidIdleTimeout 0\nFcgidProcessLifeTime 0\nFcgidMaxRequestsPerProcess 0\n"
+                      "FcgidIOTimeout 60\nFcgidConnectTimeout 20\n"
+                      'FcgidInitialEnv PHP_INI_SCAN_DIR ":{prefix}/conf/php"\n'
+                      "FcgidInitialEnv PHP_FCGI_MAX_REQUESTS 0\n"),
+        options=" ExecCGI", php_code=lambda: php_cgi_binary(), php_code_wanted="/usr/bin/php-cgi8.2"),
+}
+
+
 def require_installed(handler: str) -> None:
+    conf = HANDLER_CONF[Handler(handler)]
     needed = [Path(BINARY), MODULES / "mod_mpm_event.so"]
-    needed += {"fpm": [MODULES / "mod_proxy_fcgi.so"], "fcgid": [MODULES / "mod_fcgid.so"],
-               "mod_php": []}[handler]
+    needed += [MODULES / f"mod_{m}.so" for m in conf.modules[-1:]]
     missing = [str(p) for p in needed if not p.exists()]
-    if handler == "mod_php" and not php_module():
-        missing.append(str(MODULES / "libphp8.2.so"))
-    if handler == "fcgid" and not php_cgi_binary():
-        missing.append("/usr/bin/php-cgi8.2")
+    if conf.php_code is not None and not conf.php_code():
+        missing.append(conf.php_code_wanted)
     if missing:
         raise DependencyError(f"Apache with --handler {handler} needs {', '.join(missing)}: "
-                              f"run scripts/setup.sh as root (packages {_PACKAGES[handler]})")
+                              f"run scripts/setup.sh as root (packages {conf.packages})")
 
 
 def check_path(path: Path) -> None:
@@ -129,17 +176,6 @@ def _mpm_block(mpm: str, workers: int) -> str:
             "ThreadsPerChild 25\nMaxRequestWorkers 150\nMaxConnectionsPerChild 0\n")
 
 
-def _php_handler(handler: str, *, socket: str, php_cgi: str, prefix: Path) -> str:
-    """The lines that make `.php` files run, for a <Directory> or <Location> section."""
-    if handler == "fpm":
-        return f'SetHandler "proxy:unix:{socket}|fcgi://localhost"\n'
-    if handler == "mod_php":
-        return "SetHandler application/x-httpd-php\n"
-    # error_log names the lab in php-cgi's command line, so `lab down` finds strays by it.
-    return (f'SetHandler fcgid-script\n'
-            f'FcgidWrapper "{php_cgi} -d error_log={prefix}/log/php-cgi.log"\n')
-
-
 def _indent(text: str, by: str) -> str:
     return "".join(by + line + "\n" for line in text.splitlines())
 
@@ -148,30 +184,17 @@ def render_conf(*, mpm: str, handler: str, port: int, docroot: str, prefix: Path
                 front_controller: str, workers: int, socket: str = "", php_cgi: str = "",
                 allow_override: str = "None", user: str = "www-data") -> str:
     """The lab's whole apache2.conf: nothing from /etc/apache2, every path the lab's own."""
-    mods = ["authz_core", "authz_host", "dir", "mime", "alias"]
-    mods += {"fpm": ["proxy", "proxy_fcgi"], "fcgid": ["fcgid"], "mod_php": []}[handler]
+    conf = HANDLER_CONF[Handler(handler)]
+    fields = {"socket": socket, "php_cgi": php_cgi, "prefix": prefix, "workers": workers}
+    mods = ["authz_core", "authz_host", "dir", "mime", "alias", *conf.modules]
     load = [f"LoadModule mpm_{mpm}_module {MODULES}/mod_mpm_{mpm}.so"]
     load += [f"LoadModule {m}_module {MODULES}/mod_{m}.so" for m in mods]
-    if handler == "mod_php":
+    if conf.load_php_module:
         load.append(f"LoadModule php_module {php_module()}")
-    php = _php_handler(handler, socket=socket, php_cgi=php_cgi, prefix=prefix)
-    extra = ""
-    if handler == "fcgid":
-        extra = (f"FcgidIPCDir {prefix}/run/fcgid\n"
-                 f"FcgidProcessTableFile {prefix}/run/fcgid_shm\n"
-                 f"FcgidMaxProcesses {workers}\nFcgidMaxProcessesPerClass {workers}\n"
-                 f"FcgidMinProcessesPerClass {workers}\n"
-                 "FcgidIdleTimeout 0\nFcgidProcessLifeTime 0\nFcgidMaxRequestsPerProcess 0\n"
-                 "FcgidIOTimeout 60\nFcgidConnectTimeout 20\n"
-                 f'FcgidInitialEnv PHP_INI_SCAN_DIR ":{prefix}/conf/php"\n'
-                 "FcgidInitialEnv PHP_FCGI_MAX_REQUESTS 0\n")
-    status = ""
-    if handler == "fpm":
-        status = (f'<LocationMatch "^/statstorm-fpm-(status|ping)$">\n'
-                  f"    Require ip 127.0.0.1\n"
-                  f'    SetHandler "proxy:unix:{socket}|fcgi://localhost/"\n'
-                  f"</LocationMatch>\n")
-    exec_cgi = " ExecCGI" if handler == "fcgid" else ""
+    php = conf.php_lines.format(**fields)
+    extra = conf.server_lines.format(**fields)
+    status = conf.status_lines.format(**fields)
+    exec_cgi = conf.options
     return f"""\
 # written by statstorm lab; the lab's own Apache master: mpm_{mpm}, PHP through {handler}
 ServerRoot {prefix}
@@ -293,18 +316,6 @@ def descendants(pid: int) -> list[int]:
         out.append(kid)
         todo += procs.children(kid)
     return out
-
-
-def php_workers(master_pid: int, handler: str) -> list[int]:
-    """The processes that run PHP under the Apache master: its children under mod_php,
-    the php-cgi processes mod_fcgid started, none under fpm (they are php-fpm's)."""
-    if not master_pid or not procs.alive(master_pid):
-        return []
-    if handler == "mod_php":
-        return procs.children(master_pid)
-    if handler == "fcgid":
-        return sorted(p for p in descendants(master_pid) if is_php_cgi(p))
-    return []
 
 
 def effective_ini(url: str, keys: list[str], timeout: float = 60) -> dict[str, str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from statstorm import faults
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab, lab_servers, mariadb, phpfpm, state as labs
+from statstorm.adapters.php import target
 from statstorm.adapters.servers import nginx
 from statstorm.adapters.storage import gluster, mounts, tree_copy
 from statstorm.adapters.labs import lab_apps
@@ -28,6 +29,7 @@ from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
 from statstorm.results.common import read_json
 from statstorm.results.lab import LabState
+from statstorm.results.serving import Handler
 
 APPS = ("mediawiki", "synthetic", "wordpress")
 STORAGES = ("local", "glusterfs")
@@ -212,10 +214,10 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     ini = {**extra_ini, **opts.php_ini}
     state.php_ini = ini
     faults.phase("lab-up/php")
-    if state.handler != "fpm":
+    if Handler(state.handler).php_in_server:
         (root / "conf/php").mkdir(exist_ok=True)
         labs.php_ini_file(state).write_text(apache_lab.render_ini(ini))
-        state.php_cgi_binary = apache_lab.php_cgi_binary() if state.handler == "fcgid" else ""
+        state.php_cgi_binary = target.kind_of(state.handler).cgi_binary()
     else:
         lab_servers.start_fpm(env, state, fpm, ini)
     if state.server == "apache":
@@ -228,7 +230,7 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     # 4. Prove it serves the app.
     lab_servers.step(env, state, f"checking {state.url}{entry}…", "check")
     lab_servers.check_pages(env, state)
-    if state.handler != "fpm":
+    if Handler(state.handler).php_in_server:
         state.effective_ini = apache_lab.effective_ini(
             state.url, sorted({*lab_servers.REPORTED_INI, *ini}))
     state.phase = "up"

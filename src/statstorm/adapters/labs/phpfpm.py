@@ -13,6 +13,7 @@ from typing import Callable, Mapping
 from statstorm.adapters.host import procs
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, UsageError
+from statstorm.results.lab import LabState
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 
@@ -84,6 +85,17 @@ def ini_args(overrides: Mapping[str, str]) -> list[str]:
     for key, value in overrides.items():
         args += ["-d", f"{key}={value}"]
     return args
+
+
+def lab_conf(state: LabState) -> Path:
+    """A lab master's configuration file."""
+    return Path(state.state_dir) / "conf/php-fpm.conf"
+
+
+def lab_argv(state: LabState) -> list[str]:
+    """A lab master's binary and the options that decide its settings: its own config file
+    and its ini overrides, which it gets as -d options."""
+    return [state.fpm_binary, "-y", str(lab_conf(state)), *ini_args(state.php_ini)]
 
 
 def test_config(env: Env, binary: str, conf: Path, overrides: Mapping[str, str]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab, phpfpm
+from statstorm.adapters.php import target
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.results.common import read_json, write_json_atomic
@@ -40,16 +41,13 @@ def load(env: Env, name: str) -> LabState:
 def masters(state: LabState) -> list[int]:
     """The masters the lab runs: the web server's, and php-fpm's unless Apache runs PHP."""
     server = state.apache_pid if state.server == "apache" else state.nginx_pid
-    return [server, state.fpm_master_pid] if state.handler == "fpm" else [server]
+    return [server, *target.kind_of(state.handler).lab_masters(state)]
 
 
 def php_pids(state: LabState) -> list[int]:
     """The processes running the lab's PHP: php-fpm's master and workers, Apache's children
     (mod_php) or mod_fcgid's php-cgi processes."""
-    if state.handler != "fpm":
-        return apache_lab.php_workers(state.apache_pid, state.handler)
-    master = state.fpm_master_pid
-    return [master, *phpfpm.worker_pids(master)] if master and procs.alive(master) else []
+    return target.kind_of(state.handler).lab_php_pids(state)
 
 
 def server_pids(state: LabState) -> list[int]:
@@ -91,7 +89,7 @@ def list_labs(env: Env) -> list[LabState]:
 
 
 def fpm_conf(state: LabState) -> Path:
-    return Path(state.state_dir) / "conf/php-fpm.conf"
+    return phpfpm.lab_conf(state)
 
 
 def nginx_conf(state: LabState) -> Path:
@@ -110,7 +108,7 @@ def php_ini_file(state: LabState) -> Path:
 def fpm_argv(state: LabState) -> list[str]:
     """The lab master's binary and the options that decide its settings: its own config
     file and its ini overrides, which it gets as -d options."""
-    return [state.fpm_binary, "-y", str(fpm_conf(state)), *phpfpm.ini_args(state.php_ini)]
+    return phpfpm.lab_argv(state)
 
 
 def record_mount(env: Env, name: str, options: dict[str, str], client_pid: int) -> None:

@@ -2,10 +2,11 @@
 
 One place answers "which processes run this site's PHP, which new ones may appear, and with
 what settings": trace attaches to them, check and apply read and change their settings,
-sweep and the exporter follow them. Today a target is a php-fpm pool (its master forks the
-workers, respawns included) or a PHP command line; Apache mod_php children and fcgid
-`php-cgi` processes fit beside `FpmPool` as other `PhpTarget`s (a parent that forks the
-PHP processes, a title or binary that tells them apart, a way to read their settings).
+sweep and the exporter follow them. Here: a php-fpm pool (`FpmPool`: its master forks the
+workers, respawns included), a PHP command line's settings, and asking a pool's workers over
+FastCGI. Apache's mod_php children and mod_fcgid's `php-cgi` are the other `PhpTarget`s
+(`adapters/php/server_php.py`); the protocol they share and the table from a lab's handler to
+its kind are in `adapters/php/target.py`.
 """
 
 from __future__ import annotations
@@ -17,21 +18,26 @@ import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
 
 from statstorm.adapters.host import procs
-from statstorm.adapters.labs import apache_lab, phpfpm
+from statstorm.adapters.labs import phpfpm
 from statstorm.adapters.php import fastcgi
 from statstorm.adapters.servers import nginx
 from statstorm.env import Env
-from statstorm.errors import ComponentError, UsageError
+from statstorm.errors import UsageError
 from statstorm.results.lab import LabState
+from statstorm.results.serving import Handler
 
 # The settings a trace records (the ones that change what PHP asks the file system).
 SETTING_PREFIXES = ("realpath_cache", "open_basedir", "include_path", "opcache.", "user_ini.",
                     "cgi.fix_pathinfo", "auto_prepend_file", "session.save_handler",
                     "session.save_path")
+# The effective settings of a target: directive -> value as `php -i` shows it, and "sapi".
+Settings = dict[str, str]
+# statstorm's own file in the master's ini scan directory (a lab's: <state dir>/conf/php)
+MASTER_INI_NAME = "99-statstorm.ini"
 PHP_BINARIES = ("/usr/bin/php8.2", "/usr/sbin/php-fpm8.2", "/usr/bin/php-cgi8.2")
 # The script a worker runs for `check` (no output but JSON; nothing is changed).
 QUERY_PHP = r"""<?php
@@ -109,11 +115,11 @@ def fpm_tt(env: Env, argv: list[str]) -> str:
     return res.stderr + res.stdout
 
 
-def fpm_settings(env: Env, binary: str, master_argv: list[str], pool: str) -> dict[str, Any]:
+def fpm_settings(env: Env, binary: str, master_argv: list[str], pool: str) -> Settings:
     """The settings a pool's workers start with: the master's ini (`php-fpm -i` with its own
     options) and the pool's php_value/php_admin_value and pm.* (`php-fpm -tt`)."""
     args = settings_args(master_argv)
-    settings: dict[str, Any] = {}
+    settings: Settings = {}
     res = env.run([binary, "-i", *args], what="php-fpm -i", check=False)
     settings.update(parse_php_i(res.stdout))
     settings.update(parse_fpm_tt(fpm_tt(env, [binary, *args]), pool))
@@ -121,7 +127,7 @@ def fpm_settings(env: Env, binary: str, master_argv: list[str], pool: str) -> di
     return settings
 
 
-def cli_settings(env: Env, argv: list[str]) -> dict[str, Any]:
+def cli_settings(env: Env, argv: list[str]) -> Settings:
     """The settings of a PHP command line (`php -i` with its -d/-c/-n options)."""
     php = shutil.which(argv[0]) or argv[0]
     if not os.path.basename(php).startswith("php"):
@@ -130,7 +136,7 @@ def cli_settings(env: Env, argv: list[str]) -> dict[str, Any]:
     else:
         args = [a for a in settings_args(argv) if a not in ("-y", "--fpm-config")]
     res = env.run([php, *args, "-i"], what="php -i", check=False)
-    settings: dict[str, Any] = parse_php_i(res.stdout)
+    settings = parse_php_i(res.stdout)
     settings["sapi"] = "cli"
     return settings
 
@@ -148,6 +154,10 @@ class FpmPool:
     """A running php-fpm pool: its workers now, the masters that fork new ones, and the
     master's binary and options (they decide the workers' settings)."""
 
+    handler: ClassVar[Handler] = Handler.FPM
+    settings_source: ClassVar[str] = ("php-fpm -i and -tt (the master's ini, the pool's "
+                                       "php_value/php_admin_value)")
+
     name: str
     workers: list[int]
     masters: list[int]
@@ -155,9 +165,11 @@ class FpmPool:
     argv: list[str]  # binary + the options that decide its settings
     conf: str = ""  # the master's configuration file, when known
     lab: str = ""
-    kind: str = "php-fpm"
     docroot: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"pool {self.name}"
 
     @property
     def binaries(self) -> list[str]:
@@ -169,8 +181,51 @@ class FpmPool:
         return (title == f"php-fpm: pool {self.name}" or title.startswith("php-fpm: master")
                 or not title)
 
-    def settings(self, env: Env) -> dict[str, Any]:
+    def settled(self, title: str) -> bool:
+        return _fpm_settled(title)
+
+    def settings(self, env: Env) -> Settings:
         return fpm_settings(env, self.binary, self.argv, self.name)
+
+    def directives(self, env: Env) -> dict[str, str]:
+        """The pool's own directives (`listen`, `pm.*`, `chroot`, …) from `php-fpm -tt`."""
+        return phpfpm.pool_directives(fpm_tt(env, self.argv), self.name)
+
+    def query_caveats(self, listen: str) -> list[str]:
+        """Why check cannot ask the workers over FastCGI ([] when it can try)."""
+        return [] if listen else ["the pool's listen address is unknown (php-fpm -tt did not "
+                                  "show it): not asked over FastCGI"]
+
+    def reload(self, env: Env) -> None:
+        """php-fpm's graceful reload: new workers start with the new settings."""
+        master = self.masters[0]
+        env.log(f"reloading php-fpm gracefully (master {master})…")
+        phpfpm.reload(master, procs.children(master))
+
+    # -- a lab's pool ----------------------------------------------------------------------
+    @staticmethod
+    def lab_php_pids(state: LabState) -> list[int]:
+        """The lab's php-fpm master and workers."""
+        master = state.fpm_master_pid
+        return [master, *phpfpm.worker_pids(master)] if master and procs.alive(master) else []
+
+    @staticmethod
+    def lab_masters(state: LabState) -> list[int]:
+        return [state.fpm_master_pid]
+
+    @staticmethod
+    def lab_ini_file(state: LabState) -> Path:
+        """The master reads its -d options, then settings only it reads from this file."""
+        return Path(state.state_dir) / "conf/php" / MASTER_INI_NAME
+
+    @staticmethod
+    def cgi_binary() -> str:
+        return ""
+
+    @classmethod
+    def from_lab(cls, state: LabState) -> FpmPool:
+        """The lab's pool; its master's options (its ini overrides as -d) from its state."""
+        return lab_pool(state, phpfpm.lab_argv(state))
 
 
 def _fpm_settled(title: str) -> bool:
@@ -196,77 +251,6 @@ class TitleFilter:
             if self.settled(title):
                 self.known[pid] = ok
         return ok
-
-
-# -- PHP inside the web server: Apache mod_php children, mod_fcgid's php-cgi ------------------
-SAPI_DIRS = {"mod_php": "apache2", "fcgid": "cgi"}
-SAPI_NAMES = {"mod_php": "apache2handler", "fcgid": "cgi-fcgi"}
-
-
-@dataclass
-class ServerPhp:
-    """PHP run by processes a web server starts: Apache's prefork children with mod_php in
-    them (`kind` mod_php), or the `php-cgi` processes mod_fcgid forks (`kind` fcgid). The
-    masters are the processes whose forks become new PHP processes (Apache's master; fcgid's
-    process manager)."""
-
-    name: str
-    workers: list[int]
-    masters: list[int]
-    binary: str  # the code PHP runs from: libphp8.2.so or php-cgi8.2
-    kind: str  # mod_php | fcgid
-    ini_dir: str = ""  # the lab's own scan directory (its overrides), if any
-    server_title: str = ""  # the Apache master's command line (its children carry it)
-    probe_url: str = ""  # the lab's loopback phpinfo page (adapters.apache_lab), if any
-    lab: str = ""
-    docroot: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def binaries(self) -> list[str]:
-        return [self.binary]
-
-    def allow(self, title: str) -> bool:
-        if self.kind == "fcgid":
-            return "php-cgi" in title
-        return title == self.server_title or not title
-
-    def settled(self, title: str) -> bool:
-        return bool(title) and (self.kind != "fcgid" or "php-cgi" in title
-                                or title != self.server_title)
-
-    def settings(self, env: Env) -> dict[str, Any]:
-        """The SAPI's php.ini and conf.d, then the lab's scan directory, read with the CLI
-        (`php -c … -i`): what these processes start with, as Debian lays the files out."""
-        sapi = SAPI_DIRS[self.kind]
-        version = re.search(r"(\d+\.\d+)", Path(self.binary).name)
-        etc = f"/etc/php/{version.group(1) if version else '8.2'}/{sapi}"
-        scan = ":".join(d for d in (f"{etc}/conf.d", self.ini_dir) if d)
-        php = shutil.which("php") or PHP_BINARIES[0]
-        res = env.run([php, "-c", f"{etc}/php.ini", "-i"], check=False, what="php -i",
-                      env={**os.environ, "PHP_INI_SCAN_DIR": scan})
-        settings: dict[str, Any] = parse_php_i(res.stdout)
-        if self.probe_url:  # the values the SAPI itself runs with, where the lab shows them
-            try:
-                settings.update(apache_lab.effective_ini(self.probe_url, sorted(settings)))
-            except (OSError, ComponentError) as exc:
-                env.debug(f"phpinfo probe {self.probe_url}: {exc}")
-        settings["sapi"] = SAPI_NAMES[self.kind]
-        return settings
-
-
-def lab_server_php(state: LabState, workers: list[int]) -> ServerPhp:
-    """The PHP processes of an Apache lab whose handler is mod_php or fcgid."""
-    binary = (state.php_cgi_binary or apache_lab.php_cgi_binary() if state.handler == "fcgid"
-              else apache_lab.php_module())
-    if state.handler == "fcgid":
-        masters = sorted({procs.ppid(w) for w in workers} - {0})
-    else:
-        masters = [state.apache_pid]
-    title = " ".join(procs.cmdline(state.apache_pid)) if state.apache_pid else ""
-    return ServerPhp(f"{state.handler} (lab {state.name})", list(workers), masters, binary,
-                     state.handler, str(Path(state.state_dir) / "conf/php"), title,
-                     state.url, state.name, state.docroot)
 
 
 def docroot_of(env: Env, pool: FpmPool) -> str:
@@ -377,3 +361,30 @@ def query_pool(env: Env, listen: str, workers: int,
         data = _decode(head, body)
         by_pid.setdefault(int(data.get("pid") or 0), data)
     return list(by_pid.values())
+
+
+@dataclass(frozen=True)
+class PoolAnswer:
+    """One worker's answer to the settings query (QUERY_PHP)."""
+
+    ini: Settings  # the settings it runs with (None given as '')
+    realpath_used: int | None  # realpath_cache_size(): bytes its realpath cache holds
+    extensions: tuple[str, ...] | None  # get_loaded_extensions(), None when not a list
+    opcache: dict[str, Any] | None  # opcache_get_status(false) as PHP gives it, if on
+    pid: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PoolAnswer:
+        ini, used, ext, status = (data.get(k) for k in ("ini", "realpath_used", "extensions",
+                                                         "opcache"))
+        return cls(ini={str(k): "" if v is None else str(v) for k, v in (ini or {}).items()},
+                   realpath_used=None if used is None else int(used),
+                   extensions=tuple(str(e) for e in ext) if isinstance(ext, list) else None,
+                   opcache=status if isinstance(status, dict) and status else None,
+                   pid=int(data.get("pid") or 0))
+
+
+def ask_pool(env: Env, listen: str, workers: int,
+             keys: tuple[str, ...] = ()) -> list[PoolAnswer]:
+    """`query_pool`'s answers, typed."""
+    return [PoolAnswer.from_json(d) for d in query_pool(env, listen, workers, keys)]

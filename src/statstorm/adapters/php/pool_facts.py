@@ -19,7 +19,7 @@ from typing import Any
 
 from statstorm.adapters.host import elf, memory, smaps
 from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
-from statstorm.adapters.php import apcu, codetree, php_apps, php_targets
+from statstorm.adapters.php import apcu, codetree, php_apps, php_targets, target
 from statstorm.adapters.servers import apache_facts, nginx
 from statstorm.adapters.storage import gluster, mounts
 from statstorm.env import Env
@@ -39,11 +39,10 @@ class Gathered:
 @dataclass
 class PoolTarget:
     """A pool check can gather: the PHP processes and the server in front of them."""
-    pool: php_targets.FpmPool | php_targets.ServerPhp
+    pool: target.PhpTarget
     nginx_conf: list[str] = field(default_factory=list)  # argv for `nginx -T`
     apache_conf: Path | None = None  # the Apache in front of the pool, if any
     apache_ask: list[str] = field(default_factory=list)  # argv that asks it (-M, DUMP_RUN_CFG)
-    fcgid_dir: str = ""  # mod_fcgid's socket directory (its php-cgi answer FastCGI there)
 
     @property
     def name(self) -> str:
@@ -52,19 +51,11 @@ class PoolTarget:
 
 def lab_target(env: Env, name: str) -> PoolTarget:
     state = labs.require_up(env, name)
+    php = target.for_lab(state)
     if state.server != "apache":
-        return PoolTarget(php_targets.lab_pool(state, labs.fpm_argv(state)),
-                     nginx.lab_argv(labs.nginx_conf(state), Path(state.state_dir)))
+        return PoolTarget(php, nginx.lab_argv(labs.nginx_conf(state), Path(state.state_dir)))
     conf = labs.apache_conf(state)
-    ask = apache_lab.lab_argv(conf)
-    if state.handler == "fpm":
-        return PoolTarget(php_targets.lab_pool(state, labs.fpm_argv(state)), [], conf, ask)
-    if not state.worker_pids:
-        raise UsageError(f"lab {name}: no PHP process is running yet (mod_fcgid starts php-cgi "
-                         f"on the first request): load {state.url}{state.entry_path} once")
-    php = php_targets.lab_server_php(state, state.worker_pids)
-    return PoolTarget(php, [], conf, ask,
-                 str(Path(state.state_dir) / "run/fcgid") if state.handler == "fcgid" else "")
+    return PoolTarget(php, [], conf, apache_lab.lab_argv(conf))
 
 
 def targets(env: Env, *, lab: str | None, pools: tuple[str, ...]) -> list[PoolTarget]:
@@ -109,19 +100,10 @@ def _mounts(env: Env, docroot: str, include: list[str],
     return tuple(out)
 
 
-def _fcgid_socket(directory: str) -> str:
-    """A socket of one of mod_fcgid's php-cgi processes ('' if none)."""
-    socks = sorted(p for p in Path(directory).glob("**/*") if p.is_socket()) if directory else []
-    return str(socks[0]) if socks else ""
-
-
 def directives_of(env: Env, pool: PoolTarget) -> dict[str, str]:
     """The pool's own directives (`listen`, `pm.*`, `chroot`, …): `php-fpm -tt` for a php-fpm
     pool; for mod_fcgid's php-cgi only the socket one of them answers on."""
-    fpm = pool.pool
-    if isinstance(fpm, php_targets.ServerPhp):
-        return {"listen": _fcgid_socket(pool.fcgid_dir)} if pool.fcgid_dir else {}
-    return phpfpm.pool_directives(php_targets.fpm_tt(env, fpm.argv), fpm.name)
+    return pool.pool.directives(env)
 
 
 def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool: bool = True,
@@ -131,42 +113,30 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
     over FastCGI; `trace` and `fsb`: measured evidence to judge with them)."""
     notes: list[str] = []
     fpm = pool.pool
-    settings: dict[str, Any] = fpm.settings(env)
+    settings = fpm.settings(env)
     settings.pop("sapi", None)
     directives = directives_of(env, pool)
-    if isinstance(fpm, php_targets.ServerPhp):
-        if fpm.kind == "mod_php" and query_pool:
-            notes.append("mod_php: settings are the lab's phpinfo page (the values the children "
-                         "run with); a child is not asked for its OPcache status or realpath "
-                         "cache use")
     pm = {k: v for k, v in directives.items() if k.startswith("pm")}
     for k in list(settings):
         if k.startswith("pm"):
             settings.pop(k)
     listen = directives.get("listen", "")
-    source = ("php-fpm -i and -tt (the master's ini, the pool's php_value/php_admin_value)"
-              if isinstance(fpm, php_targets.FpmPool) else
-              "the SAPI's php.ini, conf.d and the lab's ini (php -c … -i), then the lab's "
-              "phpinfo page")
+    source = fpm.settings_source
     status: dict[str, Any] | None = None
     used: int | None = None
     used_by: tuple[int, ...] = ()
     extensions: tuple[str, ...] | None = None
-    if query_pool and not listen and isinstance(fpm, php_targets.FpmPool):
-        notes.append("the pool's listen address is unknown (php-fpm -tt did not show it): "
-                     "not asked over FastCGI")
+    if query_pool:
+        notes += fpm.query_caveats(listen)
     if query_pool and listen and not directives.get("chroot"):
         try:
-            answers = php_targets.query_pool(env, listen, len(fpm.workers))
+            answers = php_targets.ask_pool(env, listen, len(fpm.workers))
             data = answers[0]
-            settings.update({k: "" if v is None else str(v)
-                             for k, v in (data.get("ini") or {}).items()})
-            status = data.get("opcache") or None
-            used_by = tuple(int(a["realpath_used"]) for a in answers
-                            if a.get("realpath_used") is not None)
+            settings.update(data.ini)
+            status = data.opcache
+            used_by = tuple(a.realpath_used for a in answers if a.realpath_used is not None)
             used = max(used_by) if used_by else None
-            if isinstance(data.get("extensions"), list):
-                extensions = tuple(str(e) for e in data["extensions"])
+            extensions = data.extensions
             source = f"{len(answers)} worker(s) of the pool over FastCGI ({listen})"
         except ComponentError as exc:
             notes.append(f"could not ask the pool over FastCGI ({exc}; open_basedir or "
@@ -178,35 +148,34 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
     cli.pop("sapi", None)
     server = nginx.server_passing_to(env, [pool.nginx_conf] if pool.nginx_conf else None,
                                      listen)
-    run_cfg: dict[str, str] = {}
-    modules: list[str] = []
-    if pool.apache_conf is None and server is None and isinstance(fpm, php_targets.FpmPool):
+    run_cfg = apache_facts.RunConfig()
+    if pool.apache_conf is None and server is None and not fpm.handler.php_in_server:
         found = apache_facts.server_passing_to(listen)  # a system Apache in front of the pool
         if found:
             pool.apache_conf, pool.apache_ask, _ = found
     if pool.apache_conf is not None:
-        run_cfg, modules = apache_facts.live(env, pool.apache_ask)
+        run_cfg = apache_facts.live(env, pool.apache_ask)
     docroot = (docroot or fpm.docroot or (server or {}).get("root", "")
-               or run_cfg.get("Main DocumentRoot", ""))
+               or run_cfg.document_root)
     if not docroot:
         notes.append("no docroot found (no nginx or Apache server passes to this pool): file "
                      "counts, mounts and symlinks are not checked; give --docroot")
-    include = [e for e in str(settings.get("include_path", "")).split(":")
-               if e.startswith("/") and Path(e).is_dir()]
+    include_path = settings.get("include_path", "").split(":")
+    include = [e for e in include_path if e.startswith("/") and Path(e).is_dir()]
     tree = codetree.CodeTree()
     if docroot:
         roots = [codetree.app_root(docroot)] + [e for e in include if not e.startswith("/usr/share/php")]
-        tree = codetree.scan(roots, str(settings.get("user_ini.filename", "")),
+        tree = codetree.scan(roots, settings.get("user_ini.filename", ""),
                           ini_int(settings.get("opcache.file_update_protection"), 2))
-    inc_php = tuple((e, codetree.count_php(e)) for e in str(settings.get("include_path", "")).split(":")
+    inc_php = tuple((e, codetree.count_php(e)) for e in include_path
                     if e.startswith("/")) if docroot else ()
     app, app_config = php_apps.recognise(docroot)
     info = memory.meminfo()
     mem = smaps.read_all(fpm.workers)
     pss = [m.pss_kb for m in mem if m.pss_kb]
     apache = apache_facts.gather(pool.apache_conf, docroot, php_pids=fpm.workers,
-                                 server_root=run_cfg.get("ServerRoot", "/etc/apache2"),
-                                 modules=modules, htaccess=tree.htaccess
+                                 server_root=run_cfg.server_root,
+                                 modules=list(run_cfg.modules), htaccess=tree.htaccess
                                  ) if pool.apache_conf and docroot else None
     return Gathered(Facts(
         pool=pool.name, settings=settings, cli_settings=cli, pm=pm, settings_source=source,

@@ -5,12 +5,14 @@ under it, and the memory of the children that carry PHP (mod_php)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from statstorm.adapters.host import procs, smaps
 from statstorm.adapters.servers import apache_conf
 from statstorm.env import Env
 from statstorm.results.facts import ApacheFacts
+from statstorm.results.serving import Handler, handler_of
 
 
 def _int(value: str | None) -> int | None:
@@ -36,12 +38,23 @@ def parse_modules(text: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"^\s+(\w+_module) \((?:static|shared)\)", text, re.M)]
 
 
-def live(env: Env, argv: list[str]) -> tuple[dict[str, str], list[str]]:
+@dataclass(frozen=True)
+class RunConfig:
+    """What a running Apache reports of its configuration."""
+
+    server_root: str = "/etc/apache2"  # DUMP_RUN_CFG's ServerRoot
+    document_root: str = ""  # DUMP_RUN_CFG's Main DocumentRoot
+    modules: tuple[str, ...] = ()  # `apache2 -M`'s loaded modules
+
+
+def live(env: Env, argv: list[str]) -> RunConfig:
     """What the server itself reports of its configuration, asked as `argv` (the master's
     command line, or `apache2ctl`): DUMP_RUN_CFG and the loaded modules."""
     run = env.run([*argv, "-t", "-D", "DUMP_RUN_CFG"], check=False, what="apache2 -D DUMP_RUN_CFG")
     mods = env.run([*argv, "-M"], check=False, what="apache2 -M")
-    return parse_run_cfg(run.stdout + run.stderr), parse_modules(mods.stdout)
+    cfg = parse_run_cfg(run.stdout + run.stderr)
+    return RunConfig(cfg.get("ServerRoot", "/etc/apache2"), cfg.get("Main DocumentRoot", ""),
+                     tuple(parse_modules(mods.stdout)))
 
 
 def gather(conf: Path, docroot: str, *, php_pids: list[int], server_root: str = "/etc/apache2",
@@ -55,7 +68,7 @@ def gather(conf: Path, docroot: str, *, php_pids: list[int], server_root: str = 
     mpm = next((m[4:-7] for m in modules or [] if re.fullmatch(r"mpm_\w+_module", m)), "")
     mpm = mpm or apache_conf.mpm(cfg) or "event"
     if modules and "php_module" in modules:
-        handler = handler or "mod_php"
+        handler = handler or Handler.MOD_PHP
     d_workers, d_limit, d_threads = apache_conf.MPM_DEFAULTS.get(mpm, apache_conf.MPM_DEFAULTS["event"])
     threads = 1 if mpm == "prefork" else _int(apache_conf.directive(cfg, "ThreadsPerChild")) or d_threads
     limit = _int(apache_conf.directive(cfg, "ServerLimit")) or d_limit
@@ -63,16 +76,20 @@ def gather(conf: Path, docroot: str, *, php_pids: list[int], server_root: str = 
                or _int(apache_conf.directive(cfg, "MaxClients")) or d_workers)
     workers = min(workers, limit * threads)
     handler = handler or apache_conf.php_handler(cfg)
-    fcgid = _int(apache_conf.directive(cfg, "FcgidMaxProcessesPerClass")) if handler == "fcgid" else None
+    known = handler_of(handler)
+    # the bound on the PHP processes the handler starts (mod_fcgid's), if Apache holds one
+    limit_directive = known.process_limit_directive if known else ""
+    fcgid = _int(apache_conf.directive(cfg, limit_directive)) if limit_directive else None
     docroot = docroot.rstrip("/") or "/"
-    pss = tuple(m.pss_kb for m in smaps.read_all(php_pids)) if handler == "mod_php" else ()
+    pss = (tuple(m.pss_kb for m in smaps.read_all(php_pids))
+           if known is not None and known.children_carry_php else ())
     return ApacheFacts(
         config=str(conf), mpm=mpm, handler=handler, max_request_workers=workers,
         server_limit=limit, threads_per_child=threads, docroot=docroot,
         walk=apache_conf.walk(cfg, docroot),
         htaccess_files=tuple(h for h in htaccess if h.startswith(docroot + "/")),
         directory_source=apache_conf.source_for(cfg, docroot),
-        fcgid_max_processes=fcgid if handler == "fcgid" else None, child_pss_kb=pss)
+        fcgid_max_processes=fcgid, child_pss_kb=pss)
 
 
 def server_passing_to(listen: str) -> tuple[Path, list[str], list[int]] | None:

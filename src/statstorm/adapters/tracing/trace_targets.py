@@ -9,14 +9,13 @@ import re
 import shlex
 import shutil
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import state as labs
-from statstorm.adapters.php import php_targets
+from statstorm.adapters.php import php_targets, target
 from statstorm.env import Env
 from statstorm.errors import UsageError
-from statstorm.results.lab import LabState
 
 
 OWN_MAX = 64  # the most PIDs the compiled tracer probes one by one (statstorm-trace --own)
@@ -30,7 +29,7 @@ class Target:
     parents: list[int] = field(default_factory=list)
     binaries: list[str] = field(default_factory=list)
     pool: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: php_targets.Settings = field(default_factory=dict)
     argv: list[str] = field(default_factory=list)
     allow: Callable[[str], bool] | None = None  # given a process title: trace it?
     settled: Callable[[str], bool] | None = None  # is that title final (remember the answer)?
@@ -40,26 +39,10 @@ class Target:
     own_probes: bool = False
 
 
-def _pool_target(env: Env, pool: php_targets.FpmPool, mode: str, description: str) -> Target:
-    return Target(mode=mode, description=description, pids=pool.workers, parents=pool.masters,
-                  binaries=pool.binaries, pool=pool.name, settings=pool.settings(env),
-                  allow=pool.allow)
-
-
-def _server_php_target(env: Env, state: LabState) -> Target:
-    """An Apache lab whose PHP runs in Apache's children (mod_php) or in php-cgi (fcgid)."""
-    workers = state.worker_pids
-    if not workers:
-        raise UsageError(f"lab {state.name}: no PHP process is running yet (mod_fcgid starts "
-                         f"php-cgi on the first request): load {state.url}{state.entry_path} "
-                         "once and trace again")
-    php = php_targets.lab_server_php(state, workers)
-    settings = php.settings(env)
-    settings["lab"] = state.name
-    return Target(mode="lab", description=f"lab {state.name} (Apache {state.mpm}, "
-                  f"{state.handler})", pids=php.workers, parents=php.masters,
-                  binaries=php.binaries, pool=php.name, settings=settings, allow=php.allow,
-                  settled=php.settled, code=state.docroot)
+def _php_target(env: Env, php: target.PhpTarget, mode: str, description: str) -> Target:
+    return Target(mode=mode, description=description, pids=php.workers, parents=php.masters,
+                  binaries=php.binaries, pool=php.name, settings=php.settings(env),
+                  allow=php.allow, settled=php.settled)
 
 
 def resolve(env: Env, *, lab: str | None = None, pool: str | None = None,
@@ -67,17 +50,15 @@ def resolve(env: Env, *, lab: str | None = None, pool: str | None = None,
     """The one target given: a lab, a php-fpm pool, PIDs or a command line."""
     if lab:
         state = labs.require_up(env, lab)
-        if state.handler in ("mod_php", "fcgid"):
-            return _server_php_target(env, state)
-        # The lab's master gets its ini overrides as -d options: read them back the same way.
-        lab_pool = php_targets.lab_pool(state, labs.fpm_argv(state))
-        t = _pool_target(env, lab_pool, "lab", f"lab {lab} (pool {state.pool})")
+        # A lab's php-fpm master gets its ini overrides as -d options: read back the same way.
+        php = target.for_lab(state, " and trace again")
+        t = _php_target(env, php, "lab", f"lab {lab} ({php.label})")
         t.settings["lab"] = lab
         t.code = state.docroot
         return t
     if pool:
         fpm = php_targets.find_pool(pool)
-        t = _pool_target(env, fpm, "pool", f"pool {pool}")
+        t = _php_target(env, fpm, "pool", fpm.label)
         t.code = php_targets.docroot_of(env, fpm)
         return t
     if pids:
