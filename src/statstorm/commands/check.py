@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from statstorm.adapters.php import php_targets, pool_facts
+from statstorm.adapters.php import pool_facts
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model.checkfacts import Facts, TraceFacts, fsbench_p50, trace_facts
@@ -87,7 +87,7 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
     found: list[Finding] = []
     for pool in pools:
         use = trace if trace is not None and (len(pools) == 1 or trace_pool == pool.name) else None
-        env.log(f"checking {'php-fpm pool ' if isinstance(pool.pool, php_targets.FpmPool) else ''}"
+        env.log(f"checking {'' if pool.pool.handler.php_in_server else 'php-fpm pool '}"
                 f"{pool.name}…")
         got = pool_facts.gather(env, pool, docroot=opts.docroot, query_pool=opts.query_pool,
                                 trace=use, fsb=fsb)

@@ -189,7 +189,7 @@ class Exporter:
     def refresh_status(self, w: Watched) -> None:
         st = PoolStatus(up=True)
         workers = (php_targets.pool_workers(w.facts_target.pool.name)
-                   if isinstance(w.facts_target.pool, php_targets.FpmPool)
+                   if not w.facts_target.pool.handler.php_in_server
                    else [p for p in w.target.pids if procs.alive(p)])
         st.workers = len(workers)
         errors: dict[str, int] = {}
