@@ -9,10 +9,31 @@ The file format these records are written in is described in the package's docst
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 FORMAT = "statstorm-trace"
 VERSION = 1
+
+
+
+class TracerBackend(StrEnum):
+    """What wrote a trace: its header's "source" and its summary's (and the trailer's
+    "backend" for the tracers that ran)."""
+
+    EBPF = "ebpf"  # the compiled eBPF tracer (libbpf loader)
+    BPFTRACE = "bpftrace"
+    STRACE = "strace"  # a running strace
+    STRACE_LOG = "strace-log"  # `trace import` of an strace log
+    STRACE_C = "strace-c"  # `trace import` of an `strace -c` table
+
+
+class Detail(StrEnum):
+    """What a trace recorded: every syscall, or per-request counts made in the kernel."""
+
+    EVENTS = "events"
+    COUNTS = "counts"
+
 
 # The call types a summary counts; `total` is their sum. chdir is recorded but not counted.
 CALLS = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd")
