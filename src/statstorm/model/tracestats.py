@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 from statstorm.model import stats
+from statstorm.results.trace.diff import Change, DiffSide, TraceDiff
 from statstorm.results.trace.header import Json, JsonObject, TraceHeader, TraceTrailer
 from statstorm.results.trace.summary import (DirCalls, EntryFailures, FailedPath, MountFigures,
                                              MountLatency, OperationFigures, PathCalls, PerCall,
@@ -311,24 +312,22 @@ class Tee:
 
 def diff_summaries(a: Mapping[str, Json], b: Mapping[str, Json]) -> dict[str, Any]:
     """`diff` of two summaries given as JSON, for callers not yet typed."""
-    return diff(TraceSummary.from_json(a), TraceSummary.from_json(b))
+    return diff(TraceSummary.from_json(a), TraceSummary.from_json(b)).to_json()
 
 
-def diff(a: TraceSummary, b: TraceSummary) -> JsonObject:
+def diff(a: TraceSummary, b: TraceSummary) -> TraceDiff:
     """Two summaries per request, call type by call type (`statstorm trace diff`); a figure
     either side does not know (None) counts as 0 here."""
-    change: JsonObject = {}
+    change = {}
     for key in SUMMARY_KEYS:
         va, vb = a.per_request[key], b.per_request[key]
         fa, fb = va or 0, vb or 0
-        change[key] = {"a": va, "b": vb, "delta": round(fb - fa, 3),
-                       "ratio": round(fb / fa, 3) if fa else None}
-    out: JsonObject = {"a": {"requests": a.requests, "per_request": a.per_request.to_json()},
-                       "b": {"requests": b.requests, "per_request": b.per_request.to_json()},
-                       "per_request": change}
+        change[key] = Change(a=va, b=vb, delta=round(fb - fa, 3),
+                             ratio=round(fb / fa, 3) if fa else None)
     ta = a.syscall_time_us.per_request if a.syscall_time_us else None
     tb = b.syscall_time_us.per_request if b.syscall_time_us else None
-    if ta and tb:  # both traces timed their calls (an `strace -c` import does not per request)
-        out["syscall_time_us"] = {"a": ta, "b": tb, "delta": round(tb - ta, 1),
-                                  "ratio": round(tb / ta, 3)}
-    return out
+    # both traces timed their calls (an `strace -c` import does not per request)
+    time = Change(a=ta, b=tb, delta=round(tb - ta, 1), ratio=round(tb / ta, 3)) \
+        if ta and tb else None
+    return TraceDiff(a=DiffSide(a.requests, a.per_request), b=DiffSide(b.requests, b.per_request),
+                     per_request=change, syscall_time_us=time)
