@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from statstorm.results.trace.header import TraceHeader, TraceTrailer
+
 FORMAT = "statstorm-trace"
 VERSION = 1
 
@@ -152,7 +154,17 @@ class Trace:
 
     @property
     def mounts(self) -> list[tuple[str, str]]:
-        return [(m[0], m[1]) for m in self.header.get("mounts", [])]
+        return list(self.head.mounts)
+
+    @property
+    def head(self) -> TraceHeader:
+        """The header, typed."""
+        return TraceHeader.from_json(self.header)
+
+    @property
+    def tail(self) -> TraceTrailer:
+        """The trailer, typed."""
+        return TraceTrailer.from_json(self.trailer)
 
     def feed(self, sink: RecordSink) -> None:
         """Hand every record to `sink` (a TraceWriter, a SummaryBuilder), in file order."""
