@@ -75,12 +75,12 @@ class MountSplit:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Json]) -> MountSplit:
-        return cls(threshold_us=_opt_num(d.get("threshold_us")),
-                   cached_us=_prices(d.get("cached_us")),
-                   round_trip_us=_prices(d.get("round_trip_us")),
-                   round_trip_mean_us=_opt_num(d.get("round_trip_mean_us")),
-                   cached_mean_us=_opt_num(d.get("cached_mean_us")),
-                   round_trip_share=_opt_num(d.get("round_trip_share")) or 0.0)
+        return cls(threshold_us=_opt_num(d["threshold_us"]),
+                   cached_us=_prices(d["cached_us"]),
+                   round_trip_us=_prices(d["round_trip_us"]),
+                   round_trip_mean_us=_opt_num(d["round_trip_mean_us"]),
+                   cached_mean_us=_opt_num(d["cached_mean_us"]),
+                   round_trip_share=_opt_num(d["round_trip_share"]) or 0.0)
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class LatencyProfile:
     @classmethod
     def from_json(cls, d: Mapping[str, Json]) -> LatencyProfile:
         """A profile `validate` accepted (or one this module wrote)."""
-        mounts, split = d.get("mounts"), d.get("split")
+        mounts, split = d["mounts"], d.get("split")
         return cls(source=str(d.get("source", "")),
                    mounts={str(m): _prices(p) for m, p in mounts.items()}
                    if isinstance(mounts, dict) else {},

@@ -50,8 +50,8 @@ class DiffSide:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Json]) -> DiffSide:
-        n = _opt_num(d.get("requests"))
-        return cls(int(n or 0), PerCall.from_json(_obj(d.get("per_request"))))
+        n = _opt_num(d["requests"])
+        return cls(int(n or 0), PerCall.from_json(_obj(d["per_request"])))
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,8 @@ class TraceDiff:
     @classmethod
     def from_json(cls, d: Mapping[str, Json]) -> TraceDiff:
         st, nc = d.get("syscall_time_us"), d.get("not_compared")
-        return cls(a=DiffSide.from_json(_obj(d.get("a"))), b=DiffSide.from_json(_obj(d.get("b"))),
+        return cls(a=DiffSide.from_json(_obj(d["a"])), b=DiffSide.from_json(_obj(d["b"])),
                    per_request={str(k): Change.from_json(_obj(v))
-                                for k, v in _obj(d.get("per_request")).items()},
+                                for k, v in _obj(d["per_request"]).items()},
                    syscall_time_us=Change.from_json(st) if isinstance(st, dict) else None,
                    not_compared=tuple(str(x) for x in nc) if isinstance(nc, list) else None)

@@ -107,8 +107,8 @@ class SyscallTime:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Json]) -> SyscallTime:
-        return cls(_num(d.get("per_request")), _num(d.get("p50")), _num(d.get("p95")),
-                   {str(k): _num(v) for k, v in _obj(d.get("by_call")).items()})
+        return cls(_num(d["per_request"]), _num(d["p50"]), _num(d["p95"]),
+                   {str(k): _num(v) for k, v in _obj(d["by_call"]).items()})
 
 
 @dataclass(frozen=True)
@@ -192,10 +192,10 @@ class MountFigures:
     @classmethod
     def from_json(cls, d: Mapping[str, Json]) -> MountFigures:
         lat, hist = d.get("latency_us"), d.get("histogram_us")
-        return cls(mount=str(d.get("mount", "")), fstype=str(d.get("fstype", "")),
-                   calls=_count(d.get("calls")), failed=_count(d.get("failed")),
-                   per_request=_num(d.get("per_request")),
-                   by_call={str(k): _count(v) for k, v in _obj(d.get("by_call")).items()},
+        return cls(mount=str(d["mount"]), fstype=str(d["fstype"]),
+                   calls=_count(d["calls"]), failed=_count(d["failed"]),
+                   per_request=_num(d["per_request"]),
+                   by_call={str(k): _count(v) for k, v in _obj(d["by_call"]).items()},
                    latency_us=MountLatency(*(_num(_obj(lat).get(k)) for k in (
                        "mean", "p50", "p95", "p99", "max"))) if isinstance(lat, dict) else None,
                    histogram_us={str(k): _count(v) for k, v in hist.items()}
@@ -217,7 +217,7 @@ class OperationFigures:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Json]) -> OperationFigures:
-        return cls(PerCall.from_json(d), _num(d.get("per_request")), _count(d.get("operations")))
+        return cls(PerCall.from_json(d), _num(d["per_request"]), _count(d["operations"]))
 
 
 # The keys of each shape, in the order they have always been written.
@@ -321,13 +321,13 @@ class TraceSummary:
         tp, tf, td, fe, bm = (rows(k) for k in ("top_paths", "top_failed_paths", "top_dirs",
                                                 "failed_by_include_path_entry", "by_mount"))
         return cls(
-            source=str(d.get("source", "")), requests=_count(d.get("requests")),
-            per_request=PerCall.from_json(_obj(d.get("per_request"))),
-            totals=PerCall.from_json(_obj(d.get("totals"))),
-            failed_share=_opt_num(d.get("failed_share")),
-            other_calls={str(k): _count(v) for k, v in _obj(d.get("other_calls")).items()},
-            settings=_obj(d.get("settings")), targets=_obj(d.get("targets")),
-            trace=TraceTrailer.from_json(_obj(d.get("trace"))),
+            source=str(d["source"]), requests=_count(d["requests"]),
+            per_request=PerCall.from_json(_obj(d["per_request"])),
+            totals=PerCall.from_json(_obj(d["totals"])),
+            failed_share=_opt_num(d["failed_share"]),
+            other_calls={str(k): _count(v) for k, v in _obj(d["other_calls"]).items()},
+            settings=_obj(d["settings"]), targets=_obj(d["targets"]),
+            trace=TraceTrailer.from_json(_obj(d["trace"])),
             detail=str(d["detail"]) if "detail" in d else None,
             per_request_dist={str(k): Spread.from_json(_obj(v)) for k, v in dist.items()}
             if isinstance(dist, dict) else None,
@@ -335,15 +335,15 @@ class TraceSummary:
             in_requests=PerCall.from_json(inr) if isinstance(inr, dict) else None,
             outside_requests=None if outside is None else _count(outside),
             top_paths=None if tp is None else tuple(
-                PathCalls(str(o.get("path", "")), _count(o.get("calls")), _count(o.get("failed")))
+                PathCalls(str(o["path"]), _count(o["calls"]), _count(o["failed"]))
                 for o in tp),
             top_failed_paths=None if tf is None else tuple(
-                FailedPath(str(o.get("path", "")), _count(o.get("calls"))) for o in tf),
+                FailedPath(str(o["path"]), _count(o["calls"])) for o in tf),
             top_dirs=None if td is None else tuple(
-                DirCalls(str(o.get("dir", "")), _count(o.get("calls"))) for o in td),
+                DirCalls(str(o["dir"]), _count(o["calls"])) for o in td),
             failed_by_include_path_entry=None if fe is None else tuple(
-                EntryFailures(str(o.get("entry", "")), _count(o.get("failed")),
-                              _num(o.get("per_request"))) for o in fe),
+                EntryFailures(str(o["entry"]), _count(o["failed"]),
+                              _num(o["per_request"])) for o in fe),
             by_mount=None if bm is None else tuple(MountFigures.from_json(o) for o in bm),
             by_operation={str(k): OperationFigures.from_json(_obj(v)) for k, v in ops.items()}
             if isinstance(ops, dict) else None,
