@@ -149,6 +149,13 @@ class TraceHeader:
     mounts: tuple[tuple[str, str], ...] = ()
     sample_one_in: int = 1  # "sampling": {"one_in": N}; 1: every request recorded
     requests_hint: int | None = None  # an import's --requests
+    # an `strace -c` table's import: whole, or an excerpt whose unreadable rows are these
+    import_complete: bool = True
+    import_unreadable: tuple[str, ...] = ()
+
+    @property
+    def target_pool(self) -> str:
+        return str(self.targets.get("pool") or "")
 
     @property
     def target_mode(self) -> str:
@@ -174,6 +181,8 @@ class TraceHeader:
         mounts = d.get("mounts")
         samp = _obj(d.get("sampling"))
         hint = d.get("requests_hint")
+        imp = _obj(d.get("import"))
+        unreadable = imp.get("unreadable")
         return cls(source=str(d.get("source") or ""), detail=str(d.get("detail") or "events"),
                    created=str(d.get("created") or ""), host=str(d.get("host") or ""),
                    targets=_obj(d.get("targets")), settings=_obj(d.get("settings")),
@@ -181,4 +190,7 @@ class TraceHeader:
                                 if isinstance(m, list) and len(m) >= 2)
                    if isinstance(mounts, list) else (),
                    sample_one_in=_int(samp.get("one_in"), 1) or 1,
-                   requests_hint=_int(hint) if hint else None)
+                   requests_hint=_int(hint) if hint else None,
+                   import_complete=bool(imp.get("complete", True)),
+                   import_unreadable=tuple(str(n) for n in unreadable)
+                   if isinstance(unreadable, list) else ())

@@ -10,8 +10,8 @@ is None is absent from the JSON; the keys come in the order the summary has alwa
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Final
 
 from statstorm.results.trace.header import Json, JsonObject, TraceTrailer
@@ -67,6 +67,14 @@ class PerCall:
 
     def to_json(self) -> JsonObject:
         return dict(self.items())
+
+    def unknown(self, keys: Iterable[str]) -> PerCall:
+        """These figures marked unknown (None)."""
+        return replace(self, **{k: None for k in keys})
+
+    def known(self) -> PerCall:
+        """Unknown figures (and zeros) as 0, for arithmetic (`trace diff`)."""
+        return PerCall(**{k: v or 0 for k, v in self.items()})
 
     @classmethod
     def from_json(cls, d: Mapping[str, Json]) -> PerCall:
@@ -263,6 +271,10 @@ class TraceSummary:
     # what the summary cannot tell: call types unknown (an excerpt), notes for the reader
     unknown: tuple[str, ...] | None = None
     notes: tuple[str, ...] | None = None
+
+    def noted(self, note: str) -> TraceSummary:
+        """The summary with one more note for its reader."""
+        return replace(self, notes=(*(self.notes or ()), note))
 
     @property
     def is_table(self) -> bool:
