@@ -183,3 +183,10 @@ def test_the_trace_verb_s_summary_and_diff_typed_give_the_same_json(tmp_path: Pa
         for b in files:
             typed_d = _typed_diff(_typed_show(read_trace(a)), _typed_show(read_trace(b)))
             assert json.dumps(typed_d.to_json()) == json.dumps(trace_cmd.diff(a, b))
+
+
+def test_a_summary_file_with_only_its_figures_is_read() -> None:
+    """`report` recognises a trace summary by per_request and totals alone."""
+    s = TraceSummary.from_json({"per_request": {"total": 3.5}, "totals": {"total": 7}})
+    assert s.requests == 0 and s.per_request.total == 3.5 and s.totals.stat == 0
+    assert s.by_mount is None and s.trace.sampling is None

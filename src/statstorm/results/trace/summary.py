@@ -333,13 +333,14 @@ class TraceSummary:
         tp, tf, td, fe, bm = (rows(k) for k in ("top_paths", "top_failed_paths", "top_dirs",
                                                 "failed_by_include_path_entry", "by_mount"))
         return cls(
-            source=str(d["source"]), requests=_count(d["requests"]),
+            # a summary file of an older statstorm may lack all but per_request and totals
+            source=str(d.get("source", "")), requests=_count(d.get("requests", 0)),
             per_request=PerCall.from_json(_obj(d["per_request"])),
             totals=PerCall.from_json(_obj(d["totals"])),
-            failed_share=_opt_num(d["failed_share"]),
-            other_calls={str(k): _count(v) for k, v in _obj(d["other_calls"]).items()},
-            settings=_obj(d["settings"]), targets=_obj(d["targets"]),
-            trace=TraceTrailer.from_json(_obj(d["trace"])),
+            failed_share=_opt_num(d.get("failed_share")),
+            other_calls={str(k): _count(v) for k, v in _obj(d.get("other_calls")).items()},
+            settings=_obj(d.get("settings")), targets=_obj(d.get("targets")),
+            trace=TraceTrailer.from_json(_obj(d.get("trace"))),
             detail=str(d["detail"]) if "detail" in d else None,
             per_request_dist={str(k): Spread.from_json(_obj(v)) for k, v in dist.items()}
             if isinstance(dist, dict) else None,
