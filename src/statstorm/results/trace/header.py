@@ -105,17 +105,13 @@ class NetworkCount:
 
 @dataclass(frozen=True)
 class TraceTrailer:
-    """The trailer of a trace: how the tracer stopped and what it says of its run. Which keys
-    are present depends on the backend (an import says little)."""
+    """The trailer of a trace: how the tracer stopped and what it says of its run (the keys
+    its readers use typed; the rest, which depend on the backend, in `raw`)."""
 
     raw: JsonObject = field(default_factory=dict, repr=False)
-    stopped: str | None = None
-    backend: str | None = None
-    wall_s: float | None = None
-    dropped: int = 0
+    dropped: int = 0  # events the tracer lost
     completed_requests: int | None = None
-    t0_wall_ns: int | None = None
-    events: int | None = None
+    t0_wall_ns: int | None = None  # wall clock of the events' time 0
     sampling: SamplingStatement | None = None
     network: NetworkCount | None = None
 
@@ -126,11 +122,9 @@ class TraceTrailer:
     def from_json(cls, d: Mapping[str, Json] | None) -> TraceTrailer:
         raw = dict(d or {})
         samp, net = raw.get("sampling"), raw.get("network")
-        return cls(raw=raw, stopped=_opt_str(raw.get("stopped")),
-                   backend=_opt_str(raw.get("backend")), wall_s=_opt_float(raw.get("wall_s")),
-                   dropped=_int(raw.get("dropped")),
+        return cls(raw=raw, dropped=_int(raw.get("dropped")),
                    completed_requests=_opt_int(raw.get("completed_requests")),
-                   t0_wall_ns=_opt_int(raw.get("t0_wall_ns")), events=_opt_int(raw.get("events")),
+                   t0_wall_ns=_opt_int(raw.get("t0_wall_ns")),
                    sampling=SamplingStatement.from_json(samp) if isinstance(samp, dict) and samp
                    else None,
                    network=NetworkCount.from_json(net) if isinstance(net, dict) else None)
