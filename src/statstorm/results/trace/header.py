@@ -158,12 +158,12 @@ class TraceHeader:
     @property
     def target_pids(self) -> tuple[int, ...]:
         pids = self.targets.get("pids")
-        return tuple(_int(p) for p in pids) if isinstance(pids, list) else ()
+        return tuple(_int(p) for p in pids) if isinstance(pids, (list, tuple)) else ()
 
     @property
     def target_cmd(self) -> list[str]:
         cmd = self.targets.get("cmd")
-        return [str(a) for a in cmd] if isinstance(cmd, list) else []
+        return [str(a) for a in cmd] if isinstance(cmd, (list, tuple)) else []
 
     def setting(self, name: str) -> str:
         """A recorded PHP setting as text ('' when the trace did not record it)."""
@@ -181,8 +181,8 @@ class TraceHeader:
                    created=str(d.get("created") or ""), host=str(d.get("host") or ""),
                    targets=_obj(d.get("targets")), settings=_obj(d.get("settings")),
                    mounts=tuple((str(m[0]), str(m[1])) for m in mounts
-                                if isinstance(m, list) and len(m) >= 2)
-                   if isinstance(mounts, list) else (),
+                                if isinstance(m, (list, tuple)) and len(m) >= 2)
+                   if isinstance(mounts, (list, tuple)) else (),
                    sample_one_in=_int(samp.get("one_in"), 1) or 1,
                    requests_hint=_int(hint) if hint else None,
                    import_complete=bool(imp.get("complete", True)),
