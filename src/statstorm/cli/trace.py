@@ -19,7 +19,7 @@ from statstorm.results.common import check_output_dir
 from statstorm.results.trace import CALLS, SUMMARY_KEYS
 from statstorm.results.trace.diff import SCHEMA as DIFF_SCHEMA
 from statstorm.results.trace.diff import TraceDiff
-from statstorm.results.trace.header import Json
+from statstorm.results.jsontypes import JsonValue
 from statstorm.results.trace.summary import SCHEMA as SUMMARY_SCHEMA
 from statstorm.results.trace.summary import TraceSummary
 from statstorm.results.trace.vocabulary import Detail
@@ -55,12 +55,12 @@ def _list_table(out: Console, title: str, headers: list[str], rows: list[list[st
     out.print(t)
 
 
-def summary_of(s: TraceSummary | Mapping[str, Json]) -> TraceSummary:
+def summary_of(s: TraceSummary | Mapping[str, JsonValue]) -> TraceSummary:
     """A summary as the trace verb returns it, typed (a JSON object is read once, here)."""
     return s if isinstance(s, TraceSummary) else TraceSummary.from_json(s)
 
 
-def summary_json(s: TraceSummary, **extra: Json) -> str:
+def summary_json(s: TraceSummary, **extra: JsonValue) -> str:
     """The summary printed by `--json`: its schema first, then the summary, then `extra`."""
     return json.dumps({"schema": SUMMARY_SCHEMA, **s.to_json(), **extra}, indent=2)
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, TypeAlias
 
 from statstorm.errors import UsageError
-from statstorm.results.trace.header import Json, JsonObject
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.trace.raw import S_CALL, S_LAT, S_MOUNT, S_RET
 from statstorm.results.trace.vocabulary import CALLS
 
@@ -39,7 +39,7 @@ SCHEMA = "statstorm.latency-profile/1"
 Prices: TypeAlias = dict[str, dict[str, float]]
 
 
-def _prices(v: Json) -> Prices:
+def _prices(v: JsonValue) -> Prices:
     if not isinstance(v, dict):
         return {}
     return {str(call): {str(o): x for o, x in outcomes.items()
@@ -51,7 +51,7 @@ def _prices_json(p: Prices) -> JsonObject:
     return {call: {o: x for o, x in outcomes.items()} for call, outcomes in p.items()}
 
 
-def _opt_num(v: Json) -> float | None:
+def _opt_num(v: JsonValue) -> float | None:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -74,7 +74,7 @@ class MountSplit:
                 "cached_mean_us": self.cached_mean_us, "round_trip_share": self.round_trip_share}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> MountSplit:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> MountSplit:
         return cls(threshold_us=_opt_num(d["threshold_us"]),
                    cached_us=_prices(d["cached_us"]),
                    round_trip_us=_prices(d["round_trip_us"]),
@@ -100,7 +100,7 @@ class LatencyProfile:
         return out
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> LatencyProfile:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> LatencyProfile:
         """A profile `validate` accepted (or one this module wrote)."""
         mounts, split = d["mounts"], d.get("split")
         return cls(source=str(d.get("source", "")),
@@ -133,7 +133,7 @@ BUILTIN: dict[str, JsonObject] = {k: p.to_json() for k, p in BUILTIN_PROFILES.it
 LOCAL: Prices = BUILTIN_PROFILES["local"].mounts["*"]
 
 
-def validate(profile: Json, where: str) -> JsonObject:
+def validate(profile: JsonValue, where: str) -> JsonObject:
     if not isinstance(profile, dict) or profile.get("schema") != SCHEMA:
         raise UsageError(f"{where}: not a latency profile ({SCHEMA}); write one with "
                          "`statstorm fsbench --profile-out FILE` or use local, gluster, "
@@ -251,11 +251,11 @@ def mount_split(lats: dict[tuple[str, str], list[float]]) -> MountSplit:
                       round_trip_share=round(len(slow) / len(every), 4))
 
 
-def _typed(profile: LatencyProfile | Mapping[str, Json]) -> LatencyProfile:
+def _typed(profile: LatencyProfile | Mapping[str, JsonValue]) -> LatencyProfile:
     return profile if isinstance(profile, LatencyProfile) else LatencyProfile.from_json(profile)
 
 
-def split_cost_us(profile: LatencyProfile | Mapping[str, Json], mounts: list[tuple[str, str]],
+def split_cost_us(profile: LatencyProfile | Mapping[str, JsonValue], mounts: list[tuple[str, str]],
                   by_mount: dict[tuple[int, int, bool], int],
                   reach: dict[tuple[int, int, bool], float]) -> float:
     """Like `cost_us`, but a call on a mount the profile splits (`split`) is priced as a
@@ -286,7 +286,7 @@ def _price(calls: Prices, call: str, outcome: str) -> float | None:
     return float(v) if v is not None else None
 
 
-def cost_us(profile: LatencyProfile | Mapping[str, Json], mounts: list[tuple[str, str]],
+def cost_us(profile: LatencyProfile | Mapping[str, JsonValue], mounts: list[tuple[str, str]],
             by_mount: dict[tuple[int, int, bool], int]) -> float:
     """Total µs of `by_mount` counts ({(mount index, call index, failed): calls})."""
     table = _typed(profile).mounts

@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from statstorm.results.trace.header import (CountedCalls, Json, JsonObject, SamplingStatement,
-                                            TraceHeader, TraceTrailer)
+from statstorm.results.jsontypes import JsonObject, JsonValue
+from statstorm.results.trace.header import (CountedCalls, SamplingStatement, TraceHeader,
+                                            TraceTrailer)
 
 
 class CountedRequests:
@@ -78,11 +79,11 @@ def scale(recorded: int, counted: int) -> float:
     return round((recorded + counted) / recorded, 4) if recorded else 1.0
 
 
-def _header(header: TraceHeader | Mapping[str, Json]) -> TraceHeader:
+def _header(header: TraceHeader | Mapping[str, JsonValue]) -> TraceHeader:
     return header if isinstance(header, TraceHeader) else TraceHeader.from_json(header)
 
 
-def whatif_note(header: TraceHeader | Mapping[str, Json]) -> str | None:
+def whatif_note(header: TraceHeader | Mapping[str, JsonValue]) -> str | None:
     """What whatif says of a sampled trace (None: the trace recorded every request)."""
     n = _header(header).sample_one_in
     if n <= 1:
@@ -94,8 +95,8 @@ def whatif_note(header: TraceHeader | Mapping[str, Json]) -> str | None:
             "revalidation windows) is missing from it")
 
 
-def check_note(header: TraceHeader | Mapping[str, Json],
-               trailer: TraceTrailer | Mapping[str, Json]) -> str | None:
+def check_note(header: TraceHeader | Mapping[str, JsonValue],
+               trailer: TraceTrailer | Mapping[str, JsonValue]) -> str | None:
     """What check says of a sampled trace's evidence."""
     n = _header(header).sample_one_in
     if n <= 1:

@@ -14,7 +14,8 @@ from typing import Any, Protocol, cast
 
 from statstorm.model import stats
 from statstorm.results.trace.diff import Change, DiffSide, TraceDiff
-from statstorm.results.trace.header import Json, JsonObject, TraceHeader, TraceTrailer
+from statstorm.results.jsontypes import JsonObject, JsonValue
+from statstorm.results.trace.header import TraceHeader, TraceTrailer
 from statstorm.results.trace.summary import (DirCalls, EntryFailures, FailedPath, MountFigures,
                                              MountLatency, OperationFigures, PathCalls, PerCall,
                                              Spread, SyscallTime, TraceSummary)
@@ -56,7 +57,7 @@ def include_entry(path: str, include_path: str, cwd: str) -> str:
 
 
 class SummaryBuilder:
-    def __init__(self, header: Mapping[str, Json]) -> None:
+    def __init__(self, header: Mapping[str, JsonValue]) -> None:
         self.head = TraceHeader.from_json(header)
         self.mounts: list[tuple[str, str]] = list(self.head.mounts)
         self.per_req: dict[int, Counter[str]] = defaultdict(_counts)
@@ -158,9 +159,9 @@ class SummaryBuilder:
     def finish(self, trailer: Mapping[str, object] | None = None) -> dict[str, Any]:
         """The summary as JSON (`build(trailer).to_json()`), for callers not yet typed; the
         trailer is a JSON object as the backends write it."""
-        return self.build(cast("Mapping[str, Json] | None", trailer)).to_json()
+        return self.build(cast("Mapping[str, JsonValue] | None", trailer)).to_json()
 
-    def build(self, trailer: Mapping[str, Json] | None = None) -> TraceSummary:
+    def build(self, trailer: Mapping[str, JsonValue] | None = None) -> TraceSummary:
         """The summary of what was fed, with the trace's trailer."""
         tail = TraceTrailer.from_json(trailer)
         if self.counts:
@@ -310,7 +311,7 @@ class Tee:
         self.second.request_counts(rc)
 
 
-def diff_summaries(a: Mapping[str, Json], b: Mapping[str, Json]) -> dict[str, Any]:
+def diff_summaries(a: Mapping[str, JsonValue], b: Mapping[str, JsonValue]) -> dict[str, Any]:
     """`diff` of two summaries given as JSON, for callers not yet typed."""
     return diff(TraceSummary.from_json(a), TraceSummary.from_json(b)).to_json()
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from statstorm.results.trace.header import Json, JsonObject
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.trace.summary import PerCall
 
 SCHEMA = "statstorm.trace-diff/1"
 
 
-def _opt_num(v: Json) -> float | None:
+def _opt_num(v: JsonValue) -> float | None:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _obj(v: Json) -> JsonObject:
+def _obj(v: JsonValue) -> JsonObject:
     return v if isinstance(v, dict) else {}
 
 
@@ -36,7 +36,7 @@ class Change:
         return {"a": self.a, "b": self.b, "delta": self.delta, "ratio": self.ratio}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> Change:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> Change:
         return cls(*(_opt_num(d.get(k)) for k in ("a", "b", "delta", "ratio")))
 
 
@@ -49,7 +49,7 @@ class DiffSide:
         return {"requests": self.requests, "per_request": self.per_request.to_json()}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> DiffSide:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> DiffSide:
         n = _opt_num(d["requests"])
         return cls(int(n or 0), PerCall.from_json(_obj(d["per_request"])))
 
@@ -72,7 +72,7 @@ class TraceDiff:
         return out
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> TraceDiff:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> TraceDiff:
         st, nc = d.get("syscall_time_us"), d.get("not_compared")
         return cls(a=DiffSide.from_json(_obj(d["a"])), b=DiffSide.from_json(_obj(d["b"])),
                    per_request={str(k): Change.from_json(_obj(v))

@@ -12,31 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeAlias
-
-# A JSON value as json.loads returns it.
-Json: TypeAlias = "None | bool | int | float | str | list[Json] | dict[str, Json]"
-JsonObject: TypeAlias = "dict[str, Json]"
+from statstorm.results.jsontypes import JsonObject, JsonValue
 
 
-def _obj(v: Json) -> JsonObject:
+def _obj(v: JsonValue) -> JsonObject:
     return v if isinstance(v, dict) else {}
 
 
-def _int(v: Json, default: int = 0) -> int:
+def _int(v: JsonValue, default: int = 0) -> int:
     return int(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) and v != "" \
         else default
 
 
-def _opt_int(v: Json) -> int | None:
+def _opt_int(v: JsonValue) -> int | None:
     return None if v is None else _int(v)
 
 
-def _opt_float(v: Json) -> float | None:
+def _opt_float(v: JsonValue) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _opt_str(v: Json) -> str | None:
+def _opt_str(v: JsonValue) -> str | None:
     return None if v is None else str(v)
 
 
@@ -73,7 +69,7 @@ class SamplingStatement:
         }
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> SamplingStatement:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> SamplingStatement:
         counted = {str(c): CountedCalls(_int(o.get("calls")), _int(o.get("failed")),
                                         _int(o.get("latency_ns")))
                    for c, o in _obj(d.get("counted_calls")).items() if isinstance(o, dict)}
@@ -97,7 +93,7 @@ class NetworkCount:
     mount: str | None = None  # NFS
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> NetworkCount:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> NetworkCount:
         return cls(round_trips=_int(d.get("round_trips")),
                    per_request=_opt_float(d.get("per_request")),
                    volume=_opt_str(d.get("volume")), mount=_opt_str(d.get("mount")))
@@ -119,7 +115,7 @@ class TraceTrailer:
         return dict(self.raw)
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json] | None) -> TraceTrailer:
+    def from_json(cls, d: Mapping[str, JsonValue] | None) -> TraceTrailer:
         raw = dict(d or {})
         samp, net = raw.get("sampling"), raw.get("network")
         return cls(raw=raw, dropped=_int(raw.get("dropped")),
@@ -171,7 +167,7 @@ class TraceHeader:
         return "" if v is None else str(v)
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> TraceHeader:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> TraceHeader:
         mounts = d.get("mounts")
         samp = _obj(d.get("sampling"))
         hint = d.get("requests_hint")

@@ -14,30 +14,31 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
 
-from statstorm.results.trace.header import Json, JsonObject, TraceTrailer
+from statstorm.results.jsontypes import JsonObject, JsonValue
+from statstorm.results.trace.header import TraceTrailer
 from statstorm.results.trace.vocabulary import SUMMARY_KEYS
 
 SCHEMA: Final = "statstorm.trace-summary/1"
 
 
-def _num(v: Json) -> float:
+def _num(v: JsonValue) -> float:
     """A JSON number as it was read (an int stays an int: its JSON text is unchanged)."""
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
 
 
-def _count(v: Json) -> int:
+def _count(v: JsonValue) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else int(_num(v))
 
 
-def _opt_num(v: Json) -> float | None:
+def _opt_num(v: JsonValue) -> float | None:
     return None if v is None else _num(v)
 
 
-def _objs(v: Json) -> list[JsonObject]:
+def _objs(v: JsonValue) -> list[JsonObject]:
     return [o for o in v if isinstance(o, dict)] if isinstance(v, list) else []
 
 
-def _obj(v: Json) -> JsonObject:
+def _obj(v: JsonValue) -> JsonObject:
     return v if isinstance(v, dict) else {}
 
 
@@ -77,7 +78,7 @@ class PerCall:
         return PerCall(**{k: v or 0 for k, v in self.items()})
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> PerCall:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> PerCall:
         return cls(**{k: _opt_num(d.get(k, 0)) for k in SUMMARY_KEYS})
 
 
@@ -96,7 +97,7 @@ class Spread:
                 "max": self.max}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> Spread:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> Spread:
         return cls(*(_num(d.get(k)) for k in ("mean", "p50", "p95", "min", "max")))
 
 
@@ -114,7 +115,7 @@ class SyscallTime:
                 "by_call": dict(self.by_call)}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> SyscallTime:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> SyscallTime:
         return cls(_num(d["per_request"]), _num(d["p50"]), _num(d["p95"]),
                    {str(k): _num(v) for k, v in _obj(d["by_call"]).items()})
 
@@ -198,7 +199,7 @@ class MountFigures:
         return out
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> MountFigures:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> MountFigures:
         lat, hist = d.get("latency_us"), d.get("histogram_us")
         return cls(mount=str(d["mount"]), fstype=str(d["fstype"]),
                    calls=_count(d["calls"]), failed=_count(d["failed"]),
@@ -224,7 +225,7 @@ class OperationFigures:
                 "operations": self.operations}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> OperationFigures:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> OperationFigures:
         return cls(PerCall.from_json(d), _num(d["per_request"]), _count(d["operations"]))
 
 
@@ -281,7 +282,7 @@ class TraceSummary:
         """A summary of an `strace -c` table (totals only)."""
         return self.seconds is not None
 
-    def _field_json(self, key: str) -> Json:
+    def _field_json(self, key: str) -> JsonValue:
         if key in ("per_request", "totals", "in_requests"):
             calls: PerCall | None = getattr(self, key)
             return None if calls is None else calls.to_json()
@@ -301,12 +302,12 @@ class TraceSummary:
         if key == "trace":
             return self.trace.to_json()
         if key in ("other_calls", "seconds", "settings", "targets"):
-            m: Mapping[str, Json] | None = getattr(self, key)
+            m: Mapping[str, JsonValue] | None = getattr(self, key)
             return None if m is None else dict(m)
         if key in ("unknown", "notes"):
             texts: tuple[str, ...] | None = getattr(self, key)
             return None if texts is None else list(texts)
-        v: Json = getattr(self, key)
+        v: JsonValue = getattr(self, key)
         return v
 
     def to_json(self) -> JsonObject:
@@ -319,7 +320,7 @@ class TraceSummary:
         return out
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Json]) -> TraceSummary:
+    def from_json(cls, d: Mapping[str, JsonValue]) -> TraceSummary:
         """A summary as `to_json` (or `trace show --json`) wrote it; "schema" and "file" are
         the CLI's and are not kept."""
         dist, st, ops = d.get("per_request_dist"), d.get("syscall_time_us"), d.get("by_operation")
