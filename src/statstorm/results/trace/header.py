@@ -105,6 +105,7 @@ class TraceTrailer:
     its readers use typed; the rest, which depend on the backend, in `raw`)."""
 
     raw: JsonObject = field(default_factory=dict, repr=False)
+    stopped: str | None = None  # what ended it: "duration", "requests", "interrupted", "end"…
     dropped: int = 0  # events the tracer lost
     completed_requests: int | None = None
     t0_wall_ns: int | None = None  # wall clock of the events' time 0
@@ -118,7 +119,7 @@ class TraceTrailer:
     def from_json(cls, d: Mapping[str, JsonValue] | None) -> TraceTrailer:
         raw = dict(d or {})
         samp, net = raw.get("sampling"), raw.get("network")
-        return cls(raw=raw, dropped=_int(raw.get("dropped")),
+        return cls(raw=raw, stopped=_opt_str(raw.get("stopped")), dropped=_int(raw.get("dropped")),
                    completed_requests=_opt_int(raw.get("completed_requests")),
                    t0_wall_ns=_opt_int(raw.get("t0_wall_ns")),
                    sampling=SamplingStatement.from_json(samp) if isinstance(samp, dict) and samp
