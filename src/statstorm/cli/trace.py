@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -17,10 +17,15 @@ from statstorm.commands import trace as trace_cmd
 from statstorm.env import Env
 from statstorm.results.common import check_output_dir
 from statstorm.results.trace import CALLS, SUMMARY_KEYS
+from statstorm.results.trace.diff import SCHEMA as DIFF_SCHEMA
+from statstorm.results.trace.diff import TraceDiff
+from statstorm.results.jsontypes import JsonValue
+from statstorm.results.trace.summary import SCHEMA as SUMMARY_SCHEMA
+from statstorm.results.trace.summary import TraceSummary
+from statstorm.results.trace.vocabulary import Detail
 
-# the JSON of `trace --json`, `trace show/import --json` (a trace's summary) and `trace diff`
-SUMMARY_SCHEMA = "statstorm.trace-summary/1"
-DIFF_SCHEMA = "statstorm.trace-diff/1"
+# the JSON of `trace --json`, `trace show/import --json` (a trace's summary): SUMMARY_SCHEMA;
+# of `trace diff`: DIFF_SCHEMA
 
 
 def _console(env: Env) -> Console:
@@ -50,11 +55,21 @@ def _list_table(out: Console, title: str, headers: list[str], rows: list[list[st
     out.print(t)
 
 
-def render(env: Env, s: dict[str, Any], title: str) -> None:
+def summary_of(s: TraceSummary | Mapping[str, JsonValue]) -> TraceSummary:
+    """A summary as the trace verb returns it, typed (a JSON object is read once, here)."""
+    return s if isinstance(s, TraceSummary) else TraceSummary.from_json(s)
+
+
+def summary_json(s: TraceSummary, **extra: JsonValue) -> str:
+    """The summary printed by `--json`: its schema first, then the summary, then `extra`."""
+    return json.dumps({"schema": SUMMARY_SCHEMA, **s.to_json(), **extra}, indent=2)
+
+
+def render(env: Env, s: TraceSummary, title: str) -> None:
     out = _console(env)
-    n = s.get("requests", 0)
+    n = s.requests
     t = Table(title=f"{title}: {n} request(s)")
-    dist = s.get("per_request_dist")
+    dist = s.per_request_dist
     t.add_column("call")
     t.add_column("per request", justify="right")
     if dist:
@@ -62,36 +77,36 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
         t.add_column("p95", justify="right")
     t.add_column("total", justify="right")
     for key in SUMMARY_KEYS:
-        row = [key, _fmt(s["per_request"][key])]
+        row = [key, _fmt(s.per_request[key])]
         if dist:
-            row += [_fmt(dist[key]["p50"]), _fmt(dist[key]["p95"])]
-        row.append(_fmt(s["totals"][key]))
+            row += [_fmt(dist[key].p50), _fmt(dist[key].p95)]
+        row.append(_fmt(s.totals[key]))
         t.add_row(*row)
     out.print(t)
-    tot = s["totals"]["total"]
-    if tot is not None and s["totals"]["failed"] is not None:
-        out.print(f"failed: {s['totals']['failed']:,} of {tot:,} "
-                  f"({s.get('failed_share') or 0:.1%})")
-    st = s.get("syscall_time_us") or {}
-    if st.get("per_request"):
-        out.print(f"time in these syscalls: {st['per_request']:,.1f} µs per request "
-                  f"(p50 {st['p50']:,.1f}, p95 {st['p95']:,.1f})")
-    samp = (s.get("trace") or {}).get("sampling") or {}
+    tot = s.totals.total
+    if tot is not None and s.totals.failed is not None:
+        out.print(f"failed: {s.totals.failed:,} of {tot:,} "
+                  f"({s.failed_share or 0:.1%})")
+    st = s.syscall_time_us
+    if st and st.per_request:
+        out.print(f"time in these syscalls: {st.per_request:,.1f} µs per request "
+                  f"(p50 {st.p50:,.1f}, p95 {st.p95:,.1f})")
+    samp = s.trace.sampling
     if samp:
-        out.print(f"sampled: about 1 request in {samp['one_in']} recorded in full: "
-                  f"{samp['recorded_requests']:,} recorded, {samp['counted_requests']:,} "
-                  f"counted (totals x {samp['scale']:g} for all requests); calls per request: "
-                  f"{s['per_request']['total']:,.1f} ± {samp['calls_per_request_error']:,.1f} "
-                  f"recorded, {samp['counted_calls_per_request']:,.1f} counted")
-    net = (s.get("trace") or {}).get("network") or {}
-    if net.get("per_request") is not None:
-        out.print(f"network round trips: {net['per_request']:,.2f} per request "
-                  f"({net['round_trips']:,} in all, " + (
-                      f"GlusterFS profile of volume {net['volume']})" if net.get("volume")
-                      else f"NFS counters of {net.get('mount')}, every process's traffic)"))
-    if s.get("detail") == "counts":
+        out.print(f"sampled: about 1 request in {samp.one_in} recorded in full: "
+                  f"{samp.recorded_requests:,} recorded, {samp.counted_requests:,} "
+                  f"counted (totals x {samp.scale:g} for all requests); calls per request: "
+                  f"{s.per_request.total or 0:,.1f} ± {samp.calls_per_request_error:,.1f} "
+                  f"recorded, {samp.counted_calls_per_request:,.1f} counted")
+    net = s.trace.network
+    if net and net.per_request is not None:
+        out.print(f"network round trips: {net.per_request:,.2f} per request "
+                  f"({net.round_trips:,} in all, " + (
+                      f"GlusterFS profile of volume {net.volume})" if net.volume
+                      else f"NFS counters of {net.mount}, every process's traffic)"))
+    if s.detail == Detail.COUNTS:
         out.print("counted in the kernel (--counts): no paths, mounts or PHP operations")
-    ops = s.get("by_operation") or {}
+    ops = s.by_operation or {}
     if ops:
         ot = Table(title="by PHP operation (per request)")
         ot.add_column("operation")
@@ -99,29 +114,28 @@ def render(env: Env, s: dict[str, Any], title: str) -> None:
             ot.add_column(key, justify="right")
         div = max(n, 1)
         for kind, c in ops.items():
-            ot.add_row(kind, *[_fmt(round(c[k] / div, 1)) for k in ("total", "failed", *CALLS)])
+            ot.add_row(kind, *[_fmt(round((c.calls[k] or 0) / div, 1))
+                               for k in ("total", "failed", *CALLS)])
         out.print(ot)
-    mounts = s.get("by_mount") or []
+    mounts = s.by_mount or ()
     if mounts:
         mt = Table(title="by mount")
         for h in ("mount", "fstype", "per request", "failed", "p50 µs", "p95 µs", "p99 µs"):
             mt.add_column(h, justify="left" if h in ("mount", "fstype") else "right")
         for m in mounts:
-            lat = m.get("latency_us", {})
-            mt.add_row(shown(m["mount"]), m["fstype"], _fmt(m["per_request"]), f"{m['failed']:,}",
-                       *[str(lat.get(k, "-")) for k in ("p50", "p95", "p99")])
+            lat = m.latency_us
+            mt.add_row(shown(m.mount), m.fstype, _fmt(m.per_request), f"{m.failed:,}",
+                       *([str(lat.p50), str(lat.p95), str(lat.p99)] if lat else ["-"] * 3))
         out.print(mt)
-    entries = s.get("failed_by_include_path_entry") or []
     _list_table(out, "failed include lookups by include_path entry",
                 ["entry", "failed", "per request"],
-                [[shown(e["entry"]), f"{e['failed']:,}", _fmt(e["per_request"])]
-                 for e in entries])
+                [[shown(e.entry), f"{e.failed:,}", _fmt(e.per_request)]
+                 for e in s.failed_by_include_path_entry or ()])
     _list_table(out, "top failed paths", ["path", "calls"],
-                [[shown(f["path"]), f"{f['calls']:,}"]
-                 for f in (s.get("top_failed_paths") or [])[:10]])
+                [[shown(f.path), f"{f.calls:,}"] for f in (s.top_failed_paths or ())[:10]])
     _list_table(out, "top directories", ["directory", "calls"],
-                [[shown(d["dir"]), f"{d['calls']:,}"] for d in (s.get("top_dirs") or [])[:10]])
-    for note in s.get("notes", []):
+                [[shown(d.dir), f"{d.calls:,}"] for d in (s.top_dirs or ())[:10]])
+    for note in s.notes or ():
         out.print(f"note: {shown(note)}")
 
 
@@ -212,10 +226,11 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
     result = trace_cmd.run(env, opts, progress=progress, ready=ready)
     for w in result.warnings:
         err.print(f"warning: {w}", style="bold yellow" if "LOUD" in w else "yellow")
+    summary = summary_of(result.summary)
     if as_json:
-        click.echo(json.dumps({"schema": SUMMARY_SCHEMA, **result.summary, "file": str(result.output)}, indent=2))
+        click.echo(summary_json(summary, file=str(result.output)))
     else:
-        render(env, result.summary, f"trace ({result.backend})")
+        render(env, summary, f"trace ({result.backend})")
         _console(env).print(f"wrote {result.output}")
 
 
@@ -231,9 +246,9 @@ def show(env: Env, trace_file: Path, as_json: bool) -> None:
       statstorm trace show before.sst.gz
       statstorm trace show before.sst.gz --json | jq .per_request
     """
-    s = trace_cmd.show(trace_file)
+    s = summary_of(trace_cmd.show(trace_file))
     if as_json:
-        click.echo(json.dumps({"schema": SUMMARY_SCHEMA, **s}, indent=2))
+        click.echo(summary_json(s))
     else:
         render(env, s, str(trace_file))
 
@@ -251,24 +266,25 @@ def diff(env: Env, a: Path, b: Path, as_json: bool) -> None:
       statstorm trace diff before.sst.gz after.sst.gz
       statstorm trace diff old-strace-c.sst.gz new.sst.gz --json
     """
-    d = trace_cmd.diff(a, b)
+    raw = trace_cmd.diff(a, b)
+    d = raw if isinstance(raw, TraceDiff) else TraceDiff.from_json(raw)
     if as_json:
-        click.echo(json.dumps({"schema": DIFF_SCHEMA, **d}, indent=2))
+        click.echo(json.dumps({"schema": DIFF_SCHEMA, **d.to_json()}, indent=2))
         return
-    t = Table(title=f"per request: {a} ({d['a']['requests']} req) → {b} "
-                    f"({d['b']['requests']} req)")
+    t = Table(title=f"per request: {a} ({d.a.requests} req) → {b} "
+                    f"({d.b.requests} req)")
     for h in ("call", "before", "after", "change", "ratio"):
         t.add_column(h, justify="left" if h == "call" else "right")
-    rows = list(d["per_request"].items())
-    if "syscall_time_us" in d:
-        rows.append(("µs in these calls", d["syscall_time_us"]))
+    rows = list(d.per_request.items())
+    if d.syscall_time_us is not None:
+        rows.append(("µs in these calls", d.syscall_time_us))
     for key, c in rows:
-        t.add_row(key, _fmt(c["a"]), _fmt(c["b"]),
-                  "not compared" if c["delta"] is None else f"{c['delta']:+,.1f}",
-                  "-" if c["ratio"] is None else f"{c['ratio']:.2f}x")
+        t.add_row(key, _fmt(c.a), _fmt(c.b),
+                  "not compared" if c.delta is None else f"{c.delta:+,.1f}",
+                  "-" if c.ratio is None else f"{c.ratio:.2f}x")
     _console(env).print(t)
-    if d.get("not_compared"):
-        _console(env).print(f"not compared: {', '.join(d['not_compared'])} (unknown in an "
+    if d.not_compared:
+        _console(env).print(f"not compared: {', '.join(d.not_compared)} (unknown in an "
                             "excerpt of an strace -c table: rows cut or no total row)")
 
 
@@ -296,9 +312,10 @@ def import_(env: Env, source: Path, output: Path | None, requests: int | None, t
         check_output_dir(output)
     started(env, "trace import", f"{shown(str(source))} → "
             f"{shown(str(output or source.with_name(source.name + '.sst.gz')))}")
-    out, summary = trace_cmd.import_log(source, output, requests=requests, table=table)
+    out, raw = trace_cmd.import_log(source, output, requests=requests, table=table)
+    summary = summary_of(raw)
     if as_json:
-        click.echo(json.dumps({"schema": SUMMARY_SCHEMA, **summary, "file": str(out)}, indent=2))
+        click.echo(summary_json(summary, file=str(out)))
     else:
         render(env, summary, str(source))
         _console(env).print(f"wrote {out}")

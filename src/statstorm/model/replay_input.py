@@ -35,7 +35,7 @@ from statstorm.results.common import collector_paused
 from statstorm.results.trace.raw import (O_ARGS, R_END, R_ID, R_PID, R_SCRIPT, R_START, S_CALL,
                                          S_KIND, S_OP, S_PATH, S_PID, S_REQ, S_RET, S_TS,
                                          TraceRecords, of_trace)
-from statstorm.results.trace.vocabulary import Trace
+from statstorm.results.trace.vocabulary import Detail, Trace
 
 MODES = {"expand": EXPAND, "filepath": FILEPATH, "realpath": REALPATH}
 
@@ -70,12 +70,11 @@ class Prepared:
 def _epoch_ns(trace: TraceRecords) -> int:
     """Wall-clock ns of the trace's time 0: recorded by the tracer, else the header's
     `created` (1 s resolution, taken a little before time 0)."""
-    t0 = trace.trailer.get("t0_wall_ns")
-    if isinstance(t0, int) and t0 > 0:
+    t0 = trace.tail.t0_wall_ns
+    if t0 is not None and t0 > 0:
         return t0
     try:
-        return int(dt.datetime.fromisoformat(str(trace.header.get("created"))).timestamp()
-                   ) * 1_000_000_000
+        return int(dt.datetime.fromisoformat(trace.head.created).timestamp()) * 1_000_000_000
     except ValueError:
         return 0
 
@@ -98,7 +97,8 @@ _G = 1_000_000_000
 
 
 def _prepare(t: TraceRecords) -> Prepared:
-    if t.header.get("detail") == "counts" or (not t.syscalls and t.request_counts):
+    head = t.head
+    if head.detail == Detail.COUNTS or (not t.syscalls and t.request_counts):
         raise UsageError("this trace has counts only (recorded with --counts); record one "
                          "with `statstorm trace` without --counts to replay it")
     if not t.operations:
@@ -108,8 +108,8 @@ def _prepare(t: TraceRecords) -> Prepared:
     cut_cwds = replay_fs.cut_cwds(t)
     fs = replay_fs.from_records(t, scan.named, cut_cwds)
     epoch_ns = _epoch_ns(t)
-    settings = t.header.get("settings", {})
-    single = t.header.get("targets", {}).get("mode") == "cmd"
+    settings = head.settings
+    single = head.target_mode == "cmd"
     arg = t.path
     pget = t.paths.get
 
@@ -124,7 +124,7 @@ def _prepare(t: TraceRecords) -> Prepared:
 
     # per-pid state while walking operations in time order
     cwd: dict[int, str] = {}
-    recorded_ip = str(settings.get("include_path", ""))
+    recorded_ip = head.setting("include_path")
     inc_path: dict[int, str] = defaultdict(lambda: recorded_ip)
     rebuilt_ip = replay_ops.uncut_include_paths(t, recorded_ip)
     for s in t.syscalls:
@@ -138,8 +138,8 @@ def _prepare(t: TraceRecords) -> Prepared:
     primary_seen: set[int] = set()  # requests whose primary script was resolved
     # A command's search for its own binary (PHP_BINARY) runs in module start-up before
     # the ini settings are registered: realpath_cache_size is still 0 then.
-    argv = t.header.get("targets", {}).get("cmd") or [""]
-    binary = posixpath.basename(str(argv[0])) if single else ""
+    argv = head.target_cmd or [""]
+    binary = posixpath.basename(argv[0]) if single else ""
     in_binary_search = bool(binary)
     user_ini: dict[tuple[int, int], list[str]] = defaultdict(list)
     user_ini_start: dict[tuple[int, int], int] = {}
@@ -322,7 +322,7 @@ def _prepare(t: TraceRecords) -> Prepared:
     first_request: dict[int, int] = {}
     if single:
         first_request = replay_cli.cli_request(
-            timeline, [str(a) for a in argv], opc_keys, opc_skip, opc_sem, opc_script)
+            timeline, argv, opc_keys, opc_skip, opc_sem, opc_script)
     else:
         # each request's start goes first among its worker's events at the same ns
         starts: dict[int, list[tuple[int, Event]]] = {}
@@ -333,7 +333,7 @@ def _prepare(t: TraceRecords) -> Prepared:
         for pid, entries in starts.items():
             timeline[pid] = entries + timeline[pid]
 
-    basedirs = open_basedir.entries(str(settings.get("open_basedir", "")))
+    basedirs = open_basedir.entries(head.setting("open_basedir"))
     if not basedirs:  # PHP's chdir() checks the path against a proposed open_basedir
         for pid, ts, ev in open_basedir.chdir_checks(chdirs.before(chdir_calls, cwd0), single):
             timeline[pid].append((ts - 1, ev))
@@ -356,14 +356,14 @@ def _prepare(t: TraceRecords) -> Prepared:
     if not counted and single:
         counted = [0]
     prep = Prepared(fs, streams, counted, first_request, t.mounts, total, modeled, kept,
-                    str(settings.get("include_path", "")), rec.max_requests, rec.workers)
+                    recorded_ip, rec.max_requests, rec.workers)
     prep.start_s = epoch_s
     prep.wipes = wipes
     for (pid, req), dirs in user_ini.items():
         d = posixpath.dirname(script_of.get(req, "")) or (dirs[-1] if dirs else "")
         prep.user_ini_scanned.setdefault(pid, set()).add(d)
     if not single:
-        prep.preexisting = {int(p) for p in t.header.get("targets", {}).get("pids", [])}
+        prep.preexisting = set(head.target_pids)
         for sc in t.syscalls:
             skind = sc[S_KIND]
             if skind == "opcache_revalidate" and pget(sc[S_PATH], "") not in prep.revalidated:

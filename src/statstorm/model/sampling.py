@@ -15,7 +15,11 @@ are the recorded ones times `scale()`. The sampling error of the recorded reques
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+
+from statstorm.results.jsontypes import JsonObject, JsonValue
+from statstorm.results.trace.header import (CountedCalls, SamplingStatement, TraceHeader,
+                                            TraceTrailer)
 
 
 class CountedRequests:
@@ -54,18 +58,20 @@ class CountedRequests:
         sd = math.sqrt(sum((x - m) ** 2 for x in every) / (total - 1))
         return 1.96 * sd / math.sqrt(n) * math.sqrt((total - n) / (total - 1))
 
-    def trailer(self, one_in: int, recorded: list[int]) -> dict[str, Any]:
+    def statement(self, one_in: int, recorded: list[int]) -> SamplingStatement:
         """What a sampled trace says of its sample (the trailer's "sampling"); `recorded`:
         the recorded requests' calls each."""
-        return {
-            "one_in": one_in, "recorded_requests": len(recorded),
-            "counted_requests": self.requests,
-            "scale": scale(len(recorded), self.requests),
-            "counted_calls_per_request": round(self.mean_per_request(), 3),
-            "calls_per_request_error": round(self.stated_error(recorded), 3),
-            "counted_calls": {c: {"calls": v[0], "failed": v[1], "latency_ns": v[2]}
-                              for c, v in sorted(self.calls.items())},
-        }
+        return SamplingStatement(
+            one_in=one_in, recorded_requests=len(recorded), counted_requests=self.requests,
+            scale=scale(len(recorded), self.requests),
+            counted_calls_per_request=round(self.mean_per_request(), 3),
+            calls_per_request_error=round(self.stated_error(recorded), 3),
+            counted_calls={c: CountedCalls(calls=v[0], failed=v[1], latency_ns=v[2])
+                           for c, v in sorted(self.calls.items())})
+
+    def trailer(self, one_in: int, recorded: list[int]) -> JsonObject:
+        """`statement` as the JSON object the trailer holds (the tracer adds to it)."""
+        return self.statement(one_in, recorded).to_json()
 
 
 def scale(recorded: int, counted: int) -> float:
@@ -73,9 +79,13 @@ def scale(recorded: int, counted: int) -> float:
     return round((recorded + counted) / recorded, 4) if recorded else 1.0
 
 
-def whatif_note(header: dict[str, Any]) -> str | None:
+def _header(header: TraceHeader | Mapping[str, JsonValue]) -> TraceHeader:
+    return header if isinstance(header, TraceHeader) else TraceHeader.from_json(header)
+
+
+def whatif_note(header: TraceHeader | Mapping[str, JsonValue]) -> str | None:
     """What whatif says of a sampled trace (None: the trace recorded every request)."""
-    n = int((header.get("sampling") or {}).get("one_in") or 1)
+    n = _header(header).sample_one_in
     if n <= 1:
         return None
     return (f"sampled trace: about 1 request in {n} was recorded (whole requests, one worker at "
@@ -85,12 +95,15 @@ def whatif_note(header: dict[str, Any]) -> str | None:
             "revalidation windows) is missing from it")
 
 
-def check_note(header: dict[str, Any], trailer: dict[str, Any]) -> str | None:
+def check_note(header: TraceHeader | Mapping[str, JsonValue],
+               trailer: TraceTrailer | Mapping[str, JsonValue]) -> str | None:
     """What check says of a sampled trace's evidence."""
-    n = int((header.get("sampling") or {}).get("one_in") or 1)
+    n = _header(header).sample_one_in
     if n <= 1:
         return None
-    s = trailer.get("sampling") or {}
-    return (f"the trace is sampled (1 request in {n}): {s.get('recorded_requests', '?')} "
-            f"recorded, {s.get('counted_requests', '?')} counted; its per-request figures are "
+    tail = trailer if isinstance(trailer, TraceTrailer) else TraceTrailer.from_json(trailer)
+    s = tail.sampling
+    recorded, counted = (s.recorded_requests, s.counted_requests) if s else ("?", "?")
+    return (f"the trace is sampled (1 request in {n}): {recorded} "
+            f"recorded, {counted} counted; its per-request figures are "
             "the recorded requests' own")

@@ -9,11 +9,19 @@ from __future__ import annotations
 import posixpath
 from array import array
 from collections import Counter, defaultdict
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
 
 from statstorm.model import stats
+from statstorm.results.trace.diff import Change, DiffSide, TraceDiff
+from statstorm.results.jsontypes import JsonObject, JsonValue
+from statstorm.results.trace.header import TraceHeader, TraceTrailer
+from statstorm.results.trace.summary import (DirCalls, EntryFailures, FailedPath, MountFigures,
+                                             MountLatency, OperationFigures, PathCalls, PerCall,
+                                             Spread, SyscallTime, TraceSummary)
 from statstorm.results.trace.vocabulary import (CALLS, SUMMARY_KEYS, CountRow, Operation,
-                                                Request, RequestCounts, Syscall, Trace)
+                                                Request, RequestCounts, Syscall, Trace,
+                                                TracerBackend)
 from statstorm.results.trace.vocabulary import call_type as _call_type
 
 TOP = 15
@@ -49,9 +57,9 @@ def include_entry(path: str, include_path: str, cwd: str) -> str:
 
 
 class SummaryBuilder:
-    def __init__(self, header: dict[str, Any]) -> None:
-        self.header = header
-        self.mounts: list[tuple[str, str]] = [(m[0], m[1]) for m in header.get("mounts", [])]
+    def __init__(self, header: Mapping[str, JsonValue]) -> None:
+        self.head = TraceHeader.from_json(header)
+        self.mounts: list[tuple[str, str]] = list(self.head.mounts)
         self.per_req: dict[int, Counter[str]] = defaultdict(_counts)
         self.requests: dict[int, Request] = {}
         self.totals: Counter[str] = Counter()
@@ -144,16 +152,23 @@ class SummaryBuilder:
     # -- result --------------------------------------------------------------------------
     def _counted_requests(self) -> list[int]:
         done = [i for i, r in self.requests.items() if r.end_ns >= 0 and i in self.per_req]
-        if done or self.header.get("source") == "bpftrace":
+        if done or self.head.source == TracerBackend.BPFTRACE:
             return done
         return [i for i in self.requests if i in self.per_req]
 
-    def finish(self, trailer: dict[str, Any] | None = None) -> dict[str, Any]:
+    def finish(self, trailer: Mapping[str, object] | None = None) -> dict[str, Any]:
+        """The summary as JSON (`build(trailer).to_json()`), for callers not yet typed; the
+        trailer is a JSON object as the backends write it."""
+        return self.build(cast("Mapping[str, JsonValue] | None", trailer)).to_json()
+
+    def build(self, trailer: Mapping[str, JsonValue] | None = None) -> TraceSummary:
+        """The summary of what was fed, with the trace's trailer."""
+        tail = TraceTrailer.from_json(trailer)
         if self.counts:
-            return self._finish_counts(trailer or {})
+            return self._table(tail)
         ids = self._counted_requests()
         n = len(ids)
-        dist: dict[str, dict[str, float]] = {}
+        dist: dict[str, Spread] = {}
         per_request: dict[str, float] = {}
         req_totals: Counter[str] = Counter()
         for key in SUMMARY_KEYS:
@@ -161,73 +176,65 @@ class SummaryBuilder:
             req_totals[key] = sum(vals)
             mean = sum(vals) / n if n else 0.0
             per_request[key] = round(mean, 3)
-            dist[key] = {"mean": round(mean, 3), "p50": percentile(vals, 0.5),
-                         "p95": percentile(vals, 0.95),
-                         "min": float(vals[0]) if vals else 0.0,
-                         "max": float(vals[-1]) if vals else 0.0}
-        totals = {k: self.totals[k] for k in SUMMARY_KEYS}
+            dist[key] = Spread(mean=round(mean, 3), p50=percentile(vals, 0.5),
+                               p95=percentile(vals, 0.95),
+                               min=float(vals[0]) if vals else 0.0,
+                               max=float(vals[-1]) if vals else 0.0)
+        totals = PerCall(**{k: self.totals[k] for k in SUMMARY_KEYS})
         div = n or 1
         times = sorted(self.req_time[i] / 1000 for i in ids)
-        return {
-            "source": self.header.get("source", ""),
-            "detail": self.header.get("detail", "events"),
-            "requests": n,
-            "per_request": per_request,
-            "per_request_dist": dist,
-            "syscall_time_us": {
-                "per_request": round(sum(times) / n, 1) if n else 0.0,
-                "p50": round(percentile(times, 0.5), 1), "p95": round(percentile(times, 0.95), 1),
-                "by_call": {k: round(self.call_time[k] / div / 1000, 1) for k in CALLS
-                            if self.call_time[k]}},
-            "totals": totals,
-            "in_requests": {k: req_totals[k] for k in SUMMARY_KEYS},
-            "outside_requests": self.unattributed,
-            "other_calls": dict(self.extra),
-            "failed_share": round(totals["failed"] / totals["total"], 4) if totals["total"]
-            else 0.0,
-            "top_paths": [{"path": p, "calls": c, "failed": self.failed_paths[p]}
-                          for p, c in self.paths.most_common(TOP)],
-            "top_failed_paths": [{"path": p, "calls": c}
-                                 for p, c in self.failed_paths.most_common(TOP)],
-            "top_dirs": [{"dir": d, "calls": c} for d, c in self.dirs.most_common(TOP)],
-            "failed_by_include_path_entry": [
-                {"entry": e, "failed": c, "per_request": round(c / div, 3)}
-                for e, c in self.failed_by_entry.most_common()],
-            "by_mount": self._mounts(div),
-            "by_operation": {
-                kind: {**{k: c[k] for k in SUMMARY_KEYS},
-                       "per_request": round(c["total"] / div, 3),
-                       "operations": self.ops_by_kind.get(kind, 0)}
+        t_total, t_failed = self.totals["total"], self.totals["failed"]
+        return TraceSummary(
+            source=self.head.source, detail=self.head.detail, requests=n,
+            per_request=PerCall(**per_request), per_request_dist=dist,
+            syscall_time_us=SyscallTime(
+                per_request=round(sum(times) / n, 1) if n else 0.0,
+                p50=round(percentile(times, 0.5), 1), p95=round(percentile(times, 0.95), 1),
+                by_call={k: round(self.call_time[k] / div / 1000, 1) for k in CALLS
+                         if self.call_time[k]}),
+            totals=totals,
+            in_requests=PerCall(**{k: req_totals[k] for k in SUMMARY_KEYS}),
+            outside_requests=self.unattributed,
+            other_calls=dict(self.extra),
+            failed_share=round(t_failed / t_total, 4) if t_total else 0.0,
+            top_paths=tuple(PathCalls(p, c, self.failed_paths[p])
+                            for p, c in self.paths.most_common(TOP)),
+            top_failed_paths=tuple(FailedPath(p, c)
+                                   for p, c in self.failed_paths.most_common(TOP)),
+            top_dirs=tuple(DirCalls(d, c) for d, c in self.dirs.most_common(TOP)),
+            failed_by_include_path_entry=tuple(
+                EntryFailures(e, c, round(c / div, 3))
+                for e, c in self.failed_by_entry.most_common()),
+            by_mount=self._mounts(div),
+            by_operation={
+                kind: OperationFigures(PerCall(**{k: c[k] for k in SUMMARY_KEYS}),
+                                       per_request=round(c["total"] / div, 3),
+                                       operations=self.ops_by_kind.get(kind, 0))
                 for kind, c in sorted(self.by_kind.items(), key=lambda kv: -kv[1]["total"])},
-            "settings": self.header.get("settings", {}),
-            "targets": self.header.get("targets", {}),
-            "trace": trailer or {},
-        }
+            settings=self.head.settings, targets=self.head.targets, trace=tail)
 
-    def _mounts(self, div: int) -> list[dict[str, Any]]:
+    def _mounts(self, div: int) -> tuple[MountFigures, ...]:
         out = []
         for idx, c in sorted(self.mount_counts.items(), key=lambda kv: -kv[1]["total"]):
             mp, fstype = self.mounts[idx] if 0 <= idx < len(self.mounts) else ("(no path)", "-")
             lat = sorted(self.mount_lat.get(idx, array("q")))
-            entry: dict[str, Any] = {
-                "mount": mp, "fstype": fstype, "calls": c["total"], "failed": c["failed"],
-                "per_request": round(c["total"] / div, 3),
-                "by_call": {k: c[k] for k in CALLS if c[k]},
-            }
+            latency, histogram = None, None
             if lat:
-                entry["latency_us"] = {
-                    "mean": round(sum(lat) / len(lat) / 1000, 2),
-                    "p50": round(percentile(lat, 0.5) / 1000, 2),
-                    "p95": round(percentile(lat, 0.95) / 1000, 2),
-                    "p99": round(percentile(lat, 0.99) / 1000, 2),
-                    "max": round(lat[-1] / 1000, 2)}
+                latency = MountLatency(
+                    mean=round(sum(lat) / len(lat) / 1000, 2),
+                    p50=round(percentile(lat, 0.5) / 1000, 2),
+                    p95=round(percentile(lat, 0.95) / 1000, 2),
+                    p99=round(percentile(lat, 0.99) / 1000, 2),
+                    max=round(lat[-1] / 1000, 2))
                 hist = self.mount_hist[idx]
-                entry["histogram_us"] = {b: hist[b] for b in sorted(
-                    hist, key=lambda b: int(b[1:]))}
-            out.append(entry)
-        return out
+                histogram = {b: hist[b] for b in sorted(hist, key=lambda b: int(b[1:]))}
+            out.append(MountFigures(mount=mp, fstype=fstype, calls=c["total"],
+                                    failed=c["failed"], per_request=round(c["total"] / div, 3),
+                                    by_call={k: c[k] for k in CALLS if c[k]},
+                                    latency_us=latency, histogram_us=histogram))
+        return tuple(out)
 
-    def _finish_counts(self, trailer: dict[str, Any]) -> dict[str, Any]:
+    def _table(self, trailer: TraceTrailer) -> TraceSummary:
         """A summary from an `strace -c` table: totals only; per request if told how many."""
         totals: Counter[str] = Counter()
         seconds: dict[str, float] = {}
@@ -246,30 +253,32 @@ class SummaryBuilder:
             totals["total"] += row.calls
             totals["failed"] += row.errors
             seconds[call] = seconds.get(call, 0.0) + row.seconds
-        hint = self.header.get("requests_hint")
-        n = int(hint) if hint else 1
-        return {
-            "source": self.header.get("source", ""),
-            "requests": n,
-            "per_request": {k: round(totals[k] / n, 3) for k in SUMMARY_KEYS},
-            "totals": {k: totals[k] for k in SUMMARY_KEYS},
-            "failed_share": round(totals["failed"] / totals["total"], 4) if totals["total"]
+        hint = self.head.requests_hint
+        n = hint or 1
+        return TraceSummary(
+            source=self.head.source, requests=n,
+            per_request=PerCall(**{k: round(totals[k] / n, 3) for k in SUMMARY_KEYS}),
+            totals=PerCall(**{k: totals[k] for k in SUMMARY_KEYS}),
+            failed_share=round(totals["failed"] / totals["total"], 4) if totals["total"]
             else 0.0,
-            "seconds": {k: round(v, 6) for k, v in seconds.items()},
-            "other_calls": other,
-            "notes": sorted(set(notes)) + ([] if hint else [
-                "no --requests given: per_request is the whole table (1 request)"]),
-            "settings": self.header.get("settings", {}),
-            "targets": self.header.get("targets", {}),
-            "trace": trailer,
-        }
+            seconds={k: round(v, 6) for k, v in seconds.items()},
+            other_calls=other,
+            notes=tuple(sorted(set(notes)) + ([] if hint else [
+                "no --requests given: per_request is the whole table (1 request)"])),
+            settings=self.head.settings, targets=self.head.targets, trace=trailer)
 
 
-def summarize(trace: Trace) -> dict[str, Any]:
+def summarize_trace(trace: Trace) -> TraceSummary:
     """Summary of a loaded `Trace`."""
     b = SummaryBuilder(trace.header)
     trace.feed(b)
-    return b.finish(trace.trailer)
+    return b.build(trace.trailer)
+
+
+def summarize(trace: Trace) -> dict[str, Any]:
+    """Summary of a loaded `Trace` as JSON (`summarize_trace(trace).to_json()`), for callers
+    not yet typed."""
+    return summarize_trace(trace).to_json()
 
 
 class _Sink(Protocol):
@@ -302,19 +311,24 @@ class Tee:
         self.second.request_counts(rc)
 
 
-def diff_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Two summaries per request, call type by call type (`statstorm trace diff`)."""
+def diff_summaries(a: Mapping[str, JsonValue], b: Mapping[str, JsonValue]) -> dict[str, Any]:
+    """`diff` of two summaries given as JSON, for callers not yet typed."""
+    return diff(TraceSummary.from_json(a), TraceSummary.from_json(b)).to_json()
+
+
+def diff(a: TraceSummary, b: TraceSummary) -> TraceDiff:
+    """Two summaries per request, call type by call type (`statstorm trace diff`); a figure
+    either side does not know (None) counts as 0 here."""
     change = {}
     for key in SUMMARY_KEYS:
-        va, vb = a["per_request"][key], b["per_request"][key]
-        change[key] = {"a": va, "b": vb, "delta": round(vb - va, 3),
-                       "ratio": round(vb / va, 3) if va else None}
-    out = {"a": {"requests": a["requests"], "per_request": a["per_request"]},
-           "b": {"requests": b["requests"], "per_request": b["per_request"]},
-           "per_request": change}
-    ta = (a.get("syscall_time_us") or {}).get("per_request")
-    tb = (b.get("syscall_time_us") or {}).get("per_request")
-    if ta and tb:  # both traces timed their calls (an `strace -c` import does not per request)
-        out["syscall_time_us"] = {"a": ta, "b": tb, "delta": round(tb - ta, 1),
-                                  "ratio": round(tb / ta, 3)}
-    return out
+        va, vb = a.per_request[key], b.per_request[key]
+        fa, fb = va or 0, vb or 0
+        change[key] = Change(a=va, b=vb, delta=round(fb - fa, 3),
+                             ratio=round(fb / fa, 3) if fa else None)
+    ta = a.syscall_time_us.per_request if a.syscall_time_us else None
+    tb = b.syscall_time_us.per_request if b.syscall_time_us else None
+    # both traces timed their calls (an `strace -c` import does not per request)
+    time = Change(a=ta, b=tb, delta=round(tb - ta, 1), ratio=round(tb / ta, 3)) \
+        if ta and tb else None
+    return TraceDiff(a=DiffSide(a.requests, a.per_request), b=DiffSide(b.requests, b.per_request),
+                     per_request=change, syscall_time_us=time)

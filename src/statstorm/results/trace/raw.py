@@ -14,6 +14,7 @@ from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.results.common import collector_paused
+from statstorm.results.trace.header import TraceHeader, TraceTrailer
 from statstorm.results.trace.jsonl import iter_batches
 from statstorm.results.trace.vocabulary import INTERNED_ARGS, Trace
 
@@ -41,7 +42,17 @@ class TraceRecords:
 
     @property
     def mounts(self) -> list[tuple[str, str]]:
-        return [(m[0], m[1]) for m in self.header.get("mounts", [])]
+        return list(self.head.mounts)
+
+    @property
+    def head(self) -> TraceHeader:
+        """The header, typed."""
+        return TraceHeader.from_json(self.header)
+
+    @property
+    def tail(self) -> TraceTrailer:
+        """The trailer, typed."""
+        return TraceTrailer.from_json(self.trailer)
 
     def path(self, v: Any) -> str:
         """A path-valued argument as `read_trace` gives it (ids resolved)."""

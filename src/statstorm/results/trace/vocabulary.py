@@ -9,10 +9,33 @@ The file format these records are written in is described in the package's docst
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
+
+from statstorm.results.trace.header import TraceHeader, TraceTrailer
 
 FORMAT = "statstorm-trace"
 VERSION = 1
+
+
+
+class TracerBackend(StrEnum):
+    """What wrote a trace: its header's "source" and its summary's (and the trailer's
+    "backend" for the tracers that ran)."""
+
+    EBPF = "ebpf"  # the compiled eBPF tracer (libbpf loader)
+    BPFTRACE = "bpftrace"
+    STRACE = "strace"  # a running strace
+    STRACE_LOG = "strace-log"  # `trace import` of an strace log
+    STRACE_C = "strace-c"  # `trace import` of an `strace -c` table
+
+
+class Detail(StrEnum):
+    """What a trace recorded: every syscall, or per-request counts made in the kernel."""
+
+    EVENTS = "events"
+    COUNTS = "counts"
+
 
 # The call types a summary counts; `total` is their sum. chdir is recorded but not counted.
 CALLS = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd")
@@ -131,7 +154,17 @@ class Trace:
 
     @property
     def mounts(self) -> list[tuple[str, str]]:
-        return [(m[0], m[1]) for m in self.header.get("mounts", [])]
+        return list(self.head.mounts)
+
+    @property
+    def head(self) -> TraceHeader:
+        """The header, typed."""
+        return TraceHeader.from_json(self.header)
+
+    @property
+    def tail(self) -> TraceTrailer:
+        """The trailer, typed."""
+        return TraceTrailer.from_json(self.trailer)
 
     def feed(self, sink: RecordSink) -> None:
         """Hand every record to `sink` (a TraceWriter, a SummaryBuilder), in file order."""
