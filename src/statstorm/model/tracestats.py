@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast
 
 from statstorm.model import stats
 from statstorm.results.trace.diff import Change, DiffSide, TraceDiff
-from statstorm.results.jsontypes import JsonObject, JsonValue
+from statstorm.results.jsontypes import JsonValue
 from statstorm.results.trace.header import TraceHeader, TraceTrailer
 from statstorm.results.trace.summary import (DirCalls, EntryFailures, FailedPath, MountFigures,
                                              MountLatency, OperationFigures, PathCalls, PerCall,
