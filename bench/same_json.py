@@ -19,6 +19,7 @@ import argparse
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,7 +95,7 @@ def main() -> int:
     os.chmod(work, 0o755)
     home = work / "home"
     home.mkdir()
-    out = opts.keep_dir or work / "json"
+    out = opts.keep_dir or work / "json"  # removed with the rest unless --keep-dir
     out.mkdir(parents=True, exist_ok=True)
     trees = {"old": opts.old, "new": opts.new}
     lock = os.open(os.environ.get("STATSTORM_LOAD_LOCK", "/tmp/statstorm-load.lock"),
@@ -137,6 +138,7 @@ def main() -> int:
                     (out / f"{key}.json").write_text(json.dumps(docs[key], indent=1))
     finally:
         cli(opts.new, ["lab", "down", "--name", "same"], home)
+        shutil.rmtree(work, ignore_errors=True)
     bad = 0
     for what in ("show", "whatif", "check", "apply"):
         for tname in trees:
@@ -148,7 +150,8 @@ def main() -> int:
             for line in d[:20]:
                 print("   ", line)
             bad += bool(d)
-    print(f"JSON kept in {out}")
+    if opts.keep_dir:
+        print(f"JSON kept in {out}")
     return 1 if bad else 0
 
 
