@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from statstorm import __version__
 from statstorm.adapters.host import procs, smaps
@@ -42,6 +42,7 @@ from statstorm.errors import DependencyError, StatstormError, UsageError
 from statstorm.model.checkfacts import ini_bytes
 from statstorm.model.exporter_metrics import PoolCounters, PoolStatus
 from statstorm.model.rules import evaluate
+from statstorm.results.jsontypes import JsonObject
 
 SCHEMA = "statstorm.exporter/1"
 DEFAULT_LISTEN = "127.0.0.1:9733"
@@ -72,8 +73,12 @@ class ExporterSummary:
     stopped: str
     warnings: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, **self.__dict__}
+    def to_json(self) -> JsonObject:
+        return {"schema": SCHEMA, "listen": self.listen, "url": self.url,
+                "pools": list(self.pools), "requests": dict(self.requests),
+                "duration_s": self.duration_s, "tracer_starts": self.tracer_starts,
+                "tracer_cpu_s": self.tracer_cpu_s, "own_queries": self.own_queries,
+                "stopped": self.stopped, "warnings": list(self.warnings)}
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -195,12 +200,12 @@ class Exporter:
         errors: dict[str, int] = {}
         if w.listen and workers:
             try:
-                answers = php_targets.query_pool(self.env, w.listen, len(workers))
-                st.realpath_used = tuple(int(a["realpath_used"]) for a in answers
-                                         if a.get("realpath_used") is not None)
-                ini = answers[0].get("ini") or {} if answers else {}
-                st.realpath_size = ini_bytes(str(ini.get("realpath_cache_size", "")) or None)
-                st.opcache = answers[0].get("opcache") if answers else None
+                answers = php_targets.ask_pool(self.env, w.listen, len(workers))
+                st.realpath_used = tuple(a.realpath_used for a in answers
+                                         if a.realpath_used is not None)
+                ini = answers[0].ini if answers else {}
+                st.realpath_size = ini_bytes(ini.get("realpath_cache_size", "") or None)
+                st.opcache = answers[0].opcache if answers else None
             except StatstormError as exc:
                 errors["fastcgi"] = 1
                 self.env.debug(f"pool {w.name}: FastCGI query failed ({exc})")
