@@ -358,3 +358,19 @@ def test_every_rule_has_a_test_here() -> None:
     text = open(__file__).read() + (here / "test_apache_rules.py").read_text()
     for rule_id in RULES:
         assert f'"{rule_id}"' in text, rule_id
+
+
+def test_a_mounts_cache_options_are_typed_once_and_written_as_text() -> None:
+    from statstorm.results.mount_cache import CacheOptions
+    g = MountFact("docroot", "/mnt/www", "/mnt", "fuse.glusterfs", "glusterfs-fuse",
+                  {"attribute-timeout": "600", "entry-timeout": "", "negative-timeout": "x"},
+                  {"performance.nl-cache": "on"}, "vol")
+    assert g.cache == CacheOptions(attribute_timeout=600.0, entry_timeout=1.0,
+                                   negative_timeout=0.0, volume_read=True, nl_cache="on")
+    assert list(g.to_json()) == ["role", "path", "mount_point", "fstype", "kind",
+                                 "cache_options", "volume_options", "volume"]
+    assert MountFact.from_json(g.to_json()) == g and MountFact.from_json(g.to_json()).cache == g.cache
+    n = MountFact("docroot", "/nfs/www", "/nfs", "nfs4", "nfs",
+                  {"acregmax": " 10 ", "noac": "no", "lookupcache": "pos"})
+    assert (n.cache.acregmax, n.cache.noac, n.cache.lookupcache, n.cache.volume_read) == \
+        (10, False, "pos", False)
