@@ -53,7 +53,7 @@ def glusterfs_mount_caching(facts: Facts) -> list[Finding]:
         seen.add(m.mount_point)
         o = m.cache
         attr, entry, neg = o.attribute_timeout, o.entry_timeout, o.negative_timeout
-        mdc, nl = o.md_cache_timeout, o.nl_cache
+        mdc, nl = o.md_cache_seconds, o.nl_cache_state
         bad = []
         if attr < 60:
             bad.append(f"attribute-timeout = {attr:g} s")

@@ -17,10 +17,10 @@ def _or(text: str | None, default: str) -> str:
     return default if text is None else text
 
 
-def _number(opts: Mapping[str, str], key: str, default: float) -> float:
-    """The option as a number; `default` when absent, empty or not a number."""
+def _seconds(text: str | None, default: float) -> float:
+    """An option's seconds; `default` when absent, empty or not a number."""
     try:
-        return float(_text(opts, key) or default)
+        return float(text or default)
     except ValueError:
         return default
 
@@ -46,17 +46,38 @@ class CacheOptions:
     entry_timeout: float = 1.0
     negative_timeout: float = 0.0
     volume_read: bool = False  # GlusterFS: the volume's options were read
-    md_cache_timeout: float = 1.0  # GlusterFS volume: performance.md-cache-timeout
-    nl_cache: str = "off"  # GlusterFS volume: performance.nl-cache
+    # GlusterFS volume options as given (None: not among those read)
+    md_cache_timeout: str | None = None  # performance.md-cache-timeout
+    stat_prefetch: str | None = None  # performance.stat-prefetch
+    nl_cache: str | None = None  # performance.nl-cache
+    nl_cache_timeout: str | None = None  # performance.nl-cache-timeout
+    sshfs_cache: bool = True  # sshfs: cache and dir_cache not off
+    sshfs_stat_timeout: str = ""  # sshfs: seconds it serves stat/lookup from its cache
+
+    @property
+    def md_cache_seconds(self) -> float:
+        """performance.md-cache-timeout in seconds (GlusterFS's default: 1)."""
+        return _seconds(self.md_cache_timeout, 1.0)
+
+    @property
+    def nl_cache_state(self) -> str:
+        """performance.nl-cache (GlusterFS's default: off)."""
+        return _or(self.nl_cache, "off")
 
     @classmethod
     def of(cls, cache: Mapping[str, str], volume: Mapping[str, str]) -> CacheOptions:
         """From a mount's effective cache options and its volume's options."""
         return cls(acregmax=_whole(cache, "acregmax", 60), noac=_text(cache, "noac") == "yes",
                    lookupcache=_or(_text(cache, "lookupcache"), "all"),
-                   attribute_timeout=_number(cache, "attribute-timeout", 1.0),
-                   entry_timeout=_number(cache, "entry-timeout", 1.0),
-                   negative_timeout=_number(cache, "negative-timeout", 0.0),
+                   attribute_timeout=_seconds(_text(cache, "attribute-timeout"), 1.0),
+                   entry_timeout=_seconds(_text(cache, "entry-timeout"), 1.0),
+                   negative_timeout=_seconds(_text(cache, "negative-timeout"), 0.0),
                    volume_read=bool(volume),
-                   md_cache_timeout=_number(volume, "performance.md-cache-timeout", 1.0),
-                   nl_cache=_or(_text(volume, "performance.nl-cache"), "off"))
+                   md_cache_timeout=_text(volume, "performance.md-cache-timeout"),
+                   stat_prefetch=_text(volume, "performance.stat-prefetch"),
+                   nl_cache=_text(volume, "performance.nl-cache"),
+                   nl_cache_timeout=_text(volume, "performance.nl-cache-timeout"),
+                   sshfs_cache=_or(_text(cache, "cache"), "yes") != "no"
+                   and _text(cache, "dir_cache") != "no",
+                   sshfs_stat_timeout=_text(cache, "cache_stat_timeout")
+                   or _text(cache, "dcache_stat_timeout") or _or(_text(cache, "cache_timeout"), ""))
