@@ -437,3 +437,10 @@ def test_the_compiled_tracers_sources_are_where_its_build_check_looks() -> None:
     for name in libbpf_trace.SOURCES:
         assert (libbpf_trace.SOURCE_DIR / name).is_file(), name
     assert len(libbpf_trace.source_hash()) == 16
+
+
+def test_opcache_figures_take_only_what_the_status_gives() -> None:
+    assert em.opcache_figures(None) == {}
+    st = OpcacheStatus.from_json({"opcache_enabled": False,
+                                  "opcache_statistics": {"hits": 3, "oom_restarts": 1}})
+    assert em.opcache_figures(st) == {"enabled": 0.0, "hits": 3.0}
