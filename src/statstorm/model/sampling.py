@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from statstorm.results.jsontypes import JsonObject
+
 
 class CountedRequests:
     """The requests of a sampled trace that were counted, not recorded."""
@@ -54,7 +56,7 @@ class CountedRequests:
         sd = math.sqrt(sum((x - m) ** 2 for x in every) / (total - 1))
         return 1.96 * sd / math.sqrt(n) * math.sqrt((total - n) / (total - 1))
 
-    def trailer(self, one_in: int, recorded: list[int]) -> dict[str, Any]:
+    def trailer(self, one_in: int, recorded: list[int]) -> JsonObject:
         """What a sampled trace says of its sample (the trailer's "sampling"); `recorded`:
         the recorded requests' calls each."""
         return {
