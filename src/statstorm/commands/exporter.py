@@ -24,6 +24,7 @@ import re
 import signal
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -224,11 +225,11 @@ class Exporter:
             old = self.status.get(w.name)
             if old is not None:
                 st.findings, st.check_time = old.findings, old.check_time
-                st.errors = dict(old.errors)
+                st.errors = Counter(old.errors)
                 if not st.round_trips:
                     st.round_trips = old.round_trips
             for source, n in errors.items():
-                st.errors[source] = st.errors.get(source, 0) + n
+                st.errors[source] += n
             self.status[w.name] = st
 
     def refresh_check(self, w: Watched) -> None:
@@ -239,7 +240,7 @@ class Exporter:
             self.env.debug(f"pool {w.name}: check failed ({exc})")
             with self.lock:
                 st = self.status.setdefault(w.name, PoolStatus())
-                st.errors["check"] = st.errors.get("check", 0) + 1
+                st.errors["check"] += 1
             return
         with self.lock:
             st = self.status.setdefault(w.name, PoolStatus())

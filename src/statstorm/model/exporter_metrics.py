@@ -15,6 +15,7 @@ what the exporter really serves (tests/test_exporter.py).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -199,7 +200,7 @@ class PoolStatus:
     round_trips: dict[tuple[str, str], int] = field(default_factory=dict)  # (mount, fstype)
     findings: tuple[tuple[str, Severity], ...] = ()  # (rule, severity)
     check_time: float | None = None
-    errors: dict[str, int] = field(default_factory=dict)  # source → count
+    errors: Counter[str] = field(default_factory=Counter)  # source → count
 
 
 def opcache_figures(status: OpcacheStatus | None) -> dict[str, float]:
