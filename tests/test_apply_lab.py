@@ -210,7 +210,7 @@ def test_app_setting_and_apcu_for_one_pool(lab, state_home: Path) -> None:
     app's setting appended to its PHP configuration file, checked with `php -l`; a file that
     does not parse is refused and restored, with the pool file as it was."""
     from statstorm.adapters.php import apcu
-    from statstorm.adapters.php.php_targets import query_pool
+    from statstorm.adapters.php.php_targets import ask_pool
     from statstorm.model.applyplan import APP
     so = apcu.extension_path()
     if not so:
@@ -227,7 +227,7 @@ def test_app_setting_and_apcu_for_one_pool(lab, state_home: Path) -> None:
     opts = apply_cmd.ApplyOptions(lab=name, yes=True)
     target = apply_cmd.resolve(env, opts)
     sock = str(root / "run/php-fpm.sock")
-    assert "apcu" not in [e.lower() for e in query_pool(env, sock, 1)[0]["extensions"]]
+    assert "apcu" not in [e.lower() for e in ask_pool(env, sock, 1)[0].extensions or ()]
 
     # a configuration file that does not parse: refused before anything changes
     settings.write_text("<?php\n$cacheType = ;\n")
@@ -250,8 +250,8 @@ def test_app_setting_and_apcu_for_one_pool(lab, state_home: Path) -> None:
     assert execute(env, target, opts, change).mode == "applied"
     assert settings.read_text().endswith("# statstorm apply\n$cacheType = 'apcu';\n")
     assert f"php_admin_value[extension] = {so}" in conf.read_text()
-    answers = query_pool(env, sock, 2)
-    assert answers and all("apcu" in [e.lower() for e in a["extensions"]] for a in answers)
+    answers = ask_pool(env, sock, 2)
+    assert answers and all("apcu" in [e.lower() for e in a.extensions or ()] for a in answers)
     assert urllib.request.urlopen(url, timeout=30).status == 200
     # the CLI PHP and other pools are untouched: nothing was enabled system-wide
     assert not Path("/etc/php/8.2/fpm/conf.d/20-apcu.ini").exists() or so.startswith("/usr/lib")

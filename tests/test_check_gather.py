@@ -204,14 +204,20 @@ def test_trace_facts_from_a_counts_trace() -> None:
 
 
 def test_fsbench_p50() -> None:
-    result = {"schema": "statstorm.fsbench/1",
-              "mounts": [{"mount_point": "/"}, {"mount_point": "/mnt"}],
-              "results": [{"op": "negative", "state": "warm", "path_index": 1,
-                           "stats": {"p50_us": 180.5}},
-                          {"op": "negative", "state": "cold", "path_index": 1,
-                           "stats": {"p50_us": 900.0}},
-                          {"op": "walk", "state": "warm", "path_index": 0,
-                           "stats": {"p50_us": 1.2}}]}
+    from statstorm.model.latency import summarize as lat
+    from statstorm.results.fsbench import Cell, FsbenchResult
+
+    cells = tuple(Cell(op=op, state=state, path_index=i, path=p, clients=1, passes=1,
+                       calls_per_pass=3, ok=3, enoent=0, other_errors=0,
+                       stats=lat([us * 1000] * 3, wall_s=0.1))
+                  for i, p, op, state, us in ((1, "/mnt/code", "negative", "warm", 180.5),
+                                              (1, "/mnt/code", "negative", "cold", 900.0),
+                                              (0, "/code", "walk", "warm", 1.2)))
+    result = FsbenchResult(paths=("/code", "/mnt/code"), ops=("walk", "negative"),
+                           states=("cold", "warm"), clients=1, iterations=1, duration_s=None,
+                           max_files=None, started_at="",
+                           mounts=({"mount_point": "/"}, {"mount_point": "/mnt"}), workload=(),
+                           overhead_p50_us=0.1, cold=(), cells=cells, caveats=(), complete=True)
     assert fsbench_p50(result) == {"/mnt": {"negative": 180.5}, "/": {"walk": 1.2}}
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from statstorm.model.checkfacts import Facts, MountFact, TraceFacts, ini_bytes, opcache_rounded
+from statstorm.model.checkfacts import (Facts, MountFact, OpcacheStatus, TraceFacts, ini_bytes,
+                                        opcache_rounded)
 from statstorm.model.finding import Finding
 from statstorm.model.rules import RULES, evaluate
 from statstorm.results.facts import HugePageFacts, realpath_bytes, with_parents
@@ -157,18 +158,18 @@ def test_opcache_max_files() -> None:
     # 10000 is really 16229 slots: 12000 files fit
     assert "opcache-max-files" not in ids(facts(php_files=12000))
     st = {"opcache_statistics": {"num_cached_keys": 16000}}
-    assert "opcache-max-files" in ids(facts(php_files=100, opcache_status=st))
+    assert "opcache-max-files" in ids(facts(php_files=100, opcache=OpcacheStatus.from_json(st)))
 
 
 def test_opcache_memory() -> None:
     full = {"memory_usage": {"used_memory": 130_000_000, "free_memory": 2_000_000,
                              "wasted_memory": 2_000_000},
             "opcache_statistics": {"oom_restarts": 3}}
-    f = ids(facts(opcache_status=full))["opcache-memory"]
+    f = ids(facts(opcache=OpcacheStatus.from_json(full)))["opcache-memory"]
     assert f.change == ("opcache.memory_consumption = 256",) and "3 out-of-memory" in f.evidence[1]
     roomy = {"memory_usage": {"used_memory": 30_000_000, "free_memory": 100_000_000,
                               "wasted_memory": 0}, "opcache_statistics": {"oom_restarts": 0}}
-    assert "opcache-memory" not in ids(facts(opcache_status=roomy))
+    assert "opcache-memory" not in ids(facts(opcache=OpcacheStatus.from_json(roomy)))
     assert "opcache-memory" not in ids(facts())  # no status: no guess
 
 
@@ -357,3 +358,19 @@ def test_every_rule_has_a_test_here() -> None:
     text = open(__file__).read() + (here / "test_apache_rules.py").read_text()
     for rule_id in RULES:
         assert f'"{rule_id}"' in text, rule_id
+
+
+def test_a_mounts_cache_options_are_typed_once_and_written_as_text() -> None:
+    from statstorm.results.mount_cache import CacheOptions
+    g = MountFact("docroot", "/mnt/www", "/mnt", "fuse.glusterfs", "glusterfs-fuse",
+                  {"attribute-timeout": "600", "entry-timeout": "", "negative-timeout": "x"},
+                  {"performance.nl-cache": "on"}, "vol")
+    assert g.cache == CacheOptions(attribute_timeout=600.0, entry_timeout=1.0,
+                                   negative_timeout=0.0, volume_read=True, nl_cache="on")
+    assert list(g.to_json()) == ["role", "path", "mount_point", "fstype", "kind",
+                                 "cache_options", "volume_options", "volume"]
+    assert MountFact.from_json(g.to_json()) == g and MountFact.from_json(g.to_json()).cache == g.cache
+    n = MountFact("docroot", "/nfs/www", "/nfs", "nfs4", "nfs",
+                  {"acregmax": " 10 ", "noac": "no", "lookupcache": "pos"})
+    assert (n.cache.acregmax, n.cache.noac, n.cache.lookupcache, n.cache.volume_read) == \
+        (10, False, "pos", False)

@@ -26,6 +26,7 @@ from statstorm.adapters.host.metrics_server import Snapshot, families
 from statstorm.commands import exporter as cmd
 from statstorm.errors import UsageError
 from statstorm.model import exporter_metrics as em
+from statstorm.model.checkfacts import OpcacheStatus
 
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARD = REPO / "contrib/grafana/statstorm.json"
@@ -81,12 +82,12 @@ def test_a_snapshot_renders_only_catalogue_names_with_bounded_labels() -> None:
     c = em.PoolCounters()
     c.add_request({"lstat": (10, 2, 5_000)}, request=True)
     st = em.PoolStatus(workers=4, realpath_size=4 << 20, realpath_used=(100, 300),
-                       opcache={"opcache_enabled": True,
+                       opcache=OpcacheStatus.from_json({"opcache_enabled": True,
                                 "opcache_statistics": {"hits": 90, "misses": 10,
                                                        "num_cached_scripts": 5,
                                                        "oom_restarts": 0, "hash_restarts": 0,
                                                        "manual_restarts": 1},
-                                "memory_usage": {"used_memory": 1, "free_memory": 2}},
+                                "memory_usage": {"used_memory": 1, "free_memory": 2}}),
                        pss_kb=(1000, 3000), round_trips={("/mnt/code", "fuse.glusterfs"): 7},
                        findings=(("realpath-cache-small", "warning"),), check_time=1.0)
     text = _exposition(Snapshot({"www": c}, {"www": st}, 1.5, 1, "bpftrace-counts", "0.1.0"))
@@ -436,3 +437,10 @@ def test_the_compiled_tracers_sources_are_where_its_build_check_looks() -> None:
     for name in libbpf_trace.SOURCES:
         assert (libbpf_trace.SOURCE_DIR / name).is_file(), name
     assert len(libbpf_trace.source_hash()) == 16
+
+
+def test_opcache_figures_take_only_what_the_status_gives() -> None:
+    assert em.opcache_figures(None) == {}
+    st = OpcacheStatus.from_json({"opcache_enabled": False,
+                                  "opcache_statistics": {"hits": 3, "oom_restarts": 1}})
+    assert em.opcache_figures(st) == {"enabled": 0.0, "hits": 3.0}

@@ -108,3 +108,18 @@ def test_a_pool_answer_is_typed_once() -> None:
                                                                   None, 77)
     empty = PoolAnswer.from_json({})
     assert (empty.ini, empty.realpath_used, empty.extensions, empty.pid) == ({}, None, None, 0)
+
+
+def test_a_pool_answers_opcache_status_is_typed() -> None:
+    a = PoolAnswer.from_json({"ini": {}, "pid": "12", "realpath_used": None,
+                              "opcache": {"opcache_enabled": True,
+                                          "memory_usage": {"used_memory": 10, "free_memory": 5,
+                                                           "current_wasted_percentage": 0.5},
+                                          "opcache_statistics": {"num_cached_keys": 7,
+                                                                 "oom_restarts": 1}}})
+    assert a.pid == 12 and a.opcache is not None
+    assert (a.opcache.enabled, a.opcache.used_memory, a.opcache.free_memory,
+            a.opcache.num_cached_keys, a.opcache.oom_restarts) == (True, 10, 5, 7, 1)
+    assert a.opcache.memory_usage == {"used_memory": 10, "free_memory": 5,
+                                      "current_wasted_percentage": 0.5}
+    assert PoolAnswer.from_json({"opcache": {}}).opcache is None

@@ -86,10 +86,6 @@ def test_whatif_with_every_optional_part_round_trips() -> None:
                               "note": "open_basedir is set"}
 
 
-def test_whatif_side_reads_by_key_for_callers_not_yet_converted() -> None:
-    assert _side()["per_request"]["total"] == 1.5
-
-
 def test_sweep_reads_a_hand_made_file_with_defaults() -> None:
     data = {"schema": "statstorm.sweep/1", "target": "http://127.0.0.1/", "model": "closed",
             "levels": [{"concurrency": 2, "rps": 10.0, "p99": 5.0}], "knee": {"knee": 2}}

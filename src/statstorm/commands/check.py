@@ -17,6 +17,7 @@ from statstorm.model.tracestats import summarize
 from statstorm.results.check import SCHEMA, SEVERITIES, CheckedPool, CheckResult, Finding
 from statstorm.results.check import Severity, by_severity
 from statstorm.results.common import read_json
+from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.trace import read_trace
 
 
@@ -71,7 +72,11 @@ def _load_fsbench(path: Path) -> dict[str, dict[str, float]]:
     data = read_json(path, "fsbench result")
     if not isinstance(data, dict) or not str(data.get("schema", "")).startswith("statstorm.fsbench/"):
         raise UsageError(f"--fsbench {path}: not a `statstorm fsbench --json`/-o result")
-    return fsbench_p50(data)
+    try:
+        result = FsbenchResult.from_json(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"--fsbench {path}: an incomplete fsbench result ({exc!r})") from None
+    return fsbench_p50(result)
 
 
 def run(env: Env, opts: CheckOptions) -> CheckResult:

@@ -24,8 +24,9 @@ import re
 import signal
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from statstorm import __version__
 from statstorm.adapters.host import procs, smaps
@@ -42,6 +43,7 @@ from statstorm.errors import DependencyError, StatstormError, UsageError
 from statstorm.model.checkfacts import ini_bytes
 from statstorm.model.exporter_metrics import PoolCounters, PoolStatus
 from statstorm.model.rules import evaluate
+from statstorm.results.jsontypes import JsonObject
 
 SCHEMA = "statstorm.exporter/1"
 DEFAULT_LISTEN = "127.0.0.1:9733"
@@ -72,8 +74,12 @@ class ExporterSummary:
     stopped: str
     warnings: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, **self.__dict__}
+    def to_json(self) -> JsonObject:
+        return {"schema": SCHEMA, "listen": self.listen, "url": self.url,
+                "pools": list(self.pools), "requests": dict(self.requests),
+                "duration_s": self.duration_s, "tracer_starts": self.tracer_starts,
+                "tracer_cpu_s": self.tracer_cpu_s, "own_queries": self.own_queries,
+                "stopped": self.stopped, "warnings": list(self.warnings)}
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -195,12 +201,12 @@ class Exporter:
         errors: dict[str, int] = {}
         if w.listen and workers:
             try:
-                answers = php_targets.query_pool(self.env, w.listen, len(workers))
-                st.realpath_used = tuple(int(a["realpath_used"]) for a in answers
-                                         if a.get("realpath_used") is not None)
-                ini = answers[0].get("ini") or {} if answers else {}
-                st.realpath_size = ini_bytes(str(ini.get("realpath_cache_size", "")) or None)
-                st.opcache = answers[0].get("opcache") if answers else None
+                answers = php_targets.ask_pool(self.env, w.listen, len(workers))
+                st.realpath_used = tuple(a.realpath_used for a in answers
+                                         if a.realpath_used is not None)
+                ini = answers[0].ini if answers else {}
+                st.realpath_size = ini_bytes(ini.get("realpath_cache_size", "") or None)
+                st.opcache = answers[0].opcache if answers else None
             except StatstormError as exc:
                 errors["fastcgi"] = 1
                 self.env.debug(f"pool {w.name}: FastCGI query failed ({exc})")
@@ -219,11 +225,11 @@ class Exporter:
             old = self.status.get(w.name)
             if old is not None:
                 st.findings, st.check_time = old.findings, old.check_time
-                st.errors = dict(old.errors)
+                st.errors = Counter(old.errors)
                 if not st.round_trips:
                     st.round_trips = old.round_trips
             for source, n in errors.items():
-                st.errors[source] = st.errors.get(source, 0) + n
+                st.errors[source] += n
             self.status[w.name] = st
 
     def refresh_check(self, w: Watched) -> None:
@@ -234,7 +240,7 @@ class Exporter:
             self.env.debug(f"pool {w.name}: check failed ({exc})")
             with self.lock:
                 st = self.status.setdefault(w.name, PoolStatus())
-                st.errors["check"] = st.errors.get("check", 0) + 1
+                st.errors["check"] += 1
             return
         with self.lock:
             st = self.status.setdefault(w.name, PoolStatus())

@@ -17,7 +17,9 @@ from typing import Any
 
 from statstorm.model import storage_kinds
 from statstorm.results.check import MountFact as MountFact
+from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.facts import ApacheFacts, HugePageFacts, realpath_bytes, with_parents
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.trace.vocabulary import Trace
 
 # opcache.max_accelerated_files is rounded up to the first of these primes (PHP 8).
@@ -53,24 +55,36 @@ class TraceFacts:
     round_trips_per_request: float | None = None  # measured at the storage (GlusterFS profile)
 
 
+def _numbers(d: JsonValue | None) -> dict[str, float] | None:
+    """A JSON object's numeric entries as given (None: not an object)."""
+    if not isinstance(d, dict):
+        return None
+    return {str(k): v for k, v in d.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
 @dataclass(frozen=True)
 class OpcacheStatus:
-    """The figures the rules read from a pool's opcache_get_status(false)."""
+    """A pool's opcache_get_status(false): the figures the rules and the exporter read."""
 
     used_memory: int = 0
     free_memory: int = 0
     wasted_memory: int = 0
     oom_restarts: int = 0
     num_cached_keys: int | None = None  # None: the status does not say
+    enabled: bool = False  # opcache_enabled
+    memory_usage: dict[str, float] | None = None  # its numbers as given (None: not an object)
+    statistics: dict[str, float] | None = None  # opcache_statistics's numbers (None: absent)
 
     @classmethod
-    def from_json(cls, status: dict[str, Any]) -> OpcacheStatus:
-        mem = status.get("memory_usage") or {}
-        stats = status.get("opcache_statistics") or {}
-        keys = stats.get("num_cached_keys")
-        return cls(int(mem.get("used_memory", 0)), int(mem.get("free_memory", 0)),
-                   int(mem.get("wasted_memory", 0)), int(stats.get("oom_restarts", 0)),
-                   None if keys is None else int(keys))
+    def from_json(cls, status: JsonObject) -> OpcacheStatus:
+        mem, stats = _numbers(status.get("memory_usage")), _numbers(status.get("opcache_statistics"))
+        m, st = mem or {}, stats or {}
+        keys = st.get("num_cached_keys")
+        return cls(int(m.get("used_memory", 0)), int(m.get("free_memory", 0)),
+                   int(m.get("wasted_memory", 0)), int(st.get("oom_restarts", 0)),
+                   None if keys is None else int(keys), bool(status.get("opcache_enabled")),
+                   mem, stats)
 
 
 @dataclass(frozen=True)
@@ -99,7 +113,7 @@ class Facts:
     worker_pss_kb: tuple[int, ...] = ()
     mem_available_kb: int | None = None
     mem_total_kb: int | None = None
-    opcache_status: dict[str, Any] | None = None  # opcache_get_status(false) of the pool
+    opcache: OpcacheStatus | None = None  # opcache_get_status(false) of the pool (None: not asked)
     realpath_used: int | None = None  # the largest realpath_cache_size() of the workers asked
     realpath_used_by_worker: tuple[int, ...] = ()
     trace: TraceFacts | None = None
@@ -115,15 +129,10 @@ class Facts:
     code_mapping: tuple[str, int, int] | None = None
 
     @property
-    def opcache(self) -> OpcacheStatus | None:
-        """The pool's OPcache status, typed (None: not asked, or empty)."""
-        return OpcacheStatus.from_json(self.opcache_status) if self.opcache_status else None
-
-    @property
     def opcache_memory(self) -> dict[str, float] | None:
         """opcache_get_status()'s memory_usage as check --json shows it."""
-        mem = (self.opcache_status or {}).get("memory_usage")
-        return dict(mem) if isinstance(mem, dict) else None
+        mem = self.opcache.memory_usage if self.opcache else None
+        return dict(mem) if mem is not None else None
 
     @property
     def max_children(self) -> int:
@@ -284,16 +293,13 @@ def _cold_extra(trace: Trace, done: set[int], totals: Counter[int]) -> float | N
     return round(statistics.median(totals[i] for i in firsts) - statistics.median(rest), 1)
 
 
-def fsbench_p50(result: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """mount point → op → warm p50 µs, from an fsbench JSON result (schema statstorm.fsbench/1)."""
+def fsbench_p50(result: FsbenchResult) -> dict[str, dict[str, float]]:
+    """mount point → op → warm p50 µs, from an fsbench result."""
     out: dict[str, dict[str, float]] = {}
-    mounts = result.get("mounts") or []
-    for cell in result.get("results") or []:
-        if cell.get("state") != "warm":
+    for cell in result.cells:
+        if cell.state != "warm":
             continue
-        idx = int(cell.get("path_index", 0))
-        mp = str(mounts[idx].get("mount_point")) if idx < len(mounts) else str(cell.get("path"))
-        p50 = (cell.get("stats") or {}).get("p50_us")
-        if p50 is not None:
-            out.setdefault(mp, {})[str(cell.get("op"))] = float(p50)
+        mp = result.mount_facts(cell.path_index)[0] if cell.path_index < len(result.mounts) \
+            else cell.path
+        out.setdefault(mp, {})[cell.op] = float(cell.stats.p50_us)
     return out

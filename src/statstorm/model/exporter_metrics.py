@@ -15,9 +15,11 @@ what the exporter really serves (tests/test_exporter.py).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from statstorm.model.checkfacts import OpcacheStatus
 from statstorm.results.check import Severity
 
 # The counting tracer's call types (adapters/bpftrace.COUNT_CALLS, repeated here: model/ is
@@ -193,31 +195,31 @@ class PoolStatus:
     workers: int = 0
     realpath_size: int | None = None
     realpath_used: tuple[int, ...] = ()
-    opcache: Mapping[str, object] | None = None
+    opcache: OpcacheStatus | None = None
     pss_kb: tuple[int, ...] = ()
     round_trips: dict[tuple[str, str], int] = field(default_factory=dict)  # (mount, fstype)
     findings: tuple[tuple[str, Severity], ...] = ()  # (rule, severity)
     check_time: float | None = None
-    errors: dict[str, int] = field(default_factory=dict)  # source → count
+    errors: Counter[str] = field(default_factory=Counter)  # source → count
 
 
-def opcache_figures(status: Mapping[str, object] | None) -> dict[str, float]:
+def opcache_figures(status: OpcacheStatus | None) -> dict[str, float]:
     """The OPcache gauges and counters from `opcache_get_status(false)` ({} if absent)."""
-    if not isinstance(status, Mapping):
+    if status is None:
         return {}
-    out: dict[str, float] = {"enabled": 1.0 if status.get("opcache_enabled") else 0.0}
-    st = status.get("opcache_statistics")
-    if isinstance(st, Mapping):
+    out: dict[str, float] = {"enabled": 1.0 if status.enabled else 0.0}
+    st = status.statistics
+    if st is not None:
         for key, name in (("hits", "hits"), ("misses", "misses"),
                           ("num_cached_scripts", "cached_scripts")):
-            if isinstance(st.get(key), (int, float)):
+            if key in st:
                 out[name] = float(st[key])
-        restarts = [st.get(k) for k in ("oom_restarts", "hash_restarts", "manual_restarts")]
-        if all(isinstance(v, (int, float)) for v in restarts):
-            out["restarts"] = float(sum(restarts))  # type: ignore[arg-type]
-    mem = status.get("memory_usage")
-    if isinstance(mem, Mapping):
+        restarts = [st[k] for k in ("oom_restarts", "hash_restarts", "manual_restarts") if k in st]
+        if len(restarts) == 3:
+            out["restarts"] = float(sum(restarts))
+    mem = status.memory_usage
+    if mem is not None:
         for key, name in (("used_memory", "memory_used"), ("free_memory", "memory_free")):
-            if isinstance(mem.get(key), (int, float)):
+            if key in mem:
                 out[name] = float(mem[key])
     return out

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from statstorm.results.mount_cache import CacheOptions
+
 # Linux NFS client defaults (nfs(5)).
 NFS_DEFAULTS = {"acregmin": 3, "acregmax": 60, "acdirmin": 30, "acdirmax": 60}
 # The NFS options that decide metadata caching (nfs(5)).
@@ -41,6 +43,11 @@ class CacheView:
     options: dict[str, str]  # its option string, split
     cache: dict[str, str]  # the effective options that decide its metadata caching
     volume: dict[str, str]  # GlusterFS: the volume's cache options
+
+    @property
+    def typed(self) -> CacheOptions:
+        """The cache and volume options, read as numbers and flags."""
+        return CacheOptions.of(self.cache, self.volume)
 
 
 def split_options(options: str) -> dict[str, str]:
@@ -146,7 +153,11 @@ def gluster_cache_volume_options(vol_opts: dict[str, str]) -> dict[str, str]:
             if any(s in k for s in GLUSTER_VOLUME_CACHE_KEYS)}
 
 
-def gluster_meanings(eff: dict[str, str], vol: dict[str, str]) -> list[OptionMeaning]:
+def _given(text: str | None) -> str:
+    return "?" if text is None else text
+
+
+def gluster_meanings(eff: dict[str, str], opts: CacheOptions) -> list[OptionMeaning]:
     a, e, n = (eff[k] for k in GLUSTER_FUSE_KEYS)
     out = [
         OptionMeaning("attribute-timeout", f"{a} s",
@@ -165,19 +176,19 @@ def gluster_meanings(eff: dict[str, str], vol: dict[str, str]) -> list[OptionMea
                       f"a missing name stays missing for {n} s: a file added by a deploy can "
                       f"fail include/autoload for up to {n} s"),
     ]
-    mdc = vol.get("performance.md-cache-timeout")
+    mdc = opts.md_cache_timeout
     if mdc is not None:
         out.append(OptionMeaning("performance.md-cache-timeout", f"{mdc} s",
                                  f"the client's md-cache serves metadata for {mdc} s after the "
                                  "kernel asks (stat-prefetch "
-                                 f"{vol.get('performance.stat-prefetch', '?')}); with "
+                                 f"{_given(opts.stat_prefetch)}); with "
                                  "cache-invalidation off, changes made through another client "
                                  f"can stay invisible that long"))
-    nl = vol.get("performance.nl-cache")
+    nl = opts.nl_cache
     if nl is not None:
         out.append(OptionMeaning("performance.nl-cache", nl,
                                  "negative lookups cached in the client for "
-                                 f"{vol.get('performance.nl-cache-timeout', '?')} s" if nl == "on"
+                                 f"{_given(opts.nl_cache_timeout)} s" if nl == "on"
                                  else "negative lookups are not cached in the client: each "
                                  "miss the kernel forwards reaches the brick"))
     return out
@@ -204,11 +215,11 @@ def sshfs_cache_options(argv: list[str]) -> dict[str, str]:
     return eff
 
 
-def sshfs_meanings(eff: dict[str, str]) -> list[OptionMeaning]:
-    if eff.get("cache", "yes") == "no" or eff.get("dir_cache") == "no":
+def sshfs_meanings(opts: CacheOptions) -> list[OptionMeaning]:
+    if not opts.sshfs_cache:
         return [OptionMeaning("cache", "no", "no attribute/dir cache: every PHP stat is an SFTP "
                               "round trip; deploys are seen at once")]
-    t = eff.get("cache_stat_timeout") or eff.get("dcache_stat_timeout") or eff["cache_timeout"]
+    t = opts.sshfs_stat_timeout
     return [OptionMeaning("cache_timeout", f"{t} s", f"sshfs serves stat/lookup from its cache for "
                           f"{t} s: a deploy can be seen up to {t} s late, also for missing files")]
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields, replace
-from typing import Any, cast
+from typing import Callable, Mapping
 
 from statstorm.errors import UsageError
+from statstorm.results.jsontypes import JsonValue
 
 TRUE = ("1", "on", "yes", "true")
 
@@ -56,22 +57,33 @@ class PhpSettings:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-# ini key → (field, parser)
-_KEYS = {
-    "realpath_cache_size": "realpath_cache_size",
-    "realpath_cache_ttl": "realpath_cache_ttl",
-    "open_basedir": "open_basedir",
-    "include_path": "include_path",
-    "opcache.validate_timestamps": "opcache_validate_timestamps",
-    "opcache.revalidate_freq": "opcache_revalidate_freq",
-    "opcache.revalidate_path": "opcache_revalidate_path",
-    "opcache.enable_file_override": "opcache_enable_file_override",
-    "opcache.file_update_protection": "opcache_file_update_protection",
-    "user_ini.filename": "user_ini_filename",
-    "user_ini.cache_ttl": "user_ini_cache_ttl",
-    "cgi.fix_pathinfo": "cgi_fix_pathinfo",
-    "pm.max_requests": "max_requests",
-    "pm.max_children": "workers",
+def _count(value: str, key: str) -> int:
+    n = ini_int(value, key)
+    if n < 0:
+        raise UsageError(f"{key}={value!r}: must not be negative")
+    return n
+
+
+# ini key → how its value sets the model's field (settings, ini key, value) → settings
+_Setter = Callable[[PhpSettings, str, str], PhpSettings]
+_KEYS: dict[str, _Setter] = {
+    "realpath_cache_size": lambda s, k, v: replace(s, realpath_cache_size=ini_size(v, k)),
+    "realpath_cache_ttl": lambda s, k, v: replace(s, realpath_cache_ttl=_count(v, k)),
+    "open_basedir": lambda s, k, v: replace(s, open_basedir=v),
+    "include_path": lambda s, k, v: replace(s, include_path=v),
+    "opcache.validate_timestamps":
+        lambda s, k, v: replace(s, opcache_validate_timestamps=ini_bool(v)),
+    "opcache.revalidate_freq": lambda s, k, v: replace(s, opcache_revalidate_freq=_count(v, k)),
+    "opcache.revalidate_path": lambda s, k, v: replace(s, opcache_revalidate_path=ini_bool(v)),
+    "opcache.enable_file_override":
+        lambda s, k, v: replace(s, opcache_enable_file_override=ini_bool(v)),
+    "opcache.file_update_protection":
+        lambda s, k, v: replace(s, opcache_file_update_protection=_count(v, k)),
+    "user_ini.filename": lambda s, k, v: replace(s, user_ini_filename=v),
+    "user_ini.cache_ttl": lambda s, k, v: replace(s, user_ini_cache_ttl=_count(v, k)),
+    "cgi.fix_pathinfo": lambda s, k, v: replace(s, cgi_fix_pathinfo=ini_bool(v)),
+    "pm.max_requests": lambda s, k, v: replace(s, max_requests=_count(v, k)),
+    "pm.max_children": lambda s, k, v: replace(s, workers=_count(v, k)),
 }
 SETTABLE = tuple(sorted(_KEYS)) + ("opcache.enable", "opcache.enable_cli")
 
@@ -80,24 +92,14 @@ def _apply(s: PhpSettings, key: str, value: str, loaded: dict[str, str]) -> PhpS
     if key in ("opcache.enable", "opcache.enable_cli"):
         loaded[key] = value
         return s
-    name = _KEYS.get(key)
-    if name is None:
+    setter = _KEYS.get(key)
+    if setter is None:
         raise UsageError(f"--set {key}: not a setting the model knows; use one of "
                          + ", ".join(SETTABLE))
-    if name == "realpath_cache_size":
-        return replace(s, realpath_cache_size=ini_size(value, key))
-    if name in ("open_basedir", "include_path", "user_ini_filename"):
-        return replace(s, **cast(dict[str, Any], {name: value}))
-    if name in ("opcache_validate_timestamps", "opcache_revalidate_path",
-                "opcache_enable_file_override", "cgi_fix_pathinfo"):
-        return replace(s, **cast(dict[str, Any], {name: ini_bool(value)}))
-    n = ini_int(value, key)
-    if n < 0:
-        raise UsageError(f"{key}={value!r}: must not be negative")
-    return replace(s, **cast(dict[str, Any], {name: n}))
+    return setter(s, key, value)
 
 
-def from_recorded(recorded: dict[str, Any]) -> PhpSettings:
+def from_recorded(recorded: Mapping[str, JsonValue]) -> PhpSettings:
     """The settings stored in a trace header (`php -i` / `php-fpm -i` values)."""
     s = PhpSettings(sapi=str(recorded.get("sapi", "cli")))
     opc: dict[str, str] = {}
@@ -124,7 +126,7 @@ def _opcache_on(sapi: str, opc: dict[str, str]) -> bool:
     return on
 
 
-def with_changes(base: PhpSettings, recorded: dict[str, Any],
+def with_changes(base: PhpSettings, recorded: Mapping[str, JsonValue],
                  changes: list[tuple[str, str]]) -> PhpSettings:
     """`base` with `--set KEY=VALUE` changes applied."""
     s = base

@@ -22,15 +22,14 @@ def nfs_mount_caching(facts: Facts) -> list[Finding]:
         if m.kind != "nfs" or m.mount_point in seen or m.role not in CODE_ROLES:
             continue
         seen.add(m.mount_point)
-        o = m.cache_options
-        acreg = ini_int(o.get("acregmax"), 60)
+        o = m.cache
         bad = []
-        if o.get("noac") == "yes":
+        if o.noac:
             bad.append("noac: no attribute cache, every stat is a GETATTR")
-        elif acreg < 30:
-            bad.append(f"acregmax = {acreg} s: attributes of code files expire quickly")
-        if o.get("lookupcache", "all") not in ("all",):
-            bad.append(f"lookupcache = {o.get('lookupcache')}: every include_path/autoloader "
+        elif o.acregmax < 30:
+            bad.append(f"acregmax = {o.acregmax} s: attributes of code files expire quickly")
+        if o.lookupcache != "all":
+            bad.append(f"lookupcache = {o.lookupcache}: every include_path/autoloader "
                        "miss is a LOOKUP on the server")
         if not bad:
             continue
@@ -52,12 +51,9 @@ def glusterfs_mount_caching(facts: Facts) -> list[Finding]:
         if m.kind != "glusterfs-fuse" or m.mount_point in seen or m.role not in CODE_ROLES:
             continue
         seen.add(m.mount_point)
-        o, vol = m.cache_options, m.volume_options
-        attr = float(o.get("attribute-timeout", "1") or 1)
-        entry = float(o.get("entry-timeout", "1") or 1)
-        neg = float(o.get("negative-timeout", "0") or 0)
-        mdc = float(vol.get("performance.md-cache-timeout", "1") or 1)
-        nl = vol.get("performance.nl-cache", "off")
+        o = m.cache
+        attr, entry, neg = o.attribute_timeout, o.entry_timeout, o.negative_timeout
+        mdc, nl = o.md_cache_seconds, o.nl_cache_state
         bad = []
         if attr < 60:
             bad.append(f"attribute-timeout = {attr:g} s")
@@ -65,9 +61,9 @@ def glusterfs_mount_caching(facts: Facts) -> list[Finding]:
             bad.append(f"entry-timeout = {entry:g} s")
         if neg < 60:
             bad.append(f"negative-timeout = {neg:g} s: every failed lookup goes to the bricks")
-        if vol and mdc < 60:
+        if o.volume_read and mdc < 60:
             bad.append(f"performance.md-cache-timeout = {mdc:g} s")
-        if vol and nl != "on":
+        if o.volume_read and nl != "on":
             bad.append(f"performance.nl-cache = {nl}")
         if not bad:
             continue

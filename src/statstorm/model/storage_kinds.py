@@ -83,7 +83,7 @@ TABLE: tuple[Storage, ...] = (
     Storage(StorageKind.GLUSTERFS, "GlusterFS", ("glusterfs", "fuse.glusterfs"), network=True,
             mount_label="glusterfs-fuse", client="glusterfs",
             cache_keys=GLUSTER_FUSE_KEYS + GLUSTER_VOLUME_CACHE_KEYS,
-            meanings=lambda v: gluster_meanings(v.cache, v.volume),
+            meanings=lambda v: gluster_meanings(v.cache, v.typed),
             cache_model=CacheModel.FUSE, round_trips=RoundTrips.GLUSTER_PROFILE,
             live_change=LiveChange.STACKED_CLIENT,
             set_live="`gluster volume set` for the volume's options; the FUSE client's "
@@ -103,7 +103,7 @@ TABLE: tuple[Storage, ...] = (
     Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs"), network=True,
             persist="the client's cache manager settings (afsd)"),
     Storage(StorageKind.SSHFS, "sshfs", ("fuse.sshfs",), network=True, client="sshfs",
-            cache_keys=SSHFS_CACHE_KEYS, meanings=lambda v: sshfs_meanings(v.cache),
+            cache_keys=SSHFS_CACHE_KEYS, meanings=lambda v: sshfs_meanings(v.typed),
             cache_model=CacheModel.FUSE, persist="/etc/fstab's mount options"),
     Storage(StorageKind.SMB, "SMB/CIFS", ("cifs", "smb3"), network=True,
             persist="/etc/fstab's mount options"),

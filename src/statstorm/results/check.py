@@ -12,6 +12,7 @@ from typing import Any, NotRequired, TypedDict
 
 from statstorm.results.facts import ApacheFacts, HugePageFacts
 from statstorm.results.jsontypes import JsonObject
+from statstorm.results.mount_cache import CacheOptions
 
 SCHEMA = "statstorm.check/1"
 
@@ -111,9 +112,16 @@ class MountFact:
     cache_options: dict[str, str] = field(default_factory=dict)
     volume_options: dict[str, str] = field(default_factory=dict)
     volume: str = ""
+    cache: CacheOptions = field(init=False, repr=False, compare=False)  # the options, typed
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cache", CacheOptions.of(self.cache_options, self.volume_options))
 
     def to_json(self) -> JsonObject:
-        return dict(self.__dict__)
+        return {"role": self.role, "path": self.path, "mount_point": self.mount_point,
+                "fstype": self.fstype, "kind": self.kind,
+                "cache_options": dict(self.cache_options),
+                "volume_options": dict(self.volume_options), "volume": self.volume}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MountFact:

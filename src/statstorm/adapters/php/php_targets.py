@@ -19,7 +19,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Callable, ClassVar
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import phpfpm
@@ -27,6 +27,8 @@ from statstorm.adapters.php import fastcgi
 from statstorm.adapters.servers import nginx
 from statstorm.env import Env
 from statstorm.errors import UsageError
+from statstorm.model.checkfacts import OpcacheStatus
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.lab import LabState
 from statstorm.results.serving import Handler
 
@@ -315,7 +317,7 @@ class PoolAnswerError(fastcgi.AnsweredError):
     """The pool answered, but not with the query's JSON (it could not run the script)."""
 
 
-def _decode(head: str, body: bytes) -> dict[str, Any]:
+def _decode(head: str, body: bytes) -> JsonObject:
     try:
         data = json.loads(body)
     except ValueError:
@@ -331,12 +333,12 @@ QUERY_DIR_PREFIX, QUERY_FILE = "statstorm-check-", "query.php"
 
 
 def is_query_script(path: bytes) -> bool:
-    """Is this SCRIPT_FILENAME the query `query_pool` sends (a request of statstorm's own)?"""
+    """Is this SCRIPT_FILENAME the query `ask_pool` sends (a request of statstorm's own)?"""
     return path.endswith(b"/" + QUERY_FILE.encode()) and QUERY_DIR_PREFIX.encode() in path
 
 
-def query_pool(env: Env, listen: str, workers: int,
-               keys: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def ask_pool(env: Env, listen: str, workers: int,
+             keys: tuple[str, ...] = ()) -> list[PoolAnswer]:
     """Ask the pool `workers` times at once (each answer held 50 ms, so that busy workers make
     the next request go to another): one answer per worker that replied. `keys`: more ini
     settings to report besides the ones the query always reads."""
@@ -356,11 +358,21 @@ def query_pool(env: Env, listen: str, workers: int,
                                   range(n)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    by_pid: dict[int, dict[str, Any]] = {}
+    by_pid: dict[int, PoolAnswer] = {}
     for head, body in replies:
-        data = _decode(head, body)
-        by_pid.setdefault(int(data.get("pid") or 0), data)
+        answer = PoolAnswer.from_json(_decode(head, body))
+        by_pid.setdefault(answer.pid, answer)
     return list(by_pid.values())
+
+
+def _int(v: JsonValue | None) -> int | None:
+    """A JSON number or numeric string as an int (None: absent or not a number)."""
+    if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+        try:
+            return int(v)
+        except ValueError:
+            return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -370,21 +382,16 @@ class PoolAnswer:
     ini: Settings  # the settings it runs with (None given as '')
     realpath_used: int | None  # realpath_cache_size(): bytes its realpath cache holds
     extensions: tuple[str, ...] | None  # get_loaded_extensions(), None when not a list
-    opcache: dict[str, Any] | None  # opcache_get_status(false) as PHP gives it, if on
+    opcache: OpcacheStatus | None  # opcache_get_status(false), if on
     pid: int
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PoolAnswer:
-        ini, used, ext, status = (data.get(k) for k in ("ini", "realpath_used", "extensions",
-                                                         "opcache"))
-        return cls(ini={str(k): "" if v is None else str(v) for k, v in (ini or {}).items()},
-                   realpath_used=None if used is None else int(used),
+    def from_json(cls, data: JsonObject) -> PoolAnswer:
+        ini, ext, status = data.get("ini"), data.get("extensions"), data.get("opcache")
+        return cls(ini={str(k): "" if v is None else str(v) for k, v in ini.items()}
+                   if isinstance(ini, dict) else {},
+                   realpath_used=_int(data.get("realpath_used")),
                    extensions=tuple(str(e) for e in ext) if isinstance(ext, list) else None,
-                   opcache=status if isinstance(status, dict) and status else None,
-                   pid=int(data.get("pid") or 0))
-
-
-def ask_pool(env: Env, listen: str, workers: int,
-             keys: tuple[str, ...] = ()) -> list[PoolAnswer]:
-    """`query_pool`'s answers, typed."""
-    return [PoolAnswer.from_json(d) for d in query_pool(env, listen, workers, keys)]
+                   opcache=OpcacheStatus.from_json(status)
+                   if isinstance(status, dict) and status else None,
+                   pid=_int(data.get("pid")) or 0)

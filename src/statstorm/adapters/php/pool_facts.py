@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from statstorm.adapters.host import elf, memory, smaps
 from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
@@ -24,7 +23,7 @@ from statstorm.adapters.servers import apache_facts, nginx
 from statstorm.adapters.storage import gluster, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
-from statstorm.model.checkfacts import Facts, MountFact, TraceFacts, ini_int
+from statstorm.model.checkfacts import Facts, MountFact, OpcacheStatus, TraceFacts, ini_int
 
 
 @dataclass
@@ -122,7 +121,7 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
             settings.pop(k)
     listen = directives.get("listen", "")
     source = fpm.settings_source
-    status: dict[str, Any] | None = None
+    status: OpcacheStatus | None = None
     used: int | None = None
     used_by: tuple[int, ...] = ()
     extensions: tuple[str, ...] | None = None
@@ -190,7 +189,7 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
         hugepages=memory.hugepages(info), php_binary=fpm.binary,
         text_bytes=elf.read_text_segment(fpm.binary), worker_pss_kb=tuple(pss),
         mem_available_kb=info.get("MemAvailable"), mem_total_kb=info.get("MemTotal"),
-        opcache_status=status, realpath_used=used, realpath_used_by_worker=used_by,
+        opcache=status, realpath_used=used, realpath_used_by_worker=used_by,
         trace=trace, fsbench_p50_us=fsb or {}, app=app, app_config=app_config,
         extensions=extensions, apcu_path=apcu.extension_path(), apache=apache,
         huge_mapped_kb=tuple(m.huge_kb for m in mem) if mem else None,
