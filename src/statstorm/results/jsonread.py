@@ -98,6 +98,15 @@ def ints(d: JsonObject, key: str) -> tuple[int, ...]:
     return tuple(integer(x, key) for x in lst(d, key))
 
 
+def num_pairs(d: JsonObject, key: str) -> tuple[tuple[float, float], ...]:
+    """The list of [number, number] pairs under `key` (e.g. [percentile, ms])."""
+    out = []
+    for x in lst(d, key):
+        a, b = (number(v, key) for v in array(x, key))
+        out.append((a, b))
+    return tuple(out)
+
+
 def objs(d: JsonObject, key: str) -> tuple[JsonObject, ...]:
     """The list of objects under `key`; () when it is missing or null."""
     return tuple(obj(x, key) for x in lst(d, key))
@@ -124,6 +133,16 @@ def section(d: JsonObject, key: str) -> JsonObject | None:
 def str_map(d: JsonObject, key: str) -> dict[str, str]:
     """The object of strings under `key` (values as text); {} when it is missing or null."""
     return {k: str(v) for k, v in sub(d, key).items()}
+
+
+def scalar_map(x: object, what: str) -> dict[str, str | int | float | bool]:
+    """`x` as an object of scalars (text, numbers, true/false), as written."""
+    out: dict[str, str | int | float | bool] = {}
+    for k, v in obj(x, what).items():
+        if not isinstance(v, (str, int, float, bool)):
+            raise ValueError(f"{what}.{k}: expected a scalar, got {_kind(v)}")
+        out[k] = v
+    return out
 
 
 def num_map(d: JsonObject, key: str) -> dict[str, float]:
