@@ -170,12 +170,13 @@ class Manifest:
     def head(cls, d: object) -> Manifest:
         """The schema, status and target only (ManifestError otherwise); files and steps are
         read by from_json."""
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+        if not isinstance(d, dict) or jr.opt_str(d, "schema") != SCHEMA:
             raise ManifestError(f"not a {SCHEMA} manifest")
-        if not isinstance(d.get("status"), str):
+        status = d.get("status")
+        if not isinstance(status, str):
             raise ManifestError("no status or target")
-        return cls(BackupTarget.from_json(d.get("target")), d["status"],
-                   created=str(d.get("created") or ""), reason=str(d.get("reason") or ""))
+        return cls(BackupTarget.from_json(d.get("target")), status,
+                   created=jr.str_(d, "created"), reason=jr.str_(d, "reason"))
 
     @classmethod
     def from_json(cls, d: object) -> Manifest:

@@ -93,7 +93,7 @@ class Finding:
                    severity=Severity(sev) if sev in SEVERITIES else Severity.INFO,
                    title=jr.str_(d, "title"), evidence=jr.strs(d, "evidence"),
                    change=jr.strs(d, "change"), tradeoff=jr.str_(d, "tradeoff"),
-                   predicted_gain=gain_from_json(d.get("predicted_gain")),
+                   predicted_gain=gain_from_json(jr.opt_obj(d, "predicted_gain")),
                    gain_note=jr.str_(d, "gain_note"), pool=jr.str_(d, "pool"),
                    docs=jr.str_(d, "docs"))
 
@@ -160,9 +160,10 @@ def _apache(d: JsonObject | None) -> ApacheFacts | None:
 
 
 def _code_mapping(d: JsonObject) -> tuple[str, int, int] | None:
-    if d.get("code_mapping") is None:
+    cm = jr.opt_lst(d, "code_mapping")
+    if cm is None:
         return None
-    path, start, end = jr.lst(d, "code_mapping")
+    path, start, end = cm
     return str(path), jr.integer(start, "code_mapping"), jr.integer(end, "code_mapping")
 
 
@@ -232,8 +233,7 @@ class CheckedPool:
             realpath_used=jr.opt_int(d, "realpath_used"),
             realpath_used_by_worker=jr.ints(d, "realpath_used_by_worker"),
             opcache_memory=None if om is None else jr.num_map(d, "opcache_memory"),
-            huge_mapped_kb=None if d.get("huge_mapped_kb") is None
-            else jr.ints(d, "huge_mapped_kb"),
+            huge_mapped_kb=jr.opt_ints(d, "huge_mapped_kb"),
             apache=_apache(jr.opt_obj(d, "apache")), code_mapping=_code_mapping(d),
             notes=jr.strs(d, "notes"))
 

@@ -328,4 +328,4 @@ class DemoResult:
             findings_before=jr.strs(d, "findings_before"),
             findings_after=jr.strs(d, "findings_after"),
             files=jr.str_map(d, "files"), timings_s=jr.num_map(d, "timings_s"),
-            kept=d.get("kept") is True, notes=jr.strs(d, "notes"))
+            kept=jr.bool_(d, "kept"), notes=jr.strs(d, "notes"))

@@ -46,6 +46,12 @@ def lst(d: JsonObject, key: str) -> list[JsonValue]:
     return [] if v is None else array(v, key)
 
 
+def opt_lst(d: JsonObject, key: str) -> list[JsonValue] | None:
+    """The list under `key`; None when it is missing or null."""
+    v = d.get(key)
+    return None if v is None else array(v, key)
+
+
 def opt_num(d: JsonObject, key: str) -> float | None:
     v = d.get(key)
     return None if v is None else number(v, key)  # an int stays an int: JSON round-trips
@@ -90,6 +96,12 @@ def strs(d: JsonObject, key: str) -> tuple[str, ...]:
     return tuple(str(x) for x in lst(d, key))
 
 
+def opt_strs(d: JsonObject, key: str) -> tuple[str, ...] | None:
+    """The list of strings under `key`; None when it is missing or null."""
+    v = opt_lst(d, key)
+    return None if v is None else tuple(str(x) for x in v)
+
+
 def nums(d: JsonObject, key: str) -> tuple[float, ...]:
     return tuple(number(x, key) for x in lst(d, key))
 
@@ -105,6 +117,11 @@ def num_pairs(d: JsonObject, key: str) -> tuple[tuple[float, float], ...]:
         a, b = (number(v, key) for v in array(x, key))
         out.append((a, b))
     return tuple(out)
+
+
+def opt_ints(d: JsonObject, key: str) -> tuple[int, ...] | None:
+    v = opt_lst(d, key)
+    return None if v is None else tuple(integer(x, key) for x in v)
 
 
 def objs(d: JsonObject, key: str) -> tuple[JsonObject, ...]:

@@ -82,7 +82,7 @@ class Limit:
     def from_json(cls, data: JsonValue) -> Limit:
         d = jr.obj(data, "Limit")
         return cls(jr.str_(d, "id"), jr.str_(d, "text"),
-                   None if d.get("paths") is None else jr.strs(d, "paths"))
+                   jr.opt_strs(d, "paths"))
 
 
 @dataclass(frozen=True)
@@ -109,14 +109,13 @@ class Side:
     @classmethod
     def from_json(cls, data: JsonValue) -> Side:
         d = jr.obj(data, "Side")
-        net = jr.opt_obj(d, "network")
+        net, lims = jr.opt_obj(d, "network"), jr.opt_lst(d, "limits")
         return cls(settings=jr.scalar_map(jr.sub(d, "settings"), "settings"),
                    requests=jr.int_(d, "requests"), per_request=jr.num_map(d, "per_request"),
                    realpath_cache_bytes=CacheBytes.from_json(jr.sub(d, "realpath_cache_bytes")),
                    metadata_time_us_per_request=jr.num(d, "metadata_time_us_per_request"),
                    network=NetworkSide.from_json(net) if net is not None else None,
-                   limits=(None if d.get("limits") is None
-                           else tuple(Limit.from_json(x) for x in jr.lst(d, "limits"))))
+                   limits=None if lims is None else tuple(Limit.from_json(x) for x in lims))
 
 
 @dataclass(frozen=True)
