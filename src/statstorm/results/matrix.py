@@ -204,7 +204,7 @@ class Cell:
     huge_code_pages: bool | None
     storage: str
     knob: dict[str, int] = field(default_factory=dict)  # test knobs, shown, never hidden
-    primer: dict[str, Any] = field(default_factory=dict)  # status, length, marker
+    primer: JsonObject = field(default_factory=dict)  # status, length, marker
     rounds: list[Round] = field(default_factory=list)
     summary: CellSummary | None = None  # None: no round yet
 
