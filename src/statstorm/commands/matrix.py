@@ -34,6 +34,7 @@ from statstorm.model.matrix_grid import (APPS, MAX_CELLS, MAX_ROUNDS, STORAGES, 
                                          MatrixOptions, Plan, estimate, grid, lab_name, remaining,
                                          round_order)
 from statstorm.model.matrix_summary import precision, refresh
+from statstorm.results import jsonread as jr
 from statstorm.results import matrix as results
 from statstorm.results.lab import LabState
 from statstorm.results.matrix import Cell as CellResult
@@ -366,8 +367,8 @@ def _spec(opts: MatrixOptions, result: MatrixResult, cell: Cell, state: LabState
     assert entry is not None
     return wrk_checked.CheckSpec(
         url=_url(state), concurrency=opts.concurrency, duration_s=duration_s,
-        timeout_s=opts.timeout_s, marker=entry.primer["marker"],
-        expect_length=int(entry.primer["length"]), length_tolerance=opts.length_tolerance)
+        timeout_s=opts.timeout_s, marker=jr.str_(entry.primer, "marker"),
+        expect_length=jr.int_(entry.primer, "length"), length_tolerance=opts.length_tolerance)
 
 
 def _load(env: Env, opts: MatrixOptions, result: MatrixResult, cell: Cell, state: LabState,

@@ -9,10 +9,9 @@ import os
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
-
 from statstorm.results.apply_verify import Measurement, Prediction, Verify
-from statstorm.results.jsontypes import JsonObject
+from statstorm.results import jsonread as jr
+from statstorm.results.jsontypes import JsonObject, JsonValue
 
 SCHEMA = "statstorm.apply/1"
 
@@ -61,20 +60,23 @@ class StorageStep:
         return what + ": " + ", ".join(f"{k} {self.before.get(k) or '(unset)'} → {v}"
                                        for k, v in self.after.items())
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "where": self.where, "before": self.before,
-                "after": self.after, "client_argv": self.client_argv,
+    def to_json(self) -> JsonObject:
+        return {"kind": self.kind, "where": self.where, "before": dict(self.before),
+                "after": dict(self.after), "client_argv": list(self.client_argv),
                 "client_pid": self.client_pid, "done": self.done}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "StorageStep":
-        return cls(str(d["kind"]), str(d["where"]), dict(d["before"]), dict(d["after"]),
-                   list(d.get("client_argv") or []), int(d.get("client_pid") or 0),
-                   bool(d.get("done")))
+    def from_json(cls, data: JsonValue) -> "StorageStep":
+        d = jr.obj(data, "storage step")
+        if "kind" not in d or "where" not in d:
+            raise ValueError("a storage step needs its kind and where")
+        return cls(jr.str_(d, "kind"), jr.str_(d, "where"), jr.str_map(d, "before"),
+                   jr.str_map(d, "after"), list(jr.strs(d, "client_argv")),
+                   jr.int_(d, "client_pid"), jr.bool_(d, "done"))
 
 
-def compare(before: dict[str, Any], after: dict[str, Any],
-            predicted: dict[str, Any] | None = None) -> JsonObject:
+def compare(before: JsonValue, after: JsonValue,
+            predicted: JsonValue | None = None) -> JsonObject:
     """--verify's result as JSON, from measurements and whatif's prediction as JSON (see
     results.apply_verify.Verify)."""
     return Verify(Measurement.from_json(before), Measurement.from_json(after),
@@ -168,12 +170,13 @@ class Manifest:
     def head(cls, d: object) -> Manifest:
         """The schema, status and target only (ManifestError otherwise); files and steps are
         read by from_json."""
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+        if not isinstance(d, dict) or jr.opt_str(d, "schema") != SCHEMA:
             raise ManifestError(f"not a {SCHEMA} manifest")
-        if not isinstance(d.get("status"), str):
+        status = d.get("status")
+        if not isinstance(status, str):
             raise ManifestError("no status or target")
-        return cls(BackupTarget.from_json(d.get("target")), d["status"],
-                   created=str(d.get("created") or ""), reason=str(d.get("reason") or ""))
+        return cls(BackupTarget.from_json(d.get("target")), status,
+                   created=jr.str_(d, "created"), reason=jr.str_(d, "reason"))
 
     @classmethod
     def from_json(cls, d: object) -> Manifest:

@@ -7,18 +7,13 @@ JSON under "verify" (`Verify.to_json`) and read back by `Verify.from_json`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from statstorm.results.jsontypes import JsonObject
+from statstorm.results import jsonread as jr
+from statstorm.results.jsontypes import JsonObject, JsonValue
 
 
 # --verify: a change is "worse" beyond these margins (a short run's noise stays inside them).
 WORSE_SYSCALLS = 0.02  # metadata calls per request up by more than 2 %
 WORSE_RPS = 0.10  # throughput down by more than 10 %
-
-
-def _num(x: object) -> float | None:
-    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
 # Measurement's figures that may be missing (None)
@@ -67,14 +62,15 @@ class Measurement:
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Measurement:
+    def from_json(cls, data: JsonValue) -> Measurement:
         """Tolerant: a figure that is missing is None (0 for the counts)."""
-        first = d.get("first")
-        settling = (Settling(int(d.get("runs") or 1), bool(d.get("settled")),
-                             cls.from_json(first)) if isinstance(first, dict) else None)
-        figures = {k: _num(d.get(k)) for k in FIGURES}
-        return cls(**figures, errors=int(d.get("errors") or 0),
-                   requests=int(d.get("requests") or 0), settling=settling)
+        d = jr.obj(data, "measurement")
+        first = jr.opt_obj(d, "first")
+        settling = (None if first is None else
+                    Settling(jr.int_(d, "runs", 1), jr.bool_(d, "settled"), cls.from_json(first)))
+        figures = {k: jr.opt_num(d, k) for k in FIGURES}
+        return cls(**figures, errors=jr.int_(d, "errors"), requests=jr.int_(d, "requests"),
+                   settling=settling)
 
 
 @dataclass(frozen=True)
@@ -89,8 +85,9 @@ class Figures:
                 "round_trips_per_request": self.round_trips_per_request}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Figures:
-        return cls(_num(d.get("calls_per_request")), _num(d.get("round_trips_per_request")))
+    def from_json(cls, data: JsonValue) -> Figures:
+        d = jr.obj(data, "figures")
+        return cls(jr.opt_num(d, "calls_per_request"), jr.opt_num(d, "round_trips_per_request"))
 
 
 @dataclass(frozen=True)
@@ -114,14 +111,15 @@ class Prediction:
                 "not_modelled": list(self.not_modelled), "notes": list(self.notes)}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Prediction:
-        return cls(current=Figures.from_json(d["current"]),
-                   proposed=Figures.from_json(d["proposed"]),
-                   each=tuple((str(e["setting"]), Figures.from_json(e)) for e in d["each"]),
-                   not_modelled=tuple(str(x) for x in d["not_modelled"]),
-                   trace=str(d.get("trace") or ""), profile=str(d.get("profile") or ""),
-                   sets=tuple(str(x) for x in d.get("sets") or ()),
-                   notes=tuple(str(x) for x in d.get("notes") or ()))
+    def from_json(cls, data: JsonValue) -> Prediction:
+        d = jr.obj(data, "prediction")
+        return cls(current=Figures.from_json(jr.sub(d, "current")),
+                   proposed=Figures.from_json(jr.sub(d, "proposed")),
+                   each=tuple((jr.str_(e, "setting"), Figures.from_json(e))
+                              for e in jr.objs(d, "each")),
+                   not_modelled=jr.strs(d, "not_modelled"),
+                   trace=jr.str_(d, "trace"), profile=jr.str_(d, "profile"),
+                   sets=jr.strs(d, "sets"), notes=jr.strs(d, "notes"))
 
 
 def _rel(b: float | None, a: float | None) -> float | None:
@@ -203,7 +201,9 @@ class Verify:
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Verify:
-        p = d.get("predicted")
-        return cls(Measurement.from_json(d["before"]), Measurement.from_json(d["after"]),
-                   Prediction.from_json(p) if isinstance(p, dict) else None)
+    def from_json(cls, data: JsonValue) -> Verify:
+        d = jr.obj(data, "verify")
+        p = jr.opt_obj(d, "predicted")
+        return cls(Measurement.from_json(jr.sub(d, "before")),
+                   Measurement.from_json(jr.sub(d, "after")),
+                   None if p is None else Prediction.from_json(p))

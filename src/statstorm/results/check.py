@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from statstorm.results.facts import ApacheFacts, HugePageFacts
-from statstorm.results.jsontypes import JsonObject
+from statstorm.results import jsonread as jr
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.mount_cache import CacheOptions
 
 SCHEMA = "statstorm.check/1"
@@ -86,13 +87,16 @@ class Finding:
                 "docs": self.docs}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Finding:
-        sev = str(d["severity"])
-        return cls(id=str(d["id"]), severity=Severity(sev) if sev in SEVERITIES else Severity.INFO,
-                   title=str(d["title"]), evidence=tuple(str(x) for x in d["evidence"]),
-                   change=tuple(str(x) for x in d["change"]), tradeoff=str(d["tradeoff"]),
-                   predicted_gain=gain_from_json(d["predicted_gain"]),
-                   gain_note=str(d["gain_note"]), pool=str(d["pool"]), docs=str(d["docs"]))
+    def from_json(cls, data: JsonValue) -> Finding:
+        d = jr.obj(data, "finding")
+        sev = jr.str_(d, "severity")
+        return cls(id=jr.str_(d, "id"),
+                   severity=Severity(sev) if sev in SEVERITIES else Severity.INFO,
+                   title=jr.str_(d, "title"), evidence=jr.strs(d, "evidence"),
+                   change=jr.strs(d, "change"), tradeoff=jr.str_(d, "tradeoff"),
+                   predicted_gain=gain_from_json(jr.opt_obj(d, "predicted_gain")),
+                   gain_note=jr.str_(d, "gain_note"), pool=jr.str_(d, "pool"),
+                   docs=jr.str_(d, "docs"))
 
 
 def by_severity(findings: list[Finding] | tuple[Finding, ...]) -> tuple[Finding, ...]:
@@ -124,30 +128,51 @@ class MountFact:
                 "volume_options": dict(self.volume_options), "volume": self.volume}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> MountFact:
-        return cls(str(d["role"]), str(d["path"]), str(d["mount_point"]), str(d["fstype"]),
-                   str(d["kind"]), _strs(d["cache_options"]), _strs(d["volume_options"]),
-                   str(d["volume"]))
+    def from_json(cls, data: JsonValue) -> MountFact:
+        d = jr.obj(data, "mount")
+        return cls(jr.str_(d, "role"), jr.str_(d, "path"), jr.str_(d, "mount_point"),
+                   jr.str_(d, "fstype"), jr.str_(d, "kind"), jr.str_map(d, "cache_options"),
+                   jr.str_map(d, "volume_options"), jr.str_(d, "volume"))
 
 
-def _strs(d: object) -> dict[str, str]:
-    return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {}
+def _pair(x: JsonValue) -> tuple[str, str]:
+    a, b = (str(v) for v in jr.array(x, "symlinks"))
+    return a, b
 
 
-def _ints(xs: object) -> tuple[int, ...]:
-    return tuple(int(x) for x in xs) if isinstance(xs, list) else ()
-
-
-def _opt_int(x: object) -> int | None:
-    return int(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
-def _apache(d: object) -> ApacheFacts | None:
-    if not isinstance(d, dict):
+def _hugepages(d: JsonObject | None) -> HugePageFacts | None:
+    if d is None:
         return None
-    return ApacheFacts(**{**d, "walk": tuple(tuple(w) for w in d["walk"]),
-                          "htaccess_files": tuple(d["htaccess_files"]),
-                          "child_pss_kb": tuple(d["child_pss_kb"])})
+    return HugePageFacts(jr.str_(d, "thp_enabled"), jr.int_(d, "nr_hugepages"),
+                         jr.int_(d, "free_hugepages"), jr.int_(d, "page_kb"))
+
+
+def _walk_step(x: JsonValue) -> tuple[str, str, str]:
+    directory, override, options = (str(v) for v in jr.array(x, "walk"))
+    return directory, override, options
+
+
+def _apache(d: JsonObject | None) -> ApacheFacts | None:
+    if d is None:
+        return None
+    return ApacheFacts(
+        config=jr.str_(d, "config"), mpm=jr.str_(d, "mpm"), handler=jr.str_(d, "handler"),
+        max_request_workers=jr.int_(d, "max_request_workers"),
+        server_limit=jr.int_(d, "server_limit"),
+        threads_per_child=jr.int_(d, "threads_per_child"), docroot=jr.str_(d, "docroot"),
+        walk=tuple(_walk_step(w) for w in jr.lst(d, "walk")),
+        htaccess_files=jr.strs(d, "htaccess_files"),
+        directory_source=jr.str_(d, "directory_source"),
+        fcgid_max_processes=jr.opt_int(d, "fcgid_max_processes"),
+        child_pss_kb=jr.ints(d, "child_pss_kb"))
+
+
+def _code_mapping(d: JsonObject) -> tuple[str, int, int] | None:
+    cm = jr.opt_lst(d, "code_mapping")
+    if cm is None:
+        return None
+    path, start, end = cm
+    return str(path), jr.integer(start, "code_mapping"), jr.integer(end, "code_mapping")
 
 
 @dataclass(frozen=True)
@@ -198,28 +223,27 @@ class CheckedPool:
                 "notes": list(self.notes)}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> CheckedPool:
+    def from_json(cls, data: JsonValue) -> CheckedPool:
         """Tolerant of files written before huge_mapped_kb, apache and code_mapping."""
-        hp, om, nsf = d["hugepages"], d["opcache_memory"], d["nginx_script_filename"]
-        hm, cm = d.get("huge_mapped_kb"), d.get("code_mapping")
+        d = jr.obj(data, "pool")
+        om = jr.opt_obj(d, "opcache_memory")
         return cls(
-            pool=str(d["pool"]), settings_source=str(d["settings_source"]),
-            docroot=str(d["docroot"] or ""), php_files=_opt_int(d["php_files"]),
-            settings=_strs(d["settings"]), pm=_strs(d["pm"]),
-            mounts=tuple(MountFact.from_json(m) for m in d["mounts"]),
-            symlinks=tuple((str(a), str(b)) for a, b in d["symlinks"]),
-            nginx_script_filename=None if nsf is None else str(nsf),
-            worker_pss_kb=_ints(d["worker_pss_kb"]),
-            mem_available_kb=_opt_int(d["mem_available_kb"]),
-            hugepages=HugePageFacts(**hp) if isinstance(hp, dict) else None,
-            php_binary=str(d["php_binary"]), text_bytes=_opt_int(d["text_bytes"]),
-            realpath_used=_opt_int(d["realpath_used"]),
-            realpath_used_by_worker=_ints(d["realpath_used_by_worker"]),
-            opcache_memory={str(k): v for k, v in om.items()} if isinstance(om, dict) else None,
-            huge_mapped_kb=_ints(hm) if isinstance(hm, list) else None,
-            apache=_apache(d.get("apache")),
-            code_mapping=(str(cm[0]), int(cm[1]), int(cm[2])) if isinstance(cm, list) else None,
-            notes=tuple(str(n) for n in d["notes"]))
+            pool=jr.str_(d, "pool"), settings_source=jr.str_(d, "settings_source"),
+            docroot=jr.str_(d, "docroot"), php_files=jr.opt_int(d, "php_files"),
+            settings=jr.str_map(d, "settings"), pm=jr.str_map(d, "pm"),
+            mounts=tuple(MountFact.from_json(m) for m in jr.lst(d, "mounts")),
+            symlinks=tuple(_pair(x) for x in jr.lst(d, "symlinks")),
+            nginx_script_filename=jr.opt_str(d, "nginx_script_filename"),
+            worker_pss_kb=jr.ints(d, "worker_pss_kb"),
+            mem_available_kb=jr.opt_int(d, "mem_available_kb"),
+            hugepages=_hugepages(jr.opt_obj(d, "hugepages")),
+            php_binary=jr.str_(d, "php_binary"), text_bytes=jr.opt_int(d, "text_bytes"),
+            realpath_used=jr.opt_int(d, "realpath_used"),
+            realpath_used_by_worker=jr.ints(d, "realpath_used_by_worker"),
+            opcache_memory=None if om is None else jr.num_map(d, "opcache_memory"),
+            huge_mapped_kb=jr.opt_ints(d, "huge_mapped_kb"),
+            apache=_apache(jr.opt_obj(d, "apache")), code_mapping=_code_mapping(d),
+            notes=jr.strs(d, "notes"))
 
 
 @dataclass(frozen=True)
@@ -242,6 +266,7 @@ class CheckResult:
                 "pools": [p.to_json() for p in self.pools]}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> CheckResult:
-        return cls(pools=tuple(CheckedPool.from_json(p) for p in d["pools"]),
-                   findings=[Finding.from_json(f) for f in d["findings"]])
+    def from_json(cls, data: JsonValue) -> CheckResult:
+        d = jr.obj(data, "check.json")
+        return cls(pools=tuple(CheckedPool.from_json(p) for p in jr.lst(d, "pools")),
+                   findings=[Finding.from_json(f) for f in jr.lst(d, "findings")])

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, Iterator
 
 from statstorm import faults
 from statstorm.errors import UsageError
+from statstorm.results.jsontypes import JsonObject
 
 
 def write_atomic(path: Path, data: str | bytes, like: os.stat_result | None = None,
@@ -54,7 +55,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-def known_fields(cls: type, data: dict[str, Any], **missing: Any) -> dict[str, Any]:
+def known_fields(cls: type, data: JsonObject, **missing: Any) -> dict[str, Any]:
     """The entries of a result's JSON object that name a field of dataclass `cls` (the
     constructor's keyword arguments in a from_json; keys the class derives, such as a
     total, and keys of newer writers are left out), over `missing`: the values of fields

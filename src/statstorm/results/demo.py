@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from statstorm.results import jsonread as jr
 from statstorm.results.jsontypes import JsonObject as JsonObject, JsonValue
 
 SCHEMA = "statstorm.demo/1"
@@ -36,63 +37,6 @@ def with_run_id(data: JsonObject, run_id: str) -> JsonObject:
     return {**head, "run_id": run_id, **{k: v for k, v in data.items() if k not in head}}
 
 
-# -- reading JSON: one place, for every from_json below --------------------------------------------
-def _obj(x: Json, what: str) -> JsonObject:
-    if not isinstance(x, dict):
-        raise ValueError(f"{what}: expected an object, got {type(x).__name__}")
-    return x
-
-
-def _opt_num(d: JsonObject, key: str) -> float | None:
-    v = d.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"{key}: expected a number, got {v!r}")
-    return v  # an int stays an int: the JSON written back is the JSON read
-
-
-def _num(d: JsonObject, key: str, default: float = 0) -> float:
-    v = _opt_num(d, key)
-    return default if v is None else v
-
-
-def _int(d: JsonObject, key: str) -> int:
-    v = _num(d, key)
-    if not isinstance(v, int):
-        raise ValueError(f"{key}: expected a whole number, got {v!r}")
-    return v
-
-
-def _str(d: JsonObject, key: str, default: str = "") -> str:
-    v = d.get(key)
-    return default if v is None else str(v)
-
-
-def _opt_str(d: JsonObject, key: str) -> str | None:
-    v = d.get(key)
-    return None if v is None else str(v)
-
-
-def _strs(d: JsonObject, key: str) -> tuple[str, ...]:
-    v = d.get(key)
-    if v is None:
-        return ()
-    if not isinstance(v, list):
-        raise ValueError(f"{key}: expected a list, got {type(v).__name__}")
-    return tuple(str(x) for x in v)
-
-
-def _sub(d: JsonObject, key: str) -> JsonObject:
-    """The object under `key`; {} when it is missing or null."""
-    return _obj(d.get(key) or {}, key)
-
-
-def _section(d: JsonObject, key: str) -> JsonObject | None:
-    v = d.get(key)
-    return None if v is None or v == {} else _obj(v, key)
-
-
 # -- the measurements -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Round:
@@ -112,10 +56,9 @@ class Round:
 
     @classmethod
     def from_json(cls, data: Json) -> Round:
-        d = _obj(data, "round")
-        return cls(_num(d, "rps"), _num(d, "p50_ms"), _num(d, "p99_ms"), _int(d, "errors"),
-                   _int(d, "requests"), None if _opt_num(d, "round_trips") is None
-                   else _int(d, "round_trips"))
+        d = jr.obj(data, "round")
+        return cls(jr.num(d, "rps"), jr.num(d, "p50_ms"), jr.num(d, "p99_ms"),
+                   jr.int_(d, "errors"), jr.int_(d, "requests"), jr.opt_int(d, "round_trips"))
 
 
 def _median(vals: list[float]) -> float:
@@ -176,10 +119,8 @@ class Side:
     @classmethod
     def from_json(cls, data: Json) -> Side:
         """The rounds; the medians and spread written beside them are computed from them."""
-        rounds = _obj(data, "lab's measurement").get("rounds") or []
-        if not isinstance(rounds, list):
-            raise ValueError("rounds: expected a list")
-        return cls(tuple(Round.from_json(r) for r in rounds))
+        return cls(tuple(Round.from_json(r)
+                         for r in jr.lst(jr.obj(data, "lab's measurement"), "rounds")))
 
 
 @dataclass(frozen=True)
@@ -212,8 +153,8 @@ class Phase:
 
     @classmethod
     def from_json(cls, data: Json) -> Phase:
-        d = _obj(data, "phase")
-        return cls(Side.from_json(_sub(d, "local")), Side.from_json(_sub(d, "network")))
+        d = jr.obj(data, "phase")
+        return cls(Side.from_json(jr.sub(d, "local")), Side.from_json(jr.sub(d, "network")))
 
 
 @dataclass(frozen=True)
@@ -234,8 +175,8 @@ class PerRequest:
 
     @classmethod
     def from_json(cls, data: Json) -> PerRequest:
-        d = _obj(data or {}, "per request")
-        return cls(_opt_num(d, "before"), _opt_num(d, "after"), _opt_num(d, "predicted"),
+        d = jr.obj(data or {}, "per request")
+        return cls(jr.opt_num(d, "before"), jr.opt_num(d, "after"), jr.opt_num(d, "predicted"),
                    tuple(k for k in d if k in STAGES))
 
 
@@ -262,12 +203,12 @@ class Prediction:
 
     @classmethod
     def from_json(cls, data: Json) -> Prediction:
-        d = _obj(data, "predicted")
-        net = _sub(d, "network_calls_reaching_storage_per_request")
-        return cls(_strs(d, "php_settings"), _opt_num(d, "metadata_calls_per_request"),
-                   _opt_num(d, "metadata_calls_per_request_now"), _opt_num(net, "now"),
-                   _opt_num(net, "after"), _opt_num(d, "round_trips_per_request"),
-                   _strs(d, "changes"))
+        d = jr.obj(data, "predicted")
+        net = jr.sub(d, "network_calls_reaching_storage_per_request")
+        return cls(jr.strs(d, "php_settings"), jr.opt_num(d, "metadata_calls_per_request"),
+                   jr.opt_num(d, "metadata_calls_per_request_now"), jr.opt_num(net, "now"),
+                   jr.opt_num(net, "after"), jr.opt_num(d, "round_trips_per_request"),
+                   jr.strs(d, "changes"))
 
 
 @dataclass(frozen=True)
@@ -292,10 +233,9 @@ class LabSettings:
 
     @classmethod
     def from_json(cls, data: Json) -> LabSettings:
-        d = _obj(data, "settings")
-        mo = _section(d, "mount_options")
-        return cls(_strs(d, "changes"), None if mo is None and "mount_options" not in d else
-                   {str(k): str(v) for k, v in (mo or {}).items()})
+        d = jr.obj(data, "settings")
+        return cls(jr.strs(d, "changes"),
+                   jr.str_map(d, "mount_options") if "mount_options" in d else None)
 
 
 @dataclass(frozen=True)
@@ -368,23 +308,24 @@ class DemoResult:
     @classmethod
     def from_json(cls, data: Json) -> DemoResult:
         """A demo.json's content; ValueError naming the key when it is not one."""
-        d = _obj(data, "demo.json")
-        labs = {str(role): Lab(_str(_obj(v, "lab"), "name"), _str(_obj(v, "lab"), "url"))
-                for role, v in _sub(d, "labs").items()}
-        before, after, predicted = (_section(d, k) for k in ("before", "after", "predicted"))
-        timings = _sub(d, "timings_s")
+        d = jr.obj(data, "demo.json")
+        labs = {role: Lab(jr.str_(lab, "name"), jr.str_(lab, "url"))
+                for role, v in jr.sub(d, "labs").items() for lab in (jr.obj(v, "lab"),)}
+        before, after, predicted = (jr.section(d, k) for k in ("before", "after", "predicted"))
         return cls(
-            app=_str(d, "app"), storage=_str(d, "storage"), output_dir=_str(d, "output_dir"),
-            run_id=_opt_str(d, "run_id"), labs=labs,
+            app=jr.str_(d, "app"), storage=jr.str_(d, "storage"),
+            output_dir=jr.str_(d, "output_dir"),
+            run_id=jr.opt_str(d, "run_id"), labs=labs,
             before=Phase.from_json(before) if before is not None else None,
             after=Phase.from_json(after) if after is not None else None,
             predicted=Prediction.from_json(predicted) if predicted is not None else None,
-            predicted_at=_opt_str(d, "predicted_at"), applied=_strs(d, "applied"),
-            applied_at=_opt_str(d, "applied_at"), manual=_strs(d, "manual"),
+            predicted_at=jr.opt_str(d, "predicted_at"), applied=jr.strs(d, "applied"),
+            applied_at=jr.opt_str(d, "applied_at"), manual=jr.strs(d, "manual"),
             settings={str(role): LabSettings.from_json(v)
-                      for role, v in _sub(d, "settings").items()},
-            metadata_calls_per_request=PerRequest.from_json(_sub(d, "metadata_calls_per_request")),
-            findings_before=_strs(d, "findings_before"), findings_after=_strs(d, "findings_after"),
-            files={str(k): str(v) for k, v in _sub(d, "files").items()},
-            timings_s={str(k): _num(timings, k) for k in timings},
-            kept=d.get("kept") is True, notes=_strs(d, "notes"))
+                      for role, v in jr.sub(d, "settings").items()},
+            metadata_calls_per_request=PerRequest.from_json(
+                jr.sub(d, "metadata_calls_per_request")),
+            findings_before=jr.strs(d, "findings_before"),
+            findings_after=jr.strs(d, "findings_after"),
+            files=jr.str_map(d, "files"), timings_s=jr.num_map(d, "timings_s"),
+            kept=jr.bool_(d, "kept"), notes=jr.strs(d, "notes"))

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statstorm.results import jsonread as jr
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.common import known_fields, write_json_atomic
 from statstorm.results.latency import LatencyStats
 
@@ -36,7 +38,8 @@ class ColdCheck:
     client_pid_after: int = 0
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> ColdCheck:
+    def from_json(cls, data: JsonValue) -> ColdCheck:
+        d = jr.obj(data, "ColdCheck")
         return cls(**known_fields(cls, d))
 
 
@@ -49,14 +52,20 @@ class ColdState:
     not_reached: tuple[str, ...]
     check: ColdCheck | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> ColdState:
-        f = known_fields(cls, d, check=None)
-        return cls(**{**f, "reached": tuple(f["reached"]), "not_reached": tuple(f["not_reached"]),
-                      "check": ColdCheck.from_json(f["check"]) if f["check"] is not None else None})
+    def from_json(cls, data: JsonValue) -> ColdState:
+        d = jr.obj(data, "ColdState")
+        check = jr.opt_obj(d, "check")
+        return cls(jr.str_(d, "path"), jr.strs(d, "reached"), jr.strs(d, "not_reached"),
+                   None if check is None else ColdCheck.from_json(check))
+
+
+def _bucket(x: JsonValue) -> tuple[int, int]:
+    low, count = (jr.integer(v, "histogram") for v in jr.array(x, "histogram"))
+    return low, count
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,7 @@ class Cell:
     ratio_to_first: float | None = None  # time per call / first PATH's (throughput ratio)
     parts_p50_us: dict[str, float] = field(default_factory=dict)  # open: open/fstat alone
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         data = asdict(self)
         data["stats"]["histogram"] = [list(b) for b in self.stats.histogram]
         if self.path_index == 0:
@@ -85,12 +94,13 @@ class Cell:
         return data
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Cell:
-        st = d["stats"]
+    def from_json(cls, data: JsonValue) -> Cell:
+        d = jr.obj(data, "Cell")
+        st = jr.sub(d, "stats")
         stats = LatencyStats(**{**known_fields(LatencyStats, st),
-                                "histogram": tuple((b, n) for b, n in st["histogram"])})
-        f = known_fields(cls, d, parts_p50_us={})
-        return cls(**{**f, "stats": stats, "parts_p50_us": dict(f["parts_p50_us"])})
+                                "histogram": tuple(_bucket(b) for b in jr.lst(st, "histogram"))})
+        f = known_fields(cls, d)
+        return cls(**{**f, "stats": stats, "parts_p50_us": jr.num_map(d, "parts_p50_us")})
 
 
 @dataclass(frozen=True)
@@ -105,22 +115,22 @@ class TreeShape:
     walk_lstats_per_pass: int
     negative_names_per_pass: int
 
-    def to_json(self) -> dict[str, str | int]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> TreeShape:
+    def from_json(cls, data: JsonValue) -> TreeShape:
+        d = jr.obj(data, "TreeShape")
         return cls(**known_fields(cls, d))
 
 
-def mount_facts(mount: dict[str, Any]) -> tuple[str, str, str, dict[str, str]]:
+def mount_facts(mount: JsonObject) -> tuple[str, str, str, dict[str, str]]:
     """(mount point, file-system type, source, cache options) of one of `mounts` (each the
     JSON of adapters.storage.mounts's MountInfo, kept as written)."""
     if not isinstance(mount, dict):
         return "", "", "", {}
-    m = {"mount_point": "", "fstype": "", "source": "", "cache_options": {}, **mount}
-    return (str(m["mount_point"]), str(m["fstype"]), str(m["source"]),
-            {str(k): str(v) for k, v in (m["cache_options"] or {}).items()})
+    return (jr.str_(mount, "mount_point"), jr.str_(mount, "fstype"), jr.str_(mount, "source"),
+            jr.str_map(mount, "cache_options"))
 
 
 @dataclass(frozen=True)
@@ -133,7 +143,7 @@ class FsbenchResult:
     duration_s: float | None
     max_files: int | None
     started_at: str
-    mounts: tuple[dict[str, Any], ...]
+    mounts: tuple[dict[str, Any], ...]  # adapters.storage.mounts's MountInfo, as written
     workload: tuple[TreeShape, ...]  # per path
     overhead_p50_us: float
     cold: tuple[ColdState, ...]
@@ -147,7 +157,7 @@ class FsbenchResult:
                 return c
         return None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "schema": SCHEMA,
             "started_at": self.started_at,
@@ -168,18 +178,19 @@ class FsbenchResult:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> FsbenchResult:
+    def from_json(cls, data: JsonValue) -> FsbenchResult:
         """An fsbench file as written (`complete` false: cut short while it ran)."""
-        return cls(paths=tuple(d["paths"]), ops=tuple(d["ops"]), states=tuple(d["states"]),
-                   clients=d["clients"], iterations=d["iterations"],
-                   duration_s=d["duration_s"], max_files=d["max_files"],
-                   started_at=d["started_at"],
-                   mounts=tuple(d["mounts"]),
-                   workload=tuple(TreeShape.from_json(w) for w in d["workload"]),
-                   overhead_p50_us=d["overhead_p50_us"],
-                   cold=tuple(ColdState.from_json(c) for c in d["cold"]),
-                   cells=tuple(Cell.from_json(c) for c in d["results"]),
-                   caveats=tuple(d["caveats"]), complete=d["complete"])
+        d = jr.obj(data, "FsbenchResult")
+        return cls(paths=jr.strs(d, "paths"), ops=jr.strs(d, "ops"), states=jr.strs(d, "states"),
+                   clients=jr.int_(d, "clients"), iterations=jr.opt_int(d, "iterations"),
+                   duration_s=jr.opt_num(d, "duration_s"), max_files=jr.opt_int(d, "max_files"),
+                   started_at=jr.str_(d, "started_at"),
+                   mounts=jr.objs(d, "mounts"),
+                   workload=tuple(TreeShape.from_json(w) for w in jr.lst(d, "workload")),
+                   overhead_p50_us=jr.num(d, "overhead_p50_us"),
+                   cold=tuple(ColdState.from_json(c) for c in jr.lst(d, "cold")),
+                   cells=tuple(Cell.from_json(c) for c in jr.lst(d, "results")),
+                   caveats=jr.strs(d, "caveats"), complete=jr.bool_(d, "complete"))
 
     def mount_facts(self, i: int) -> tuple[str, str, str, dict[str, str]]:
         """mount_facts of the i-th PATH's mount (empty when the file has none for it)."""
@@ -190,12 +201,12 @@ def write(path: Path, result: FsbenchResult) -> None:
     write_json_atomic(path, result.to_json())
 
 
-def latency_profile(result: FsbenchResult, source: str) -> dict[str, Any]:
+def latency_profile(result: FsbenchResult, source: str) -> JsonObject:
     """The p50 latency per call type and outcome per mount, for `statstorm whatif`.
 
     Prefers the warm state (what a running site sees); falls back to cold.
     """
-    mounts: dict[str, Any] = {}
+    mounts: JsonObject = {}
     for i, m in enumerate(result.mounts):
         state = "warm" if "warm" in result.states else result.states[0]
 
@@ -208,11 +219,12 @@ def latency_profile(result: FsbenchResult, source: str) -> dict[str, Any]:
             return round(c.parts_p50_us[name], 3) if c and name in c.parts_p50_us else None
 
         hit, miss = p50("walk") or p50("stat"), p50("negative")
-        entry: dict[str, Any] = {"fstype": m["fstype"], "path": result.paths[i], "state": state}
+        entry: JsonObject = {"fstype": jr.str_(m, "fstype"), "path": result.paths[i],
+                             "state": state}
         for call, h in (("lstat", hit), ("stat", p50("stat") or hit), ("access", p50("stat") or hit)):
             entry[call] = {k: v for k, v in (("hit", h), ("enoent", miss)) if v is not None}
         entry["open"] = {k: v for k, v in (("hit", part("open")), ("enoent", miss)) if v is not None}
         entry["fstat"] = {k: v for k, v in (("hit", part("fstat")),) if v is not None}
         entry["readlink"] = {k: v for k, v in (("hit", hit), ("enoent", miss)) if v is not None}
-        mounts.setdefault(m["mount_point"], entry)
+        mounts.setdefault(jr.str_(m, "mount_point"), entry)
     return {"schema": PROFILE_SCHEMA, "source": source, "mounts": mounts}

@@ -4,8 +4,9 @@ printed by `statstorm lab status --json` (with its live worker PIDs)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
+from statstorm.results import jsonread as jr
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.common import known_fields
 
 KIND = "lab"
@@ -62,12 +63,13 @@ class LabState:
     # php-cgi processes mod_fcgid started so far (it starts them on demand).
     worker_pids: list[int] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         data = asdict(self)
         data["schema"] = SCHEMA
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LabState:
+    def from_json(cls, data: JsonValue) -> LabState:
         """A lab.json as written (fields a newer statstorm added read as their defaults)."""
-        return cls(**known_fields(cls, data))
+        d = jr.obj(data, "LabState")
+        return cls(**known_fields(cls, d))

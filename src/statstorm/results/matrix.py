@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
+from statstorm.results import jsonread as jr
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.common import known_fields, read_json, write_json_atomic
 
 KIND = "matrix"
@@ -38,7 +40,8 @@ class Memory:
     workers_with_huge_pages: int = 0
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Memory:
+    def from_json(cls, data: JsonValue) -> Memory:
+        d = jr.obj(data, "Memory")
         return cls(**known_fields(cls, d))
 
 
@@ -59,16 +62,16 @@ class Round:
     percentiles: tuple[tuple[float, float], ...] = ()  # (percent, ms)
     memory: Memory = Memory()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         d = asdict(self)
         d["percentiles"] = [list(p) for p in self.percentiles]
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Round:
-        f = known_fields(cls, d, memory={})
-        return cls(**{**f, "percentiles": tuple((p, v) for p, v in d["percentiles"]),
-                      "memory": Memory.from_json(f["memory"])})
+    def from_json(cls, data: JsonValue) -> Round:
+        d = jr.obj(data, "Round")
+        return cls(**{**known_fields(cls, d), "percentiles": jr.num_pairs(d, "percentiles"),
+                      "memory": Memory.from_json(jr.sub(d, "memory"))})
 
 
 @dataclass(frozen=True)
@@ -83,13 +86,14 @@ class RpsInterval:
     rounds: int = 0
     samples: tuple[float, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {**asdict(self), "samples": list(self.samples)}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> RpsInterval:
-        f = known_fields(cls, d, median=None, ci_low=None, ci_high=None, samples=())
-        return cls(**{**f, "samples": tuple(f["samples"])})
+    def from_json(cls, data: JsonValue) -> RpsInterval:
+        d = jr.obj(data, "RpsInterval")
+        return cls(jr.opt_num(d, "median"), jr.opt_num(d, "ci_low"), jr.opt_num(d, "ci_high"),
+                   jr.num(d, "coverage", 0.0), jr.int_(d, "rounds"), jr.nums(d, "samples"))
 
 
 @dataclass(frozen=True)
@@ -139,8 +143,8 @@ class CellSummary:
     pss_mb: PssMb | None  # None: no memory sample
     huge_pages: HugePages | None = None  # written only with memory samples
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
             "rps": self.rps.to_json(), "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
             "failed": self.failed, "failed_by": asdict(self.failed_by),
             "requests": self.requests,
@@ -150,15 +154,21 @@ class CellSummary:
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> CellSummary:
+    def from_json(cls, data: JsonValue) -> CellSummary:
         """The summary keys of a cell's object (a hand-made file may hold only some)."""
-        f = known_fields(cls, d, p50_ms=None, p99_ms=None, failed=0, failed_by={}, requests=0,
-                         pss_mb=None, huge_pages=None)
-        pss, hp = f["pss_mb"], f["huge_pages"]
-        return cls(**{**f, "rps": RpsInterval.from_json(f["rps"] or {}),
-                      "failed_by": FailedBy(**known_fields(FailedBy, f["failed_by"])),
-                      "pss_mb": PssMb(**known_fields(PssMb, pss)) if pss is not None else None,
-                      "huge_pages": HugePages(**hp) if hp is not None else None})
+        d = jr.obj(data, "CellSummary")
+        pss, hp, fb = jr.opt_obj(d, "pss_mb"), jr.opt_obj(d, "huge_pages"), jr.sub(d, "failed_by")
+        return cls(
+            rps=RpsInterval.from_json(jr.sub(d, "rps")), p50_ms=jr.opt_num(d, "p50_ms"),
+            p99_ms=jr.opt_num(d, "p99_ms"), failed=jr.int_(d, "failed"),
+            failed_by=FailedBy(jr.int_(fb, "status"), jr.int_(fb, "length"),
+                               jr.int_(fb, "marker"), jr.int_(fb, "socket")),
+            requests=jr.int_(d, "requests"),
+            pss_mb=PssMb(**known_fields(PssMb, pss)) if pss is not None else None,
+            huge_pages=None if hp is None else HugePages(
+                jr.num(hp, "anon_huge_mb"), jr.num(hp, "file_pmd_mb"),
+                jr.int_(hp, "workers_with_huge_pages"), jr.int_(hp, "workers"),
+                jr.bool_(hp, "in_use")))
 
 
 @dataclass(frozen=True)
@@ -173,11 +183,12 @@ class StopRule:
     widest: str
     reason: str  # precision reached | max rounds reached | running
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> StopRule:
+    def from_json(cls, data: JsonValue) -> StopRule:
+        d = jr.obj(data, "StopRule")
         return cls(**known_fields(cls, d))
 
 
@@ -193,11 +204,11 @@ class Cell:
     huge_code_pages: bool | None
     storage: str
     knob: dict[str, int] = field(default_factory=dict)  # test knobs, shown, never hidden
-    primer: dict[str, Any] = field(default_factory=dict)  # status, length, marker
+    primer: JsonObject = field(default_factory=dict)  # status, length, marker
     rounds: list[Round] = field(default_factory=list)
     summary: CellSummary | None = None  # None: no round yet
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"id": self.id, "server": self.server, "mpm": self.mpm, "handler": self.handler,
                 "opcache": self.opcache, "huge_code_pages": self.huge_code_pages,
                 "storage": self.storage,
@@ -218,11 +229,14 @@ class Cell:
         return " / ".join(parts) or "?"
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Cell:
+    def from_json(cls, data: JsonValue) -> Cell:
         """A cell as written (a hand-made file may lack its id, knobs, primer and rounds)."""
-        f = known_fields(cls, d, id="", knob={}, primer={}, rounds=[])
-        return cls(**{**f, "knob": dict(f["knob"]), "primer": dict(f["primer"]),
-                      "rounds": [Round.from_json(r) for r in f["rounds"]],
+        d = jr.obj(data, "Cell")
+        f = known_fields(cls, d, id="")
+        knob = jr.sub(d, "knob")
+        return cls(**{**f, "knob": {k: jr.int_(knob, k) for k in knob},
+                      "primer": dict(jr.sub(d, "primer")),
+                      "rounds": [Round.from_json(r) for r in jr.lst(d, "rounds")],
                       "summary": CellSummary.from_json(d) if "rps" in d else None})
 
 
@@ -232,7 +246,7 @@ class MatrixResult:
 
     app: str
     source: str  # "measured" | "ab import"
-    options: dict[str, Any]
+    options: JsonObject
     started: str
     cells: list[Cell] = field(default_factory=list)
     comparisons: list[dict[str, Any]] = field(default_factory=list)
@@ -247,27 +261,29 @@ class MatrixResult:
     def cell(self, cell_id: str) -> Cell | None:
         return next((c for c in self.cells if c.id == cell_id), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"schema": SCHEMA, "app": self.app, "source": self.source,
                 "options": self.options, "started": self.started, "finished": self.finished,
                 "interrupted": self.interrupted, "wall_s": round(self.wall_s, 1),
                 "thp_mode": self.thp_mode, "warnings": list(self.warnings),
                 **({"stop": self.stop.to_json()} if self.stop is not None else {}),
-                "cells": [c.to_json() for c in self.cells], "comparisons": self.comparisons}
+                "cells": [c.to_json() for c in self.cells], "comparisons": [*self.comparisons]}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any], where: str = "matrix result") -> MatrixResult:
+    def from_json(cls, data: JsonValue, where: str = "matrix result") -> MatrixResult:
+        d: JsonObject = data if isinstance(data, dict) else {}
         if d.get("schema") != SCHEMA:
             raise UsageError(f"{where} is not a statstorm matrix result (schema "
                              f"{d.get('schema')!r}, expected {SCHEMA!r})")
-        f = known_fields(cls, d, app="", source="", options={}, started="", comparisons=[],
-                         stop=None, wall_s=0.0, warnings=[])
+        f = known_fields(cls, d, app="", source="", started="")
         try:
-            return cls(**{**f, "options": dict(f["options"]),
-                          "cells": [Cell.from_json(c) for c in d["cells"]],
-                          "comparisons": list(f["comparisons"]),
-                          "wall_s": float(f["wall_s"]), "warnings": list(f["warnings"]),
-                          "stop": StopRule.from_json(f["stop"]) if f["stop"] else None})
+            stop = jr.section(d, "stop")
+            return cls(**{**f, "options": dict(jr.sub(d, "options")),
+                          "cells": [Cell.from_json(c) for c in jr.array(d["cells"], "cells")],
+                          "comparisons": [dict(c) for c in jr.objs(d, "comparisons")],
+                          "wall_s": float(jr.num(d, "wall_s")),
+                          "warnings": list(jr.strs(d, "warnings")),
+                          "stop": StopRule.from_json(stop) if stop is not None else None})
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"{where} is damaged ({exc}): run the matrix again with another -o") from None
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any
+
+from statstorm.results.jsontypes import JsonObject, JsonValue
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,9 @@ class Provenance:
         return self.command or ""
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Provenance:
+    def from_json(cls, data: JsonValue) -> Provenance:
+        """Any result file's JSON; a value that is not an object says nothing."""
+        d: JsonObject = data if isinstance(data, dict) else {}
         given = d.get("command")
         command: tuple[str, ...] | str | None = (
             tuple(str(a) for a in given) if isinstance(given, list)

@@ -7,8 +7,9 @@ level, so an interrupted sweep still leaves every finished level on disk.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
 
+from statstorm.results import jsonread as jr
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.common import known_fields
 
 KIND = "sweep"
@@ -36,11 +37,12 @@ class ErrorCounts:
                            self.read_write + other.read_write, self.non_2xx + other.non_2xx,
                            self.wrong_content + other.wrong_content)
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> JsonObject:
         return {**asdict(self), "total": self.total}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> ErrorCounts:
+    def from_json(cls, data: JsonValue) -> ErrorCounts:
+        d = jr.obj(data, "ErrorCounts")
         return cls(**known_fields(cls, d))  # `total` is derived
 
 
@@ -63,16 +65,17 @@ class LoadRun:
     target_rate: float = 0.0
     sent_rate: float = 0.0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         d = asdict(self)
         d["errors"] = self.errors.to_json()
         d["percentiles"] = [list(p) for p in self.percentiles]
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> LoadRun:
+    def from_json(cls, data: JsonValue) -> LoadRun:
+        d = jr.obj(data, "LoadRun")
         return cls(**{**known_fields(cls, d), "errors": ErrorCounts.from_json(d["errors"]),
-                      "percentiles": tuple((p, v) for p, v in d["percentiles"])})
+                      "percentiles": jr.num_pairs(d, "percentiles")})
 
 
 @dataclass(frozen=True)
@@ -101,11 +104,12 @@ class ServerSignals:
     trace_dropped: int | None = None
     trace_file: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> ServerSignals:
+    def from_json(cls, data: JsonValue) -> ServerSignals:
+        d = jr.obj(data, "ServerSignals")
         return cls(**known_fields(cls, d))
 
 
@@ -114,11 +118,12 @@ class RepeatResult:
     run: LoadRun
     server: ServerSignals
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"run": self.run.to_json(), "server": self.server.to_json()}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> RepeatResult:
+    def from_json(cls, data: JsonValue) -> RepeatResult:
+        d = jr.obj(data, "RepeatResult")
         return cls(LoadRun.from_json(d["run"]), ServerSignals.from_json(d["server"]))
 
 
@@ -144,8 +149,8 @@ class LevelResult:
     def level(self) -> float:
         return float(self.concurrency if self.concurrency is not None else (self.rate or 0.0))
 
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {}
+    def to_json(self) -> JsonObject:
+        d: JsonObject = {}
         if self.concurrency is not None:
             d["concurrency"] = self.concurrency
         if self.rate is not None:
@@ -161,14 +166,17 @@ class LevelResult:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> LevelResult:
+    def from_json(cls, data: JsonValue) -> LevelResult:
         """A level as written; keys a hand-made or older file lacks read as empty."""
+        d = jr.obj(data, "LevelResult")
         f = known_fields(cls, d, concurrency=None, rate=None, rps_spread=0.0, p50=0.0, p90=0.0,
-                         p99=0.0, max=0.0, validation="", repeats=(), errors={}, server={})
-        return cls(**{**f, "repeats": tuple(RepeatResult.from_json(r) for r in f["repeats"]),
-                      "errors": ErrorCounts.from_json(f["errors"]),
-                      "server": ServerSignals.from_json(f["server"]),
-                      "validation": "" if f["validation"] == "ok" else f["validation"]})
+                         p99=0.0, max=0.0)
+        validation = jr.str_(d, "validation")
+        return cls(**{**f, "repeats": tuple(RepeatResult.from_json(r)
+                                            for r in jr.lst(d, "repeats")),
+                      "errors": ErrorCounts.from_json(jr.sub(d, "errors")),
+                      "server": ServerSignals.from_json(jr.sub(d, "server")),
+                      "validation": "" if validation == "ok" else validation})
 
 
 @dataclass(frozen=True)
@@ -186,18 +194,19 @@ class Knee:
     diagnosis: str
     sentence: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         d = asdict(self)
         d["signals"] = list(self.signals)
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Knee:
+    def from_json(cls, data: JsonValue) -> Knee:
         """The analysis as written (a hand-made file may hold only some of it)."""
+        d = jr.obj(data, "Knee")
         f = known_fields(cls, d, knee=None, peak=None, saturation_rps=0.0, collapse=False,
                          collapse_at=None, collapse_rps=None, drop_threshold_rps=0.0,
-                         signals=(), diagnosis="", sentence="")
-        return cls(**{**f, "signals": tuple(f["signals"])})
+                         diagnosis="", sentence="")
+        return cls(**{**f, "signals": jr.strs(d, "signals")})
 
 
 @dataclass(frozen=True)
@@ -215,7 +224,7 @@ class SweepSettings:
     pool: str | None
     trace: bool
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {**asdict(self), "levels": list(self.levels)}
 
     def items(self) -> list[tuple[str, object]]:
@@ -223,11 +232,12 @@ class SweepSettings:
         return [(f.name, getattr(self, f.name)) for f in fields(self)]
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SweepSettings:
-        f = known_fields(cls, d, levels=(), duration_s=0.0, warmup_s=0.0, repeats=1,
+    def from_json(cls, data: JsonValue) -> SweepSettings:
+        d = jr.obj(data, "SweepSettings")
+        f = known_fields(cls, d, duration_s=0.0, warmup_s=0.0, repeats=1,
                          timeout_s=0.0, expect_status=200, expect_text="", fpm_status_url=None,
                          pool=None, trace=False)
-        return cls(**{**f, "levels": tuple(f["levels"])})
+        return cls(**{**f, "levels": jr.nums(d, "levels")})
 
 
 @dataclass(frozen=True)
@@ -245,7 +255,7 @@ class SweepResult:
     interrupted: bool = False
     warnings: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "schema": SCHEMA, "target": self.target, "tool": self.tool, "model": self.model,
             "options": self.options.to_json(), "started": self.started, "finished": self.finished,
@@ -255,11 +265,13 @@ class SweepResult:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SweepResult:
+    def from_json(cls, data: JsonValue) -> SweepResult:
         """A sweep file as written; keys a hand-made or older file lacks read as empty."""
-        f = known_fields(cls, d, tool="", model="closed", options={}, started="", knee=None,
-                         finished="", interrupted=False, warnings=())
-        return cls(**{**f, "options": SweepSettings.from_json(f["options"]),
-                      "levels": tuple(LevelResult.from_json(lv) for lv in d["levels"]),
-                      "knee": Knee.from_json(f["knee"]) if f["knee"] else None,
-                      "warnings": tuple(f["warnings"])})
+        d = jr.obj(data, "SweepResult")
+        f = known_fields(cls, d, tool="", model="closed", started="", finished="",
+                         interrupted=False)
+        knee = jr.section(d, "knee")
+        return cls(**{**f, "options": SweepSettings.from_json(jr.sub(d, "options")),
+                      "levels": tuple(LevelResult.from_json(lv) for lv in jr.lst(d, "levels")),
+                      "knee": Knee.from_json(knee) if knee is not None else None,
+                      "warnings": jr.strs(d, "warnings")})

@@ -10,8 +10,9 @@ prediction. `to_json` writes exactly what `whatif --json` prints; `from_json` re
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 
+from statstorm.results import jsonread as jr
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.common import known_fields
 
 KIND = "whatif"
@@ -32,11 +33,12 @@ class CacheBytes:
     limit: int
     workers: int
 
-    def to_json(self) -> dict[str, int | float]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> CacheBytes:
+    def from_json(cls, data: JsonValue) -> CacheBytes:
+        d = jr.obj(data, "CacheBytes")
         return cls(**known_fields(cls, d))
 
 
@@ -51,13 +53,16 @@ class NetworkSide:
     round_trips_per_request: float
     mounts: dict[str, Scalars]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {**asdict(self), "mounts": {k: dict(v) for k, v in self.mounts.items()}}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> NetworkSide:
+    def from_json(cls, data: object) -> NetworkSide:
+        """From JSON, or from what model.round_trips.network_side describes."""
+        d = jr.obj(data, "network")
         return cls(**{**known_fields(cls, d),
-                      "mounts": {str(k): dict(v) for k, v in d["mounts"].items()}})
+                      "mounts": {k: jr.scalar_map(v, "mounts")
+                                 for k, v in jr.sub(d, "mounts").items()}})
 
 
 @dataclass(frozen=True)
@@ -69,14 +74,15 @@ class Limit:
     text: str
     paths: tuple[str, ...] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"id": self.id, "text": self.text,
                 **({"paths": list(self.paths)} if self.paths is not None else {})}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Limit:
-        f = known_fields(cls, d, paths=None)
-        return cls(**{**f, "paths": tuple(f["paths"]) if f["paths"] is not None else None})
+    def from_json(cls, data: JsonValue) -> Limit:
+        d = jr.obj(data, "Limit")
+        return cls(jr.str_(d, "id"), jr.str_(d, "text"),
+                   jr.opt_strs(d, "paths"))
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,7 @@ class Side:
     network: NetworkSide | None = None  # a trace with a network mount
     limits: tuple[Limit, ...] | None = None  # the proposed side
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"settings": dict(self.settings), "requests": self.requests,
                 "per_request": dict(self.per_request),
                 "realpath_cache_bytes": self.realpath_cache_bytes.to_json(),
@@ -101,14 +107,15 @@ class Side:
                    if self.limits is not None else {})}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Side:
-        f = known_fields(cls, d, network=None, limits=None)
-        net, lims = f["network"], f["limits"]
-        return cls(**{**f, "settings": dict(f["settings"]), "per_request": dict(f["per_request"]),
-                      "realpath_cache_bytes": CacheBytes.from_json(f["realpath_cache_bytes"]),
-                      "network": NetworkSide.from_json(net) if net is not None else None,
-                      "limits": (tuple(Limit.from_json(x) for x in lims) if lims is not None
-                                 else None)})
+    def from_json(cls, data: JsonValue) -> Side:
+        d = jr.obj(data, "Side")
+        net, lims = jr.opt_obj(d, "network"), jr.opt_lst(d, "limits")
+        return cls(settings=jr.scalar_map(jr.sub(d, "settings"), "settings"),
+                   requests=jr.int_(d, "requests"), per_request=jr.num_map(d, "per_request"),
+                   realpath_cache_bytes=CacheBytes.from_json(jr.sub(d, "realpath_cache_bytes")),
+                   metadata_time_us_per_request=jr.num(d, "metadata_time_us_per_request"),
+                   network=NetworkSide.from_json(net) if net is not None else None,
+                   limits=None if lims is None else tuple(Limit.from_json(x) for x in lims))
 
 
 @dataclass(frozen=True)
@@ -124,11 +131,12 @@ class NetworkBasis:
     opens_at_the_storage: float
     app_data_cache: bool
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> NetworkBasis:
+    def from_json(cls, data: JsonValue) -> NetworkBasis:
+        d = jr.obj(data, "NetworkBasis")
         return cls(**known_fields(cls, d))
 
 
@@ -145,11 +153,12 @@ class FindMin:
     workers: int | None = None
     max_requests: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> FindMin:
+    def from_json(cls, data: JsonValue) -> FindMin:
+        d = jr.obj(data, "FindMin")
         return cls(**known_fields(cls, d))
 
 
@@ -167,7 +176,7 @@ class WhatifResult:
     profile_kind: str | None = "built-in"  # trace | file | built-in
     network: NetworkBasis | None = None  # the mount layer: basis, measured round trips
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         net = self.network
         return {"schema": SCHEMA, "current": self.current.to_json(),
                 "proposed": self.proposed.to_json(),
@@ -181,14 +190,13 @@ class WhatifResult:
                 **({"notes": list(self.notes)} if self.notes else {})}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> WhatifResult:
-        f = known_fields(cls, d, network=None, find_min=None, notes=(), profile_kind=None)
-        net, fm = f["network"], f["find_min"]
-        return cls(**{**f, "current": Side.from_json(d["current"]),
-                      "proposed": Side.from_json(d["proposed"]),
-                      "measured": dict(d["measured"]["per_request"]),
-                      "profile_source": str(d["profile"]),
-                      "changes": tuple((str(k), str(v)) for k, v in d["changes"].items()),
-                      "find_min": FindMin.from_json(fm) if fm is not None else None,
-                      "notes": tuple(f["notes"]),
-                      "network": NetworkBasis.from_json(net) if net is not None else None})
+    def from_json(cls, data: JsonValue) -> WhatifResult:
+        d = jr.obj(data, "WhatifResult")
+        net, fm = jr.opt_obj(d, "network"), jr.opt_obj(d, "find_min")
+        return cls(current=Side.from_json(d["current"]), proposed=Side.from_json(d["proposed"]),
+                   measured=jr.num_map(jr.sub(d, "measured"), "per_request"),
+                   profile_source=jr.str_(d, "profile"),
+                   changes=tuple(jr.str_map(d, "changes").items()),
+                   find_min=FindMin.from_json(fm) if fm is not None else None,
+                   notes=jr.strs(d, "notes"), profile_kind=jr.opt_str(d, "profile_kind"),
+                   network=NetworkBasis.from_json(net) if net is not None else None)
