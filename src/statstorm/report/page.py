@@ -5,9 +5,9 @@ rendered by report.html.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from statstorm.errors import UsageError
 from statstorm.model.tracestats import include_entry, summarize
@@ -15,6 +15,8 @@ from statstorm.report import environment as env_section
 from statstorm.report import sections, verdict
 from statstorm.report.environment import Typed
 from statstorm.report.sections import Section, label
+from statstorm.results.apply_report import ApplyReport
+from statstorm.results.check import CheckResult
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.matrix import MatrixResult
 from statstorm.results.result_files import ResultFile
@@ -84,6 +86,19 @@ def _labels(files: list[ResultFile]) -> list[str]:
     return out
 
 
+T = TypeVar("T")
+
+
+def read(rf: ResultFile, from_json: Callable[[dict[str, Any]], T]) -> T:
+    """A file's JSON read by its class; a one-line UsageError when it cannot be."""
+    try:
+        return from_json(rf.data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UsageError(f"{rf.path}: a statstorm.{rf.kind} file that cannot be read "
+                         f"({type(exc).__name__}: {exc}): cut short or edited; re-create it") \
+            from None
+
+
 def typed(rf: ResultFile) -> Typed:
     """The result a file holds, read by its class (None: a kind read by key for now)."""
     try:
@@ -104,12 +119,15 @@ def typed(rf: ResultFile) -> Typed:
 
 def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page:
     names = _labels(files)
-    kinds: defaultdict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     summaries: list[tuple[str, dict[str, Any]]] = []
     env_rows: list[tuple[str, str, dict[str, Any], Typed]] = []
     sweeps: list[tuple[str, SweepResult]] = []
     benches: list[tuple[str, FsbenchResult]] = []
     matrices: list[tuple[str, MatrixResult]] = []
+    whatifs: list[tuple[str, WhatifResult]] = []
+    checks: list[tuple[str, CheckResult]] = []
+    applies: list[tuple[str, ApplyReport]] = []
+    demos: list[tuple[str, dict[str, Any]]] = []
     sources: list[Source] = []
     host = ""
     for rf, name in zip(files, names):
@@ -121,6 +139,14 @@ def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page
             benches.append((name, result))
         elif isinstance(result, MatrixResult):
             matrices.append((name, result))
+        elif isinstance(result, WhatifResult):
+            whatifs.append((name, result))
+        elif rf.kind == "check":
+            checks.append((name, read(rf, CheckResult.from_json)))
+        elif rf.kind == "apply":
+            applies.append((name, read(rf, ApplyReport.from_json)))
+        elif rf.kind == "demo":
+            demos.append((name, rf.data))
         if rf.kind == "trace" and rf.trace is not None:
             summary = summarize(rf.trace)
             summary["failed_by_include_path_entry"] = failed_by_entry(rf.trace, summary)
@@ -133,30 +159,25 @@ def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page
             schema = str(rf.data.get("schema", "trace summary (no schema key)"))
         else:
             schema = str(rf.data.get("schema", f"statstorm.{rf.kind} (no schema key)"))
-        kinds[rf.kind].append((name, rf.data))
         env_rows.append((rf.kind, name, data, result))
         sources.append(Source(rf.name, rf.kind, schema,
                               env_section.command(rf.kind, rf.name, data, result)))
 
-    demo = kinds["demo"][0][1] if kinds["demo"] else None
-    checks = kinds["check"]
+    demo = demos[0][1] if demos else None
     totals = [(n, float((s.get("per_request") or {}).get("total", 0.0))) for n, s in summaries]
     found = verdict.findings(checks, demo)
     counts = {s: sum(1 for f in found if f.severity == s) for s in verdict.SEVERITIES}
-    secs: list[Section] = []
-    for name, d in kinds["demo"]:
-        secs.append(verdict.demo_section(name, d))
+    secs: list[Section] = [verdict.demo_section(name, d) for name, d in demos]
     secs += sections.traces(summaries)
-    for name, d in kinds["whatif"]:
-        secs.append(verdict.whatif_section(name, d))
-    for name, d in kinds["apply"]:
-        secs.append(verdict.apply_section(name, d))
+    secs += [verdict.whatif_section(name, w) for name, w in whatifs]
+    secs += [verdict.apply_section(name, a) for name, a in applies]
     secs += [sections.sweep(name, s) for name, s in sweeps]
     secs += [sections.fsbench(name, f) for name, f in benches]
     secs += [sections.matrix(name, m) for name, m in matrices]
-    head = verdict.headline(kinds, host, totals, counts)
+    head = verdict.headline(host, totals, counts, demo=demo, applies=applies, matrices=matrices,
+                            sweeps=sweeps, benches=benches)
+    verifies = [(name, a.verify) for name, a in applies if a.verify is not None]
     return Page(title=title or f"statstorm report: {head.what}", generated=generated,
                 headline=head, findings=found,
-                outcome=verdict.outcome(demo, kinds["whatif"], kinds["apply"],
-                                        totals),
+                outcome=verdict.outcome(demo, whatifs, verifies, totals),
                 sections=secs, environment=env_section.environment(env_rows), sources=sources)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from statstorm.report import charts
-from statstorm.report.charts import Chart, _fmt
+from statstorm.report.charts import Chart, fmt
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.matrix import Cell as MatrixCell
 from statstorm.results.matrix import MatrixResult
@@ -80,7 +80,7 @@ def traces(items: list[tuple[str, dict[str, Any]]]) -> list[Section]:
             sec.charts.append(charts.histograms(
                 f"chart-hist-{slug(n)}", f"{n}: syscall latency by mount", mounts))
         lat = [(f"{m['mount']} ({m['fstype']})", m["per_request"], m["failed"],
-                *(_fmt(m.get("latency_us", {}).get(q)) for q in ("p50", "p99", "max")))
+                *(fmt(m.get("latency_us", {}).get(q)) for q in ("p50", "p99", "max")))
                for m in s.get("by_mount") or []]
         if lat:
             sec.tables.append(Table(f"{n}: calls by mount (latency in µs)",
@@ -153,8 +153,8 @@ def sweep(name: str, data: SweepResult) -> Section:
         x_label, xs, lat_series, "latency, ms (log scale)", marks, log_y=True))
     sec.tables.append(Table(f"{name}: levels", (x_label, "req/s", "± spread", "p50 ms",
                                                 "p99 ms", "failed", "validation"),
-                            [(_fmt(x), _fmt(lv.rps), _fmt(lv.rps_spread), _fmt(lv.p50),
-                              _fmt(lv.p99), lv.errors.total, lv.validation or "ok")
+                            [(fmt(x), fmt(lv.rps), fmt(lv.rps_spread), fmt(lv.p50),
+                              fmt(lv.p99), lv.errors.total, lv.validation or "ok")
                              for x, lv in zip(xs, levels)]))
     return sec
 
@@ -226,7 +226,7 @@ def fsbench(name: str, data: FsbenchResult) -> Section:
                   (c.op, c.state, c.path_index)), None)
         st = c.stats
         rows.append((f"{c.op} {c.state}", _path_label(data, c.path_index),
-                     _fmt(st.ops_per_s), _fmt(st.p50_us), _fmt(st.p99_us),
+                     fmt(st.ops_per_s), fmt(st.p50_us), fmt(st.p99_us),
                      f"{r.time_ratio:.1f}x" if r and r.time_ratio else "",
                      f"{r.p50_ratio:.1f}x" if r and r.p50_ratio else "", c.enoent))
     sec.tables.append(Table(f"{name}: cells", ("operation", "PATH", "calls/s", "p50 µs", "p99 µs",
@@ -259,11 +259,11 @@ def matrix(name: str, data: MatrixResult) -> Section:
     for lab, c, r in zip(labels, cells, rps):
         s = c.summary
         pss = s.pss_mb if s is not None else None
-        rows.append((lab, _fmt(r.median if r else None),
-                     f"{_fmt(r.ci_low if r else None)}–{_fmt(r.ci_high if r else None)}",
-                     _fmt(s.p50_ms if s else None), _fmt(s.p99_ms if s else None),
+        rows.append((lab, fmt(r.median if r else None),
+                     f"{fmt(r.ci_low if r else None)}–{fmt(r.ci_high if r else None)}",
+                     fmt(s.p50_ms if s else None), fmt(s.p99_ms if s else None),
                      s.failed if s else 0, s.requests if s else 0,
-                     " / ".join(_fmt(getattr(pss, k) if pss else None)
+                     " / ".join(fmt(getattr(pss, k) if pss else None)
                                 for k in ("server", "php", "per_worker"))))
     sec.tables.append(Table(f"{name}: cells", ("cell", "req/s", "CI", "p50 ms", "p99 ms",
                                                "failed", "requests", "PSS MB server / PHP / worker"),
