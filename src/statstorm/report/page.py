@@ -5,9 +5,8 @@ rendered by report.html.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.model.tracestats import include_entry, summarize
@@ -17,6 +16,7 @@ from statstorm.report.environment import Typed
 from statstorm.report.sections import Section, label
 from statstorm.results.apply_report import ApplyReport
 from statstorm.results.check import CheckResult
+from statstorm.results.demo import DemoResult
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.matrix import MatrixResult
 from statstorm.results.result_files import ResultFile
@@ -86,21 +86,9 @@ def _labels(files: list[ResultFile]) -> list[str]:
     return out
 
 
-T = TypeVar("T")
-
-
-def read(rf: ResultFile, from_json: Callable[[dict[str, Any]], T]) -> T:
-    """A file's JSON read by its class; a one-line UsageError when it cannot be."""
-    try:
-        return from_json(rf.data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UsageError(f"{rf.path}: a statstorm.{rf.kind} file that cannot be read "
-                         f"({type(exc).__name__}: {exc}): cut short or edited; re-create it") \
-            from None
-
-
 def typed(rf: ResultFile) -> Typed:
-    """The result a file holds, read by its class (None: a kind read by key for now)."""
+    """The result a file holds, read by its class (a trace: its records; None: a trace
+    summary)."""
     try:
         if rf.kind == "sweep":
             return SweepResult.from_json(rf.data)
@@ -110,7 +98,13 @@ def typed(rf: ResultFile) -> Typed:
             return MatrixResult.from_json(rf.data, str(rf.path))
         if rf.kind == "whatif":
             return WhatifResult.from_json(rf.data)
-        return None
+        if rf.kind == "check":
+            return CheckResult.from_json(rf.data)
+        if rf.kind == "apply":
+            return ApplyReport.from_json(rf.data)
+        if rf.kind == "demo":
+            return DemoResult.from_json(rf.data)
+        return rf.trace
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{rf.path}: a statstorm.{rf.kind} file that cannot be read "
                          f"({type(exc).__name__}: {exc}): cut short or edited; re-create it") \
@@ -127,7 +121,7 @@ def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page
     whatifs: list[tuple[str, WhatifResult]] = []
     checks: list[tuple[str, CheckResult]] = []
     applies: list[tuple[str, ApplyReport]] = []
-    demos: list[tuple[str, dict[str, Any]]] = []
+    demos: list[tuple[str, DemoResult]] = []
     sources: list[Source] = []
     host = ""
     for rf, name in zip(files, names):
@@ -141,12 +135,12 @@ def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page
             matrices.append((name, result))
         elif isinstance(result, WhatifResult):
             whatifs.append((name, result))
-        elif rf.kind == "check":
-            checks.append((name, read(rf, CheckResult.from_json)))
-        elif rf.kind == "apply":
-            applies.append((name, read(rf, ApplyReport.from_json)))
-        elif rf.kind == "demo":
-            demos.append((name, rf.data))
+        elif isinstance(result, CheckResult):
+            checks.append((name, result))
+        elif isinstance(result, ApplyReport):
+            applies.append((name, result))
+        elif isinstance(result, DemoResult):
+            demos.append((name, result))
         if rf.kind == "trace" and rf.trace is not None:
             summary = summarize(rf.trace)
             summary["failed_by_include_path_entry"] = failed_by_entry(rf.trace, summary)
