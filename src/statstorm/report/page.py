@@ -5,11 +5,11 @@ rendered by report.html.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model.tracestats import include_entry, summarize
+from statstorm.model.tracestats import include_entry, summarize_trace
 from statstorm.report import environment as env_section
 from statstorm.report import sections, verdict
 from statstorm.report.environment import Typed
@@ -22,6 +22,7 @@ from statstorm.results.matrix import MatrixResult
 from statstorm.results.result_files import ResultFile
 from statstorm.results.sweep import SweepResult
 from statstorm.results.trace import Trace
+from statstorm.results.trace.summary import EntryFailures, TraceSummary
 from statstorm.results.whatif import WhatifResult
 
 
@@ -54,26 +55,26 @@ class Page:
         return {s: sum(1 for f in self.findings if f.severity == s) for s in verdict.SEVERITIES}
 
 
-def failed_by_entry(trace: Trace, summary: dict[str, Any]) -> list[dict[str, Any]]:
+def failed_by_entry(trace: Trace, summary: TraceSummary) -> tuple[EntryFailures, ...]:
     """Failed lookups per include_path entry: the summary's (failures of include resolution),
     else every failed call under an entry of the recorded include_path (with OPcache on,
     PHP resolves includes through probes such as stream_resolve_include_path or the
     autoloader's file_exists, which the summary files under other operations)."""
-    if summary.get("failed_by_include_path_entry"):
-        return list(summary["failed_by_include_path_entry"])
-    inc = str((trace.header.get("settings") or {}).get("include_path", ""))
+    if summary.failed_by_include_path_entry:
+        return summary.failed_by_include_path_entry
+    inc = trace.head.setting("include_path")
     entries = [e for e in inc.split(":") if e.startswith("/")]
     if not entries:
-        return []
+        return ()
     counts: dict[str, int] = {}
     for sc in trace.syscalls:
         if sc.ret < 0 and sc.path:
             e = include_entry(sc.path, inc, "/")
             if e:
                 counts[e] = counts.get(e, 0) + 1
-    div = summary.get("requests") or 1
-    return [{"entry": e, "failed": counts[e], "per_request": round(counts[e] / div, 3)}
-            for e in entries if e in counts]
+    div = summary.requests or 1
+    return tuple(EntryFailures(e, counts[e], round(counts[e] / div, 3))
+                 for e in entries if e in counts)
 
 
 def _labels(files: list[ResultFile]) -> list[str]:
@@ -142,10 +143,11 @@ def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page
         elif isinstance(result, DemoResult):
             demos.append((name, result))
         if rf.kind == "trace" and rf.trace is not None:
-            summary = summarize(rf.trace)
-            summary["failed_by_include_path_entry"] = failed_by_entry(rf.trace, summary)
-            summaries.append((name, summary))
-            host = host or str(rf.trace.header.get("host", ""))
+            summary = summarize_trace(rf.trace)
+            summary = replace(summary, failed_by_include_path_entry=failed_by_entry(rf.trace,
+                                                                                   summary))
+            summaries.append((name, summary.to_json()))
+            host = host or rf.trace.head.host
             data = {**rf.trace.header, "_trailer": rf.trace.trailer}
             schema = f"statstorm-trace/{rf.version}"
         elif rf.kind == "trace-summary":

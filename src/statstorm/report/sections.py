@@ -12,7 +12,6 @@ from typing import Any
 from statstorm.report import charts
 from statstorm.report.charts import Chart, fmt
 from statstorm.results.fsbench import FsbenchResult
-from statstorm.results.matrix import Cell as MatrixCell
 from statstorm.results.matrix import MatrixResult
 from statstorm.results.sweep import LevelResult, SweepResult
 
@@ -236,11 +235,6 @@ def fsbench(name: str, data: FsbenchResult) -> Section:
 
 
 # -- matrix -------------------------------------------------------------------------------------
-def cell_label(c: dict[str, Any]) -> str:
-    """A matrix cell's label from its JSON object (see results.matrix Cell.label)."""
-    return MatrixCell.from_json(c).label
-
-
 def matrix(name: str, data: MatrixResult) -> Section:
     cells = data.cells
     sec = Section(f"matrix-{slug(name)}", f"Matrix: server architectures and settings ({name})")
