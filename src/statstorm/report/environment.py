@@ -8,14 +8,13 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from typing import Any
 
 from statstorm.report.sections import Section, Table
 from statstorm.results.apply_report import ApplyReport
 from statstorm.results.check import CheckResult
 from statstorm.results.demo import DemoResult
 from statstorm.results.fsbench import FsbenchResult, mount_facts
-from statstorm.results.jsontypes import JsonValue
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.matrix import MatrixResult
 from statstorm.results.provenance import Provenance
 from statstorm.results.sweep import SweepResult
@@ -81,7 +80,7 @@ def trace_command(name: str, trace: Trace) -> str:
     return _q(["statstorm", "trace", *target, *stop, *counts, "-o", name])
 
 
-def command(kind: str, name: str, data: dict[str, Any], result: Typed = None) -> str:
+def command(kind: str, name: str, data: JsonObject, result: Typed = None) -> str:
     """The statstorm command line that writes a file like this one (as far as it tells):
     the one it names (results.provenance), else rebuilt from what it holds (`result`: the
     file read by its class, for the kinds that have one)."""
@@ -122,7 +121,7 @@ def _settings_table(caption: str, settings: Mapping[str, JsonValue]) -> tuple[Ta
     return Table(caption, ("setting", "value"), rows, numeric=False), rest
 
 
-def environment(files: list[tuple[str, str, dict[str, Any], Typed]]) -> Section:
+def environment(files: list[tuple[str, str, JsonObject, Typed]]) -> Section:
     """`files`: (kind, label, data, the data read by its class) of every result file."""
     sec = Section("environment", "Environment")
     for kind, name, d, result in files:

@@ -17,6 +17,7 @@ from statstorm.report.sections import Section, label
 from statstorm.results.apply_report import ApplyReport
 from statstorm.results.check import CheckResult
 from statstorm.results.demo import DemoResult
+from statstorm.results.jsontypes import JsonObject
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.matrix import MatrixResult
 from statstorm.results.result_files import ResultFile
@@ -115,7 +116,7 @@ def typed(rf: ResultFile) -> Typed:
 def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page:
     names = _labels(files)
     summaries: list[tuple[str, dict[str, Any]]] = []
-    env_rows: list[tuple[str, str, dict[str, Any], Typed]] = []
+    env_rows: list[tuple[str, str, JsonObject, Typed]] = []
     sweeps: list[tuple[str, SweepResult]] = []
     benches: list[tuple[str, FsbenchResult]] = []
     matrices: list[tuple[str, MatrixResult]] = []
