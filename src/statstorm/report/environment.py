@@ -19,11 +19,12 @@ from statstorm.results.matrix import MatrixResult
 from statstorm.results.provenance import Provenance
 from statstorm.results.sweep import SweepResult
 from statstorm.results.trace import Trace
+from statstorm.results.trace.summary import TraceSummary
 from statstorm.results.whatif import WhatifResult
 
-# a result read by its class (a trace: its records); None for a trace summary
+# a result read by its class (a trace: its records)
 Typed = (SweepResult | FsbenchResult | MatrixResult | WhatifResult | CheckResult | ApplyReport
-         | DemoResult | Trace | None)
+         | DemoResult | Trace | TraceSummary | None)
 
 # the settings that decide PHP's file-metadata calls, shown first; the rest in a details block
 KEY_SETTINGS = ("realpath_cache_size", "realpath_cache_ttl", "open_basedir", "include_path",

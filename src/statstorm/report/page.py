@@ -6,7 +6,6 @@ rendered by report.html.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.model.tracestats import include_entry, summarize_trace
@@ -89,8 +88,7 @@ def _labels(files: list[ResultFile]) -> list[str]:
 
 
 def typed(rf: ResultFile) -> Typed:
-    """The result a file holds, read by its class (a trace: its records; None: a trace
-    summary)."""
+    """The result a file holds, read by its class (a trace: its records)."""
     try:
         if rf.kind == "sweep":
             return SweepResult.from_json(rf.data)
@@ -106,6 +104,8 @@ def typed(rf: ResultFile) -> Typed:
             return ApplyReport.from_json(rf.data)
         if rf.kind == "demo":
             return DemoResult.from_json(rf.data)
+        if rf.kind == "trace-summary":
+            return sections.summary_of(rf.data)
         return rf.trace
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{rf.path}: a statstorm.{rf.kind} file that cannot be read "
@@ -115,7 +115,7 @@ def typed(rf: ResultFile) -> Typed:
 
 def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page:
     names = _labels(files)
-    summaries: list[tuple[str, dict[str, Any]]] = []
+    summaries: list[tuple[str, TraceSummary]] = []
     env_rows: list[tuple[str, str, JsonObject, Typed]] = []
     sweeps: list[tuple[str, SweepResult]] = []
     benches: list[tuple[str, FsbenchResult]] = []
@@ -147,12 +147,13 @@ def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page
             summary = summarize_trace(rf.trace)
             summary = replace(summary, failed_by_include_path_entry=failed_by_entry(rf.trace,
                                                                                    summary))
-            summaries.append((name, summary.to_json()))
+            summaries.append((name, summary))
             host = host or rf.trace.head.host
             data = {**rf.trace.header, "_trailer": rf.trace.trailer}
             schema = f"statstorm-trace/{rf.version}"
         elif rf.kind == "trace-summary":
-            summaries.append((name, rf.data))
+            if isinstance(result, TraceSummary):
+                summaries.append((name, result))
             schema = str(rf.data.get("schema", "trace summary (no schema key)"))
         else:
             schema = str(rf.data.get("schema", f"statstorm.{rf.kind} (no schema key)"))
@@ -161,7 +162,7 @@ def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page
                               env_section.command(rf.kind, rf.name, data, result)))
 
     demo = demos[0][1] if demos else None
-    totals = [(n, float((s.get("per_request") or {}).get("total", 0.0))) for n, s in summaries]
+    totals = [(n, float(s.per_request.total or 0.0)) for n, s in summaries]
     found = verdict.findings(checks, demo)
     counts = {s: sum(1 for f in found if f.severity == s) for s in verdict.SEVERITIES}
     secs: list[Section] = [verdict.demo_section(name, d) for name, d in demos]

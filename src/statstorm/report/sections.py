@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from statstorm.report import charts
 from statstorm.report.charts import Chart, fmt
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.matrix import MatrixResult
+from statstorm.results.jsontypes import JsonValue
 from statstorm.results.sweep import LevelResult, SweepResult
+from statstorm.results.trace.summary import MountFigures, TraceSummary
 
 CALL_TYPES = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd")
 TOP_ROWS = 10
@@ -47,60 +50,71 @@ def label(name: str) -> str:
 
 
 # -- traces -------------------------------------------------------------------------------------
-def traces(items: list[tuple[str, dict[str, Any]]]) -> list[Section]:
+def summary_of(s: TraceSummary | Mapping[str, JsonValue]) -> TraceSummary:
+    """A trace summary, or its JSON as `trace show --json` gives it (an older or excerpted
+    one may lack its totals, which the page does not show)."""
+    return s if isinstance(s, TraceSummary) else TraceSummary.from_json({"totals": {}, **s})
+
+
+def latency(m: MountFigures) -> tuple[str, str, str]:
+    """A mount's p50, p99 and max latency (µs) as the tables show them."""
+    lu = m.latency_us
+    return (fmt(lu.p50), fmt(lu.p99), fmt(lu.max)) if lu is not None else (fmt(None),) * 3
+
+
+def traces(items: Sequence[tuple[str, TraceSummary | Mapping[str, JsonValue]]]) -> list[Section]:
     """`items`: (label, trace summary) in the order given (before first)."""
     if not items:
         return []
+    typed = [(name, summary_of(s)) for name, s in items]
     sec = Section("traces", "Metadata calls per request")
-    for name, s in items:
-        t = s.get("trace") or {}
-        net = t.get("network") or {}
+    for name, s in typed:
+        net = s.trace.network
         sec.intro.append(
-            f"{name}: {s.get('requests', 0)} request(s) from {s.get('source', '?')}, "
-            f"{s.get('per_request', {}).get('total', 0):,.1f} metadata calls and "
-            f"{s.get('per_request', {}).get('failed', 0):,.1f} failed per request"
-            + (f", {net['per_request']:,.1f} network round trips per request (volume "
-               f"{net.get('volume', '?')})" if net.get("per_request") is not None else "")
-            + (f"; {t['dropped']} events lost" if t.get("dropped") else "") + ".")
-    by_op = [(n, {k: float(v.get("per_request", 0)) for k, v in (s.get("by_operation") or {}).items()})
-             for n, s in items if s.get("by_operation")]
+            f"{name}: {s.requests} request(s) from {s.source or '?'}, "
+            f"{s.per_request.total or 0:,.1f} metadata calls and "
+            f"{s.per_request.failed or 0:,.1f} failed per request"
+            + (f", {net.per_request:,.1f} network round trips per request (volume "
+               f"{net.volume or '?'})" if net is not None and net.per_request is not None
+               else "")
+            + (f"; {s.trace.dropped} events lost" if s.trace.dropped else "") + ".")
+    by_op = [(n, {k: float(v.per_request) for k, v in s.by_operation.items()})
+             for n, s in typed if s.by_operation]
     if by_op:
         sec.charts.append(charts.stacked(
             "chart-ops", "Metadata calls per request by PHP operation", by_op,
             "calls per request"))
-    by_call = [(n, {c: float((s.get("per_request") or {}).get(c, 0)) for c in CALL_TYPES})
-               for n, s in items]
+    by_call = [(n, {c: float(s.per_request[c] or 0) for c in CALL_TYPES}) for n, s in typed]
     sec.charts.append(charts.stacked("chart-calls", "Metadata calls per request by call type",
                                      by_call, "calls per request"))
-    for n, s in items:
-        mounts = [(f"{m['mount']} ({m['fstype']})", m["histogram_us"])
-                  for m in s.get("by_mount") or [] if m.get("histogram_us")]
+    for n, s in typed:
+        mounts = [(f"{m.mount} ({m.fstype})", m.histogram_us)
+                  for m in s.by_mount or () if m.histogram_us]
         if mounts:
             sec.charts.append(charts.histograms(
                 f"chart-hist-{slug(n)}", f"{n}: syscall latency by mount", mounts))
-        lat = [(f"{m['mount']} ({m['fstype']})", m["per_request"], m["failed"],
-                *(fmt(m.get("latency_us", {}).get(q)) for q in ("p50", "p99", "max")))
-               for m in s.get("by_mount") or []]
+        lat = [(f"{m.mount} ({m.fstype})", m.per_request, m.failed, *latency(m))
+               for m in s.by_mount or ()]
         if lat:
             sec.tables.append(Table(f"{n}: calls by mount (latency in µs)",
                                     ("mount", "per request", "failed", "p50", "p99", "max"), lat))
-    entries = [(n, s.get("failed_by_include_path_entry") or []) for n, s in items]
-    names = list(dict.fromkeys(e["entry"] for _, es in entries for e in es))
+    entries = [(n, s.failed_by_include_path_entry or ()) for n, s in typed]
+    names = list(dict.fromkeys(e.entry for _, es in entries for e in es))
     if names:
         sec.charts.append(charts.grouped(
             "chart-include-path", "Failed lookups per request by include_path entry", names,
-            [(n, [next((e["per_request"] for e in es if e["entry"] == x), 0.0) for x in names])
+            [(n, [next((e.per_request for e in es if e.entry == x), 0.0) for x in names])
              for n, es in entries], "failed lookups per request"))
     else:
         sec.intro.append("No failed lookup came from an include_path entry.")
-    for n, s in items:
-        if s.get("top_paths"):
+    for n, s in typed:
+        if s.top_paths:
             sec.tables.append(Table(f"{n}: top paths", ("path", "calls", "failed"),
-                                    [(p["path"], p["calls"], p["failed"])
-                                     for p in s["top_paths"][:TOP_ROWS]]))
-        if s.get("top_dirs"):
+                                    [(p.path, p.calls, p.failed)
+                                     for p in s.top_paths[:TOP_ROWS]]))
+        if s.top_dirs:
             sec.tables.append(Table(f"{n}: top directories", ("directory", "calls"),
-                                    [(d["dir"], d["calls"]) for d in s["top_dirs"][:TOP_ROWS]]))
+                                    [(d.dir, d.calls) for d in s.top_dirs[:TOP_ROWS]]))
     return [sec]
 
 
