@@ -70,7 +70,7 @@ def _fig(w: float = 7.2, h: float = 3.2) -> Figure:
         return Figure(figsize=(w, h))
 
 
-def _fmt(v: float | None) -> str:
+def fmt(v: float | None) -> str:
     if v is None:
         return "–"
     if abs(v) >= 100:
@@ -86,10 +86,10 @@ def stacked(cid: str, title: str, bars: Sequence[tuple[str, dict[str, float]]],
         cats += [c for c in parts if c not in cats and parts[c] > 0]
     totals = [sum(parts.values()) for _, parts in bars]
     alt = f"{title}: " + "; ".join(
-        f"{label} {_fmt(t)} {unit} (" + ", ".join(f"{c} {_fmt(p[c])}" for c in cats if p.get(c))
+        f"{label} {fmt(t)} {unit} (" + ", ".join(f"{c} {fmt(p[c])}" for c in cats if p.get(c))
         + ")" for (label, p), t in zip(bars, totals))
     ch = Chart(cid, title, alt, headers=("", *cats, "total"),
-               rows=[(label, *(_fmt(p.get(c, 0.0)) for c in cats), _fmt(t))
+               rows=[(label, *(fmt(p.get(c, 0.0)) for c in cats), fmt(t))
                      for (label, p), t in zip(bars, totals)])
     with rc_context(RC):
         fig = _fig(7.2, 0.9 + 0.55 * len(bars))
@@ -102,7 +102,7 @@ def stacked(cid: str, title: str, bars: Sequence[tuple[str, dict[str, float]]],
                     hatch=HATCHES[i % len(HATCHES)], edgecolor="black", linewidth=0.4)
             left = [a + b for a, b in zip(left, vals)]
         for y, t in enumerate(totals):
-            ax.text(t, y, f" {_fmt(t)}", va="center")
+            ax.text(t, y, f" {fmt(t)}", va="center")
         ax.invert_yaxis()
         ax.set_xlabel(unit)
         ax.set_xlim(0, max(totals or [1]) * 1.15 or 1)
@@ -118,10 +118,10 @@ def grouped(cid: str, title: str, groups: Sequence[str], series: Sequence[tuple[
     """Vertical grouped bars: one group per category, one hatched bar per series, values on
     top; `errors` per series and group as (low, high); `ref` draws a reference line."""
     alt = f"{title}: " + "; ".join(
-        f"{g}: " + ", ".join(f"{name} {_fmt(vals[i])}" for name, vals in series)
+        f"{g}: " + ", ".join(f"{name} {fmt(vals[i])}" for name, vals in series)
         for i, g in enumerate(groups)) + f" ({unit})"
     ch = Chart(cid, title, alt, headers=("", *(s[0] for s in series)),
-               rows=[(g, *(_fmt(vals[i]) for _, vals in series)) for i, g in enumerate(groups)])
+               rows=[(g, *(fmt(vals[i]) for _, vals in series)) for i, g in enumerate(groups)])
     with rc_context(RC):
         fig = _fig(7.2, 3.2)
         ax = fig.add_subplot()
@@ -140,7 +140,7 @@ def grouped(cid: str, title: str, groups: Sequence[str], series: Sequence[tuple[
                    yerr=yerr, capsize=3 if yerr else 0)
             for x, v in zip(xs, vals):
                 if v is not None:
-                    ax.text(x, v, _fmt(v) + ("x" if unit.startswith("x") else ""),
+                    ax.text(x, v, fmt(v) + ("x" if unit.startswith("x") else ""),
                             ha="center", va="bottom", fontsize=7)
         if ref is not None:
             ax.axhline(ref, color="black", linewidth=0.8, linestyle="--")
@@ -189,10 +189,10 @@ def curves(cid: str, title: str, x_label: str, xs: list[float],
     """Lines against a numeric x (by value, not by index), each with its repeats' spread as
     error bars ((low, high) per point); `marks` are labelled vertical lines (knee, collapse)."""
     alt = f"{title}: " + "; ".join(
-        f"{name}: " + ", ".join(f"{_fmt(x)} → {_fmt(y)}" for x, y in zip(xs, ys))
-        for name, ys, _ in series) + "".join(f"; {label} at {_fmt(x)}" for x, label in marks)
+        f"{name}: " + ", ".join(f"{fmt(x)} → {fmt(y)}" for x, y in zip(xs, ys))
+        for name, ys, _ in series) + "".join(f"; {label} at {fmt(x)}" for x, label in marks)
     ch = Chart(cid, title, alt, headers=(x_label, *(s[0] for s in series)),
-               rows=[(_fmt(x), *(_fmt(ys[i]) + (f" ({_fmt(sp[i][0])}–{_fmt(sp[i][1])})" if sp else "")
+               rows=[(fmt(x), *(fmt(ys[i]) + (f" ({fmt(sp[i][0])}–{fmt(sp[i][1])})" if sp else "")
                                  for _, ys, sp in series)) for i, x in enumerate(xs)])
     with rc_context(RC):
         fig = _fig(7.2, 3.0)
@@ -207,7 +207,7 @@ def curves(cid: str, title: str, x_label: str, xs: list[float],
                         markersize=4, capsize=3)
         for k, (x, label) in enumerate(marks):
             ax.axvline(x, color="black", linewidth=0.8, linestyle=LINES[(k + 1) % len(LINES)])
-            ax.annotate(f"{label} {_fmt(x)}", (x, 1.0), xycoords=("data", "axes fraction"),
+            ax.annotate(f"{label} {fmt(x)}", (x, 1.0), xycoords=("data", "axes fraction"),
                         rotation=90, va="top", ha="right", fontsize=8)
         ax.set_xlabel(x_label)
         ax.set_ylabel(y_label)

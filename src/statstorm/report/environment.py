@@ -7,17 +7,24 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from collections.abc import Mapping
 
 from statstorm.report.sections import Section, Table
+from statstorm.results.apply_report import ApplyReport
+from statstorm.results.check import CheckResult
+from statstorm.results.demo import DemoResult
 from statstorm.results.fsbench import FsbenchResult, mount_facts
+from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.matrix import MatrixResult
 from statstorm.results.provenance import Provenance
 from statstorm.results.sweep import SweepResult
+from statstorm.results.trace import Trace
+from statstorm.results.trace.summary import TraceSummary
 from statstorm.results.whatif import WhatifResult
 
-# a result read by its class; None for the kinds the report still reads by key
-Typed = SweepResult | FsbenchResult | MatrixResult | WhatifResult | None
+# a result read by its class (a trace: its records)
+Typed = (SweepResult | FsbenchResult | MatrixResult | WhatifResult | CheckResult | ApplyReport
+         | DemoResult | Trace | TraceSummary | None)
 
 # the settings that decide PHP's file-metadata calls, shown first; the rest in a details block
 KEY_SETTINGS = ("realpath_cache_size", "realpath_cache_ttl", "open_basedir", "include_path",
@@ -61,7 +68,20 @@ def sweep_command(name: str, s: SweepResult) -> str:
                "-o", name])
 
 
-def command(kind: str, name: str, data: dict[str, Any], result: Typed = None) -> str:
+def trace_command(name: str, trace: Trace) -> str:
+    h, trailer = trace.head, trace.tail
+    target = (["--lab", _lab_name(str(h.targets.get("description", "")))]
+              if h.target_mode == "lab" else ["--pool", h.target_pool] if h.target_pool
+              else [x for p in h.target_pids for x in ("-p", str(p))])
+    if h.source == "strace-c":
+        return _q(["statstorm", "trace", "import", "STRACE-LOG", "-o", name])
+    stop = (["--requests", str(trailer.completed_requests)]
+            if trailer.stopped == "requests" and trailer.completed_requests else [])
+    counts = ["--counts"] if h.detail == "counts" else []
+    return _q(["statstorm", "trace", *target, *stop, *counts, "-o", name])
+
+
+def command(kind: str, name: str, data: JsonObject, result: Typed = None) -> str:
     """The statstorm command line that writes a file like this one (as far as it tells):
     the one it names (results.provenance), else rebuilt from what it holds (`result`: the
     file read by its class, for the kinds that have one)."""
@@ -76,46 +96,33 @@ def command(kind: str, name: str, data: dict[str, Any], result: Typed = None) ->
         return sweep_command(name, result)
     if isinstance(result, MatrixResult):
         return "statstorm matrix … -o " + shlex.quote(name)
-    if kind == "trace":
-        t = data.get("targets") or {}
-        trailer = data.get("_trailer") or {}
-        target = (["--lab", _lab_name(t.get("description", ""))] if t.get("mode") == "lab"
-                  else ["--pool", str(t["pool"])] if t.get("pool")
-                  else [x for p in t.get("pids") or [] for x in ("-p", str(p))])
-        if data.get("source") == "strace-c":
-            return _q(["statstorm", "trace", "import", "STRACE-LOG", "-o", name])
-        stop = (["--requests", str(trailer["completed_requests"])]
-                if trailer.get("stopped") == "requests" and trailer.get("completed_requests")
-                else [])
-        counts = ["--counts"] if data.get("detail") == "counts" else []
-        return _q(["statstorm", "trace", *target, *stop, *counts, "-o", name])
-    if kind == "check":
-        pools = [x for p in data.get("pools") or [] for x in ("--pool", str(p.get("pool")))]
+    if isinstance(result, Trace):
+        return trace_command(name, result)
+    if isinstance(result, CheckResult):
+        pools = [x for p in result.pools for x in ("--pool", p.pool)]
         return _q(["statstorm", "check", *pools, "--trace", "TRACE", "--json"]) + f" > {name}"
-    if kind == "apply":
-        t = data.get("target") or {}
-        target = ["--lab", t["lab"]] if t.get("lab") else ["--pool", str(t.get("pool", "POOL"))]
-        ids = sorted({str(c.get("finding")) for c in data.get("changes") or []})
-        verify = ["--verify"] if data.get("verify") else []
+    if isinstance(result, ApplyReport):
+        target = ["--lab", result.lab] if result.lab else ["--pool", result.pool or "POOL"]
+        ids = sorted({c.finding for c in result.changes})
+        verify = ["--verify"] if result.verify else []
         return _q(["statstorm", "apply", *target, *ids, "--yes", *verify, "--json"]) + \
             f" > {name}"
-    if kind == "demo":
-        rounds = len(((data.get("before") or {}).get("local") or {}).get("rounds") or []) or 3
-        return _q(["statstorm", "demo", "--app", str(data.get("app")), "--storage",
-                   str(data.get("storage")), "--rounds", str(rounds), "-o",
-                   str(data.get("output_dir", "statstorm-demo"))])
+    if isinstance(result, DemoResult):
+        rounds = len(result.before.local.rounds if result.before is not None else ()) or 3
+        return _q(["statstorm", "demo", "--app", result.app, "--storage", result.storage,
+                   "--rounds", str(rounds), "-o", result.output_dir or "statstorm-demo"])
     if kind == "trace-summary":
         return _q(["statstorm", "trace", "show", "TRACE", "--json"]) + f" > {name}"
     return ""
 
 
-def _settings_table(caption: str, settings: dict[str, Any]) -> tuple[Table, str]:
+def _settings_table(caption: str, settings: Mapping[str, JsonValue]) -> tuple[Table, str]:
     rows = [(k, str(settings[k])) for k in KEY_SETTINGS if k in settings]
     rest = "\n".join(f"{k} = {v}" for k, v in sorted(settings.items()) if k not in KEY_SETTINGS)
     return Table(caption, ("setting", "value"), rows, numeric=False), rest
 
 
-def environment(files: list[tuple[str, str, dict[str, Any], Typed]]) -> Section:
+def environment(files: list[tuple[str, str, JsonObject, Typed]]) -> Section:
     """`files`: (kind, label, data, the data read by its class) of every result file."""
     sec = Section("environment", "Environment")
     for kind, name, d, result in files:
@@ -137,44 +144,40 @@ def environment(files: list[tuple[str, str, dict[str, Any], Typed]]) -> Section:
             if versions:
                 sec.tables.append(Table(f"{name}: versions", ("component", "version"),
                                         list(versions), numeric=False))
-        elif kind == "trace":
-            t = d.get("targets") or {}
-            sec.intro.append(f"{name}: traced on host {d.get('host', '?')} at "
-                             f"{d.get('created', '?')} with {d.get('source', '?')}: "
-                             f"{t.get('description', '')}.")
-            if d.get("settings"):
+        elif isinstance(result, Trace):
+            h = result.head
+            sec.intro.append(f"{name}: traced on host {h.host or '?'} at {h.created or '?'} with "
+                             f"{h.source or '?'}: {h.targets.get('description', '')}.")
+            if h.settings:
                 table, rest = _settings_table(f"{name}: PHP settings as the workers saw them",
-                                              d["settings"])
+                                              h.settings)
                 sec.tables.append(table)
                 if rest:
                     sec.details.append((f"{name}: every recorded setting", rest))
-            mounts = d.get("mounts") or []
-            if mounts:
+            if h.mounts:
                 sec.tables.append(Table(f"{name}: mounts", ("mount point", "type"),
-                                        [(m[0], m[1]) for m in mounts], numeric=False))
-        elif kind == "check":
-            for p in d.get("pools") or []:
-                sec.intro.append(f"{name}: pool {p.get('pool')}, settings from "
-                                 f"{p.get('settings_source', '?')}; PHP {p.get('php_binary') or '?'}; "
-                                 f"docroot {p.get('docroot') or '?'} ({p.get('php_files') or 0:,} "
-                                 "PHP files).")
-                pm = p.get("pm") or {}
-                table, rest = _settings_table(f"{name}: pool {p.get('pool')} settings",
-                                              {**(p.get("settings") or {}), **pm})
+                                        list(h.mounts), numeric=False))
+        elif isinstance(result, CheckResult):
+            for p in result.pools:
+                sec.intro.append(f"{name}: pool {p.pool}, settings from "
+                                 f"{p.settings_source}; PHP {p.php_binary or '?'}; "
+                                 f"docroot {p.docroot or '?'} ({p.php_files or 0:,} PHP files).")
+                table, rest = _settings_table(f"{name}: pool {p.pool} settings",
+                                              {**p.settings, **p.pm})
                 sec.tables.append(table)
                 if rest:
-                    sec.details.append((f"{name}: pool {p.get('pool')}, every setting", rest))
-                rows = [(m.get("role", ""), m.get("mount_point", ""), m.get("fstype", ""),
-                         ", ".join(f"{k}={v}" for k, v in {**(m.get("cache_options") or {}),
-                                                          **(m.get("volume_options") or {})}.items()))
-                        for m in p.get("mounts") or []]
+                    sec.details.append((f"{name}: pool {p.pool}, every setting", rest))
+                rows = [(m.role, m.mount_point, m.fstype, ", ".join(
+                    f"{k}={v}" for k, v in {**m.cache_options, **m.volume_options}.items()))
+                        for m in p.mounts]
                 if rows:
                     sec.tables.append(Table(f"{name}: mounts holding the pool's files",
                                             ("role", "mount point", "type", "options"), rows,
                                             numeric=False))
-        elif kind == "demo":
-            mo = ((d.get("settings") or {}).get("network") or {}).get("mount_options") or {}
-            sec.intro.append(f"{name}: {d.get('app')} on local disk and {d.get('storage')}"
+        elif isinstance(result, DemoResult):
+            net = result.settings["network"] if "network" in result.settings else None
+            mo = (net.mount_options if net is not None else None) or {}
+            sec.intro.append(f"{name}: {result.app} on local disk and {result.storage}"
                              + ("; mount options after the fix: "
                                 + ", ".join(f"{k}={v}" for k, v in mo.items()) if mo else "")
                              + ".")

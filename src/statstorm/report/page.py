@@ -5,21 +5,24 @@ rendered by report.html.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from statstorm.errors import UsageError
-from statstorm.model.tracestats import include_entry, summarize
+from statstorm.model.tracestats import include_entry, summarize_trace
 from statstorm.report import environment as env_section
 from statstorm.report import sections, verdict
 from statstorm.report.environment import Typed
 from statstorm.report.sections import Section, label
+from statstorm.results.apply_report import ApplyReport
+from statstorm.results.check import CheckResult
+from statstorm.results.demo import DemoResult
+from statstorm.results.jsontypes import JsonObject
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.matrix import MatrixResult
 from statstorm.results.result_files import ResultFile
 from statstorm.results.sweep import SweepResult
 from statstorm.results.trace import Trace
+from statstorm.results.trace.summary import EntryFailures, TraceSummary
 from statstorm.results.whatif import WhatifResult
 
 
@@ -52,26 +55,26 @@ class Page:
         return {s: sum(1 for f in self.findings if f.severity == s) for s in verdict.SEVERITIES}
 
 
-def failed_by_entry(trace: Trace, summary: dict[str, Any]) -> list[dict[str, Any]]:
+def failed_by_entry(trace: Trace, summary: TraceSummary) -> tuple[EntryFailures, ...]:
     """Failed lookups per include_path entry: the summary's (failures of include resolution),
     else every failed call under an entry of the recorded include_path (with OPcache on,
     PHP resolves includes through probes such as stream_resolve_include_path or the
     autoloader's file_exists, which the summary files under other operations)."""
-    if summary.get("failed_by_include_path_entry"):
-        return list(summary["failed_by_include_path_entry"])
-    inc = str((trace.header.get("settings") or {}).get("include_path", ""))
+    if summary.failed_by_include_path_entry:
+        return summary.failed_by_include_path_entry
+    inc = trace.head.setting("include_path")
     entries = [e for e in inc.split(":") if e.startswith("/")]
     if not entries:
-        return []
+        return ()
     counts: dict[str, int] = {}
     for sc in trace.syscalls:
         if sc.ret < 0 and sc.path:
             e = include_entry(sc.path, inc, "/")
             if e:
                 counts[e] = counts.get(e, 0) + 1
-    div = summary.get("requests") or 1
-    return [{"entry": e, "failed": counts[e], "per_request": round(counts[e] / div, 3)}
-            for e in entries if e in counts]
+    div = summary.requests or 1
+    return tuple(EntryFailures(e, counts[e], round(counts[e] / div, 3))
+                 for e in entries if e in counts)
 
 
 def _labels(files: list[ResultFile]) -> list[str]:
@@ -85,7 +88,7 @@ def _labels(files: list[ResultFile]) -> list[str]:
 
 
 def typed(rf: ResultFile) -> Typed:
-    """The result a file holds, read by its class (None: a kind read by key for now)."""
+    """The result a file holds, read by its class (a trace: its records)."""
     try:
         if rf.kind == "sweep":
             return SweepResult.from_json(rf.data)
@@ -95,7 +98,15 @@ def typed(rf: ResultFile) -> Typed:
             return MatrixResult.from_json(rf.data, str(rf.path))
         if rf.kind == "whatif":
             return WhatifResult.from_json(rf.data)
-        return None
+        if rf.kind == "check":
+            return CheckResult.from_json(rf.data)
+        if rf.kind == "apply":
+            return ApplyReport.from_json(rf.data)
+        if rf.kind == "demo":
+            return DemoResult.from_json(rf.data)
+        if rf.kind == "trace-summary":
+            return sections.summary_of(rf.data)
+        return rf.trace
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{rf.path}: a statstorm.{rf.kind} file that cannot be read "
                          f"({type(exc).__name__}: {exc}): cut short or edited; re-create it") \
@@ -104,12 +115,15 @@ def typed(rf: ResultFile) -> Typed:
 
 def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page:
     names = _labels(files)
-    kinds: defaultdict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
-    summaries: list[tuple[str, dict[str, Any]]] = []
-    env_rows: list[tuple[str, str, dict[str, Any], Typed]] = []
+    summaries: list[tuple[str, TraceSummary]] = []
+    env_rows: list[tuple[str, str, JsonObject, Typed]] = []
     sweeps: list[tuple[str, SweepResult]] = []
     benches: list[tuple[str, FsbenchResult]] = []
     matrices: list[tuple[str, MatrixResult]] = []
+    whatifs: list[tuple[str, WhatifResult]] = []
+    checks: list[tuple[str, CheckResult]] = []
+    applies: list[tuple[str, ApplyReport]] = []
+    demos: list[tuple[str, DemoResult]] = []
     sources: list[Source] = []
     host = ""
     for rf, name in zip(files, names):
@@ -121,42 +135,47 @@ def build(files: list[ResultFile], title: str = "", generated: str = "") -> Page
             benches.append((name, result))
         elif isinstance(result, MatrixResult):
             matrices.append((name, result))
+        elif isinstance(result, WhatifResult):
+            whatifs.append((name, result))
+        elif isinstance(result, CheckResult):
+            checks.append((name, result))
+        elif isinstance(result, ApplyReport):
+            applies.append((name, result))
+        elif isinstance(result, DemoResult):
+            demos.append((name, result))
         if rf.kind == "trace" and rf.trace is not None:
-            summary = summarize(rf.trace)
-            summary["failed_by_include_path_entry"] = failed_by_entry(rf.trace, summary)
+            summary = summarize_trace(rf.trace)
+            summary = replace(summary, failed_by_include_path_entry=failed_by_entry(rf.trace,
+                                                                                   summary))
             summaries.append((name, summary))
-            host = host or str(rf.trace.header.get("host", ""))
+            host = host or rf.trace.head.host
             data = {**rf.trace.header, "_trailer": rf.trace.trailer}
             schema = f"statstorm-trace/{rf.version}"
         elif rf.kind == "trace-summary":
-            summaries.append((name, rf.data))
+            if isinstance(result, TraceSummary):
+                summaries.append((name, result))
             schema = str(rf.data.get("schema", "trace summary (no schema key)"))
         else:
             schema = str(rf.data.get("schema", f"statstorm.{rf.kind} (no schema key)"))
-        kinds[rf.kind].append((name, rf.data))
         env_rows.append((rf.kind, name, data, result))
         sources.append(Source(rf.name, rf.kind, schema,
                               env_section.command(rf.kind, rf.name, data, result)))
 
-    demo = kinds["demo"][0][1] if kinds["demo"] else None
-    checks = kinds["check"]
-    totals = [(n, float((s.get("per_request") or {}).get("total", 0.0))) for n, s in summaries]
+    demo = demos[0][1] if demos else None
+    totals = [(n, float(s.per_request.total or 0.0)) for n, s in summaries]
     found = verdict.findings(checks, demo)
     counts = {s: sum(1 for f in found if f.severity == s) for s in verdict.SEVERITIES}
-    secs: list[Section] = []
-    for name, d in kinds["demo"]:
-        secs.append(verdict.demo_section(name, d))
+    secs: list[Section] = [verdict.demo_section(name, d) for name, d in demos]
     secs += sections.traces(summaries)
-    for name, d in kinds["whatif"]:
-        secs.append(verdict.whatif_section(name, d))
-    for name, d in kinds["apply"]:
-        secs.append(verdict.apply_section(name, d))
+    secs += [verdict.whatif_section(name, w) for name, w in whatifs]
+    secs += [verdict.apply_section(name, a) for name, a in applies]
     secs += [sections.sweep(name, s) for name, s in sweeps]
     secs += [sections.fsbench(name, f) for name, f in benches]
     secs += [sections.matrix(name, m) for name, m in matrices]
-    head = verdict.headline(kinds, host, totals, counts)
+    head = verdict.headline(host, totals, counts, demo=demo, applies=applies, matrices=matrices,
+                            sweeps=sweeps, benches=benches)
+    verifies = [(name, a.verify) for name, a in applies if a.verify is not None]
     return Page(title=title or f"statstorm report: {head.what}", generated=generated,
                 headline=head, findings=found,
-                outcome=verdict.outcome(demo, kinds["whatif"], kinds["apply"],
-                                        totals),
+                outcome=verdict.outcome(demo, whatifs, verifies, totals),
                 sections=secs, environment=env_section.environment(env_rows), sources=sources)

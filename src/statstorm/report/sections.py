@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from statstorm.report import charts
-from statstorm.report.charts import Chart, _fmt
+from statstorm.report.charts import Chart, fmt
 from statstorm.results.fsbench import FsbenchResult
-from statstorm.results.matrix import Cell as MatrixCell
 from statstorm.results.matrix import MatrixResult
+from statstorm.results.jsontypes import JsonValue
 from statstorm.results.sweep import LevelResult, SweepResult
+from statstorm.results.trace.summary import MountFigures, TraceSummary
 
 CALL_TYPES = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd")
 TOP_ROWS = 10
@@ -48,60 +50,71 @@ def label(name: str) -> str:
 
 
 # -- traces -------------------------------------------------------------------------------------
-def traces(items: list[tuple[str, dict[str, Any]]]) -> list[Section]:
+def summary_of(s: TraceSummary | Mapping[str, JsonValue]) -> TraceSummary:
+    """A trace summary, or its JSON as `trace show --json` gives it (an older or excerpted
+    one may lack its totals, which the page does not show)."""
+    return s if isinstance(s, TraceSummary) else TraceSummary.from_json({"totals": {}, **s})
+
+
+def latency(m: MountFigures) -> tuple[str, str, str]:
+    """A mount's p50, p99 and max latency (µs) as the tables show them."""
+    lu = m.latency_us
+    return (fmt(lu.p50), fmt(lu.p99), fmt(lu.max)) if lu is not None else (fmt(None),) * 3
+
+
+def traces(items: Sequence[tuple[str, TraceSummary | Mapping[str, JsonValue]]]) -> list[Section]:
     """`items`: (label, trace summary) in the order given (before first)."""
     if not items:
         return []
+    typed = [(name, summary_of(s)) for name, s in items]
     sec = Section("traces", "Metadata calls per request")
-    for name, s in items:
-        t = s.get("trace") or {}
-        net = t.get("network") or {}
+    for name, s in typed:
+        net = s.trace.network
         sec.intro.append(
-            f"{name}: {s.get('requests', 0)} request(s) from {s.get('source', '?')}, "
-            f"{s.get('per_request', {}).get('total', 0):,.1f} metadata calls and "
-            f"{s.get('per_request', {}).get('failed', 0):,.1f} failed per request"
-            + (f", {net['per_request']:,.1f} network round trips per request (volume "
-               f"{net.get('volume', '?')})" if net.get("per_request") is not None else "")
-            + (f"; {t['dropped']} events lost" if t.get("dropped") else "") + ".")
-    by_op = [(n, {k: float(v.get("per_request", 0)) for k, v in (s.get("by_operation") or {}).items()})
-             for n, s in items if s.get("by_operation")]
+            f"{name}: {s.requests} request(s) from {s.source or '?'}, "
+            f"{s.per_request.total or 0:,.1f} metadata calls and "
+            f"{s.per_request.failed or 0:,.1f} failed per request"
+            + (f", {net.per_request:,.1f} network round trips per request (volume "
+               f"{net.volume or '?'})" if net is not None and net.per_request is not None
+               else "")
+            + (f"; {s.trace.dropped} events lost" if s.trace.dropped else "") + ".")
+    by_op = [(n, {k: float(v.per_request) for k, v in s.by_operation.items()})
+             for n, s in typed if s.by_operation]
     if by_op:
         sec.charts.append(charts.stacked(
             "chart-ops", "Metadata calls per request by PHP operation", by_op,
             "calls per request"))
-    by_call = [(n, {c: float((s.get("per_request") or {}).get(c, 0)) for c in CALL_TYPES})
-               for n, s in items]
+    by_call = [(n, {c: float(s.per_request[c] or 0) for c in CALL_TYPES}) for n, s in typed]
     sec.charts.append(charts.stacked("chart-calls", "Metadata calls per request by call type",
                                      by_call, "calls per request"))
-    for n, s in items:
-        mounts = [(f"{m['mount']} ({m['fstype']})", m["histogram_us"])
-                  for m in s.get("by_mount") or [] if m.get("histogram_us")]
+    for n, s in typed:
+        mounts = [(f"{m.mount} ({m.fstype})", m.histogram_us)
+                  for m in s.by_mount or () if m.histogram_us]
         if mounts:
             sec.charts.append(charts.histograms(
                 f"chart-hist-{slug(n)}", f"{n}: syscall latency by mount", mounts))
-        lat = [(f"{m['mount']} ({m['fstype']})", m["per_request"], m["failed"],
-                *(_fmt(m.get("latency_us", {}).get(q)) for q in ("p50", "p99", "max")))
-               for m in s.get("by_mount") or []]
+        lat = [(f"{m.mount} ({m.fstype})", m.per_request, m.failed, *latency(m))
+               for m in s.by_mount or ()]
         if lat:
             sec.tables.append(Table(f"{n}: calls by mount (latency in µs)",
                                     ("mount", "per request", "failed", "p50", "p99", "max"), lat))
-    entries = [(n, s.get("failed_by_include_path_entry") or []) for n, s in items]
-    names = list(dict.fromkeys(e["entry"] for _, es in entries for e in es))
+    entries = [(n, s.failed_by_include_path_entry or ()) for n, s in typed]
+    names = list(dict.fromkeys(e.entry for _, es in entries for e in es))
     if names:
         sec.charts.append(charts.grouped(
             "chart-include-path", "Failed lookups per request by include_path entry", names,
-            [(n, [next((e["per_request"] for e in es if e["entry"] == x), 0.0) for x in names])
+            [(n, [next((e.per_request for e in es if e.entry == x), 0.0) for x in names])
              for n, es in entries], "failed lookups per request"))
     else:
         sec.intro.append("No failed lookup came from an include_path entry.")
-    for n, s in items:
-        if s.get("top_paths"):
+    for n, s in typed:
+        if s.top_paths:
             sec.tables.append(Table(f"{n}: top paths", ("path", "calls", "failed"),
-                                    [(p["path"], p["calls"], p["failed"])
-                                     for p in s["top_paths"][:TOP_ROWS]]))
-        if s.get("top_dirs"):
+                                    [(p.path, p.calls, p.failed)
+                                     for p in s.top_paths[:TOP_ROWS]]))
+        if s.top_dirs:
             sec.tables.append(Table(f"{n}: top directories", ("directory", "calls"),
-                                    [(d["dir"], d["calls"]) for d in s["top_dirs"][:TOP_ROWS]]))
+                                    [(d.dir, d.calls) for d in s.top_dirs[:TOP_ROWS]]))
     return [sec]
 
 
@@ -153,8 +166,8 @@ def sweep(name: str, data: SweepResult) -> Section:
         x_label, xs, lat_series, "latency, ms (log scale)", marks, log_y=True))
     sec.tables.append(Table(f"{name}: levels", (x_label, "req/s", "± spread", "p50 ms",
                                                 "p99 ms", "failed", "validation"),
-                            [(_fmt(x), _fmt(lv.rps), _fmt(lv.rps_spread), _fmt(lv.p50),
-                              _fmt(lv.p99), lv.errors.total, lv.validation or "ok")
+                            [(fmt(x), fmt(lv.rps), fmt(lv.rps_spread), fmt(lv.p50),
+                              fmt(lv.p99), lv.errors.total, lv.validation or "ok")
                              for x, lv in zip(xs, levels)]))
     return sec
 
@@ -226,7 +239,7 @@ def fsbench(name: str, data: FsbenchResult) -> Section:
                   (c.op, c.state, c.path_index)), None)
         st = c.stats
         rows.append((f"{c.op} {c.state}", _path_label(data, c.path_index),
-                     _fmt(st.ops_per_s), _fmt(st.p50_us), _fmt(st.p99_us),
+                     fmt(st.ops_per_s), fmt(st.p50_us), fmt(st.p99_us),
                      f"{r.time_ratio:.1f}x" if r and r.time_ratio else "",
                      f"{r.p50_ratio:.1f}x" if r and r.p50_ratio else "", c.enoent))
     sec.tables.append(Table(f"{name}: cells", ("operation", "PATH", "calls/s", "p50 µs", "p99 µs",
@@ -236,11 +249,6 @@ def fsbench(name: str, data: FsbenchResult) -> Section:
 
 
 # -- matrix -------------------------------------------------------------------------------------
-def cell_label(c: dict[str, Any]) -> str:
-    """A matrix cell's label from its JSON object (see results.matrix Cell.label)."""
-    return MatrixCell.from_json(c).label
-
-
 def matrix(name: str, data: MatrixResult) -> Section:
     cells = data.cells
     sec = Section(f"matrix-{slug(name)}", f"Matrix: server architectures and settings ({name})")
@@ -259,11 +267,11 @@ def matrix(name: str, data: MatrixResult) -> Section:
     for lab, c, r in zip(labels, cells, rps):
         s = c.summary
         pss = s.pss_mb if s is not None else None
-        rows.append((lab, _fmt(r.median if r else None),
-                     f"{_fmt(r.ci_low if r else None)}–{_fmt(r.ci_high if r else None)}",
-                     _fmt(s.p50_ms if s else None), _fmt(s.p99_ms if s else None),
+        rows.append((lab, fmt(r.median if r else None),
+                     f"{fmt(r.ci_low if r else None)}–{fmt(r.ci_high if r else None)}",
+                     fmt(s.p50_ms if s else None), fmt(s.p99_ms if s else None),
                      s.failed if s else 0, s.requests if s else 0,
-                     " / ".join(_fmt(getattr(pss, k) if pss else None)
+                     " / ".join(fmt(getattr(pss, k) if pss else None)
                                 for k in ("server", "php", "per_worker"))))
     sec.tables.append(Table(f"{name}: cells", ("cell", "req/s", "CI", "p50 ms", "p99 ms",
                                                "failed", "requests", "PSS MB server / PHP / worker"),

@@ -6,16 +6,23 @@ verbs that change things (demo, whatif, apply). Pure functions of the files' dat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 from statstorm.report import charts
-from statstorm.report.charts import _fmt
-from statstorm.report.sections import Section, Table, cell_label, fsbench_ratios, slug
+from statstorm.report.charts import fmt
+from statstorm.report.sections import Section, Table, ratios, slug
+from statstorm.results import check
+from statstorm.results.apply_report import ApplyReport
+from statstorm.results.apply_verify import Verify
+from statstorm.results.check import CheckResult, Finding
 from statstorm.results.demo import DemoResult, JsonObject, Phase
+from statstorm.results.jsontypes import JsonValue
+from statstorm.results.fsbench import FsbenchResult
+from statstorm.results.matrix import MatrixResult
+from statstorm.results.sweep import SweepResult
+from statstorm.results.whatif import WhatifResult
 
 DemoData = DemoResult | JsonObject  # the demo as its class, or demo.json's content
 
-SEVERITIES = ("critical", "warning", "info")
+SEVERITIES = tuple(s.value for s in reversed(check.SEVERITIES))  # most severe first
 APPS = {"mediawiki": "MediaWiki", "synthetic": "the synthetic app", "wordpress": "WordPress"}
 STORAGES = {"glusterfs": "GlusterFS", "nfs": "NFS", "local": "local disk"}
 
@@ -73,17 +80,17 @@ def ratio_p99(p: Phase | None) -> float | None:
 
 
 # -- findings -----------------------------------------------------------------------------------
-def gain_text(f: dict[str, Any]) -> str:
-    g = f.get("predicted_gain")
+def gain_text(f: Finding) -> str:
+    g = f.predicted_gain
     if not g:
-        return f"– ({f.get('gain_note')})" if f.get("gain_note") else "–"
-    text = f"{g.get('syscalls_per_request', 0):+,.1f} {g.get('metric', '')}"
+        return f"– ({f.gain_note})" if f.gain_note else "–"
+    text = f"{g['syscalls_per_request']:+,.1f} {g['metric']}"
     if "us_per_request" in g:
         text += f", {g['us_per_request']:+,.1f} µs per request"
     return text
 
 
-def findings(checks: list[tuple[str, dict[str, Any]]],
+def findings(checks: list[tuple[str, CheckResult]],
              demo_data: DemoData | None) -> list[FindingRow]:
     """The first check's findings (the demo's before, when no check file is given), each with
     what a later check (or the demo's after) says of it."""
@@ -92,18 +99,16 @@ def findings(checks: list[tuple[str, dict[str, Any]]],
         first_name, first = checks[0]
         later = checks[1:]
         rows = []
-        for f in first.get("findings") or []:
+        for f in first.findings:
             outcome = ""
             for name, chk in later:
-                still = any(x.get("id") == f.get("id") for x in chk.get("findings") or [])
+                still = any(x.id == f.id for x in chk.findings)
                 outcome = f"{'still reported' if still else 'gone'} in {name}"
             if not outcome and demo is not None and demo.findings_after:
-                still = any(s.endswith(f": {f.get('id')}") for s in demo.findings_after)
+                still = any(s.endswith(f": {f.id}") for s in demo.findings_after)
                 outcome = "still reported after the fix" if still else "gone after the fix"
-            rows.append(FindingRow(str(f.get("severity")), str(f.get("id")), str(f.get("title")),
-                                   list(f.get("evidence") or []), list(f.get("change") or []),
-                                   str(f.get("tradeoff", "")), gain_text(f), outcome,
-                                   str(f.get("docs", ""))))
+            rows.append(FindingRow(f.severity.value, f.id, f.title, list(f.evidence),
+                                   list(f.change), f.tradeoff, gain_text(f), outcome, f.docs))
         return sorted(rows, key=lambda r: SEVERITIES.index(r.severity)
                       if r.severity in SEVERITIES else 9)
     if demo is not None:
@@ -119,50 +124,51 @@ def findings(checks: list[tuple[str, dict[str, Any]]],
 
 
 # -- predicted against measured -----------------------------------------------------------------
-def outcome(demo_data: DemoData | None, whatifs: list[tuple[str, dict[str, Any]]],
-            applies: list[tuple[str, dict[str, Any]]],
+def outcome(demo_data: DemoData | None, whatifs: list[tuple[str, WhatifResult]],
+            verifies: list[tuple[str, Verify]],
             trace_totals: list[tuple[str, float]]) -> Outcome:
     out = Outcome()
     if demo_data is not None:
         demo = as_demo(demo_data)
         calls, rt = demo.metadata_calls_per_request, demo.round_trips()
-        out.rows.append(("metadata calls per request", _fmt(calls.before),
-                         _fmt(calls.predicted), _fmt(calls.after),
+        out.rows.append(("metadata calls per request", fmt(calls.before),
+                         fmt(calls.predicted), fmt(calls.after),
                          "demo (whatif of the PHP settings; traces)"))
-        out.rows.append(("network round trips per request", _fmt(rt.before),
-                         _fmt(rt.predicted), _fmt(rt.after),
+        out.rows.append(("network round trips per request", fmt(rt.before),
+                         fmt(rt.predicted), fmt(rt.after),
                          "demo (forecast of the mount and app changes; volume profile)"))
         for ratio, what in ((ratio_rps, "throughput, network / local"),
                             (ratio_p99, "p99 latency, network / local")):
             rb, ra = ratio(demo.before), ratio(demo.after)
-            out.rows.append((what, f"{_fmt(rb)}x" if rb else "–", "–",
-                             f"{_fmt(ra)}x" if ra else "–", "demo (medians of the rounds)"))
+            out.rows.append((what, f"{fmt(rb)}x" if rb else "–", "–",
+                             f"{fmt(ra)}x" if ra else "–", "demo (medians of the rounds)"))
     for name, w in whatifs:
-        cur = (w.get("current") or {}).get("per_request", {}).get("total")
-        prop = (w.get("proposed") or {}).get("per_request", {}).get("total")
+        cur, prop = (side.per_request.get("total") for side in (w.current, w.proposed))
         measured = trace_totals[-1][1] if len(trace_totals) > 1 else None
-        out.rows.append(("metadata calls per request", _fmt(cur), _fmt(prop), _fmt(measured),
+        out.rows.append(("metadata calls per request", fmt(cur), fmt(prop), fmt(measured),
                          f"whatif {name}" + (f"; measured in {trace_totals[-1][0]}"
                                              if measured is not None else "")))
-    for name, a in applies:
-        v = a.get("verify") or {}
-        b, af = v.get("before") or {}, v.get("after") or {}
-        for key, what in (("syscalls_per_request", "metadata calls per request"),
-                          ("round_trips_per_request", "network round trips per request"),
-                          ("rps", "throughput, requests/s"), ("p99_ms", "p99 latency, ms")):
-            if b.get(key) is not None or af.get(key) is not None:
-                out.rows.append((what, _fmt(b.get(key)), "–", _fmt(af.get(key)),
-                                 f"apply --verify {name}"))
+    for name, v in verifies:
+        for (b, af), what in (((v.before.syscalls_per_request, v.after.syscalls_per_request),
+                               "metadata calls per request"),
+                              ((v.before.round_trips_per_request,
+                                v.after.round_trips_per_request),
+                               "network round trips per request"),
+                              ((v.before.rps, v.after.rps), "throughput, requests/s"),
+                              ((v.before.p99_ms, v.after.p99_ms), "p99 latency, ms")):
+            if b is not None or af is not None:
+                out.rows.append((what, fmt(b), "–", fmt(af), f"apply --verify {name}"))
     return out
 
 
 # -- headline -----------------------------------------------------------------------------------
-def headline(kinds: dict[str, list[tuple[str, dict[str, Any]]]], host: str,
-             trace_totals: list[tuple[str, float]], n_findings: dict[str, int]) -> Headline:
+def headline(host: str, trace_totals: list[tuple[str, float]], n_findings: dict[str, int], *,
+             demo: DemoData | None, applies: list[tuple[str, ApplyReport]],
+             matrices: list[tuple[str, MatrixResult]], sweeps: list[tuple[str, SweepResult]],
+             benches: list[tuple[str, FsbenchResult]]) -> Headline:
     on = f"host {host}" if host else "this machine"
-    demos = kinds.get("demo")
-    if demos:
-        d = as_demo(demos[0][1])
+    if demo is not None:
+        d = as_demo(demo)
         app = APPS.get(d.app, d.app)
         st = STORAGES.get(d.storage, d.storage)
         rb, ra = ratio_rps(d.before), ratio_rps(d.after)
@@ -173,55 +179,55 @@ def headline(kinds: dict[str, list[tuple[str, dict[str, Any]]]], host: str,
                          (f", {ra:.2f}x after" if ra else " (no after measurement)"))
         if rt.before and rt.after is not None:
             parts.append(f"{fewer(rt.before, rt.after)} network round trips per request "
-                         f"({_fmt(rt.before)} → {_fmt(rt.after)})")
+                         f"({fmt(rt.before)} → {fmt(rt.after)})")
         calls = d.metadata_calls_per_request
         if calls.before and calls.after is not None:
             parts.append(f"{fewer(calls.before, calls.after)} metadata calls per request")
         return Headline(f"{app} on local disk and on {st}, measured before and after "
                         "statstorm's fix", on, "; ".join(parts) + "." if parts
                         else "the demo did not finish a measurement.")
-    if kinds.get("apply") and any((x[1].get("verify") for x in kinds["apply"])):
-        name, a = next(x for x in kinds["apply"] if x[1].get("verify"))
-        ch = (a["verify"].get("change") or {})
-        worse = a["verify"].get("worse")
-        return Headline(f"apply --verify on pool {(a.get('target') or {}).get('pool', '?')}", on,
-                        f"throughput {ch.get('rps', 0):+.0%}, metadata calls per request "
-                        f"{(ch.get('syscalls_per_request') or 0):+.0%}"
+    verified = [(a, a.verify) for _, a in applies if a.verify is not None]
+    if verified:
+        a, v = verified[0]
+        ch, worse = v.change, v.worse
+        return Headline(f"apply --verify on pool {a.pool or '?'}", on,
+                        f"throughput {ch.rps or 0:+.0%}, metadata calls per request "
+                        f"{(ch.syscalls_per_request or 0):+.0%}"
                         + (f"; rolled back: {worse}" if worse else "; kept") + ".")
-    if kinds.get("matrix"):
-        cells = [c for c in kinds["matrix"][0][1].get("cells") or [] if (c.get("rps") or {}).get("median")]
+    if matrices:
+        cells = [(c.label, c.summary.rps.median) for c in matrices[0][1].cells
+                 if c.summary is not None and c.summary.rps.median]
         if cells:
-            best = max(cells, key=lambda c: c["rps"]["median"])
-            worst = min(cells, key=lambda c: c["rps"]["median"])
+            (best, fast), (slowest, slow) = (max(cells, key=lambda c: c[1] or 0),
+                                             min(cells, key=lambda c: c[1] or 0))
             return Headline(f"{len(cells)} server and PHP configurations", on,
-                            f"fastest {cell_label(best)} at {_fmt(best['rps']['median'])} req/s, "
-                            f"{best['rps']['median'] / worst['rps']['median']:.1f}x the slowest "
-                            f"({cell_label(worst)}).")
+                            f"fastest {best} at {fmt(fast)} req/s, "
+                            f"{(fast or 0) / (slow or 1):.1f}x the slowest ({slowest}).")
     if len(trace_totals) > 1:
         (a_name, ta), (b_name, tb) = trace_totals[0], trace_totals[-1]
         return Headline(f"traces {a_name} and {b_name}", on,
-                        f"metadata calls per request {_fmt(ta)} → {_fmt(tb)} "
+                        f"metadata calls per request {fmt(ta)} → {fmt(tb)} "
                         f"({pct_change(ta, tb)}).")
-    if kinds.get("sweep"):
-        name, s = kinds["sweep"][0]
-        k = s.get("knee") or {}
-        return Headline(f"HTTP sweep of {s.get('target', '?')}", on,
-                        str(k.get("sentence") or f"{len(s.get('levels') or [])} level(s) measured."))
-    if kinds.get("fsbench"):
-        name, f = kinds["fsbench"][0]
-        rs = [r for r in fsbench_ratios(f) if r["time_ratio"]]
+    if sweeps:
+        s = sweeps[0][1]
+        return Headline(f"HTTP sweep of {s.target}", on,
+                        (s.knee.sentence if s.knee is not None else "")
+                        or f"{len(s.levels)} level(s) measured.")
+    if benches:
+        f = benches[0][1]
+        rs = [r for r in ratios(f) if r.time_ratio]
         if rs:
-            worst = max(rs, key=lambda r: r["time_ratio"])
-            return Headline(f"metadata latency of {len(f.get('paths') or [])} storage paths", on,
-                            f"{worst['op']} ({worst['state']}) takes {worst['time_ratio']:.1f}x the "
+            worst = max(rs, key=lambda r: r.time_ratio or 0)
+            return Headline(f"metadata latency of {len(f.paths)} storage paths", on,
+                            f"{worst.op} ({worst.state}) takes {worst.time_ratio or 0:.1f}x the "
                             "first PATH's time per call on PATH "
-                            f"{worst['path_index'] + 1} (p50 ratio {worst['p50_ratio'] or 0:.1f}x).")
+                            f"{worst.path_index + 1} (p50 ratio {worst.p50_ratio or 0:.1f}x).")
     if n_findings:
         return Headline("check of the live PHP configuration", on, ", ".join(
             f"{n} {s}" for s, n in n_findings.items() if n) + " finding(s).")
     if trace_totals:
         return Headline(f"trace {trace_totals[0][0]}", on,
-                        f"{_fmt(trace_totals[0][1])} metadata calls per request.")
+                        f"{fmt(trace_totals[0][1])} metadata calls per request.")
     return Headline("statstorm results", on, "nothing measured to compare.")
 
 
@@ -256,7 +262,7 @@ def demo_section(name: str, data: DemoData) -> Section:
     for p, phase in phases:
         for role in ("local", "network"):
             for i, r in enumerate(phase.side(role).rounds, 1):
-                rows.append((p, role, i, _fmt(r.rps), _fmt(r.p50_ms), _fmt(r.p99_ms), r.errors,
+                rows.append((p, role, i, fmt(r.rps), fmt(r.p50_ms), fmt(r.p99_ms), r.errors,
                              r.requests, "" if r.round_trips is None else r.round_trips))
     sec.tables.append(Table("Demo: every round", ("phase", "lab", "round", "req/s", "p50 ms",
                                                   "p99 ms", "failed", "requests", "round trips"),
@@ -270,58 +276,54 @@ def demo_section(name: str, data: DemoData) -> Section:
     return sec
 
 
-def whatif_section(name: str, w: dict[str, Any]) -> Section:
+def whatif_section(name: str, w: WhatifResult) -> Section:
     sec = Section(f"whatif-{slug(name)}", f"What-if: predicted effect of settings ({name})")
-    changes = w.get("changes") or {}
-    sec.intro.append("Proposed: " + (", ".join(f"{k}={v}" for k, v in changes.items())
-                                     or "(no change)") + f"; latency profile {w.get('profile', '?')}.")
+    sec.intro.append("Proposed: " + (", ".join(f"{k}={v}" for k, v in w.changes)
+                                     or "(no change)") + f"; latency profile {w.profile_source}.")
     keys = [k for k in ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd",
-                        "total", "failed")
-            if k in (w.get("current") or {}).get("per_request", {})]
-    measured = (w.get("measured") or {}).get("per_request") or {}
-    series = [("measured", [measured.get(k) for k in keys]),
-              ("current (model)", [w["current"]["per_request"].get(k) for k in keys]),
-              ("proposed (model)", [w["proposed"]["per_request"].get(k) for k in keys])]
+                        "total", "failed") if k in w.current.per_request]
+    series = [("measured", [w.measured.get(k) for k in keys]),
+              ("current (model)", [w.current.per_request.get(k) for k in keys]),
+              ("proposed (model)", [w.proposed.per_request.get(k) for k in keys])]
     sec.charts.append(charts.grouped(f"chart-whatif-{slug(name)}", f"{name}: calls per request, "
                                      "measured, modelled now and under the proposal", keys,
                                      series, "calls per request"))
-    cur_t = w["current"].get("metadata_time_us_per_request")
-    prop_t = w["proposed"].get("metadata_time_us_per_request")
+    cur_t = w.current.metadata_time_us_per_request
+    prop_t = w.proposed.metadata_time_us_per_request
     if cur_t is not None:
-        sec.intro.append(f"Metadata time per request: {_fmt(cur_t)} µs now, {_fmt(prop_t)} µs "
+        sec.intro.append(f"Metadata time per request: {fmt(cur_t)} µs now, {fmt(prop_t)} µs "
                          f"proposed ({pct_change(cur_t, prop_t)}).")
-    fm = w.get("find_min")
+    fm = w.find_min
     if fm:
-        sec.intro.append(fm.get("note") or f"Smallest realpath_cache_size holding every worker's "
-                         f"working set: {fm.get('ini')} ({fm.get('bytes')} bytes).")
+        sec.intro.append(fm.note or f"Smallest realpath_cache_size holding every worker's "
+                         f"working set: {fm.ini} ({fm.bytes} bytes).")
     return sec
 
 
-def apply_section(name: str, a: dict[str, Any]) -> Section:
-    t = a.get("target") or {}
-    sec = Section(f"apply-{slug(name)}", f"Apply on pool {t.get('pool', '?')}: "
-                  f"{a.get('mode', '?')} ({name})")
-    rows = [(c.get("finding", ""), c.get("kind", ""), c.get("line", ""), c.get("current") or "")
-            for c in a.get("changes") or []]
+def apply_section(name: str, a: ApplyReport) -> Section:
+    sec = Section(f"apply-{slug(name)}", f"Apply on pool {a.pool or '?'}: {a.mode} ({name})")
+    rows = [(c.finding, c.kind, c.line, c.current) for c in a.changes]
     if rows:
         sec.tables.append(Table("changes", ("finding", "kind", "line", "was"), rows, numeric=False))
-    if a.get("manual"):
-        sec.intro.append("Left to do by hand: " + "; ".join(
-            str(c.get("line", c)) for c in a["manual"]) + ".")
-    v = a.get("verify")
+    if a.manual:
+        sec.intro.append("Left to do by hand: " + "; ".join(a.manual) + ".")
+    v = a.verify
     if v:
-        b, af, ch = v.get("before") or {}, v.get("after") or {}, v.get("change") or {}
+        b, af, ch = v.before.to_json(), v.after.to_json(), v.change.to_json()
         keys = [k for k in ("rps", "p50_ms", "p99_ms", "syscalls_per_request",
                             "round_trips_per_request", "errors") if k in b or k in af]
         sec.tables.append(Table("verify: measured before and after", ("metric", "before", "after",
                                                                      "change"),
-                                [(k, _fmt(b.get(k)), _fmt(af.get(k)),
-                                  f"{ch[k]:+.1%}" if ch.get(k) is not None else "") for k in keys]))
-        sec.intro.append(f"Verdict: {'worse, rolled back: ' + v['worse'] if v.get('worse') else 'kept'}.")
-    if a.get("reason"):
-        sec.intro.append(f"Rolled back: {a['reason']}.")
-    for f in a.get("files") or []:
-        if f.get("diff"):
-            sec.details.append((f"diff of {f.get('path')}", f["diff"]))
-    sec.intro += [f"note: {n}" for n in a.get("notes") or []]
+                                [(k, fmt(_num(b[k])), fmt(_num(af[k])),
+                                  f"{c:+.1%}" if isinstance(c := ch.get(k), float) else "")
+                                 for k in keys]))
+        sec.intro.append(f"Verdict: {'worse, rolled back: ' + v.worse if v.worse else 'kept'}.")
+    if a.reason:
+        sec.intro.append(f"Rolled back: {a.reason}.")
+    sec.details += [(f"diff of {path}", diff) for path, diff in a.diffs]
+    sec.intro += [f"note: {n}" for n in a.notes]
     return sec
+
+
+def _num(v: JsonValue) -> float | None:
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None

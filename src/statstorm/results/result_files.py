@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from statstorm.errors import UsageError
 from statstorm.results.common import MAX_JSON_BYTES, read_bounded
 from statstorm.results.demo import DemoResult
+from statstorm.results.jsontypes import JsonObject
 from statstorm.results.trace import FORMAT, Trace, read_trace
 
 
@@ -78,7 +79,7 @@ class ResultFile:
     kind: str
     version: int
     path: Path
-    data: dict[str, Any] = field(default_factory=dict)
+    data: JsonObject = field(default_factory=dict)
     trace: Trace | None = None
     notes: tuple[str, ...] = ()
 
