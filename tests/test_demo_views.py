@@ -53,7 +53,7 @@ def fake_run(pages: Pages, calls: list[Any]) -> Any:
                                        0.05):
                     break
         return FakeTrace(opts.output, TraceSummary.from_json(
-            {"per_request": {"total": 42.5},
+            {"per_request": {"total": 42.5}, "totals": {},
              "trace": {"stopped": "stop" if stop.is_set() else "requests"}}))
     return run
 
@@ -92,7 +92,7 @@ def test_ended_waits_for_a_tracer_that_stops_by_itself(tmp_path: Path) -> None:
                output: Path, ready: threading.Event, stop: threading.Event) -> FakeTrace:
         ready.set()
         go.wait(10)
-        return FakeTrace(output, TraceSummary.from_json({"per_request": {"total": 1.0}}))
+        return FakeTrace(output, TraceSummary.from_json({"per_request": {"total": 1.0}, "totals": {}}))
 
     tt = TraceThread(Env(), tracer, lab="x", pool=None, duration_s=5, output=tmp_path / "t",
                      name="statstorm-test-trace")
