@@ -160,7 +160,8 @@ def run(opts: WhatifOptions) -> WhatifResult:
     changes, mount_changes = validate(opts)
     cached, _ = load_input(opts.trace, opts.cache)
     prep = cached.prep
-    recorded = dict(cached.header.get("settings", {}))
+    head = TraceHeader.from_json(cached.header)
+    recorded = dict(head.settings)
     current_s = from_recorded(recorded)
     proposed_s = with_changes(current_s, recorded, changes)
     profile, kind = load_profile(opts, cached)
@@ -190,7 +191,7 @@ def run(opts: WhatifOptions) -> WhatifResult:
     proposed = replace(proposed, limits=tuple(
         Limit.from_json(x) for x in limits(prep, current_s, proposed_s, prop.guessed)))
     fm = find_min_cache(prep, proposed_s) if opts.find_min else None
-    note = sampling.whatif_note(cached.header)
+    note = sampling.whatif_note(head)
     if note:
         notes.insert(0, note)
     changes_all = changes + [(f"mount:{k}", v) for k, v in mount_changes]

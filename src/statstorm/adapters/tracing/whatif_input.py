@@ -68,7 +68,7 @@ class CachedInput:
     """What `statstorm whatif` needs from a trace, without the trace's records."""
 
     header: dict[str, Any]
-    measured: dict[str, float]  # the trace's own per-request counts (tracestats.summarize)
+    measured: dict[str, float]  # the trace's own per-request counts (tracestats.summarize_trace)
     prep: Prepared
     latency: dict[str, Any] | None = None  # the trace's own latency profile (None: none)
     # the network mounts' path calls (network_forecast.NetCall), the trace's finished
