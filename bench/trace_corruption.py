@@ -41,7 +41,7 @@ KINDS = ("flip", "cut-at-line", "cut-anywhere", "delete", "duplicate")
 
 def results(path: Path) -> str:
     """`trace show --json` and `whatif --json` of the trace, as one comparable string."""
-    show = trace_cmd.show(path)
+    show = trace_cmd.show(path).to_json()
     run = whatif_cmd.run(whatif_cmd.WhatifOptions(path, sets=("realpath_cache_size=0",),
                                                   cache=False))
     return json.dumps([show, run.to_json()], sort_keys=True, default=str)

@@ -17,7 +17,7 @@ from statstorm.adapters.php.codetree import writable_paths
 from statstorm.adapters.servers.nginx import nginx_servers
 from statstorm.adapters.labs.phpfpm import pool_directives
 from statstorm.model.checkfacts import fsbench_p50, trace_facts
-from statstorm.model.tracestats import summarize
+from statstorm.model.tracestats import summarize_trace
 from statstorm.results.trace import Request, RequestCounts, Syscall, Trace, new_header
 
 NGINX_T = """\
@@ -176,7 +176,7 @@ def test_trace_facts_from_a_trace() -> None:
         if req < 2:  # each worker's first request is cold
             calls += [Syscall(0, pid, "lstat", "newfstatat", "/srv", 0, req=req)] * 5
         tr.syscalls += calls
-    f = trace_facts(tr, summarize(tr))
+    f = trace_facts(tr, summarize_trace(tr))
     assert f.requests == 4 and f.detail == "events"
     assert f.vendor_failed_per_request == 1.0 and f.vendor_failed_examples == (
         "/srv/vendor/acme/Foo.php",)
@@ -196,7 +196,7 @@ def test_trace_facts_from_a_counts_trace() -> None:
     for req in range(3):
         tr.requests[req] = Request(req, 10, req * 100, req * 100 + 50)
         tr.request_counts.append(RequestCounts(req, 10, {"lstat": (40, 2, 0), "stat": (5, 0, 0)}))
-    f = trace_facts(tr, summarize(tr))
+    f = trace_facts(tr, summarize_trace(tr))
     assert f.detail == "counts" and f.requests == 3
     assert f.per_request["lstat"] == 40 and f.per_request["total"] == 45
     assert f.working_set_bytes == 0 and f.ok_lstat_per_request == 0

@@ -16,12 +16,13 @@ from statstorm.commands import demo as demo_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.results.lab import LabState
+from statstorm.results.trace.summary import TraceSummary
 
 
 @dataclass
 class FakeTrace:
     output: Path
-    summary: dict[str, Any]
+    summary: TraceSummary
     warnings: list[str] = field(default_factory=list)
 
 
@@ -51,8 +52,9 @@ def fake_run(pages: Pages, calls: list[Any]) -> Any:
                 if pages.seen.wait_for(lambda: pages.fetched > opts.requests or stop.is_set(),
                                        0.05):
                     break
-        return FakeTrace(opts.output, {"per_request": {"total": 42.5},
-                                       "stopped": "stop" if stop.is_set() else "requests"})
+        return FakeTrace(opts.output, TraceSummary.from_json(
+            {"per_request": {"total": 42.5}, "totals": {},
+             "trace": {"stopped": "stop" if stop.is_set() else "requests"}}))
     return run
 
 
@@ -90,7 +92,7 @@ def test_ended_waits_for_a_tracer_that_stops_by_itself(tmp_path: Path) -> None:
                output: Path, ready: threading.Event, stop: threading.Event) -> FakeTrace:
         ready.set()
         go.wait(10)
-        return FakeTrace(output, {"per_request": {"total": 1.0}})
+        return FakeTrace(output, TraceSummary.from_json({"per_request": {"total": 1.0}, "totals": {}}))
 
     tt = TraceThread(Env(), tracer, lab="x", pool=None, duration_s=5, output=tmp_path / "t",
                      name="statstorm-test-trace")
@@ -98,4 +100,4 @@ def test_ended_waits_for_a_tracer_that_stops_by_itself(tmp_path: Path) -> None:
     assert tt.thread.name == "statstorm-test-trace" and not tt.ended()
     go.set()
     assert tt.ended(10)
-    assert tt.finish().summary == {"per_request": {"total": 1.0}}
+    assert tt.finish().summary.per_request.total == 1.0

@@ -377,13 +377,13 @@ def test_a_trace_written_before_seals_reads_with_a_note(tmp_path: Path) -> None:
     t = read_trace(old)
     assert not t.sealed and t.trailer["stopped"] and len(t.syscalls) > 100
     s = trace_cmd.show(old)
-    assert any("before statstorm sealed its traces" in n for n in s["notes"])
+    assert any("before statstorm sealed its traces" in n for n in s.notes or ())
     sealed = tmp_path / "new.sst.gz"
     write_trace(sealed, t)
     again = read_trace(sealed)
     assert again.sealed and (again.syscalls, again.requests, again.operations) == (
         t.syscalls, t.requests, t.operations)
-    assert not any("sealed" in n for n in trace_cmd.show(sealed).get("notes", []))
+    assert not any("sealed" in n for n in trace_cmd.show(sealed).notes or ())
     lines = gzip.decompress(OLD_TRACE.read_bytes()).splitlines(True)
     old.write_bytes(b"".join(lines[:-1]))  # without its trailer: truncated, old or not
     with pytest.raises(DamagedInput, match="truncated trace"):

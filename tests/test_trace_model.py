@@ -17,7 +17,7 @@ from statstorm.adapters.tracing.count_lines import feed_fields
 from statstorm.model.attribution import Attributor
 from statstorm.model.count_attribution import CountAttributor
 from statstorm.model.events import Reorder, feed
-from statstorm.model.tracestats import SummaryBuilder, include_entry, summarize
+from statstorm.model.tracestats import SummaryBuilder, include_entry, summarize_trace
 from statstorm.results.trace import (Operation, Request, RequestCounts, Syscall, TraceWriter,
                                      new_header, read_trace)
 
@@ -118,13 +118,13 @@ def test_summary_groups_failed_lookups_by_include_path_entry() -> None:
         b.operation(o)
     for r in sink.requests:
         b.request(r)
-    out = b.finish()
-    assert out["requests"] == 1
-    assert out["per_request"]["lstat"] == 4 and out["per_request"]["failed"] == 3
-    assert out["per_request"]["total"] == 9  # chdir is recorded but not counted
-    assert {e["entry"]: e["failed"] for e in out["failed_by_include_path_entry"]} == {
+    out = b.build()
+    assert out.requests == 1
+    assert out.per_request.lstat == 4 and out.per_request.failed == 3
+    assert out.per_request.total == 9  # chdir is recorded but not counted
+    assert {e.entry: e.failed for e in out.failed_by_include_path_entry or ()} == {
         ".": 1, "/usr/share/php": 1}
-    assert [m["mount"] for m in out["by_mount"]] == ["/srv/nfs", "/"]
+    assert [m.mount for m in out.by_mount or ()] == ["/srv/nfs", "/"]
     assert include_entry("/a/./x", ".", "/a") == "."
 
 
@@ -209,8 +209,8 @@ def test_trace_file_round_trip_with_non_utf8_path(tmp_path: Path, name: str) -> 
     assert t.syscalls[0].path == weird and t.syscalls[0].ret == -2
     assert t.requests[0].script == "/srv/index.php"
     assert t.trailer["events"] == 2 and t.trailer["stopped"] == "end"
-    s = summarize(t)
-    assert s["per_request"]["total"] == 2 and s["per_request"]["failed"] == 1
+    s = summarize_trace(t)
+    assert s.per_request.total == 2 and s.per_request.failed == 1
     assert not list(tmp_path.glob(".t.sst*"))  # the temp file was renamed into place
 
 
@@ -393,11 +393,12 @@ def test_counts_become_requests_named_by_their_script() -> None:
         b.request(r)
     for c in sink.counts:
         b.request_counts(c)
-    s = b.finish()
-    assert s["requests"] == 2 and s["detail"] == "counts"
-    assert s["per_request"]["total"] == (8 + 3) / 2 and s["per_request"]["failed"] == 2
-    assert s["totals"]["stat"] == 6 and s["outside_requests"] == 4
-    assert s["syscall_time_us"]["by_call"] == {"lstat": 0.3, "stat": 0.1, "access": 0.0}
+    s = b.build()
+    assert s.requests == 2 and s.detail == "counts"
+    assert s.per_request.total == (8 + 3) / 2 and s.per_request.failed == 2
+    assert s.totals.stat == 6 and s.outside_requests == 4
+    assert s.syscall_time_us is not None
+    assert s.syscall_time_us.by_call == {"lstat": 0.3, "stat": 0.1, "access": 0.0}
 
 
 def test_counts_of_a_command_are_one_request(tmp_path: Path) -> None:
@@ -413,8 +414,8 @@ def test_counts_of_a_command_are_one_request(tmp_path: Path) -> None:
         w.request_counts(sink.counts[0])
     tr = read_trace(path)
     assert tr.request_counts == sink.counts and tr.trailer["events"] == 5
-    s = summarize(tr)
-    assert s["per_request"]["open"] == 4 and s["per_request"]["total"] == 5
+    s = summarize_trace(tr)
+    assert s.per_request.open == 4 and s.per_request.total == 5
 
 
 def test_sampled_trace_states_its_sample() -> None:

@@ -17,7 +17,7 @@ from statstorm.commands import whatif as whatif_cmd
 from statstorm.errors import UsageError
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.replay import prepare, replay
-from statstorm.model.tracestats import summarize
+from statstorm.model.tracestats import summarize_trace
 from statstorm.adapters.tracing import whatif_input
 from statstorm.results.trace import jsonl, raw, sidecar
 from statstorm.results.trace import (INTERNED_ARGS, CountRow, Operation, Request,
@@ -59,6 +59,11 @@ def reference_read(path: Path) -> Trace:
     return t
 
 
+def per_request(t: Trace) -> dict[str, float | None]:
+    """The summary's calls per request, as a dict (what whatif's input measures)."""
+    return dict(summarize_trace(t).per_request.items())
+
+
 def varied_trace(path: Path) -> Path:
     """Every record kind, a non-UTF-8 path, operations with and without path arguments."""
     weird = b"/srv/caf\xe9/x.php".decode("utf-8", "surrogateescape")
@@ -89,7 +94,7 @@ def test_batched_reader_gives_the_plain_readers_trace(tmp_path: Path, name: str,
     assert read_trace(path) == want
     monkeypatch.setattr(jsonl, "BATCH_BYTES", 200)  # many batches, cut anywhere
     got = read_trace(path)
-    assert got == want and summarize(got) == summarize(want)
+    assert got == want and summarize_trace(got) == summarize_trace(want)
     small = small_trace(tmp_path / "s.sst.gz")
     assert read_trace(small) == reference_read(small)
 
@@ -322,10 +327,10 @@ def test_raw_records_give_the_same_model_input_and_replays(tmp_path: Path, name:
                dc_replace(s, workers=2), dc_replace(s, opcache=False)):
         assert replay(fast, st) == replay(prepare(trace), st)
     rec = raw.read_records(path)
-    assert whatif_input.measured_per_request(rec, path) == summarize(trace)["per_request"]
+    assert whatif_input.measured_per_request(rec, path) == per_request(trace)
     v = varied_trace(tmp_path / "v.sst")  # counts records: the full summary
-    assert whatif_input.measured_per_request(raw.read_records(v), v) == summarize(
-        read_trace(v))["per_request"]
+    assert whatif_input.measured_per_request(raw.read_records(v), v) == per_request(
+        read_trace(v))
 
 
 def test_streams_merge_in_time_then_index_then_pid_order() -> None:
@@ -362,8 +367,7 @@ def test_the_tracers_close_builds_the_input_cache(tmp_path: Path) -> None:
     assert read is None  # the first whatif starts from what the tracer built
     trace = read_trace(path)
     fresh = prepare(trace)
-    assert cached.prep.streams == fresh.streams and cached.measured == summarize(
-        trace)["per_request"]
+    assert cached.prep.streams == fresh.streams and cached.measured == per_request(trace)
     s = from_recorded(trace.header["settings"])
     assert replay(cached.prep, s) == replay(fresh, s)
     # nothing to replay: no cache

@@ -178,11 +178,11 @@ def test_the_trace_verb_s_summary_and_diff_typed_give_the_same_json(tmp_path: Pa
         write_trace(path, tr)
         files.append(path)
         typed = _typed_show(read_trace(path))
-        assert json.dumps(typed.to_json()) == json.dumps(trace_cmd.show(path))
+        assert json.dumps(typed.to_json()) == json.dumps(trace_cmd.show(path).to_json())
     for a in files:
         for b in files:
             typed_d = _typed_diff(_typed_show(read_trace(a)), _typed_show(read_trace(b)))
-            assert json.dumps(typed_d.to_json()) == json.dumps(trace_cmd.diff(a, b))
+            assert json.dumps(typed_d.to_json()) == json.dumps(trace_cmd.diff(a, b).to_json())
 
 
 def test_a_summary_file_with_only_its_figures_is_read() -> None:

@@ -395,13 +395,14 @@ def test_whatif_cli_json_and_text(tmp_path: Path) -> None:
 def test_latency_profiles(tmp_path: Path) -> None:
     counts = {(0, 0, False): 10, (0, 0, True): 2}  # 10 lstat hits, 2 ENOENT on mount 0
     mounts = [("/", "ext4")]
-    assert lp.cost_us(lp.BUILTIN["local"], mounts, counts) == pytest.approx(10 * 3.6 + 2 * 5.6)
+    assert lp.cost_us(lp.BUILTIN_PROFILES["local"], mounts, counts) == pytest.approx(10 * 3.6 + 2 * 5.6)
     prof = {"schema": lp.SCHEMA, "source": "x", "mounts": {"/": {
         "lstat": {"hit": 4.8, "enoent": 1160.0}}}}
-    assert lp.cost_us(lp.validate(prof, "f"), mounts, counts) == pytest.approx(48 + 2320)
+    assert lp.cost_us(lp.LatencyProfile.from_json(lp.validate(prof, "f")), mounts, counts) == pytest.approx(48 + 2320)
     # a mount the profile does not name is priced as local disk
     other = {(1, 0, False): 10}
-    assert lp.cost_us(prof, [("/", "ext4"), ("/boot", "ext4")], other) == pytest.approx(36)
+    assert lp.cost_us(lp.LatencyProfile.from_json(prof), [("/", "ext4"), ("/boot", "ext4")],
+                      other) == pytest.approx(36)
     tr = small_trace(tmp_path / "t.sst.gz")
     pf = tmp_path / "p.json"
     pf.write_text(json.dumps(prof))

@@ -174,7 +174,7 @@ def test_latencies_split_into_cache_answers_and_round_trips() -> None:
     assert lp.split_modes({("stat", "hit"): [3.0, 4.0]})["round_trip_share"] == 0.0
     prof = {"mounts": {"/m": {"stat": {"hit": 99.0}}}, "split": {"/m": sp}}
     key = (1, STAT, False)
-    cost = lp.split_cost_us(prof, [("/", "ext4"), ("/m", "fuse")], {key: 10}, {key: 0.5})
+    cost = lp.split_cost_us(lp.LatencyProfile.from_json(prof), [("/", "ext4"), ("/m", "fuse")], {key: 10}, {key: 0.5})
     assert cost == 5 * 1000.0 + 5 * 5.0
 
 

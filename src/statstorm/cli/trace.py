@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 import click
@@ -18,7 +17,6 @@ from statstorm.env import Env
 from statstorm.results.common import check_output_dir
 from statstorm.results.trace import CALLS, SUMMARY_KEYS
 from statstorm.results.trace.diff import SCHEMA as DIFF_SCHEMA
-from statstorm.results.trace.diff import TraceDiff
 from statstorm.results.jsontypes import JsonValue
 from statstorm.results.trace.summary import SCHEMA as SUMMARY_SCHEMA
 from statstorm.results.trace.summary import TraceSummary
@@ -53,11 +51,6 @@ def _list_table(out: Console, title: str, headers: list[str], rows: list[list[st
     for row in rows:
         t.add_row(*row)
     out.print(t)
-
-
-def summary_of(s: TraceSummary | Mapping[str, JsonValue]) -> TraceSummary:
-    """A summary as the trace verb returns it, typed (a JSON object is read once, here)."""
-    return s if isinstance(s, TraceSummary) else TraceSummary.from_json(s)
 
 
 def summary_json(s: TraceSummary, **extra: JsonValue) -> str:
@@ -226,7 +219,7 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
     result = trace_cmd.run(env, opts, progress=progress, ready=ready)
     for w in result.warnings:
         err.print(f"warning: {w}", style="bold yellow" if "LOUD" in w else "yellow")
-    summary = summary_of(result.summary)
+    summary = result.summary
     if as_json:
         click.echo(summary_json(summary, file=str(result.output)))
     else:
@@ -246,7 +239,7 @@ def show(env: Env, trace_file: Path, as_json: bool) -> None:
       statstorm trace show before.sst.gz
       statstorm trace show before.sst.gz --json | jq .per_request
     """
-    s = summary_of(trace_cmd.show(trace_file))
+    s = trace_cmd.show(trace_file)
     if as_json:
         click.echo(summary_json(s))
     else:
@@ -266,8 +259,7 @@ def diff(env: Env, a: Path, b: Path, as_json: bool) -> None:
       statstorm trace diff before.sst.gz after.sst.gz
       statstorm trace diff old-strace-c.sst.gz new.sst.gz --json
     """
-    raw = trace_cmd.diff(a, b)
-    d = raw if isinstance(raw, TraceDiff) else TraceDiff.from_json(raw)
+    d = trace_cmd.diff(a, b)
     if as_json:
         click.echo(json.dumps({"schema": DIFF_SCHEMA, **d.to_json()}, indent=2))
         return
@@ -312,8 +304,7 @@ def import_(env: Env, source: Path, output: Path | None, requests: int | None, t
         check_output_dir(output)
     started(env, "trace import", f"{shown(str(source))} → "
             f"{shown(str(output or source.with_name(source.name + '.sst.gz')))}")
-    out, raw = trace_cmd.import_log(source, output, requests=requests, table=table)
-    summary = summary_of(raw)
+    out, summary = trace_cmd.import_log(source, output, requests=requests, table=table)
     if as_json:
         click.echo(summary_json(summary, file=str(out)))
     else:

@@ -13,7 +13,7 @@ from statstorm.errors import UsageError
 from statstorm.model.checkfacts import Facts, TraceFacts, fsbench_p50, trace_facts
 from statstorm.model.rules import evaluate
 from statstorm.model import sampling
-from statstorm.model.tracestats import summarize
+from statstorm.model.tracestats import summarize_trace
 from statstorm.results.check import SCHEMA, SEVERITIES, CheckedPool, CheckResult, Finding
 from statstorm.results.check import Severity, by_severity
 from statstorm.results.common import read_json
@@ -63,9 +63,8 @@ def validate(opts: CheckOptions) -> None:
 def _load_trace(path: Path) -> tuple[TraceFacts, str, str | None]:
     """The trace's facts, its pool and what to say of its sampling (None: not sampled)."""
     tr = read_trace(path)
-    s = summarize(tr)
-    return (trace_facts(tr, s), str((tr.header.get("targets") or {}).get("pool") or ""),
-            sampling.check_note(tr.header, tr.trailer))
+    return (trace_facts(tr, summarize_trace(tr)), tr.head.target_pool,
+            sampling.check_note(tr.head, tr.tail))
 
 
 def _load_fsbench(path: Path) -> dict[str, dict[str, float]]:

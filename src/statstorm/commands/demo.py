@@ -180,8 +180,7 @@ def trace_views(env: Env, state: LabState, views: int, output: Path) -> float:
     except BaseException:  # Ctrl-C, SIGTERM, no answer: the tracer detaches before we go
         tt.abandon()
         raise
-    total: float = tt.finish().summary["per_request"]["total"]
-    return total
+    return tt.finish().summary.per_request.total or 0.0
 
 
 # -- predicting -----------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ import os
 import shlex
 import stat
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from statstorm import faults
 from statstorm.adapters.tracing import bpftrace, libbpf_trace, strace_log, trace_targets
@@ -29,13 +29,18 @@ from statstorm.adapters.tracing.trace_backends import (DEFAULT_DURATION_S, DEFAU
                                                        RecordOptions)
 from statstorm.env import Env
 from statstorm.errors import DependencyError, UsageError
-from statstorm.model.tracestats import diff_summaries, summarize
+from statstorm.model.tracestats import diff as diff_summaries
+from statstorm.model.tracestats import summarize_trace
 from statstorm.results.common import check_output_dir
 from statstorm.results.trace import (CALLS, FLAGGED_STAT, SUMMARY_KEYS, SYSCALL_CALL, Trace,
                                     read_trace, write_trace)
+from statstorm.results.trace.diff import Change, DiffSide, TraceDiff
+from statstorm.results.trace.summary import TraceSummary
+from statstorm.results.trace.vocabulary import TracerBackend
 from statstorm.results.trace_run import TraceRun
 
-BACKENDS = ("auto", "ebpf", "bpftrace", "strace")
+EBPF, BPFTRACE, STRACE = TracerBackend.EBPF, TracerBackend.BPFTRACE, TracerBackend.STRACE
+BACKENDS = ("auto", EBPF.value, BPFTRACE.value, STRACE.value)
 
 
 @dataclass(frozen=True)
@@ -78,13 +83,13 @@ def validate(opts: TraceOptions) -> None:
         raise UsageError("--backend: use auto, ebpf, bpftrace or strace")
     if opts.sample < 1:
         raise UsageError("--sample must be at least 1 (1: record every request)")
-    if opts.sample > 1 and (opts.counts or opts.backend in ("bpftrace", "strace")):
+    if opts.sample > 1 and (opts.counts or opts.backend in (BPFTRACE, STRACE)):
         raise UsageError("--sample records one request in N in full with the compiled eBPF "
                          "tracer: use it without --counts and with --backend auto or ebpf")
     if opts.sample > 1 and opts.cmd is not None:
         raise UsageError("--sample needs a server's requests to choose from; a --cmd trace "
                          "is one request")
-    if opts.counts and opts.backend == "strace":
+    if opts.counts and opts.backend == STRACE:
         raise UsageError("--counts counts in the kernel with eBPF; drop --backend strace "
                          "(strace records every call)")
     out = opts.output or default_output()
@@ -129,55 +134,52 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
     backend = opts.backend
     rec = opts.recording()
     warnings: list[str] = []
-    if backend in ("auto", "ebpf"):
-        if backend == "ebpf" or libbpf_trace.loader() is not None:
+    if backend in ("auto", EBPF):
+        if backend == EBPF or libbpf_trace.loader() is not None:
             libbpf_trace.find()
             bpftrace.ensure_tracefs()
             try:
                 return run_ebpf(env, rec, target, out, warnings, progress, ready, stop)
             except libbpf_trace.Refused as exc:
-                if backend == "ebpf":
+                if backend == EBPF:
                     raise DependencyError(f"the eBPF tracer could not attach: {exc}") from None
                 warnings.append(f"the eBPF tracer could not attach ({exc}); trying bpftrace")
         elif opts.sample > 1:
             libbpf_trace.find()  # --sample needs it: says how to build it
-    if backend in ("auto", "bpftrace", "ebpf"):
+    if backend in ("auto", BPFTRACE, EBPF):
         try:
             bpftrace.find()
             bpftrace.ensure_tracefs()
         except DependencyError as exc:
-            if backend == "bpftrace":
+            if backend == BPFTRACE:
                 raise
             warnings.append(f"{exc}; falling back to strace")
-            backend = "strace"
-    if backend == "strace":
+            backend = STRACE
+    if backend == STRACE:
         return run_strace(env, rec, target, out, warnings, progress, ready, stop)
     try:
         return run_bpftrace(env, rec, target, out, warnings, progress, ready, stop)
     except Refused as exc:
-        if opts.backend == "bpftrace":
+        if opts.backend == BPFTRACE:
             raise DependencyError(f"bpftrace could not attach: {exc}") from None
         warnings.append(f"bpftrace could not attach ({exc}); falling back to strace")
         return run_strace(env, rec, target, out, warnings, progress, ready, stop)
 
 
-def _summary(tr: Trace) -> dict[str, Any]:
-    """summarize(), with what an excerpt of an `strace -c` table does not say marked unknown
-    (None, listed in `unknown`): the call types none of its rows counts, and the totals."""
-    s = summarize(tr)
-    imp = tr.header.get("import") or {}
-    if tr.header.get("source") != "strace-c" or imp.get("complete", True):
+def _summary(tr: Trace) -> TraceSummary:
+    """summarize_trace(), with what an excerpt of an `strace -c` table does not say marked
+    unknown (None, listed in `unknown`): the call types none of its rows counts, and the totals."""
+    s = summarize_trace(tr)
+    head = tr.head
+    if head.source != TracerBackend.STRACE_C or head.import_complete:
         return s
-    partial = {SYSCALL_CALL.get(n) or ("stat" if n in FLAGGED_STAT else "") for n in
-               imp.get("unreadable", [])}
-    unknown = [k for k in SUMMARY_KEYS if k not in CALLS or not s["totals"][k] or k in partial]
-    for k in unknown:
-        s["per_request"][k] = s["totals"][k] = None
-    s["failed_share"] = None
-    s["unknown"] = unknown
-    s["notes"] = [*s.get("notes", []), "an excerpt of an strace -c table (rows cut or no total "
-                  "row): " + ", ".join(unknown) + " unknown, not 0"]
-    return s
+    partial = {SYSCALL_CALL.get(n) or ("stat" if n in FLAGGED_STAT else "")
+               for n in head.import_unreadable}
+    unknown = [k for k in SUMMARY_KEYS if k not in CALLS or not s.totals[k] or k in partial]
+    s = replace(s, per_request=s.per_request.unknown(unknown),
+                totals=s.totals.unknown(unknown), failed_share=None, unknown=tuple(unknown))
+    return s.noted("an excerpt of an strace -c table (rows cut or no total row): "
+                   + ", ".join(unknown) + " unknown, not 0")
 
 
 def _regular(path: Path) -> None:
@@ -191,41 +193,34 @@ def _regular(path: Path) -> None:
                          "file written by statstorm trace")
 
 
-def show(path: Path) -> dict[str, Any]:
+def show(path: Path) -> TraceSummary:
     """The summary of a saved trace (`statstorm trace show`)."""
     _regular(path)
     tr = read_trace(path)
     s = _summary(tr)
     if not tr.sealed:  # whole (it ends with its trailer), but written before traces were sealed
-        s["notes"] = [*s.get("notes", []), "written before statstorm sealed its traces: its "
-                      "completeness and content could not be checked"]
+        s = s.noted("written before statstorm sealed its traces: its completeness and content "
+                    "could not be checked")
     return s
 
 
-def diff(a: Path, b: Path) -> dict[str, Any]:
+def diff(a: Path, b: Path) -> TraceDiff:
     """Two saved traces per request, call type by call type (`statstorm trace diff`). A call
     type either side does not know (an excerpt of an `strace -c` table) is not compared: its
     delta and ratio are None and it is listed in `not_compared`."""
     sa, sb = show(a), show(b)
-    unknown = sorted(set(sa.get("unknown", [])) | set(sb.get("unknown", [])),
-                     key=SUMMARY_KEYS.index)
-
-    def known(s: dict[str, Any]) -> dict[str, Any]:
-        return {**s, "per_request": {k: v or 0 for k, v in s["per_request"].items()}}
-
-    d = diff_summaries(known(sa), known(sb))
-    for side, s in (("a", sa), ("b", sb)):
-        d[side]["per_request"] = s["per_request"]
-    for k in unknown:
-        d["per_request"][k] = {"a": sa["per_request"][k], "b": sb["per_request"][k],
-                               "delta": None, "ratio": None}
-    if unknown:
-        d["not_compared"] = unknown
-    return d
+    unknown = sorted(set(sa.unknown or ()) | set(sb.unknown or ()), key=SUMMARY_KEYS.index)
+    d = diff_summaries(replace(sa, per_request=sa.per_request.known()),
+                       replace(sb, per_request=sb.per_request.known()))
+    per_request = {**d.per_request, **{k: Change(sa.per_request[k], sb.per_request[k], None,
+                                                 None) for k in unknown}}
+    return replace(d, a=DiffSide(sa.requests, sa.per_request),
+                   b=DiffSide(sb.requests, sb.per_request), per_request=per_request,
+                   not_compared=tuple(unknown) or None)
 
 
 def import_log(source: Path, output: Path | None, *, requests: int | None,
-               table: int = 0) -> tuple[Path, dict[str, Any]]:
+               table: int = 0) -> tuple[Path, TraceSummary]:
     """An strace log or `strace -c` table written as a trace (`statstorm trace import`):
     the file written (default SOURCE.sst.gz) and its summary."""
     if requests is not None and requests <= 0:

@@ -25,6 +25,7 @@ from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, w
 from statstorm.model.replay import Prepared, ReplayResult, replay
 from statstorm.model.replay_limits import limits
 from statstorm.results.common import MAX_JSON_BYTES, read_bounded
+from statstorm.results.trace.header import TraceHeader
 from statstorm.results.trace.raw import TraceRecords, read_records
 from statstorm.results.whatif import (CacheBytes, FindMin, Limit, NetworkBasis, NetworkSide,
                                       Side, WhatifResult)
@@ -55,7 +56,7 @@ def validate(opts: WhatifOptions) -> tuple[list[tuple[str, str]], list[tuple[str
     if not opts.trace.exists():
         raise UsageError(f"{opts.trace}: no such trace file; record one with "
                          "`statstorm trace -o FILE`")
-    if opts.profile not in lp.BUILTIN and opts.profile not in ("trace", "auto"):
+    if opts.profile not in lp.BUILTIN_PROFILES and opts.profile not in ("trace", "auto"):
         p = Path(opts.profile)
         if not p.is_file():
             raise UsageError(f"--profile {opts.profile}: not a built-in profile (auto, local, "
@@ -75,24 +76,24 @@ def app_cache(opts: WhatifOptions) -> bool:
     return on
 
 
-def load_profile(opts: WhatifOptions, cached: CachedInput) -> tuple[dict[str, Any], str]:
+def load_profile(opts: WhatifOptions, cached: CachedInput) -> tuple[lp.LatencyProfile, str]:
     """The latency profile and its kind: a FILE; the trace's own (auto, trace); built-in."""
-    if opts.profile in lp.BUILTIN:
-        return lp.BUILTIN[opts.profile], "built-in"
+    if opts.profile in lp.BUILTIN_PROFILES:
+        return lp.BUILTIN_PROFILES[opts.profile], "built-in"
     if opts.profile in ("trace", "auto"):
         if cached.latency is not None:
-            return cached.latency, "trace"
+            return lp.LatencyProfile.from_json(cached.latency), "trace"
         if opts.profile == "trace":
             raise UsageError("the trace has no latencies to build a profile from; use "
                              "--profile local, gluster, gluster-tuned or a FILE")
-        return lp.BUILTIN["local"], "built-in"
+        return lp.BUILTIN_PROFILES["local"], "built-in"
     try:
         data = json.loads(read_bounded(Path(opts.profile), MAX_JSON_BYTES,
                                        "write one with `statstorm fsbench --profile-out FILE`"))
     except (ValueError, RecursionError) as exc:
         raise UsageError(f"--profile {opts.profile}: unreadable JSON ({exc}); write it with "
                          "`statstorm fsbench --profile-out FILE`") from None
-    return lp.validate(data, opts.profile), "file"
+    return lp.LatencyProfile.from_json(lp.validate(data, opts.profile)), "file"
 
 
 def load_input(path: Path, use_cache: bool = True) -> tuple[CachedInput, TraceRecords | None]:
@@ -110,7 +111,7 @@ def load_input(path: Path, use_cache: bool = True) -> tuple[CachedInput, TraceRe
     return cached, records
 
 
-def side(result: ReplayResult, prep: Prepared, profile: dict[str, Any],
+def side(result: ReplayResult, prep: Prepared, profile: lp.LatencyProfile,
          tally: nf.Tally | None = None) -> Side:
     n = max(result.requests, 1)
     reach = nf_reach(tally, result) if tally is not None else {}
@@ -159,7 +160,8 @@ def run(opts: WhatifOptions) -> WhatifResult:
     changes, mount_changes = validate(opts)
     cached, _ = load_input(opts.trace, opts.cache)
     prep = cached.prep
-    recorded = dict(cached.header.get("settings", {}))
+    head = TraceHeader.from_json(cached.header)
+    recorded = dict(head.settings)
     current_s = from_recorded(recorded)
     proposed_s = with_changes(current_s, recorded, changes)
     profile, kind = load_profile(opts, cached)
@@ -182,21 +184,21 @@ def run(opts: WhatifOptions) -> WhatifResult:
         proposed = replace(proposed, network=NetworkSide.from_json(round_trips.network_side(
             prop.by_mount, prop.requests, r_then, factors, caches_then, prep.mounts)))
         network = NetworkBasis.from_json({**factors.describe(), "app_data_cache": data_cache})
-        if profile.get("split") is None or kind != "trace":
+        if profile.split is None or kind != "trace":
             notes.append("the latency profile does not tell cache answers from round trips: "
                          "metadata time is priced per call as the profile says, so mount: "
                          "changes show in the round trips only")
     proposed = replace(proposed, limits=tuple(
         Limit.from_json(x) for x in limits(prep, current_s, proposed_s, prop.guessed)))
     fm = find_min_cache(prep, proposed_s) if opts.find_min else None
-    note = sampling.whatif_note(cached.header)
+    note = sampling.whatif_note(head)
     if note:
         notes.insert(0, note)
     changes_all = changes + [(f"mount:{k}", v) for k, v in mount_changes]
     if data_cache:
         changes_all.append(("app:data-cache", "on"))
     return WhatifResult(current, proposed, cached.measured,
-                        str(profile.get("source", opts.profile)), tuple(changes_all), fm,
+                        profile.source or opts.profile, tuple(changes_all), fm,
                         tuple(notes), kind, network)
 
 
@@ -205,7 +207,7 @@ def network_plan(cached: CachedInput, mount_changes: list[tuple[str, str]], app_
                                             nf.Tally, nf.Tally] | None:
     """Each network mount's caches now and proposed, and the forecast under each; None when
     the trace has no network mount (then `mount:` changes are an error)."""
-    mounts = [(str(m[0]), str(m[1])) for m in cached.header.get("mounts", [])]
+    mounts = list(TraceHeader.from_json(cached.header).mounts)
     net = [i for i, (_, fstype) in enumerate(mounts) if nf.kind_of(fstype)]
     if not net:
         if mount_changes:

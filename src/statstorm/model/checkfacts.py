@@ -13,13 +13,13 @@ import posixpath
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from statstorm.model import storage_kinds
 from statstorm.results.check import MountFact as MountFact
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.facts import ApacheFacts, HugePageFacts, realpath_bytes, with_parents
 from statstorm.results.jsontypes import JsonObject, JsonValue
+from statstorm.results.trace.summary import TraceSummary
 from statstorm.results.trace.vocabulary import Trace
 
 # opcache.max_accelerated_files is rounded up to the first of these primes (PHP 8).
@@ -197,24 +197,23 @@ def opcache_rounded(n: int) -> int:
 
 
 # -- from a trace --------------------------------------------------------------------------------
-def trace_facts(trace: Trace, summary: dict[str, Any]) -> TraceFacts:
+def trace_facts(trace: Trace, summary: TraceSummary) -> TraceFacts:
     """The figures `check` uses from a loaded trace (results.trace.Trace) and its summary."""
-    n = int(summary.get("requests") or 0)
-    per_request = {k: float(v) for k, v in (summary.get("per_request") or {}).items()}
-    entries = tuple((str(e["entry"]), int(e["failed"]), float(e["per_request"]))
-                    for e in summary.get("failed_by_include_path_entry") or [])
-    mounts = tuple((str(m["mount"]), str(m["fstype"]), float(m["per_request"]))
-                   for m in summary.get("by_mount") or [])
-    detail = str(summary.get("detail") or "events")
-    net = ((summary.get("trace") or {}).get("network") or {}).get("per_request")
-    rt = float(net) if isinstance(net, (int, float)) else None
+    n = summary.requests
+    per_request = {k: float(v) for k, v in summary.per_request.items() if v is not None}
+    entries = tuple((e.entry, e.failed, e.per_request)
+                    for e in summary.failed_by_include_path_entry or ())
+    mounts = tuple((m.mount, m.fstype, m.per_request) for m in summary.by_mount or ())
+    detail = summary.detail or "events"
+    net = summary.trace.network
+    rt = float(net.per_request) if net is not None and net.per_request is not None else None
     if not trace.syscalls or n == 0:
         return TraceFacts(requests=n, detail=detail, per_request=per_request,
                           failed_by_entry=entries, mounts=mounts, round_trips_per_request=rt)
     done = {i for i, r in trace.requests.items() if r.end_ns >= 0}
     div = max(len(done), 1)
-    network = {i for i, (_, fstype) in enumerate(trace.header.get("mounts") or [])
-               if is_network_fstype(str(fstype))}
+    network = {i for i, (_, fstype) in enumerate(trace.head.mounts)
+               if is_network_fstype(fstype)}
     data_opens: Counter[str] = Counter()
     net_ns = 0
     ok_lstat: Counter[int] = Counter()

@@ -128,8 +128,6 @@ BUILTIN_PROFILES: dict[str, LatencyProfile] = {
                                     "attribute/entry/negative timeouts, docs/fsbench.md (warm "
                                     "p50)", {"*": _profile(3.9, 7.6, 7.4, 291.2)}),
 }
-# the same as JSON objects (what whatif names with --profile)
-BUILTIN: dict[str, JsonObject] = {k: p.to_json() for k, p in BUILTIN_PROFILES.items()}
 LOCAL: Prices = BUILTIN_PROFILES["local"].mounts["*"]
 
 
@@ -251,16 +249,11 @@ def mount_split(lats: dict[tuple[str, str], list[float]]) -> MountSplit:
                       round_trip_share=round(len(slow) / len(every), 4))
 
 
-def _typed(profile: LatencyProfile | Mapping[str, JsonValue]) -> LatencyProfile:
-    return profile if isinstance(profile, LatencyProfile) else LatencyProfile.from_json(profile)
-
-
-def split_cost_us(profile: LatencyProfile | Mapping[str, JsonValue], mounts: list[tuple[str, str]],
+def split_cost_us(prof: LatencyProfile, mounts: list[tuple[str, str]],
                   by_mount: dict[tuple[int, int, bool], int],
                   reach: dict[tuple[int, int, bool], float]) -> float:
     """Like `cost_us`, but a call on a mount the profile splits (`split`) is priced as a
     kernel-cache answer or a round trip: `reach[key]` of its calls reach the storage."""
-    prof = _typed(profile)
     split = prof.split or {}
     plain: dict[tuple[int, int, bool], int] = {}
     total = 0.0
@@ -286,10 +279,10 @@ def _price(calls: Prices, call: str, outcome: str) -> float | None:
     return float(v) if v is not None else None
 
 
-def cost_us(profile: LatencyProfile | Mapping[str, JsonValue], mounts: list[tuple[str, str]],
+def cost_us(profile: LatencyProfile, mounts: list[tuple[str, str]],
             by_mount: dict[tuple[int, int, bool], int]) -> float:
     """Total µs of `by_mount` counts ({(mount index, call index, failed): calls})."""
-    table = _typed(profile).mounts
+    table = profile.mounts
     fallback = table.get("*") or LOCAL
     per_mount: dict[int, Prices] = {}
     total = 0.0

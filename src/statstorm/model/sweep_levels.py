@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 from statistics import median
-from typing import Any, Protocol, Sequence
+from typing import Protocol, Sequence
 
 from statstorm.model import knee as knee_model
 from statstorm.model import stats
+from statstorm.results.trace.summary import TraceSummary
 from statstorm.results.sweep import (ErrorCounts, LevelResult, LoadRun, RepeatResult,
                                      ServerSignals, SweepResult)
 
@@ -91,21 +92,21 @@ class Traced(Protocol):
     """What sweep reads of a trace taken during a run (`statstorm trace`'s TraceRun)."""
 
     output: Path
-    summary: dict[str, Any]
+    summary: TraceSummary
     warnings: list[str]
 
 
 def with_trace(server: ServerSignals, trace: Traced, load_s: float) -> ServerSignals:
     """`server` with the file-syscall figures of the trace taken during the run."""
     summary = trace.summary
-    totals, per_request = summary.get("totals", {}), summary.get("per_request", {})
+    total = summary.totals.total or 0
     return replace(
         server,
-        file_syscalls_per_s=round(totals.get("total", 0) / load_s, 1) if load_s > 0 else 0.0,
-        file_syscalls_per_request=float(per_request.get("total", 0.0)),
-        failed_per_request=float(per_request.get("failed", 0.0)),
-        traced_requests=int(summary.get("requests", 0)),
-        trace_dropped=int(summary.get("trace", {}).get("dropped", 0)),
+        file_syscalls_per_s=round(total / load_s, 1) if load_s > 0 else 0.0,
+        file_syscalls_per_request=float(summary.per_request.total or 0),
+        failed_per_request=float(summary.per_request.failed or 0),
+        traced_requests=summary.requests,
+        trace_dropped=summary.trace.dropped,
         trace_file=str(trace.output),
     )
 

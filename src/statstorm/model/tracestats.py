@@ -10,7 +10,7 @@ import posixpath
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from statstorm.model import stats
 from statstorm.results.trace.diff import Change, DiffSide, TraceDiff
@@ -155,11 +155,6 @@ class SummaryBuilder:
         if done or self.head.source == TracerBackend.BPFTRACE:
             return done
         return [i for i in self.requests if i in self.per_req]
-
-    def finish(self, trailer: Mapping[str, object] | None = None) -> dict[str, Any]:
-        """The summary as JSON (`build(trailer).to_json()`), for callers not yet typed; the
-        trailer is a JSON object as the backends write it."""
-        return self.build(cast("Mapping[str, JsonValue] | None", trailer)).to_json()
 
     def build(self, trailer: Mapping[str, JsonValue] | None = None) -> TraceSummary:
         """The summary of what was fed, with the trace's trailer."""
@@ -309,11 +304,6 @@ class Tee:
     def request_counts(self, rc: RequestCounts) -> None:
         self.first.request_counts(rc)
         self.second.request_counts(rc)
-
-
-def diff_summaries(a: Mapping[str, JsonValue], b: Mapping[str, JsonValue]) -> dict[str, Any]:
-    """`diff` of two summaries given as JSON, for callers not yet typed."""
-    return diff(TraceSummary.from_json(a), TraceSummary.from_json(b)).to_json()
 
 
 def diff(a: TraceSummary, b: TraceSummary) -> TraceDiff:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from statstorm.results.trace.summary import TraceSummary
+from statstorm.results.trace.vocabulary import TracerBackend
 
 
 @dataclass
 class TraceRun:
     output: Path
-    summary: dict[str, Any]
-    backend: str
+    summary: TraceSummary
+    backend: TracerBackend
     warnings: list[str] = field(default_factory=list)

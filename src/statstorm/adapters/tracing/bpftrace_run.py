@@ -26,6 +26,7 @@ from statstorm.model.count_attribution import CountAttributor
 from statstorm.model.events import Reorder, feed
 from statstorm.model.tracestats import SummaryBuilder
 from statstorm.results.trace import TraceWriter
+from statstorm.results.trace.vocabulary import TracerBackend
 from statstorm.results.trace_run import TraceRun
 
 COUNTS_BATCH_S = 0.05
@@ -38,7 +39,7 @@ def run_bpftrace(env: Env, opts: RecordOptions, target: trace_targets.Target, ou
     binary = bpftrace.find()
     network = round_trips.window_for(env, target.code)
     held = hold_command(target)
-    head = header("bpftrace", target, opts)
+    head = header(TracerBackend.BPFTRACE, target, opts)
     make = bpftrace.count_program if opts.counts else bpftrace.program
     session = BpftraceSession(binary, make(bpftrace.Targets(tuple(target.pids),
                                                             tuple(target.parents)),
@@ -141,7 +142,7 @@ def run_bpftrace(env: Env, opts: RecordOptions, target: trace_targets.Target, ou
         for fields in reorder.pop_ready(flush=True):
             dispatch(fields)
         result = finish_events(env, attr, writer, summary, progress, out, warnings,
-                               backend="bpftrace", stopped=stopped, t_start=t_start,
+                               backend=TracerBackend.BPFTRACE, stopped=stopped, t_start=t_start,
                                dropped=framer.dropped, network=network, strlen=bpftrace.STRLEN)
     except BaseException:
         writer.abort()  # the drain failed (a full disk): no temp file, the previous trace
@@ -150,7 +151,7 @@ def run_bpftrace(env: Env, opts: RecordOptions, target: trace_targets.Target, ou
         if main:
             signal.signal(signal.SIGINT, old)
         session.close()
-    return TraceRun(out, result, "bpftrace", warnings)
+    return TraceRun(out, result, TracerBackend.BPFTRACE, warnings)
 
 
 

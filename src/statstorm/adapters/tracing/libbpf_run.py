@@ -27,6 +27,8 @@ from statstorm.model.events import feed_record
 from statstorm.model.sampling import CountedRequests
 from statstorm.model.tracestats import SummaryBuilder
 from statstorm.results.trace import TraceWriter
+from statstorm.results.trace.summary import TraceSummary
+from statstorm.results.trace.vocabulary import TracerBackend
 from statstorm.results.trace_run import TraceRun
 
 
@@ -38,7 +40,7 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
     and attributed once the trace has stopped (adapters/tracing/libbpf_trace.py)."""
     network = round_trips.window_for(env, target.code)
     held = hold_command(target)
-    head = header("ebpf", target, opts)
+    head = header(TracerBackend.EBPF, target, opts)
     if opts.sample > 1:
         head["sampling"] = {"one_in": opts.sample}
     spool_dir = Path(tempfile.mkdtemp(prefix="statstorm-trace-"))
@@ -108,14 +110,14 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
     finally:
         session.close()
         shutil.rmtree(spool_dir, ignore_errors=True)
-    return TraceRun(out, result, "ebpf", warnings)
+    return TraceRun(out, result, TracerBackend.EBPF, warnings)
 
 
 def _attribute_spool(env: Env, opts: RecordOptions, target: trace_targets.Target,
                      head: dict[str, Any], out: Path, warnings: list[str],
                      progress: Callable[[str], None] | None, spool: Path, t0: int,
                      stopped: str, t_start: float, status: libbpf_trace.Status,
-                     network: round_trips.Window | None) -> dict[str, Any]:
+                     network: round_trips.Window | None) -> TraceSummary:
     """The spooled records → the trace file and its summary."""
     summary = SummaryBuilder(head)
     writer = TraceWriter(out, head)
@@ -158,7 +160,7 @@ def _attribute_spool(env: Env, opts: RecordOptions, target: trace_targets.Target
 
     try:
         return finish_events(env, attr, writer, summary, progress, out, warnings,
-                             backend="ebpf", stopped=stopped, t_start=t_start,
+                             backend=TracerBackend.EBPF, stopped=stopped, t_start=t_start,
                              dropped=status.lost, network=network,
                              strlen=libbpf_trace.STRMAX, extra=extra)
     except BaseException:

@@ -15,7 +15,7 @@ from statstorm.adapters.tracing.strace_summary import FIX, parse_tables
 from statstorm.adapters.tracing.strace_syntax import CALL, PREFIX
 from statstorm.errors import UsageError
 from statstorm.results.common import read_bounded
-from statstorm.results.trace.vocabulary import Trace, new_header
+from statstorm.results.trace.vocabulary import Trace, TracerBackend, new_header
 
 __all__ = ["MAX_BYTES", "detect", "import_data", "import_file", "read_input"]
 
@@ -72,7 +72,8 @@ def import_data(data: bytes, *, source: str, requests: int | None = None,
         raise UsageError(f"{source}: empty, not strace output; {FIX}")
     kind = _kind(data)
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    header = new_header("strace-log" if kind == "log" else "strace-c", created=created,
+    source_kind = TracerBackend.STRACE_LOG if kind == "log" else TracerBackend.STRACE_C
+    header = new_header(source_kind.value, created=created,
                         host=socket.gethostname(), targets={"import": source}, settings={},
                         mounts=[])
     if requests is not None:

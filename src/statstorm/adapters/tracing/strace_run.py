@@ -17,7 +17,9 @@ from statstorm.env import Env
 from statstorm.errors import Interrupted
 from statstorm.model.attribution import Attributor
 from statstorm.model.tracestats import SummaryBuilder, Tee
+from statstorm.results.jsontypes import JsonObject
 from statstorm.results.trace import TraceWriter
+from statstorm.results.trace.vocabulary import TracerBackend
 from statstorm.results.trace_run import TraceRun
 
 
@@ -54,7 +56,7 @@ def run_strace(env: Env, opts: RecordOptions, target: trace_targets.Target, out:
         except (KeyboardInterrupt, Interrupted):
             stopped = "interrupted"
         trace = strace_log.import_file(session.stop(), requests=None)
-        head = header("strace", target, opts)
+        head = header(TracerBackend.STRACE, target, opts)
         head["import"] = trace.header.get("import", {})
         master = set(target.parents)
         summary = SummaryBuilder(head)
@@ -70,10 +72,10 @@ def run_strace(env: Env, opts: RecordOptions, target: trace_targets.Target, out:
             for r in trace.requests.values():
                 if r.id in keep:
                     tee.request(r)
-            trailer = {"stopped": stopped, "backend": "strace",
-                       "wall_s": round(time.monotonic() - t0, 3)}
+            trailer: JsonObject = {"stopped": stopped, "backend": TracerBackend.STRACE.value,
+                                   "wall_s": round(time.monotonic() - t0, 3)}
             writer.close(trailer)
-        result = summary.finish(trailer)
+        result = summary.build(trailer)
     finally:
         session.close()
-    return TraceRun(out, result, "strace", warnings)
+    return TraceRun(out, result, TracerBackend.STRACE, warnings)

@@ -28,6 +28,8 @@ from statstorm.model.attribution import Attributor
 from statstorm.model.count_attribution import CountAttributor
 from statstorm.model.tracestats import SummaryBuilder, Tee
 from statstorm.results.trace import TraceWriter, new_header
+from statstorm.results.trace.summary import TraceSummary
+from statstorm.results.trace.vocabulary import TracerBackend
 
 DEFAULT_EVENT_CAP = 2_000_000
 DEFAULT_DURATION_S = 10.0
@@ -51,7 +53,8 @@ def cwd_of(pid: int) -> str:
         return ""
 
 
-def header(source: str, target: trace_targets.Target, opts: RecordOptions) -> dict[str, Any]:
+def header(source: TracerBackend, target: trace_targets.Target,
+           opts: RecordOptions) -> dict[str, Any]:
     targets: dict[str, Any] = {"mode": target.mode, "description": target.description,
                                "pids": target.pids}
     if target.pool:
@@ -59,7 +62,7 @@ def header(source: str, target: trace_targets.Target, opts: RecordOptions) -> di
     if target.argv:
         targets["cmd"] = target.argv
     entries = mounts.current()
-    head = new_header(source, created=dt.datetime.now(dt.timezone.utc).isoformat(
+    head = new_header(source.value, created=dt.datetime.now(dt.timezone.utc).isoformat(
         timespec="seconds"), host=socket.gethostname(), targets=targets,
         settings=target.settings, mounts=[(m.mount_point, m.fstype) for m in entries],
         detail="counts" if opts.counts else "events")
@@ -147,9 +150,9 @@ def count_attributor(target: trace_targets.Target, writer: TraceWriter,
 
 def finish_events(env: Env, attr: Attributor | CountAttributor, writer: TraceWriter,
                   summary: SummaryBuilder, progress: Callable[[str], None] | None, out: Path,
-                  warnings: list[str], *, backend: str, stopped: str, t_start: float,
+                  warnings: list[str], *, backend: TracerBackend, stopped: str, t_start: float,
                   dropped: int, network: round_trips.Window | None, strlen: int,
-                  extra: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+                  extra: Callable[[], dict[str, Any]] | None = None) -> TraceSummary:
     """Close an eBPF trace once every event is fed: its trailer, warnings and summary.
     `extra` adds to the trailer what the backend tells once every request is closed."""
     faults.phase("trace/publish")
@@ -159,7 +162,7 @@ def finish_events(env: Env, attr: Attributor | CountAttributor, writer: TraceWri
         "wall_s": round(time.monotonic() - t_start, 3), "dropped": dropped,
         "completed_requests": attr.completed, "truncated_paths": attr.truncated_paths,
         "pids": sorted(attr.pids_seen), "forks": attr.forks, "exits": attr.exits,
-        "backend": backend, **(extra() if extra is not None else {}),
+        "backend": backend.value, **(extra() if extra is not None else {}),
     }
     if attr.t0 is not None:
         # wall clock of time 0 (event times are CLOCK_MONOTONIC ns from attr.t0): lets
@@ -178,6 +181,6 @@ def finish_events(env: Env, attr: Attributor | CountAttributor, writer: TraceWri
     if stopped == "interrupted":
         warnings.append("interrupted: the trace holds what was captured until then")
     writer.close(trailer)
-    result = summary.finish(trailer)
+    result = summary.build(trailer)
     build_input(env, progress, out)
     return result

@@ -45,12 +45,13 @@ from statstorm.model import (fs_view, include_resolution, latency_profile, mount
                              tracestats, user_ini)
 from statstorm.model.fs_view import FsView
 from statstorm.model.replay_input import Prepared
-from statstorm.model.tracestats import summarize
+from statstorm.model.tracestats import summarize_trace
 from statstorm.results.common import collector_paused, trusted, write_atomic
 from statstorm.results.trace import jsonl, raw, sidecar, vocabulary
+from statstorm.results.trace.header import TraceHeader
 from statstorm.results.trace.jsonl import read_trace
 from statstorm.results.trace.raw import R_END, S_CALL, S_REQ, S_RET, TraceRecords, read_records
-from statstorm.results.trace.vocabulary import CALLS, SUMMARY_KEYS
+from statstorm.results.trace.vocabulary import CALLS, SUMMARY_KEYS, Detail, TracerBackend
 
 FORMAT = "statstorm-whatif-input"
 VERSION = 2
@@ -67,7 +68,7 @@ class CachedInput:
     """What `statstorm whatif` needs from a trace, without the trace's records."""
 
     header: dict[str, Any]
-    measured: dict[str, float]  # the trace's own per-request counts (tracestats.summarize)
+    measured: dict[str, float]  # the trace's own per-request counts (tracestats.summarize_trace)
     prep: Prepared
     latency: dict[str, Any] | None = None  # the trace's own latency profile (None: none)
     # the network mounts' path calls (network_forecast.NetCall), the trace's finished
@@ -169,7 +170,8 @@ def build(trace: Path) -> bool:
     written; never an error: `statstorm whatif` builds the input itself then."""
     try:
         records = read_records(trace)
-        if records.header.get("detail") == "counts" or not records.operations:
+        if TraceHeader.from_json(records.header).detail == Detail.COUNTS \
+                or not records.operations:
             return False
         cached = new_input(records, trace)
     except (OSError, UsageError):
@@ -188,9 +190,10 @@ def save(trace: Path, cached: CachedInput) -> bool:
 
 
 def measured_per_request(t: TraceRecords, path: Path) -> dict[str, float]:
-    """The trace's own mean calls per request (`summarize(trace)["per_request"]`)."""
+    """The trace's own mean calls per request (`summarize_trace(trace).per_request`)."""
     if t.request_counts or t.count_rows:  # counts (kernel-counted, or an strace -c table): the full summary
-        return dict(summarize(read_trace(path))["per_request"])
+        return {k: v for k, v in summarize_trace(read_trace(path)).per_request.items()
+                if v is not None}
     calls = frozenset(CALLS)
     tally = Counter((s[S_REQ], s[S_CALL], s[S_RET] < 0) for s in t.syscalls
                     if s[S_CALL] in calls)
@@ -204,7 +207,7 @@ def measured_per_request(t: TraceRecords, path: Path) -> dict[str, float]:
         if failed:
             c["failed"] += n
     ids = [i for i, r in t.requests.items() if r[R_END] >= 0 and i in per_req]
-    if not ids and t.header.get("source") != "bpftrace":
+    if not ids and TraceHeader.from_json(t.header).source != TracerBackend.BPFTRACE:
         ids = [i for i in t.requests if i in per_req]
     n_req = len(ids)
     return {key: round(sum(per_req[i][key] for i in ids) / n_req, 3) if n_req else 0.0
