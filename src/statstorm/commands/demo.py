@@ -4,8 +4,7 @@ Two labs side by side, the same app on local disk (the reference) and on network
 (GlusterFS with its default mount and volume options, Debian's PHP defaults), then:
 
 1. **before**: both measured with the same closed-model load, rounds interleaved (local,
-   network, local, network, …) so the ratio is taken under the same machine conditions;
-   on GlusterFS the volume's profile counts the round trips the storage served meanwhile;
+   network, …) under the same machine conditions; the volume's profile counts round trips;
 2. **find**: `trace` of the network lab's pool during a few page views, `check --trace`;
 3. **predict**: `whatif` of check's PHP changes and the round-trip forecast of the mount
    changes (model.network_forecast) — printed before anything changes;
