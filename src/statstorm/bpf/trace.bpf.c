@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* statstorm's full-event tracer, kernel side (libbpf CO-RE; built by scripts/setup.sh).
  *
- * The same events as the bpftrace program of adapters/tracing/bpftrace.py, as compact binary records
- * in one ring buffer (see struct rec; adapters/tracing/libbpf_trace.py decodes them):
+ * The same events as the bpftrace program of adapters/tracing/bpftrace.py, as compact binary
+ * records in one ring buffer (see struct rec; adapters/tracing/libbpf_trace.py decodes them):
  *   S syscall exit   A accept returned   U/V request__startup (script, URI)
  *   X php_execute_script   Q php_request_shutdown returned   O/P/R a PHP function entered
  *   (its second string) and returned   F fork   E exit   K a request counted, not recorded
@@ -24,8 +24,8 @@
  * become T records with their path, before that event: the zend_stream_open entry and return
  * that its probe would have recorded. The real opens are probed at
  * php_stream_open_for_zend_ex. A T record reads as a zend_stream_open entry with the number 1
- * (adapters/tracing/libbpf_trace.py); the entry of a file that a real open of the request opened is
- * that open's own (model/attribution.py). The primary script's entry that
+ * (adapters/tracing/libbpf_trace.py); the entry of a file that a real open of the request
+ * opened is that open's own (model/attribution.py). The primary script's entry that
  * php_execute_script adds itself (a script PHP opened before, as the CLI does) is not
  * recorded.
  *
