@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from statstorm.results import common
+from statstorm.results.jsontypes import JsonObject
 from statstorm.results.common import collector_paused, trusted
 
 FORMAT = "statstorm-trace-records"
@@ -63,7 +64,7 @@ class RecordsWriter:
     A value that cannot be dumped drops the sidecar (the trace is complete without it); a
     failed write (a full disk) is the writer's error: it raises, and the caller aborts."""
 
-    def __init__(self, final: Path, header: dict[str, Any]) -> None:
+    def __init__(self, final: Path, header: JsonObject) -> None:
         self._final = final
         self._sha = hashlib.sha256()
         # the records of the next chunk: a writer may append a plain record (see `add`)
@@ -166,7 +167,7 @@ class Rebuild:
     the trace did not match); published only once the trace proved whole. Best effort: a
     directory the reader cannot write in, a full disk, means no sidecar."""
 
-    def __init__(self, trace: Path, header: dict[str, Any]) -> None:
+    def __init__(self, trace: Path, header: JsonObject) -> None:
         self._trace = trace
         self._w: RecordsWriter | None = None
         try:
@@ -208,14 +209,14 @@ def stale(trace: Path) -> bool:
         return False
 
 
-def load(trace: Path) -> tuple[dict[str, Any], list[list[Any]]] | None:
+def load(trace: Path) -> tuple[JsonObject, list[list[Any]]] | None:
     """The trace's header and record batches from its sidecar, or None (no sidecar, or one
     that does not match the trace, is damaged or not ours)."""
     with collector_paused():
         return _load(trace)
 
 
-def _load(trace: Path) -> tuple[dict[str, Any], list[list[Any]]] | None:
+def _load(trace: Path) -> tuple[JsonObject, list[list[Any]]] | None:
     try:
         with open(records_path(trace), "rb") as fh:
             if not trusted(os.fstat(fh.fileno())):
