@@ -12,16 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from statstorm.results.jsonlenient import obj_or_empty
 from statstorm.results.jsontypes import JsonObject, JsonValue
 
 
 # A trace's header and trailer are read tolerantly (a value of another kind reads as missing:
 # traces written by older versions and by other tools), so these readers do not raise.
-
-def _obj(d: Mapping[str, JsonValue], key: str) -> JsonObject:
-    v = d.get(key)
-    return v if isinstance(v, dict) else {}
-
 
 def _as_int(v: object, default: int = 0) -> int:
     return int(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) and v != "" \
@@ -98,7 +94,7 @@ class SamplingStatement:
     @classmethod
     def from_json(cls, d: Mapping[str, JsonValue]) -> SamplingStatement:
         counted = {str(c): CountedCalls(_int(o, "calls"), _int(o, "failed"), _int(o, "latency_ns"))
-                   for c, o in _obj(d, "counted_calls").items() if isinstance(o, dict)}
+                   for c, o in obj_or_empty(d, "counted_calls").items() if isinstance(o, dict)}
         return cls(one_in=_int(d, "one_in", 1),
                    recorded_requests=_int(d, "recorded_requests"),
                    counted_requests=_int(d, "counted_requests"),
@@ -143,7 +139,7 @@ class TraceTrailer:
     @classmethod
     def from_json(cls, d: Mapping[str, JsonValue] | None) -> TraceTrailer:
         raw = dict(d or {})
-        samp, net = _obj(raw, "sampling"), raw.get("network")
+        samp, net = obj_or_empty(raw, "sampling"), raw.get("network")
         return cls(raw=raw, stopped=_opt_str(raw, "stopped"), dropped=_int(raw, "dropped"),
                    completed_requests=_opt_int(raw, "completed_requests"),
                    t0_wall_ns=_opt_int(raw, "t0_wall_ns"),
@@ -194,13 +190,14 @@ class TraceHeader:
     @classmethod
     def from_json(cls, d: Mapping[str, JsonValue]) -> TraceHeader:
         mounts = _seq(d, "mounts") or ()
-        imp = _obj(d, "import")
+        imp = obj_or_empty(d, "import")
         return cls(source=_text(d, "source"), detail=_text(d, "detail", "events"),
                    created=_text(d, "created"), host=_text(d, "host"),
-                   targets=_obj(d, "targets"), settings=_obj(d, "settings"),
+                   targets=obj_or_empty(d, "targets"),
+                   settings=obj_or_empty(d, "settings"),
                    mounts=tuple((str(m[0]), str(m[1])) for m in mounts
                                 if isinstance(m, (list, tuple)) and len(m) >= 2),
-                   sample_one_in=_int(_obj(d, "sampling"), "one_in", 1) or 1,
+                   sample_one_in=_int(obj_or_empty(d, "sampling"), "one_in", 1) or 1,
                    requests_hint=_truthy_int(d, "requests_hint"),
                    import_complete="complete" not in imp or bool(imp["complete"]),
                    import_unreadable=tuple(str(n) for n in _seq(imp, "unreadable") or ()))

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
 
+from statstorm.results import jsonlenient as lenient
 from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.trace.header import TraceTrailer
 from statstorm.results.trace.vocabulary import SUMMARY_KEYS
@@ -42,18 +43,7 @@ def _obj(v: JsonValue) -> JsonObject:
     return v if isinstance(v, dict) else {}
 
 
-# A summary is read tolerantly (a value of another kind reads as missing), by these readers.
-
-def _sub(d: Mapping[str, JsonValue], key: str) -> JsonObject:
-    """The object under `key`; {} when it is missing or of another kind."""
-    return _obj(d.get(key))
-
-
-def _opt_sub(d: Mapping[str, JsonValue], key: str) -> JsonObject | None:
-    """The object under `key`; None when it is missing or of another kind."""
-    v = d.get(key)
-    return v if isinstance(v, dict) else None
-
+# A summary is read tolerantly (a value of another kind reads as missing): results.jsonlenient
 
 def _opt_texts(d: Mapping[str, JsonValue], key: str) -> tuple[str, ...] | None:
     """The list under `key` as text; None when it is missing or of another kind."""
@@ -224,7 +214,8 @@ class MountFigures:
 
     @classmethod
     def from_json(cls, d: Mapping[str, JsonValue]) -> MountFigures:
-        lat, hist = _opt_sub(d, "latency_us"), _opt_sub(d, "histogram_us")
+        lat = lenient.obj_or_none(d, "latency_us")
+        hist = lenient.obj_or_none(d, "histogram_us")
         return cls(mount=str(d["mount"]), fstype=str(d["fstype"]),
                    calls=_count(d["calls"]), failed=_count(d["failed"]),
                    per_request=_num(d["per_request"]),
@@ -347,7 +338,7 @@ class TraceSummary:
     def from_json(cls, d: Mapping[str, JsonValue]) -> TraceSummary:
         """A summary as `to_json` (or `trace show --json`) wrote it; "schema" and "file" are
         the CLI's and are not kept."""
-        dist, st, ops, inr, secs = (_opt_sub(d, k) for k in (
+        dist, st, ops, inr, secs = (lenient.obj_or_none(d, k) for k in (
             "per_request_dist", "syscall_time_us", "by_operation", "in_requests", "seconds"))
 
         def rows(key: str) -> list[JsonObject] | None:
@@ -362,9 +353,11 @@ class TraceSummary:
             per_request=PerCall.from_json(_obj(d["per_request"])),
             totals=PerCall.from_json(_obj(d["totals"])),
             failed_share=_opt_num(d["failed_share"]) if "failed_share" in d else None,
-            other_calls={str(k): _count(v) for k, v in _sub(d, "other_calls").items()},
-            settings=_sub(d, "settings"), targets=_sub(d, "targets"),
-            trace=TraceTrailer.from_json(_sub(d, "trace")),
+            other_calls={str(k): _count(v)
+                         for k, v in lenient.obj_or_empty(d, "other_calls").items()},
+            settings=lenient.obj_or_empty(d, "settings"),
+            targets=lenient.obj_or_empty(d, "targets"),
+            trace=TraceTrailer.from_json(lenient.obj_or_empty(d, "trace")),
             detail=str(d["detail"]) if "detail" in d else None,
             per_request_dist={str(k): Spread.from_json(_obj(v)) for k, v in dist.items()}
             if dist is not None else None,
