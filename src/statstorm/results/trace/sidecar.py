@@ -242,19 +242,27 @@ def _load(trace: Path) -> tuple[JsonObject, list[list[Any]]] | None:
     if len(chunks) < 2:
         return None
     first, last = chunks[0], chunks[-1]
-    if (type(first) is not dict or first.get("format") != FORMAT
-            or first.get("version") != VERSION or type(first.get("header")) is not dict):
-        return None
-    if type(last) is not dict or last.get("end") is not True:
-        return None
+    match first:
+        case {"format": fmt, "version": version, "header": dict(header)} if (
+                type(first) is dict and type(header) is dict
+                and fmt == FORMAT and version == VERSION):
+            pass
+        case _:
+            return None
+    match last:
+        case {"end": True, "records": records, "sha256": sha, "trace_sha256": trace_sha} if (
+                type(last) is dict):
+            pass
+        case _:
+            return None
     batches = chunks[1:-1]
-    if last.get("records") != sum(len(b) if type(b) is list else -1 << 40 for b in batches):
+    if records != sum(len(b) if type(b) is list else -1 << 40 for b in batches):
         return None
-    if last.get("sha256") != hashlib.sha256(memoryview(data)[:last_at]).hexdigest():
+    if sha != hashlib.sha256(memoryview(data)[:last_at]).hexdigest():
         return None
     try:
-        if last.get("trace_sha256") != file_sha256(trace):
+        if trace_sha != file_sha256(trace):
             return None
     except OSError:
         return None
-    return first["header"], batches
+    return header, batches
