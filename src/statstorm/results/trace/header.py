@@ -53,7 +53,8 @@ def _truthy_int(d: Mapping[str, JsonValue], key: str) -> int | None:
     return _as_int(v) if v else None
 
 
-def _seq(d: Mapping[str, object], key: str) -> list[object] | tuple[object, ...] | None:
+def _seq(d: Mapping[str, JsonValue],
+         key: str) -> list[JsonValue] | tuple[JsonValue, ...] | None:
     """The list under `key` (a header made in Python may hold tuples); None if it is none."""
     v = d.get(key)
     return v if isinstance(v, (list, tuple)) else None
