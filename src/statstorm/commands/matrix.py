@@ -36,6 +36,7 @@ from statstorm.model.matrix_grid import (APPS, MAX_CELLS, MAX_ROUNDS, STORAGES, 
 from statstorm.model.matrix_summary import precision, refresh
 from statstorm.results import jsonread as jr
 from statstorm.results import matrix as results
+from statstorm.results.jsontypes import JsonObject
 from statstorm.results.lab import LabState
 from statstorm.results.matrix import Cell as CellResult
 from statstorm.results.matrix import MatrixResult, Round, StopRule
@@ -51,20 +52,21 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def options_to_json(opts: MatrixOptions) -> dict[str, Any]:
+def options_to_json(opts: MatrixOptions) -> JsonObject:
     d = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)
          if f.name not in ("output", "resume", "dry_run")}
     d["knobs"] = [[p, k.spin_us, k.break_every, k.twin] for p, k in opts.knobs]
     return {**d, "identity": opts.identity()}
 
 
-def options_from_json(d: dict[str, Any], output: Path) -> MatrixOptions:
+def options_from_json(d: JsonObject, output: Path) -> MatrixOptions:
     try:
         known = {f.name for f in dataclasses.fields(MatrixOptions)}
         kw: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
                               for k, v in d.items() if k in known}
-        kw["knobs"] = tuple((k[0], Knob(k[1], k[2], bool(k[3:] and k[3])))
-                            for k in d.get("knobs", []))
+        knobs = (jr.array(k, "knobs") for k in jr.lst(d, "knobs"))
+        kw["knobs"] = tuple((k[0], Knob(jr.integer(k[1], "knobs"), jr.integer(k[2], "knobs"),
+                                        bool(k[3:] and k[3]))) for k in knobs)
         return MatrixOptions(**{**kw, "output": output})
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{output}: its options cannot be read back ({exc})") from None

@@ -74,16 +74,29 @@ class MeasuredRoundTrips:
     @classmethod
     def from_json(cls, data: object) -> MeasuredRoundTrips | None:
         """None when the trace measured no round trips per request."""
-        if not isinstance(data, dict):
-            return None
-        per_req = data.get("per_request")
-        if not isinstance(per_req, (int, float)):
-            return None
-        fop, op, total = data.get("by_fop"), data.get("by_op"), data.get("round_trips")
-        ops = fop or op
-        return cls(per_req, total if isinstance(total, (int, float)) else 0,
-                   dict(ops) if isinstance(ops, dict) else {},
-                   int(fop.get("OPEN", 0)) if isinstance(fop, dict) else 0)
+        match data:
+            case {"per_request": int() | float() as per_req} if isinstance(data, dict):
+                pass
+            case _:
+                return None
+        match data:  # GlusterFS's FOPs, else NFS's operations
+            case {"by_fop": ops} if ops:
+                pass
+            case {"by_op": ops}:
+                pass
+            case _:
+                ops = None
+        match data:
+            case {"round_trips": int() | float() as total}:
+                pass
+            case _:
+                total = 0
+        match data:
+            case {"by_fop": {"OPEN": opens}}:
+                brick_opens = int(opens)
+            case _:
+                brick_opens = 0
+        return cls(per_req, total, dict(ops) if isinstance(ops, dict) else {}, brick_opens)
 
 
 def round_trip_factors(measured: object,

@@ -88,6 +88,14 @@ class ManifestError(ValueError):
     """A backup manifest that cannot be read (the message says what is wrong with it)."""
 
 
+def _opt_text(d: JsonObject, key: str) -> str | None:
+    """A target's text field (None: absent or null)."""
+    v = d.get(key)
+    if v is not None and not isinstance(v, str):
+        raise ManifestError("the target's lab, pool and url must be text")
+    return v
+
+
 @dataclass(frozen=True)
 class BackupTarget:
     """The target a backup set was made for: what --rollback reads of it (the lab, the pool,
@@ -102,10 +110,7 @@ class BackupTarget:
     def from_json(cls, d: object) -> BackupTarget:
         if not isinstance(d, dict):
             raise ManifestError("no status or target")
-        lab, pool, url = d.get("lab"), d.get("pool"), d.get("url")
-        if not all(isinstance(v, (str, type(None))) for v in (lab, pool, url)):
-            raise ManifestError("the target's lab, pool and url must be text")
-        return cls(lab, pool, url, dict(d))
+        return cls(_opt_text(d, "lab"), _opt_text(d, "pool"), _opt_text(d, "url"), dict(d))
 
     def to_json(self) -> JsonObject:
         return dict(self.written)
@@ -131,18 +136,24 @@ class BackupFile:
 
     @classmethod
     def from_json(cls, e: object) -> BackupFile:
-        if not isinstance(e, dict) or not isinstance(e.get("path"), str) \
-                or not os.path.isabs(e["path"]) or not isinstance(e.get("existed"), bool):
-            raise ManifestError(f"a file entry without an absolute path and existed: {e!r:.60}")
-        if not e["existed"]:
-            return cls(e["path"], False)
-        copy = e.get("copy")
-        if not isinstance(copy, str) or not copy or "/" in copy or copy in (".", ".."):
-            raise ManifestError(f"no copy named for {e['path']}")
-        ids = [e.get(k) for k in ("mode", "uid", "gid")]
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in ids):
-            raise ManifestError(f"no mode, uid and gid for {e['path']}")
-        return cls(e["path"], True, copy, int(e["mode"]), int(e["uid"]), int(e["gid"]))
+        match e:
+            case {"path": str(path), "existed": bool(existed)} if os.path.isabs(path):
+                pass
+            case _:
+                raise ManifestError(
+                    f"a file entry without an absolute path and existed: {e!r:.60}")
+        if not existed:
+            return cls(path, False)
+        match e:
+            case {"copy": str(copy)} if copy and "/" not in copy and copy not in (".", ".."):
+                pass
+            case _:
+                raise ManifestError(f"no copy named for {path}")
+        match e:
+            case {"mode": int(mode), "uid": int(uid), "gid": int(gid)} if not any(
+                    isinstance(x, bool) for x in (mode, uid, gid)):
+                return cls(path, True, copy, mode, uid, gid)
+        raise ManifestError(f"no mode, uid and gid for {path}")
 
 
 @dataclass(frozen=True)
@@ -172,10 +183,12 @@ class Manifest:
         read by from_json."""
         if not isinstance(d, dict) or jr.opt_str(d, "schema") != SCHEMA:
             raise ManifestError(f"not a {SCHEMA} manifest")
-        status = d.get("status")
-        if not isinstance(status, str):
-            raise ManifestError("no status or target")
-        return cls(BackupTarget.from_json(d.get("target")), status,
+        match d:
+            case {"status": str(status), "target": target}:
+                pass
+            case _:
+                raise ManifestError("no status or target")
+        return cls(BackupTarget.from_json(target), status,
                    created=jr.str_(d, "created"), reason=jr.str_(d, "reason"))
 
     @classmethod
@@ -183,9 +196,13 @@ class Manifest:
         """The whole manifest, every part checked (ManifestError naming the first fault)."""
         head = cls.head(d)
         assert isinstance(d, dict)
-        files, storage = d.get("files"), d.get("storage", [])
-        if not isinstance(files, list) or not isinstance(storage, list):
-            raise ManifestError("files and storage must be lists")
+        match d:
+            case {"files": list(files), "storage": list(storage)}:
+                pass
+            case {"files": list(files)} if "storage" not in d:
+                storage = []
+            case _:
+                raise ManifestError("files and storage must be lists")
         entries = tuple(BackupFile.from_json(e) for e in files)
         steps = []
         for step in storage:

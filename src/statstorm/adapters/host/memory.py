@@ -4,6 +4,7 @@ process's code is mapped. (Per-process PSS and huge pages: adapters.smaps.)"""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from statstorm.results.facts import HugePageFacts
@@ -21,17 +22,46 @@ def parse_meminfo(text: str) -> dict[str, int]:
     return out
 
 
+@dataclass(frozen=True)
+class MemInfo:
+    """What the checks read of `/proc/meminfo` (kB; None: not reported)."""
+
+    total_kb: int | None = None  # MemTotal
+    available_kb: int | None = None  # MemAvailable
+    hugepages_total: int = 0  # HugePages_Total (a count)
+    hugepages_free: int = 0  # HugePages_Free
+    hugepage_kb: int = 2048  # Hugepagesize
+
+    @classmethod
+    def parse(cls, text: str) -> MemInfo:
+        total = available = None
+        hp_total, hp_free, hp_kb = 0, 0, 2048
+        for name, v in parse_meminfo(text).items():
+            match name:
+                case "MemTotal":
+                    total = v
+                case "MemAvailable":
+                    available = v
+                case "HugePages_Total":
+                    hp_total = v
+                case "HugePages_Free":
+                    hp_free = v
+                case "Hugepagesize":
+                    hp_kb = v
+        return cls(total, available, hp_total, hp_free, hp_kb)
+
+
 def thp_mode(text: str) -> str:
     """`always [madvise] never` → madvise."""
     m = re.search(r"\[(\w+)\]", text)
     return m.group(1) if m else ""
 
 
-def meminfo() -> dict[str, int]:
+def meminfo() -> MemInfo:
     try:
-        return parse_meminfo(Path("/proc/meminfo").read_text())
+        return MemInfo.parse(Path("/proc/meminfo").read_text())
     except OSError:
-        return {}
+        return MemInfo()
 
 
 def thp_enabled() -> str:
@@ -42,10 +72,9 @@ def thp_enabled() -> str:
         return ""
 
 
-def hugepages(info: dict[str, int]) -> HugePageFacts:
-    return HugePageFacts(thp_enabled=thp_enabled(), nr_hugepages=info.get("HugePages_Total", 0),
-                         free_hugepages=info.get("HugePages_Free", 0),
-                         page_kb=info.get("Hugepagesize", 2048))
+def hugepages(info: MemInfo) -> HugePageFacts:
+    return HugePageFacts(thp_enabled=thp_enabled(), nr_hugepages=info.hugepages_total,
+                         free_hugepages=info.hugepages_free, page_kb=info.hugepage_kb)
 
 
 def code_window(pid: int) -> tuple[str, int, int] | None:

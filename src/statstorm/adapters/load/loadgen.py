@@ -135,7 +135,16 @@ def json_object(text: str, what: str) -> Any:
         raise ComponentError(f"{what} is not JSON: {text[:80]!r}") from None
 
 
-def script_line(text: str, marker: str, numbers: Sequence[str], tool: str) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class ScriptLine:
+    """A packaged Lua script's `MARKER {...}` line, checked: its numbers by name (an int
+    stays an int) and its [percent, microseconds] pairs."""
+
+    numbers: dict[str, float]
+    percentiles_us: tuple[tuple[float, float], ...]
+
+
+def script_line(text: str, marker: str, numbers: Sequence[str], tool: str) -> ScriptLine | None:
     """The JSON object a packaged Lua script printed on its `MARKER {...}` line (None when
     there is no such line), checked: every field of `numbers` a count or time, and
     `percentiles_us` a list of [percent, microseconds] pairs."""
@@ -143,13 +152,15 @@ def script_line(text: str, marker: str, numbers: Sequence[str], tool: str) -> di
     if not m:
         return None
     data = json_object(m.group(1), f"{tool}'s {marker} line")
-    bad = "not an object" if not isinstance(data, dict) else next(
-        (f"no number {f!r}" for f in numbers if not is_number(data.get(f))), "")
-    pct = data.get("percentiles_us") if isinstance(data, dict) else None
-    if not bad and not (isinstance(pct, list) and all(
-            isinstance(p, list) and len(p) == 2 and all(is_number(v) for v in p) for p in pct)):
-        bad = "no [percent, microseconds] list 'percentiles_us'"
-    if bad:
-        raise ComponentError(f"{tool}'s {marker} line is damaged ({bad}): rerun the measurement")
-    checked: dict[str, Any] = data
-    return checked
+    if not isinstance(data, dict):
+        bad = "not an object"
+    else:
+        nums = {f: data[f] for f in numbers if f in data and is_number(data[f])}
+        bad = next((f"no number {f!r}" for f in numbers if f not in nums), "")
+        pct = data["percentiles_us"] if "percentiles_us" in data else None
+        if not bad and isinstance(pct, list) and all(
+                isinstance(p, list) and len(p) == 2 and all(is_number(v) for v in p)
+                for p in pct):
+            return ScriptLine(nums, tuple((p[0], p[1]) for p in pct))
+        bad = bad or "no [percent, microseconds] list 'percentiles_us'"
+    raise ComponentError(f"{tool}'s {marker} line is damaged ({bad}): rerun the measurement")

@@ -62,12 +62,12 @@ def parse(text: str) -> LoadRun:
     )
     data = script_line(text, "STATSTORM", _LUA_FIELDS, "wrk")
     if data is not None:
-        pct = {float(p): us / 1000.0 for p, us in data["percentiles_us"]}
-        max_ms = data["max_us"] / 1000.0
-        errors = ErrorCounts(connect=int(data["connect"]),
-                             read_write=int(data["read"] + data["write"]),
-                             timeout=int(data["timeout"]), non_2xx=int(data["status"]),
-                             wrong_content=int(data["wrong_content"]))
+        n = data.numbers
+        pct = {float(p): us / 1000.0 for p, us in data.percentiles_us}
+        max_ms = n["max_us"] / 1000.0
+        errors = ErrorCounts(connect=int(n["connect"]), read_write=int(n["read"] + n["write"]),
+                             timeout=int(n["timeout"]), non_2xx=int(n["status"]),
+                             wrong_content=int(n["wrong_content"]))
     if not pct:
         raise ComponentError("wrk output has no latency distribution: run it with --latency")
     return LoadRun(

@@ -79,10 +79,11 @@ def command(spec: CheckSpec) -> list[str]:
 
 def parse(text: str) -> CheckedRun:
     """wrk's output with the matrix.lua line → CheckedRun."""
-    d = script_line(text, "STATSTORM-MATRIX", _FIELDS, "wrk")
-    if d is None:
+    line = script_line(text, "STATSTORM-MATRIX", _FIELDS, "wrk")
+    if line is None:
         raise ComponentError("wrk output has no STATSTORM-MATRIX line (was lua/matrix.lua "
                              "loaded?): " + " ".join(text.split())[:160])
+    d = line.numbers
     duration = d["duration_us"] / 1e6
     answered = d["checked"]
     socket = int(d["connect"] + d["read"] + d["write"] + d["timeout"])
@@ -92,7 +93,7 @@ def parse(text: str) -> CheckedRun:
         rps=round(good / duration, 3) if duration > 0 else 0.0,
         failed=int(d["failed"]), bad_status=int(d["bad_status"]),
         bad_length=int(d["bad_length"]), bad_marker=int(d["bad_marker"]), socket_errors=socket,
-        percentiles=tuple((float(p), us / 1000.0) for p, us in d["percentiles_us"]),
+        percentiles=tuple((float(p), us / 1000.0) for p, us in line.percentiles_us),
         max_ms=d["max_us"] / 1000.0)
 
 

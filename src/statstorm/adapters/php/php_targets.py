@@ -28,7 +28,8 @@ from statstorm.adapters.servers import nginx
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model.checkfacts import OpcacheStatus
-from statstorm.results.jsontypes import JsonObject, JsonValue
+from statstorm.results import jsonlenient as lenient
+from statstorm.results.jsontypes import JsonObject
 from statstorm.results.lab import LabState
 from statstorm.results.serving import Handler
 
@@ -365,8 +366,10 @@ def ask_pool(env: Env, listen: str, workers: int,
     return list(by_pid.values())
 
 
-def _int(v: JsonValue | None) -> int | None:
-    """A JSON number or numeric string as an int (None: absent or not a number)."""
+def _int(d: JsonObject, key: str) -> int | None:
+    """The JSON number or numeric string under `key` as an int (None: absent or not a
+    number). A worker's answer is read tolerantly: a value of another kind reads as absent."""
+    v = d.get(key)
     if isinstance(v, (int, float, str)) and not isinstance(v, bool):
         try:
             return int(v)
@@ -387,11 +390,10 @@ class PoolAnswer:
 
     @classmethod
     def from_json(cls, data: JsonObject) -> PoolAnswer:
-        ini, ext, status = data.get("ini"), data.get("extensions"), data.get("opcache")
-        return cls(ini={str(k): "" if v is None else str(v) for k, v in ini.items()}
-                   if isinstance(ini, dict) else {},
-                   realpath_used=_int(data.get("realpath_used")),
-                   extensions=tuple(str(e) for e in ext) if isinstance(ext, list) else None,
-                   opcache=OpcacheStatus.from_json(status)
-                   if isinstance(status, dict) and status else None,
-                   pid=_int(data.get("pid")) or 0)
+        ini, status = lenient.obj_or_empty(data, "ini"), lenient.obj_or_empty(data, "opcache")
+        ext = lenient.list_or_none(data, "extensions")
+        return cls(ini={str(k): "" if v is None else str(v) for k, v in ini.items()},
+                   realpath_used=_int(data, "realpath_used"),
+                   extensions=None if ext is None else tuple(str(e) for e in ext),
+                   opcache=OpcacheStatus.from_json(status) if status else None,
+                   pid=_int(data, "pid") or 0)

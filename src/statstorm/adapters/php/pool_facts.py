@@ -188,7 +188,7 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
         nginx_script_filename=(server or {}).get("script_filename"),
         hugepages=memory.hugepages(info), php_binary=fpm.binary,
         text_bytes=elf.read_text_segment(fpm.binary), worker_pss_kb=tuple(pss),
-        mem_available_kb=info.get("MemAvailable"), mem_total_kb=info.get("MemTotal"),
+        mem_available_kb=info.available_kb, mem_total_kb=info.total_kb,
         opcache=status, realpath_used=used, realpath_used_by_worker=used_by,
         trace=trace, fsbench_p50_us=fsb or {}, app=app, app_config=app_config,
         extensions=extensions, apcu_path=apcu.extension_path(), apache=apache,

@@ -12,28 +12,52 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from statstorm.results.jsonlenient import obj_or_empty
 from statstorm.results.jsontypes import JsonObject, JsonValue
 
 
-def _obj(v: JsonValue) -> JsonObject:
-    return v if isinstance(v, dict) else {}
+# A trace's header and trailer are read tolerantly (a value of another kind reads as missing:
+# traces written by older versions and by other tools), so these readers do not raise.
 
-
-def _int(v: JsonValue, default: int = 0) -> int:
+def _as_int(v: object, default: int = 0) -> int:
     return int(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) and v != "" \
         else default
 
 
-def _opt_int(v: JsonValue) -> int | None:
-    return None if v is None else _int(v)
+def _int(d: Mapping[str, JsonValue], key: str, default: int = 0) -> int:
+    return _as_int(d.get(key), default)
 
 
-def _opt_float(v: JsonValue) -> float | None:
+def _opt_int(d: Mapping[str, JsonValue], key: str) -> int | None:
+    v = d.get(key)
+    return None if v is None else _as_int(v)
+
+
+def _opt_float(d: Mapping[str, JsonValue], key: str) -> float | None:
+    v = d.get(key)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _opt_str(v: JsonValue) -> str | None:
+def _opt_str(d: Mapping[str, JsonValue], key: str) -> str | None:
+    v = d.get(key)
     return None if v is None else str(v)
+
+
+def _text(d: Mapping[str, JsonValue], key: str, default: str = "") -> str:
+    """The value under `key` as text; `default` when it is missing or falsy."""
+    return str(d.get(key) or default)
+
+
+def _truthy_int(d: Mapping[str, JsonValue], key: str) -> int | None:
+    v = d.get(key)
+    return _as_int(v) if v else None
+
+
+def _seq(d: Mapping[str, JsonValue],
+         key: str) -> list[JsonValue] | tuple[JsonValue, ...] | None:
+    """The list under `key` (a header made in Python may hold tuples); None if it is none."""
+    v = d.get(key)
+    return v if isinstance(v, (list, tuple)) else None
 
 
 @dataclass(frozen=True)
@@ -70,15 +94,14 @@ class SamplingStatement:
 
     @classmethod
     def from_json(cls, d: Mapping[str, JsonValue]) -> SamplingStatement:
-        counted = {str(c): CountedCalls(_int(o.get("calls")), _int(o.get("failed")),
-                                        _int(o.get("latency_ns")))
-                   for c, o in _obj(d.get("counted_calls")).items() if isinstance(o, dict)}
-        return cls(one_in=_int(d.get("one_in"), 1),
-                   recorded_requests=_int(d.get("recorded_requests")),
-                   counted_requests=_int(d.get("counted_requests")),
-                   scale=_opt_float(d.get("scale")) or 1.0,
-                   counted_calls_per_request=_opt_float(d.get("counted_calls_per_request")) or 0.0,
-                   calls_per_request_error=_opt_float(d.get("calls_per_request_error")) or 0.0,
+        counted = {str(c): CountedCalls(_int(o, "calls"), _int(o, "failed"), _int(o, "latency_ns"))
+                   for c, o in obj_or_empty(d, "counted_calls").items() if isinstance(o, dict)}
+        return cls(one_in=_int(d, "one_in", 1),
+                   recorded_requests=_int(d, "recorded_requests"),
+                   counted_requests=_int(d, "counted_requests"),
+                   scale=_opt_float(d, "scale") or 1.0,
+                   counted_calls_per_request=_opt_float(d, "counted_calls_per_request") or 0.0,
+                   calls_per_request_error=_opt_float(d, "calls_per_request_error") or 0.0,
                    counted_calls=counted)
 
 
@@ -94,9 +117,8 @@ class NetworkCount:
 
     @classmethod
     def from_json(cls, d: Mapping[str, JsonValue]) -> NetworkCount:
-        return cls(round_trips=_int(d.get("round_trips")),
-                   per_request=_opt_float(d.get("per_request")),
-                   volume=_opt_str(d.get("volume")), mount=_opt_str(d.get("mount")))
+        return cls(round_trips=_int(d, "round_trips"), per_request=_opt_float(d, "per_request"),
+                   volume=_opt_str(d, "volume"), mount=_opt_str(d, "mount"))
 
 
 @dataclass(frozen=True)
@@ -118,12 +140,11 @@ class TraceTrailer:
     @classmethod
     def from_json(cls, d: Mapping[str, JsonValue] | None) -> TraceTrailer:
         raw = dict(d or {})
-        samp, net = raw.get("sampling"), raw.get("network")
-        return cls(raw=raw, stopped=_opt_str(raw.get("stopped")), dropped=_int(raw.get("dropped")),
-                   completed_requests=_opt_int(raw.get("completed_requests")),
-                   t0_wall_ns=_opt_int(raw.get("t0_wall_ns")),
-                   sampling=SamplingStatement.from_json(samp) if isinstance(samp, dict) and samp
-                   else None,
+        samp, net = obj_or_empty(raw, "sampling"), raw.get("network")
+        return cls(raw=raw, stopped=_opt_str(raw, "stopped"), dropped=_int(raw, "dropped"),
+                   completed_requests=_opt_int(raw, "completed_requests"),
+                   t0_wall_ns=_opt_int(raw, "t0_wall_ns"),
+                   sampling=SamplingStatement.from_json(samp) if samp else None,
                    network=NetworkCount.from_json(net) if isinstance(net, dict) else None)
 
 
@@ -146,21 +167,21 @@ class TraceHeader:
 
     @property
     def target_pool(self) -> str:
-        return str(self.targets.get("pool") or "")
+        return _text(self.targets, "pool")
 
     @property
     def target_mode(self) -> str:
-        return str(self.targets.get("mode") or "")
+        return _text(self.targets, "mode")
 
     @property
     def target_pids(self) -> tuple[int, ...]:
-        pids = self.targets.get("pids")
-        return tuple(_int(p) for p in pids) if isinstance(pids, (list, tuple)) else ()
+        pids = _seq(self.targets, "pids")
+        return () if pids is None else tuple(_as_int(p) for p in pids)
 
     @property
     def target_cmd(self) -> list[str]:
-        cmd = self.targets.get("cmd")
-        return [str(a) for a in cmd] if isinstance(cmd, (list, tuple)) else []
+        cmd = _seq(self.targets, "cmd")
+        return [] if cmd is None else [str(a) for a in cmd]
 
     def setting(self, name: str) -> str:
         """A recorded PHP setting as text ('' when the trace did not record it)."""
@@ -169,19 +190,15 @@ class TraceHeader:
 
     @classmethod
     def from_json(cls, d: Mapping[str, JsonValue]) -> TraceHeader:
-        mounts = d.get("mounts")
-        samp = _obj(d.get("sampling"))
-        hint = d.get("requests_hint")
-        imp = _obj(d.get("import"))
-        unreadable = imp.get("unreadable")
-        return cls(source=str(d.get("source") or ""), detail=str(d.get("detail") or "events"),
-                   created=str(d.get("created") or ""), host=str(d.get("host") or ""),
-                   targets=_obj(d.get("targets")), settings=_obj(d.get("settings")),
+        mounts = _seq(d, "mounts") or ()
+        imp = obj_or_empty(d, "import")
+        return cls(source=_text(d, "source"), detail=_text(d, "detail", "events"),
+                   created=_text(d, "created"), host=_text(d, "host"),
+                   targets=obj_or_empty(d, "targets"),
+                   settings=obj_or_empty(d, "settings"),
                    mounts=tuple((str(m[0]), str(m[1])) for m in mounts
-                                if isinstance(m, (list, tuple)) and len(m) >= 2)
-                   if isinstance(mounts, (list, tuple)) else (),
-                   sample_one_in=_int(samp.get("one_in"), 1) or 1,
-                   requests_hint=_int(hint) if hint else None,
-                   import_complete=bool(imp.get("complete", True)),
-                   import_unreadable=tuple(str(n) for n in unreadable)
-                   if isinstance(unreadable, list) else ())
+                                if isinstance(m, (list, tuple)) and len(m) >= 2),
+                   sample_one_in=_int(obj_or_empty(d, "sampling"), "one_in", 1) or 1,
+                   requests_hint=_truthy_int(d, "requests_hint"),
+                   import_complete="complete" not in imp or bool(imp["complete"]),
+                   import_unreadable=tuple(str(n) for n in _seq(imp, "unreadable") or ()))

@@ -62,12 +62,19 @@ def _damaged(path: Path, lineno: int) -> UsageError:
 
 
 def _check_header(path: Path, rec: Any) -> None:
-    if not isinstance(rec, dict) or rec.get("format") != FORMAT:
-        raise UsageError(f"{path}: not a statstorm trace (import strace output "
-                         "with `statstorm trace import`)")
-    if rec.get("version") != VERSION:
-        raise UsageError(f"{path}: trace format version {rec.get('version')} "
-                         f"is not supported (this statstorm reads {VERSION})")
+    match rec:
+        case {"format": fmt, **rest} if isinstance(rec, dict) and fmt == FORMAT:
+            match rest:
+                case {"version": version} if version == VERSION:
+                    return
+                case {"version": version}:
+                    pass
+                case _:
+                    version = None
+            raise UsageError(f"{path}: trace format version {version} "
+                             f"is not supported (this statstorm reads {VERSION})")
+    raise UsageError(f"{path}: not a statstorm trace (import strace output "
+                     "with `statstorm trace import`)")
 
 
 def _check_record(path: Path, lineno: int, rec: Any) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.results.common import collector_paused
+from statstorm.results.jsontypes import JsonObject
 from statstorm.results.trace.header import TraceHeader, TraceTrailer
 from statstorm.results.trace.jsonl import iter_batches
 from statstorm.results.trace.vocabulary import INTERNED_ARGS, Trace
@@ -125,7 +126,7 @@ def of_trace(trace: Trace) -> TraceRecords:
     t.syscalls = [["s", s.ts_ns, s.pid, s.req, s.op, s.call, s.syscall, pid(s.path), s.ret,
                    s.lat_ns, s.mount, s.kind] for s in trace.syscalls]
     for o in trace.operations.values():
-        args: dict[str, Any] = {}
+        args: JsonObject = {}
         for k, v in o.args.items():
             if k in INTERNED_ARGS and isinstance(v, str):
                 args[k] = pid(v)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from statstorm.results import common
+from statstorm.results.jsontypes import JsonObject
 from statstorm.results.common import collector_paused, trusted
 
 FORMAT = "statstorm-trace-records"
@@ -63,7 +64,7 @@ class RecordsWriter:
     A value that cannot be dumped drops the sidecar (the trace is complete without it); a
     failed write (a full disk) is the writer's error: it raises, and the caller aborts."""
 
-    def __init__(self, final: Path, header: dict[str, Any]) -> None:
+    def __init__(self, final: Path, header: JsonObject) -> None:
         self._final = final
         self._sha = hashlib.sha256()
         # the records of the next chunk: a writer may append a plain record (see `add`)
@@ -166,7 +167,7 @@ class Rebuild:
     the trace did not match); published only once the trace proved whole. Best effort: a
     directory the reader cannot write in, a full disk, means no sidecar."""
 
-    def __init__(self, trace: Path, header: dict[str, Any]) -> None:
+    def __init__(self, trace: Path, header: JsonObject) -> None:
         self._trace = trace
         self._w: RecordsWriter | None = None
         try:
@@ -208,14 +209,14 @@ def stale(trace: Path) -> bool:
         return False
 
 
-def load(trace: Path) -> tuple[dict[str, Any], list[list[Any]]] | None:
+def load(trace: Path) -> tuple[JsonObject, list[list[Any]]] | None:
     """The trace's header and record batches from its sidecar, or None (no sidecar, or one
     that does not match the trace, is damaged or not ours)."""
     with collector_paused():
         return _load(trace)
 
 
-def _load(trace: Path) -> tuple[dict[str, Any], list[list[Any]]] | None:
+def _load(trace: Path) -> tuple[JsonObject, list[list[Any]]] | None:
     try:
         with open(records_path(trace), "rb") as fh:
             if not trusted(os.fstat(fh.fileno())):
@@ -241,19 +242,27 @@ def _load(trace: Path) -> tuple[dict[str, Any], list[list[Any]]] | None:
     if len(chunks) < 2:
         return None
     first, last = chunks[0], chunks[-1]
-    if (type(first) is not dict or first.get("format") != FORMAT
-            or first.get("version") != VERSION or type(first.get("header")) is not dict):
-        return None
-    if type(last) is not dict or last.get("end") is not True:
-        return None
+    match first:
+        case {"format": fmt, "version": version, "header": dict(header)} if (
+                type(first) is dict and type(header) is dict
+                and fmt == FORMAT and version == VERSION):
+            pass
+        case _:
+            return None
+    match last:
+        case {"end": True, "records": records, "sha256": sha, "trace_sha256": trace_sha} if (
+                type(last) is dict):
+            pass
+        case _:
+            return None
     batches = chunks[1:-1]
-    if last.get("records") != sum(len(b) if type(b) is list else -1 << 40 for b in batches):
+    if records != sum(len(b) if type(b) is list else -1 << 40 for b in batches):
         return None
-    if last.get("sha256") != hashlib.sha256(memoryview(data)[:last_at]).hexdigest():
+    if sha != hashlib.sha256(memoryview(data)[:last_at]).hexdigest():
         return None
     try:
-        if last.get("trace_sha256") != file_sha256(trace):
+        if trace_sha != file_sha256(trace):
             return None
     except OSError:
         return None
-    return first["header"], batches
+    return header, batches

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
 
+from statstorm.results import jsonlenient as lenient
 from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.trace.header import TraceTrailer
 from statstorm.results.trace.vocabulary import SUMMARY_KEYS
@@ -40,6 +41,19 @@ def _objs(v: JsonValue) -> list[JsonObject]:
 
 def _obj(v: JsonValue) -> JsonObject:
     return v if isinstance(v, dict) else {}
+
+
+# A summary is read tolerantly (a value of another kind reads as missing): results.jsonlenient
+
+def _opt_texts(d: Mapping[str, JsonValue], key: str) -> tuple[str, ...] | None:
+    """The list under `key` as text; None when it is missing or of another kind."""
+    v = d.get(key)
+    return tuple(str(x) for x in v) if isinstance(v, list) else None
+
+
+def _opt_count_at(d: Mapping[str, JsonValue], key: str) -> int | None:
+    v = d.get(key)
+    return None if v is None else _count(v)
 
 
 @dataclass(frozen=True)
@@ -200,15 +214,16 @@ class MountFigures:
 
     @classmethod
     def from_json(cls, d: Mapping[str, JsonValue]) -> MountFigures:
-        lat, hist = d.get("latency_us"), d.get("histogram_us")
+        lat = lenient.obj_or_none(d, "latency_us")
+        hist = lenient.obj_or_none(d, "histogram_us")
         return cls(mount=str(d["mount"]), fstype=str(d["fstype"]),
                    calls=_count(d["calls"]), failed=_count(d["failed"]),
                    per_request=_num(d["per_request"]),
                    by_call={str(k): _count(v) for k, v in _obj(d["by_call"]).items()},
-                   latency_us=MountLatency(*(_num(_obj(lat).get(k)) for k in (
-                       "mean", "p50", "p95", "p99", "max"))) if isinstance(lat, dict) else None,
+                   latency_us=MountLatency(*(_num(lat.get(k)) for k in (
+                       "mean", "p50", "p95", "p99", "max"))) if lat is not None else None,
                    histogram_us={str(k): _count(v) for k, v in hist.items()}
-                   if isinstance(hist, dict) else None)
+                   if hist is not None else None)
 
 
 @dataclass(frozen=True)
@@ -323,10 +338,8 @@ class TraceSummary:
     def from_json(cls, d: Mapping[str, JsonValue]) -> TraceSummary:
         """A summary as `to_json` (or `trace show --json`) wrote it; "schema" and "file" are
         the CLI's and are not kept."""
-        dist, st, ops = d.get("per_request_dist"), d.get("syscall_time_us"), d.get("by_operation")
-        inr, secs = d.get("in_requests"), d.get("seconds")
-        unknown, notes = d.get("unknown"), d.get("notes")
-        outside = d.get("outside_requests")
+        dist, st, ops, inr, secs = (lenient.obj_or_none(d, k) for k in (
+            "per_request_dist", "syscall_time_us", "by_operation", "in_requests", "seconds"))
 
         def rows(key: str) -> list[JsonObject] | None:
             return _objs(d.get(key)) if key in d else None
@@ -335,19 +348,22 @@ class TraceSummary:
                                                 "failed_by_include_path_entry", "by_mount"))
         return cls(
             # a summary file of an older statstorm may lack all but per_request and totals
-            source=str(d.get("source", "")), requests=_count(d.get("requests", 0)),
+            source=str(d["source"]) if "source" in d else "",
+            requests=_opt_count_at(d, "requests") or 0,
             per_request=PerCall.from_json(_obj(d["per_request"])),
             totals=PerCall.from_json(_obj(d["totals"])),
-            failed_share=_opt_num(d.get("failed_share")),
-            other_calls={str(k): _count(v) for k, v in _obj(d.get("other_calls")).items()},
-            settings=_obj(d.get("settings")), targets=_obj(d.get("targets")),
-            trace=TraceTrailer.from_json(_obj(d.get("trace"))),
+            failed_share=_opt_num(d["failed_share"]) if "failed_share" in d else None,
+            other_calls={str(k): _count(v)
+                         for k, v in lenient.obj_or_empty(d, "other_calls").items()},
+            settings=lenient.obj_or_empty(d, "settings"),
+            targets=lenient.obj_or_empty(d, "targets"),
+            trace=TraceTrailer.from_json(lenient.obj_or_empty(d, "trace")),
             detail=str(d["detail"]) if "detail" in d else None,
             per_request_dist={str(k): Spread.from_json(_obj(v)) for k, v in dist.items()}
-            if isinstance(dist, dict) else None,
-            syscall_time_us=SyscallTime.from_json(st) if isinstance(st, dict) else None,
-            in_requests=PerCall.from_json(inr) if isinstance(inr, dict) else None,
-            outside_requests=None if outside is None else _count(outside),
+            if dist is not None else None,
+            syscall_time_us=SyscallTime.from_json(st) if st is not None else None,
+            in_requests=PerCall.from_json(inr) if inr is not None else None,
+            outside_requests=_opt_count_at(d, "outside_requests"),
             top_paths=None if tp is None else tuple(
                 PathCalls(str(o["path"]), _count(o["calls"]), _count(o["failed"]))
                 for o in tp),
@@ -360,8 +376,6 @@ class TraceSummary:
                               _num(o["per_request"])) for o in fe),
             by_mount=None if bm is None else tuple(MountFigures.from_json(o) for o in bm),
             by_operation={str(k): OperationFigures.from_json(_obj(v)) for k, v in ops.items()}
-            if isinstance(ops, dict) else None,
-            seconds={str(k): _num(v) for k, v in secs.items()} if isinstance(secs, dict)
-            else None,
-            unknown=tuple(str(u) for u in unknown) if isinstance(unknown, list) else None,
-            notes=tuple(str(n) for n in notes) if isinstance(notes, list) else None)
+            if ops is not None else None,
+            seconds={str(k): _num(v) for k, v in secs.items()} if secs is not None else None,
+            unknown=_opt_texts(d, "unknown"), notes=_opt_texts(d, "notes"))

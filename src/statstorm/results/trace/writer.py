@@ -16,6 +16,7 @@ from typing import IO, Any
 from statstorm import faults
 from statstorm.errors import OutputError, StatstormError, UsageError
 from statstorm.results import common
+from statstorm.results.jsontypes import JsonObject
 from statstorm.results.common import signals_deferred
 import statstorm.results.trace.seal as seal
 from statstorm.results.trace.sidecar import CHUNK, PLAIN, RecordsWriter
@@ -55,7 +56,7 @@ class TraceWriter:
     process that signal once the N-th syscall is written: the tests' interruption point.
     """
 
-    def __init__(self, path: Path, header: dict[str, Any], records: bool = True) -> None:
+    def __init__(self, path: Path, header: JsonObject, records: bool = True) -> None:
         self.path = path
         self.events = 0
         self._paths: dict[str, int] = {}
@@ -134,7 +135,7 @@ class TraceWriter:
         self._record(["r", r.id, r.pid, r.start_ns, r.end_ns, r.script, r.uri])
 
     def operation(self, o: Operation) -> None:
-        args: dict[str, Any] = {}
+        args: JsonObject = {}
         plain = True  # only values JSON gives back as they were (see RecordsWriter.add)
         for k, v in o.args.items():
             if k in INTERNED_ARGS and isinstance(v, str):
