@@ -17,6 +17,7 @@ from statstorm.model.network_forecast import MountCaches, forecast
 from statstorm.model.rules import evaluate
 from statstorm.results.demo import Phase, Round, Side
 from statstorm.results.trace import Request, Syscall, Trace
+from statstorm.results.trace.summary import TraceSummary
 
 GLUSTER = MountFact(role="docroot", path="/srv/w", mount_point="/srv/w", fstype="fuse.glusterfs",
                     kind="glusterfs-fuse", volume="v")
@@ -127,7 +128,8 @@ def _trace() -> Trace:
 
 
 def test_trace_facts_count_data_opens_and_network_time() -> None:
-    tf = trace_facts(_trace(), {"requests": 4, "per_request": {}})
+    tf = trace_facts(_trace(), TraceSummary.from_json({"requests": 4, "per_request": {},
+                                                       "totals": {}}))
     assert tf.data_opens_per_request == 1.0
     assert tf.data_open_examples == (("/srv/w/extension.json", 1.0),)
     assert tf.network_time_share == 0.4  # 4 × 10 ms of 100 ms
