@@ -5,6 +5,7 @@ was rolled back and the notes. Tolerant: a key an older file lacks reads as empt
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from statstorm.results.apply_verify import Verify
 from statstorm.results.jsontypes import JsonObject, JsonValue
@@ -34,6 +35,12 @@ class AppliedChange:
 
 @dataclass(frozen=True)
 class ApplyReport:
+    # what report's registry (results/result_files.py KINDS) knows of its files
+    KIND: ClassVar[str] = "apply"
+    VERSIONS: ClassVar[tuple[int, ...]] = (1,)
+    REQUIRED: ClassVar[tuple[str, ...]] = ("mode",)
+    LEGACY: ClassVar[tuple[str, ...]] = ()
+
     mode: str
     pool: str | None  # the target's
     lab: str | None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import NotRequired, TypedDict
+from typing import ClassVar, NotRequired, TypedDict
 
 from statstorm.results.facts import ApacheFacts, HugePageFacts
 from statstorm.results import jsonread as jr
@@ -249,6 +249,12 @@ class CheckedPool:
 @dataclass(frozen=True)
 class CheckResult:
     """Every pool checked and all their findings, most severe first."""
+
+    # what report's registry (results/result_files.py KINDS) knows of its files
+    KIND: ClassVar[str] = "check"
+    VERSIONS: ClassVar[tuple[int, ...]] = (1,)
+    REQUIRED: ClassVar[tuple[str, ...]] = ("findings",)
+    LEGACY: ClassVar[tuple[str, ...]] = ("findings", "pools")
 
     pools: tuple[CheckedPool, ...]
     findings: list[Finding]  # a list: the callers that act on them take lists

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from statstorm.results import jsonread as jr
 from statstorm.results.jsontypes import JsonObject, JsonValue
@@ -135,6 +135,12 @@ def mount_facts(mount: JsonObject) -> tuple[str, str, str, dict[str, str]]:
 
 @dataclass(frozen=True)
 class FsbenchResult:
+    # what report's registry (results/result_files.py KINDS) knows of its files
+    KIND: ClassVar[str] = KIND
+    VERSIONS: ClassVar[tuple[int, ...]] = (1, 2)
+    REQUIRED: ClassVar[tuple[str, ...]] = ("paths", "results")
+    LEGACY: ClassVar[tuple[str, ...]] = ()
+
     paths: tuple[str, ...]
     ops: tuple[str, ...]
     states: tuple[str, ...]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from statstorm.errors import UsageError
 from statstorm.results import jsonread as jr
@@ -243,6 +243,12 @@ class Cell:
 @dataclass
 class MatrixResult:
     """The whole matrix; mutable while it runs."""
+
+    # what report's registry (results/result_files.py KINDS) knows of its files
+    KIND: ClassVar[str] = KIND
+    VERSIONS: ClassVar[tuple[int, ...]] = (VERSION,)
+    REQUIRED: ClassVar[tuple[str, ...]] = ("cells",)
+    LEGACY: ClassVar[tuple[str, ...]] = ()
 
     app: str
     source: str  # "measured" | "ab import"

@@ -6,7 +6,7 @@ had a schema key is recognised by its keys. Anything else (missing, truncated, a
 statstorm does not read) is a UsageError of one line naming the file and what to do.
 
 The kinds are declared by the result classes (`KIND`, `VERSIONS`, `REQUIRED`, `LEGACY`; the
-registry `KINDS` is a tuple of them). A demo.json names its run's files relative to itself
+registry `KINDS` is a tuple of those classes). A demo.json names its run's files relative to itself
 and carries its run's id: `load_all` follows those links from the demo.json's directory only
 and leaves out, with a note, a file that is missing or from another run.
 """
@@ -21,9 +21,16 @@ from typing import Any, Protocol
 
 from statstorm.errors import UsageError
 from statstorm.results.common import MAX_JSON_BYTES, read_bounded
+from statstorm.results.apply_report import ApplyReport
+from statstorm.results.check import CheckResult
 from statstorm.results.demo import DemoResult
+from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.jsontypes import JsonObject
+from statstorm.results.matrix import MatrixResult
+from statstorm.results.sweep import SweepResult
 from statstorm.results.trace import FORMAT, Trace, read_trace
+from statstorm.results.trace.summary import TraceSummary
+from statstorm.results.whatif import WhatifResult
 
 
 class ResultKind(Protocol):
@@ -41,30 +48,10 @@ class ResultKind(Protocol):
     def LEGACY(self) -> tuple[str, ...]: ...
 
 
-@dataclass(frozen=True)
-class Declared:
-    """A result kind declared here for a verb whose result class does not declare itself
-    (its JSON is written by the verb's own to_json)."""
-
-    KIND: str
-    VERSIONS: tuple[int, ...]
-    REQUIRED: tuple[str, ...] = ()
-    LEGACY: tuple[str, ...] = ()
-
-
-# The result kinds the report reads; files without a schema key are told by LEGACY, tried in
-# this order.
-KINDS: tuple[ResultKind, ...] = (
-    Declared("trace", (1,)),
-    Declared("whatif", (1,), ("current", "proposed"), ("current", "proposed", "measured")),
-    Declared("trace-summary", (1,), ("per_request", "totals"), ("per_request", "totals", "source")),
-    Declared("check", (1,), ("findings",), ("findings", "pools")),
-    Declared("sweep", (1,), ("target", "levels"), ("levels", "knee", "target")),
-    Declared("fsbench", (1, 2), ("paths", "results")),
-    Declared("apply", (1,), ("mode",)),
-    DemoResult,
-    Declared("matrix", (1,), ("cells",)),
-)
+# The result kinds the report reads, each declared by its class; files without a schema key
+# are told by LEGACY, tried in this order.
+KINDS: tuple[ResultKind, ...] = (Trace, WhatifResult, TraceSummary, CheckResult, SweepResult,
+                                 FsbenchResult, ApplyReport, DemoResult, MatrixResult)
 BY_KIND: dict[str, ResultKind] = {k.KIND: k for k in KINDS}
 READABLE = ("trace files (.sst, .sst.gz) and the JSON of check --json, whatif --json, fsbench, "
             "sweep, apply, demo and matrix")

@@ -7,6 +7,7 @@ level, so an interrupted sweep still leaves every finished level on disk.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import ClassVar
 
 from statstorm.results import jsonread as jr
 from statstorm.results.jsontypes import JsonObject, JsonValue
@@ -243,6 +244,12 @@ class SweepSettings:
 @dataclass(frozen=True)
 class SweepResult:
     """The whole sweep (a new one after every finished level while it runs)."""
+
+    # what report's registry (results/result_files.py KINDS) knows of its files
+    KIND: ClassVar[str] = KIND
+    VERSIONS: ClassVar[tuple[int, ...]] = (VERSION,)
+    REQUIRED: ClassVar[tuple[str, ...]] = ("target", "levels")
+    LEGACY: ClassVar[tuple[str, ...]] = ("levels", "knee", "target")
 
     target: str
     tool: str

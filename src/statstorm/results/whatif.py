@@ -10,6 +10,7 @@ prediction. `to_json` writes exactly what `whatif --json` prints; `from_json` re
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 from statstorm.results import jsonread as jr
 from statstorm.results.jsontypes import JsonObject, JsonValue
@@ -165,6 +166,12 @@ class FindMin:
 @dataclass(frozen=True)
 class WhatifResult:
     """The whole prediction. `profile_kind` None: a file written before whatif named it."""
+
+    # what report's registry (results/result_files.py KINDS) knows of its files
+    KIND: ClassVar[str] = KIND
+    VERSIONS: ClassVar[tuple[int, ...]] = (VERSION,)
+    REQUIRED: ClassVar[tuple[str, ...]] = ("current", "proposed")
+    LEGACY: ClassVar[tuple[str, ...]] = ("current", "proposed", "measured")
 
     current: Side
     proposed: Side

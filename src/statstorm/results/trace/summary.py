@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import ClassVar, Final
 
 from statstorm.results import jsonlenient as lenient
 from statstorm.results.jsontypes import JsonObject, JsonValue
@@ -260,6 +260,12 @@ _ALWAYS = frozenset(("source", "requests", "per_request", "totals", "failed_shar
 @dataclass(frozen=True)
 class TraceSummary:
     """The summary of one trace (see the module's docstring for its two shapes)."""
+
+    # what report's registry (results/result_files.py KINDS) knows of its files
+    KIND: ClassVar[str] = "trace-summary"
+    VERSIONS: ClassVar[tuple[int, ...]] = (1,)
+    REQUIRED: ClassVar[tuple[str, ...]] = ("per_request", "totals")
+    LEGACY: ClassVar[tuple[str, ...]] = ("per_request", "totals", "source")
 
     source: str  # a TracerBackend's value ('' when the header did not say)
     requests: int

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from statstorm.results.trace.header import TraceHeader, TraceTrailer
 
@@ -140,6 +140,12 @@ class CountRow:
 @dataclass
 class Trace:
     """A whole trace in memory (for show/diff/import; the tracer itself streams)."""
+
+    # what report's registry (results/result_files.py KINDS) knows of its files
+    KIND: ClassVar[str] = "trace"
+    VERSIONS: ClassVar[tuple[int, ...]] = (1,)
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
+    LEGACY: ClassVar[tuple[str, ...]] = ()
 
     header: dict[str, Any]
     syscalls: list[Syscall] = field(default_factory=list)
