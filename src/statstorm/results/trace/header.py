@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
 from statstorm.results.jsonlenient import obj_or_empty
 from statstorm.results.jsontypes import JsonObject, JsonValue
 
@@ -202,3 +204,25 @@ class TraceHeader:
                    requests_hint=_truthy_int(d, "requests_hint"),
                    import_complete="complete" not in imp or bool(imp["complete"]),
                    import_unreadable=tuple(str(n) for n in _seq(imp, "unreadable") or ()))
+
+
+class Framed:
+    """A trace's header and trailer, as JSON and typed: what a whole trace in memory
+    (vocabulary.Trace) and its raw records (raw.TraceRecords) both carry."""
+
+    header: dict[str, Any]
+    trailer: dict[str, Any]
+
+    @property
+    def mounts(self) -> list[tuple[str, str]]:
+        return list(self.head.mounts)
+
+    @property
+    def head(self) -> TraceHeader:
+        """The header, typed."""
+        return TraceHeader.from_json(self.header)
+
+    @property
+    def tail(self) -> TraceTrailer:
+        """The trailer, typed."""
+        return TraceTrailer.from_json(self.trailer)

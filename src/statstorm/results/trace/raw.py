@@ -15,7 +15,7 @@ from typing import Any
 from statstorm.errors import UsageError
 from statstorm.results.common import collector_paused
 from statstorm.results.jsontypes import JsonObject
-from statstorm.results.trace.header import TraceHeader, TraceTrailer
+from statstorm.results.trace.header import Framed
 from statstorm.results.trace.jsonl import iter_batches
 from statstorm.results.trace.vocabulary import INTERNED_ARGS, Trace
 
@@ -26,7 +26,7 @@ R_ID, R_PID, R_START, R_END, R_SCRIPT, R_URI = range(1, 7)
 
 
 @dataclass
-class TraceRecords:
+class TraceRecords(Framed):
     """A trace's records by kind, each as its file array. Path-valued fields (a syscall's
     path, an operation's INTERNED_ARGS and "candidates") are ids into `paths`, where -1 and
     any unknown id stand for ""."""
@@ -40,20 +40,6 @@ class TraceRecords:
     request_counts: bool = False  # "k" records (kept only as this flag)
     count_rows: bool = False  # "c" records (likewise)
     sealed: bool = field(default=False, compare=False)  # ended by its seal (results.trace.seal)
-
-    @property
-    def mounts(self) -> list[tuple[str, str]]:
-        return list(self.head.mounts)
-
-    @property
-    def head(self) -> TraceHeader:
-        """The header, typed."""
-        return TraceHeader.from_json(self.header)
-
-    @property
-    def tail(self) -> TraceTrailer:
-        """The trailer, typed."""
-        return TraceTrailer.from_json(self.trailer)
 
     def path(self, v: Any) -> str:
         """A path-valued argument as `read_trace` gives it (ids resolved)."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol
 
-from statstorm.results.trace.header import TraceHeader, TraceTrailer
+from statstorm.results.trace.header import Framed
 
 FORMAT = "statstorm-trace"
 VERSION = 1
@@ -138,7 +138,7 @@ class CountRow:
 
 
 @dataclass
-class Trace:
+class Trace(Framed):
     """A whole trace in memory (for show/diff/import; the tracer itself streams)."""
 
     # what report's registry (results/result_files.py KINDS) knows of its files
@@ -157,20 +157,6 @@ class Trace:
     # read from a file that ended with its seal (results.trace.seal): checked whole. False
     # for a trace in memory, and for one written before traces were sealed.
     sealed: bool = field(default=False, compare=False)
-
-    @property
-    def mounts(self) -> list[tuple[str, str]]:
-        return list(self.head.mounts)
-
-    @property
-    def head(self) -> TraceHeader:
-        """The header, typed."""
-        return TraceHeader.from_json(self.header)
-
-    @property
-    def tail(self) -> TraceTrailer:
-        """The trailer, typed."""
-        return TraceTrailer.from_json(self.trailer)
 
     def feed(self, sink: RecordSink) -> None:
         """Hand every record to `sink` (a TraceWriter, a SummaryBuilder), in file order."""
