@@ -13,6 +13,7 @@ from statstorm.cli.paths import OutputPath
 from statstorm.commands import demo as demo_cmd
 from statstorm.env import Env
 from statstorm.results.demo import DemoResult
+from statstorm.results.storage_kind import StorageKind
 
 
 def _fmt(v: float | str | None, unit: str = "") -> str:
@@ -62,7 +63,8 @@ def render(env: Env, r: DemoResult) -> None:
 @cli.command()
 @click.option("--app", type=click.Choice(["mediawiki", "synthetic"]), default="mediawiki",
               show_default=True, help="The application both labs serve.")
-@click.option("--storage", type=click.Choice(["glusterfs"]), default="glusterfs",
+@click.option("--storage", type=click.Choice([StorageKind.GLUSTERFS.value]),
+              default=StorageKind.GLUSTERFS.value,
               show_default=True, help="The network storage compared with local disk.")
 @click.option("-o", "--output-dir", type=OutputPath(file_okay=False),
               default=Path("statstorm-demo"), show_default=True,

@@ -17,6 +17,7 @@ from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.results.lab import LabState
 from statstorm.results.serving import Handler
+from statstorm.results.storage_kind import StorageKind
 
 
 def key_values(values: tuple[str, ...], flag: str) -> dict[str, str]:
@@ -63,7 +64,7 @@ def _render_state(state: LabState) -> str:
         f"  app        {state.app}",
         f"  storage    {state.storage}" + (f" (volume {state.volume}, mount options "
                                            f"{','.join(f'{k}={v}' for k, v in state.mount_options.items()) or 'defaults'})"
-                                           if state.storage == "glusterfs" else ""),
+                                           if state.storage == StorageKind.GLUSTERFS else ""),
         f"  code path  {state.code_path}",
         _render_server(state),
         (f"  php        {state.handler} ({state.php_cgi_binary or 'Apache children'})"

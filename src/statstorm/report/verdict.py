@@ -6,6 +6,7 @@ verbs that change things (demo, whatif, apply). Pure functions of the files' dat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from statstorm.model.storage_kinds import TABLE
 from statstorm.report import charts
 from statstorm.report.charts import fmt
 from statstorm.report.sections import Section, Table, ratios, slug
@@ -24,7 +25,7 @@ DemoData = DemoResult | JsonObject  # the demo as its class, or demo.json's cont
 
 SEVERITIES = tuple(s.value for s in reversed(check.SEVERITIES))  # most severe first
 APPS = {"mediawiki": "MediaWiki", "synthetic": "the synthetic app", "wordpress": "WordPress"}
-STORAGES = {"glusterfs": "GlusterFS", "nfs": "NFS", "local": "local disk"}
+STORAGES = {str(s.kind): s.title for s in TABLE}  # GlusterFS, NFS, local disk…
 
 
 @dataclass

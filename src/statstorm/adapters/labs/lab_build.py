@@ -27,12 +27,15 @@ from statstorm.adapters.labs import lab_apps
 from statstorm.apps import mediawiki, synthetic, wordpress
 from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
+from statstorm.model.storage_kinds import STORAGE, lab_storages
 from statstorm.results.common import read_json
 from statstorm.results.lab import LabState
 from statstorm.results.serving import Handler
+from statstorm.results.storage_kind import StorageKind
 
 APPS = ("mediawiki", "synthetic", "wordpress")
-STORAGES = ("local", "glusterfs")
+STORAGES = tuple(str(k) for k in lab_storages())  # local, glusterfs
+GLUSTER_CLIENT = STORAGE[StorageKind.GLUSTERFS].client  # its FUSE client's program
 SERVERS = ("nginx", "apache")
 VOLUME_PREFIX = "statstorm-"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
@@ -66,7 +69,7 @@ def validate(env: Env, opts: LabOptions) -> None:
     if opts.server not in SERVERS:
         raise UsageError(f"--server {opts.server!r}: choose one of {', '.join(SERVERS)}")
     apache_lab.check_architecture(opts.server, opts.mpm, opts.handler, opts.allow_override)
-    if opts.mount_options and opts.storage != "glusterfs":
+    if opts.mount_options and opts.storage != StorageKind.GLUSTERFS:
         raise UsageError("--mount-opt applies to --storage glusterfs only")
     for key in opts.mount_options:
         if key not in gluster.KNOWN_MOUNT_OPTIONS:
@@ -89,7 +92,7 @@ def validate(env: Env, opts: LabOptions) -> None:
         mediawiki.require_installed()
     if opts.app == "wordpress":
         lab_apps.require_wordpress()
-    if opts.storage == "glusterfs":
+    if opts.storage == StorageKind.GLUSTERFS:
         gluster.require_installed()
     if opts.port is not None:
         procs.check_port_free(opts.port)
@@ -152,7 +155,7 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
     state.fpm_binary = fpm
 
     # 1. Where the code will live.
-    if opts.storage == "glusterfs":
+    if opts.storage == StorageKind.GLUSTERFS:
         lab_servers.step(env, state, "creating a GlusterFS volume on loopback…", "volume")
         with gluster.glusterd_lock():  # no other lab's down stops it meanwhile
             gluster.ensure_glusterd(env)
@@ -282,7 +285,7 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
     mariadb.stop(state.mariadb_pid, mariadb.Instance.under(root))
     mount_point = Path(state.mount_point) if state.mount_point else root / "mnt"
     # `statstorm apply` may have stacked clients with other options: unmount each, top first.
-    clients = [pid for pid, _ in mounts.fuse_clients(str(mount_point), "glusterfs")]
+    clients = [pid for pid, _ in mounts.fuse_clients(str(mount_point), GLUSTER_CLIENT)]
     for pid in dict.fromkeys([*clients, state.fuse_client_pid]):
         gluster.unmount(env, mount_point, pid)
     if state.volume:
