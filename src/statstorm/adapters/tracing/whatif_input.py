@@ -48,6 +48,7 @@ from statstorm.model.replay_input import Prepared
 from statstorm.model.tracestats import summarize_trace
 from statstorm.results.common import collector_paused, trusted, write_atomic
 from statstorm.results.trace import jsonl, raw, sidecar, vocabulary
+from statstorm.results.trace import header as trace_header, summary as trace_summary
 from statstorm.results.trace.header import TraceHeader
 from statstorm.results.trace.jsonl import read_trace
 from statstorm.results.trace.raw import R_END, S_CALL, S_REQ, S_RET, TraceRecords, read_records
@@ -57,9 +58,9 @@ FORMAT = "statstorm-whatif-input"
 VERSION = 2
 SUFFIX = ".whatif-cache"
 # The modules whose code decides what the cache holds: any change to them invalidates it.
-_CODE = (vocabulary, jsonl, sidecar, raw, sys.modules[__name__], tracestats, replay,
-         replay_input, replay_fs, replay_ops, replay_cli, replay_tally, realpath_cache, fs_view,
-         php_engine, stat_family, include_resolution, open_basedir, user_ini, phpsettings,
+_CODE = (vocabulary, trace_header, trace_summary, jsonl, sidecar, raw, sys.modules[__name__],
+         tracestats, replay, replay_input, replay_fs, replay_ops, replay_cli, replay_tally,
+         realpath_cache, fs_view, php_engine, stat_family, include_resolution, open_basedir, user_ini, phpsettings,
          latency_profile, network_forecast, stats, storage_kinds, mount_options)
 
 

@@ -22,8 +22,12 @@ from statstorm.results.jsontypes import JsonObject, JsonValue
 # traces written by older versions and by other tools), so these readers do not raise.
 
 def _as_int(v: object, default: int = 0) -> int:
-    return int(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) and v != "" \
-        else default
+    if not isinstance(v, (int, float, str)) or isinstance(v, bool) or v == "":
+        return default
+    try:
+        return int(v)
+    except (ValueError, OverflowError):  # "abc", NaN, Infinity
+        return default
 
 
 def _int(d: Mapping[str, JsonValue], key: str, default: int = 0) -> int:
