@@ -60,8 +60,9 @@ SUFFIX = ".whatif-cache"
 # The modules whose code decides what the cache holds: any change to them invalidates it.
 _CODE = (vocabulary, trace_header, trace_summary, jsonl, sidecar, raw, sys.modules[__name__],
          tracestats, replay, replay_input, replay_fs, replay_ops, replay_cli, replay_tally,
-         realpath_cache, fs_view, php_engine, stat_family, include_resolution, open_basedir, user_ini, phpsettings,
-         latency_profile, network_forecast, stats, storage_kinds, mount_options)
+         realpath_cache, fs_view, php_engine, stat_family, include_resolution, open_basedir,
+         user_ini, phpsettings, latency_profile, network_forecast, stats, storage_kinds,
+         mount_options)
 
 
 @dataclass
