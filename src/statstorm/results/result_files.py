@@ -6,9 +6,9 @@ had a schema key is recognised by its keys. Anything else (missing, truncated, a
 statstorm does not read) is a UsageError of one line naming the file and what to do.
 
 The kinds are declared by the result classes (`KIND`, `VERSIONS`, `REQUIRED`, `LEGACY`; the
-registry `KINDS` is a tuple of those classes). A demo.json names its run's files relative to itself
-and carries its run's id: `load_all` follows those links from the demo.json's directory only
-and leaves out, with a note, a file that is missing or from another run.
+registry `KINDS` is a tuple of those classes). A demo.json names its run's files relative to
+itself and carries its run's id: `load_all` follows those links from the demo.json's
+directory only and leaves out, with a note, a file that is missing or from another run.
 """
 
 from __future__ import annotations
