@@ -42,7 +42,7 @@ from statstorm.env import Env
 from statstorm.errors import (ComponentError, DependencyError, PrivilegeError, StatstormError,
                               UsageError)
 from statstorm.model import applyplan, network_forecast
-from statstorm.model.storage_kinds import is_network_fstype
+from statstorm.model.storage_kinds import network_mount_indexes
 from statstorm.model.finding import Finding
 from statstorm.model.phpsettings import SETTABLE
 from statstorm.model.sweep_levels import Traced
@@ -193,7 +193,7 @@ def predict(env: Env, findings: list[Finding], settings: dict[str, str], trace_p
             if c.kind in (applyplan.POOL_INI, applyplan.MASTER_INI) and c.key in SETTABLE]
     wi = whatif_cmd.run(whatif_cmd.WhatifOptions(trace_path, sets=tuple(sets)))
     tr = read_trace(trace_path)
-    network = {i for i, (_, fstype) in enumerate(tr.mounts) if is_network_fstype(str(fstype))}
+    network = network_mount_indexes(tr.mounts)
     requests = sum(1 for r in tr.requests.values() if r.end_ns >= 0) or len(tr.requests)
     mount = {c.key: c.value for c in changes if c.kind == applyplan.MOUNT}
 

@@ -212,8 +212,7 @@ def trace_facts(trace: Trace, summary: TraceSummary) -> TraceFacts:
                           failed_by_entry=entries, mounts=mounts, round_trips_per_request=rt)
     done = {i for i, r in trace.requests.items() if r.end_ns >= 0}
     div = max(len(done), 1)
-    network = {i for i, (_, fstype) in enumerate(trace.head.mounts)
-               if is_network_fstype(fstype)}
+    network = storage_kinds.network_mount_indexes(trace.head.mounts)
     data_opens: Counter[str] = Counter()
     net_ns = 0
     ok_lstat: Counter[int] = Counter()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Callable
+from typing import Callable, Iterable
 
 from statstorm.model.mount_options import (
     GLUSTER_FUSE_KEYS, GLUSTER_VOLUME_CACHE_KEYS, NFS_CACHE_KEYS, SSHFS_CACHE_KEYS, CacheView,
@@ -170,6 +170,11 @@ def mount_type(kind: StorageKind) -> str:
     return STORAGE[kind].fstypes[0]
 
 
+def network_mount_indexes(mounts: Iterable[tuple[str, str]]) -> set[int]:
+    """The indexes, in a trace's mount table (mount point, fs type), of network storage."""
+    return {i for i, (_, fstype) in enumerate(mounts) if is_network_fstype(str(fstype))}
+
+
 def lab_storages() -> tuple[StorageKind, ...]:
     """The kinds a lab can be built on, in the table's order."""
     return tuple(s.kind for s in TABLE if s.lab)
@@ -177,4 +182,5 @@ def lab_storages() -> tuple[StorageKind, ...]:
 
 __all__ = ["CacheModel", "LiveChange", "RoundTrips", "STORAGE", "Storage", "StorageKind",
            "TABLE", "cache_model_of", "is_network_fstype", "kind_of", "lab_storages",
-           "mount_label", "mount_type", "network_labels", "option_meanings", "storage_of"]
+           "mount_label", "mount_type", "network_labels", "network_mount_indexes",
+           "option_meanings", "storage_of"]
