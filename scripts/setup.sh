@@ -25,8 +25,10 @@ debs=(
 # --dev only: headless Chromium opens `statstorm report`'s HTML in the report tests; `perf
 # trace` is an anchor of bench/trace_overhead.py; the exporter's tests start a real
 # Prometheus on loopback and check the contrib alert rules with promtool (its package; the
-# packaged service is kept from starting, like the others).
-dev_debs=(chromium linux-perf prometheus)
+# packaged service is kept from starting, like the others). DokuWiki and phpMyAdmin are the
+# stock-host tests' Debian-packaged apps that statstorm has no knowledge of (tests/stock_host.py):
+# installed without a database or a web server configured for them.
+dev_debs=(chromium linux-perf prometheus dokuwiki phpmyadmin)
 ((dev)) && debs+=("${dev_debs[@]}")
 missing=()
 for p in "${debs[@]}"; do
@@ -43,6 +45,12 @@ if ((${#missing[@]})); then
     fi
     trap 'if [[ $own_policy == 1 ]]; then rm -f "$policy"; fi' EXIT
     export DEBIAN_FRONTEND=noninteractive
+    debconf-set-selections <<'SEL'
+phpmyadmin phpmyadmin/dbconfig-install boolean false
+phpmyadmin phpmyadmin/reconfigure-webserver multiselect
+dokuwiki dokuwiki/system/configure-webserver multiselect
+dokuwiki dokuwiki/system/restart-webserver boolean false
+SEL
     apt-get update -qq
     # Apache, mod_php, mod_fcgid, WordPress and MariaDB are for the Apache labs and
     # `statstorm matrix`; the lab starts its own apache2 and mariadbd, never the system's.
