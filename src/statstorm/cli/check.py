@@ -27,6 +27,9 @@ def render(env: Env, result: CheckResult) -> None:
         out.print(f"[bold]pool {pc.pool}[/bold]: settings from {pc.settings_source}")
         if pc.docroot:
             out.print(f"  docroot {pc.docroot} ({pc.php_files or 0:,} PHP files)")
+        for site in pc.sites if len(pc.sites) > 1 else ():
+            out.print(f"  site {' '.join(site.names) or site.source}: "
+                      f"{site.docroot or 'docroot from ' + site.unknown}")
         for note in pc.notes:
             out.print(f"  note: {note}")
     found = result.findings

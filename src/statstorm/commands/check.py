@@ -35,7 +35,7 @@ def checked_pool(facts: Facts, settings_source: str, notes: list[str]) -> Checke
     """The pool's record in check's result: the facts judged that `check --json` shows."""
     return CheckedPool(
         pool=facts.pool, settings_source=settings_source, docroot=facts.docroot,
-        php_files=facts.php_files, settings=facts.settings, pm=facts.pm, mounts=facts.mounts,
+        php_files=facts.php_files, settings=facts.settings, pm=facts.pm, mounts=facts.mounts, sites=facts.sites,
         symlinks=facts.symlinks, nginx_script_filename=facts.nginx_script_filename,
         worker_pss_kb=facts.worker_pss_kb, mem_available_kb=facts.mem_available_kb,
         hugepages=facts.hugepages, php_binary=facts.php_binary, text_bytes=facts.text_bytes,

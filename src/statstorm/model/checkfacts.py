@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from statstorm.model import storage_kinds
 from statstorm.results.check import MountFact as MountFact
+from statstorm.results.check import SiteRoot as SiteRoot
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.facts import ApacheFacts, HugePageFacts, realpath_bytes, with_parents
 from statstorm.results.jsontypes import JsonObject, JsonValue
@@ -105,6 +106,7 @@ class Facts:
     future_php_files: tuple[str, ...] = ()  # mtime ahead of this machine's clock
     include_path_php: tuple[tuple[str, int], ...] = ()  # entry, PHP files under it (-1: absent)
     mounts: tuple[MountFact, ...] = ()
+    sites: tuple[SiteRoot, ...] = ()  # every site the pool serves, with its docroot
     symlinks: tuple[tuple[str, str], ...] = ()  # (symlinked component, its target)
     nginx_script_filename: str | None = None  # fastcgi_param SCRIPT_FILENAME value
     hugepages: HugePageFacts | None = None

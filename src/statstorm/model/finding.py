@@ -50,7 +50,7 @@ def opcache_on(facts: Facts) -> bool:
     return ini_bool(setting(facts, "opcache.enable"), False)
 
 
-CODE_ROLES = ("docroot", "include_path")
+CODE_ROLES = ("docroot", "include_path", "traced")  # traced: network code no configuration named
 
 
 def code_on_network(facts: Facts) -> list[MountFact]:

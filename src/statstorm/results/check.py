@@ -176,6 +176,31 @@ def _code_mapping(d: JsonObject) -> tuple[str, int, int] | None:
 
 
 @dataclass(frozen=True)
+class SiteRoot:
+    """One site a pool serves, as check found it: the server that passes to the pool
+    (`nginx`, `apache`) or the trace (`trace`: the code a pool read with no configuration
+    naming it), the site's names, its docroot and, when the docroot is built from
+    variables, the variables it could not resolve."""
+
+    source: str
+    names: tuple[str, ...] = ()
+    docroot: str = ""
+    unknown: str = ""  # e.g. "$host": the docroot depends on the request
+    config: str = ""  # the file (and line) that says so
+
+    def to_json(self) -> JsonObject:
+        return {"source": self.source, "names": list(self.names), "docroot": self.docroot,
+                "unknown": self.unknown, "config": self.config}
+
+    @classmethod
+    def from_json(cls, data: JsonValue) -> SiteRoot:
+        d = jr.obj(data, "site")
+        return cls(source=jr.str_(d, "source"), names=tuple(jr.strs(d, "names")),
+                   docroot=jr.str_(d, "docroot"), unknown=jr.str_(d, "unknown"),
+                   config=jr.str_(d, "config"))
+
+
+@dataclass(frozen=True)
 class CheckedPool:
     """One pool as check saw it: where its settings came from and the facts it judged."""
 
@@ -186,6 +211,7 @@ class CheckedPool:
     settings: dict[str, str] = field(default_factory=dict)
     pm: dict[str, str] = field(default_factory=dict)
     mounts: tuple[MountFact, ...] = ()
+    sites: tuple[SiteRoot, ...] = ()
     symlinks: tuple[tuple[str, str], ...] = ()
     nginx_script_filename: str | None = None
     worker_pss_kb: tuple[int, ...] = ()
@@ -206,6 +232,7 @@ class CheckedPool:
                 "docroot": self.docroot, "php_files": self.php_files,
                 "settings": dict(self.settings), "pm": dict(self.pm),
                 "mounts": [m.to_json() for m in self.mounts],
+                "sites": [x.to_json() for x in self.sites],
                 "symlinks": [list(x) for x in self.symlinks],
                 "nginx_script_filename": self.nginx_script_filename,
                 "worker_pss_kb": list(self.worker_pss_kb),
@@ -232,6 +259,7 @@ class CheckedPool:
             docroot=jr.str_(d, "docroot"), php_files=jr.opt_int(d, "php_files"),
             settings=jr.str_map(d, "settings"), pm=jr.str_map(d, "pm"),
             mounts=tuple(MountFact.from_json(m) for m in jr.lst(d, "mounts")),
+            sites=tuple(SiteRoot.from_json(x) for x in jr.lst(d, "sites")),
             symlinks=tuple(_pair(x) for x in jr.lst(d, "symlinks")),
             nginx_script_filename=jr.opt_str(d, "nginx_script_filename"),
             worker_pss_kb=jr.ints(d, "worker_pss_kb"),

@@ -23,7 +23,9 @@ from statstorm.adapters.servers import apache_facts, nginx
 from statstorm.adapters.storage import gluster, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
-from statstorm.model.checkfacts import Facts, MountFact, OpcacheStatus, TraceFacts, ini_int
+from statstorm.model.checkfacts import (Facts, MountFact, OpcacheStatus, SiteRoot, TraceFacts,
+                                        ini_int)
+from statstorm.model.storage_kinds import is_network_fstype
 
 
 @dataclass
@@ -69,15 +71,56 @@ def targets(env: Env, *, lab: str | None, pools: tuple[str, ...]) -> list[PoolTa
 
 
 # -- gathering -----------------------------------------------------------------------------------
-def _mounts(env: Env, docroot: str, include: list[str],
+def _mounts(env: Env, docroots: list[str], include: list[str],
             writable: list[tuple[str, str]] | None = None) -> tuple[MountFact, ...]:
+    """The mount of every site's docroot, include_path entry and writable path."""
+    return _mount_facts(env, [("docroot", d) for d in docroots]
+                        + [("include_path", p) for p in include]
+                        + [(f"writable:{w}", p) for w, p in writable or []])
+
+
+def _traced(env: Env, found: tuple[MountFact, ...],
+            trace: TraceFacts | None) -> tuple[MountFact, ...]:
+    """With the trace as evidence: the network mounts the pool really read that no
+    configuration named (role `traced`), so the storage findings see them too."""
+    if trace is None:
+        return found
+    known = {m.mount_point for m in found}
+    extra = [("traced", mp) for mp, fstype, _ in trace.mounts
+             if mp not in known and is_network_fstype(fstype) and os.path.isdir(mp)]
+    return found + _mount_facts(env, extra) if extra else found
+
+
+def _sites(given: str | None, lab_docroot: str, nginx_sites: list[dict[str, str]],
+           run_cfg: apache_facts.RunConfig) -> list[SiteRoot]:
+    """Every site the pool serves: `--docroot`, a lab's own, or each server passing to it."""
+    if given:
+        return [SiteRoot("option", docroot=given)]
+    if lab_docroot:
+        return [SiteRoot("lab", docroot=lab_docroot)]
+    out = [SiteRoot("nginx", docroot=x.get("root", "")) for x in nginx_sites]
+    if run_cfg.document_root:
+        out.append(SiteRoot("apache", docroot=run_cfg.document_root))
+    return out
+
+
+def _site_notes(sites: list[SiteRoot]) -> list[str]:
+    notes = [f"the docroot of {', '.join(x.names) or 'a site'} ({x.config or x.source}) is "
+             f"built from {x.unknown}: its storage is checked from the trace only (give "
+             "--docroot DIR or --trace FILE)" for x in sites if x.unknown]
+    if not any(x.docroot for x in sites):
+        notes.append("no docroot found (no nginx or Apache server passes to this pool): file "
+                     "counts, mounts and symlinks are not checked; give --docroot")
+    return notes
+
+
+def _mount_facts(env: Env, paths: list[tuple[str, str]]) -> tuple[MountFact, ...]:
     entries = mounts.current()
     if not entries:
         return ()
     out = []
     described: dict[str, mounts.MountInfo] = {}
-    for role, path in ([("docroot", docroot)] + [("include_path", p) for p in include]
-                       + [(f"writable:{w}", p) for w, p in writable or []]):
+    for role, path in paths:
         if not path:
             continue
         entry = mounts.find_mount(entries, os.path.realpath(path))
@@ -154,16 +197,16 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
             pool.apache_conf, pool.apache_ask, _ = found
     if pool.apache_conf is not None:
         run_cfg = apache_facts.live(env, pool.apache_ask)
-    docroot = (docroot or fpm.docroot or (server or {}).get("root", "")
-               or run_cfg.document_root)
-    if not docroot:
-        notes.append("no docroot found (no nginx or Apache server passes to this pool): file "
-                     "counts, mounts and symlinks are not checked; give --docroot")
+    sites = _sites(docroot, fpm.docroot, [server] if server else [], run_cfg)
+    notes += _site_notes(sites)
+    docroots = list(dict.fromkeys(x.docroot for x in sites if x.docroot))
+    docroot = docroots[0] if docroots else ""
     include_path = settings.get("include_path", "").split(":")
     include = [e for e in include_path if e.startswith("/") and Path(e).is_dir()]
     tree = codetree.CodeTree()
     if docroot:
-        roots = [codetree.app_root(docroot)] + [e for e in include if not e.startswith("/usr/share/php")]
+        roots = ([codetree.app_root(d) for d in docroots]
+                 + [e for e in include if not e.startswith("/usr/share/php")])
         tree = codetree.scan(roots, settings.get("user_ini.filename", ""),
                           ini_int(settings.get("opcache.file_update_protection"), 2))
     inc_php = tuple((e, codetree.count_php(e)) for e in include_path
@@ -182,8 +225,9 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
         tree_entries=tree.entries, tree_bytes=tree.bytes,
         user_ini_files=tree.user_ini_files if docroot else None,
         recent_php_files=tree.recent, future_php_files=tree.future, include_path_php=inc_php,
-        mounts=_mounts(env, docroot, include,
-                       codetree.writable_paths(settings, codetree.app_root(docroot) if docroot else "")),
+        mounts=_traced(env, _mounts(env, docroots, include, codetree.writable_paths(
+            settings, codetree.app_root(docroot) if docroot else "")), trace),
+        sites=tuple(sites),
         symlinks=codetree.symlinks_on([docroot, *include]) if docroot else (),
         nginx_script_filename=(server or {}).get("script_filename"),
         hugepages=memory.hugepages(info), php_binary=fpm.binary,
