@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Benchmark: statstorm on stock Debian hosts, every harness case, ratios side by side.
+
+Goals (issue "stock hosts"): on every case — Debian's php-fpm behind Debian's nginx, and
+Debian's Apache with mod_php — `check` names the storage of every site of each PHP target
+(0 missed), and `apply --all --yes` exits 0 and fails 0 requests under wrk at saturation;
+after `check --trace` + `apply --all --yes`, each case's network/local ratio is at least what
+the same changes reach on a lab with the same app and storage (`statstorm demo`'s lab pair).
+
+Each case stands up the host with `tests/stock_host.py` (Debian's services from /etc, a
+GlusterFS volume mounted by hand with default options, the app on local disk and on the
+volume, one PHP target serving both sites) and restores it exactly afterwards. The sites are
+measured with interleaved wrk rounds (local, network, local, …: ROUNDS × SECONDS at 4
+connections), traced for 10 s under load, checked with the trace, changed with
+`apply --all --yes` while wrk loads both sites at 32 connections (its errors and non-2xx
+answers are the failed requests), and measured again.
+
+Run as root on a quiet machine (no tests, no other benchmark; it takes the load lock for its
+measurements):  python3 bench/stock_hosts.py [--cases fpm-mediawiki,apache-mediawiki,fpm-dokuwiki]
+[--lab] (--lab also runs `statstorm demo` for the lab's ratio with the same app and storage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "src")]
+
+from stock_host import StockHost, stock_host  # noqa: E402
+
+from statstorm.adapters.labs import lab_apps  # noqa: E402
+from statstorm.apps import mediawiki  # noqa: E402
+from statstorm.env import Env  # noqa: E402
+
+LOCAL, NET = 18381, 18382
+PAGES = {"mediawiki": mediawiki.ENTRY, "dokuwiki": "/doku.php"}
+SOCK = "unix:/run/php/php8.2-fpm.sock"
+LOCK = os.environ.get("STATSTORM_LOAD_LOCK", "/tmp/statstorm-load.lock")
+
+
+@contextmanager
+def load_lock() -> Iterator[None]:
+    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def statstorm(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "statstorm", *args], capture_output=True,
+                          text=True, env=dict(os.environ, STATSTORM_HOME=str(home)))
+
+
+def wrk(url: str, seconds: float, conns: int) -> dict[str, float]:
+    out = subprocess.run(["wrk", "-t2", f"-c{conns}", f"-d{seconds:g}s", "--latency", url],
+                         capture_output=True, text=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errs = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
+    scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+    return {"rps": rps,
+            "failed": (int(non2xx.group(1)) if non2xx else 0)
+            + (sum(int(x) for x in errs.groups()) if errs else 0),
+            "p99_ms": float(p99.group(1)) * scale[p99.group(2)] if p99 else 0.0}
+
+
+def ratio(page: str, rounds: int, seconds: float) -> dict[str, float]:
+    """Interleaved rounds: network/local throughput and p99, medians of the rounds."""
+    loc, net = [], []
+    with load_lock():
+        for _ in range(rounds):
+            loc.append(wrk(f"http://127.0.0.1:{LOCAL}{page}", seconds, 4))
+            net.append(wrk(f"http://127.0.0.1:{NET}{page}", seconds, 4))
+    return {"ratio_rps": statistics.median(n["rps"] / max(lo["rps"], 1e-9)
+                                           for n, lo in zip(net, loc)),
+            "ratio_p99": statistics.median(n["p99_ms"] / max(lo["p99_ms"], 1e-9)
+                                           for n, lo in zip(net, loc)),
+            "local_rps": statistics.median(x["rps"] for x in loc)}
+
+
+def app_trees(host: StockHost, app: str, env: Env) -> tuple[Path, Path]:
+    local = host.scratch("local") / app
+    if app == "mediawiki":
+        lab_apps.copy_mediawiki(env, local)
+        mediawiki.install(env, "php8.2", local, host.scratch("data"), LOCAL)
+    else:
+        host.copy_app(app, local)
+    host.gluster_volume()
+    net = host.mount_by_hand(host.scratch("net")) / app
+    subprocess.run(["cp", "-a", str(local), str(net)], check=True)
+    return local, net
+
+
+def nginx_site(port: int, root: Path) -> str:
+    return (f"server {{\n\tlisten 127.0.0.1:{port};\n\troot {root};\n\tindex index.php doku.php;\n"
+            f"\tlocation ~ \\.php$ {{\n\t\tinclude snippets/fastcgi-php.conf;\n"
+            f"\t\tfastcgi_pass {SOCK};\n\t}}\n}}\n")
+
+
+def apache_site(port: int, root: Path) -> str:
+    return (f"<VirtualHost 127.0.0.1:{port}>\n\tDocumentRoot {root}\n"
+            f"\t<Directory {root}>\n\t\tRequire all granted\n\t</Directory>\n</VirtualHost>\n")
+
+
+def serve(host: StockHost, server: str, local: Path, net: Path) -> list[str]:
+    """The two sites; returns the target flags for statstorm."""
+    if server == "nginx":
+        host.nginx_site("bench-local", nginx_site(LOCAL, local))
+        host.nginx_site("bench-net", nginx_site(NET, net))
+        host.fpm_start("init")
+        host.nginx_start()
+        return ["--pool", "www"]
+    host.apache_listen(LOCAL, NET)
+    host.apache_site("bench-local", apache_site(LOCAL, local))
+    host.apache_site("bench-net", apache_site(NET, net))
+    host.apache_start()
+    return ["--apache"]
+
+
+def missed_storage(check: dict[str, Any], local: Path, net: Path) -> int:
+    """Sites whose storage check did not name (0 when both are there with the right kind)."""
+    held = {(m["role"], m["path"]): m["kind"] for p in check.get("pools", [])
+            for m in p.get("mounts", [])}
+    return int(held.get(("docroot", str(local))) != "local") \
+        + int(held.get(("docroot", str(net))) != "glusterfs-fuse")
+
+
+def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
+    server_php, app = case.split("-", 1)
+    server = "nginx" if server_php == "fpm" else "apache"
+    env = Env()
+    home = Path(tempfile.mkdtemp(prefix="statstorm-stock-bench-", dir="/var/tmp"))
+    page = PAGES[app]
+    with stock_host() as host:
+        local, net = app_trees(host, app, env)
+        target = serve(host, server, local, net)
+        before = ratio(page, rounds, seconds)
+        check = json.loads(statstorm("check", *target, "--json", home=home).stdout or "{}")
+        trace = home / "bench.trace"
+        load = threading.Thread(target=wrk, args=(f"http://127.0.0.1:{NET}{page}", 12, 4))
+        load.start()
+        traced = statstorm("trace", *target, "--duration", "10", "-o", str(trace), home=home)
+        load.join()
+        failed: dict[str, float] = {}
+
+        def saturate(port: int) -> None:
+            failed[str(port)] = wrk(f"http://127.0.0.1:{port}{page}", 40, 32)["failed"]
+
+        loads = [threading.Thread(target=saturate, args=(p,)) for p in (LOCAL, NET)]
+        for t in loads:
+            t.start()
+        applied = statstorm("apply", *target, "--all", "--yes", "--json",
+                            *(["--trace", str(trace)] if traced.returncode == 0 else []),
+                            "--url", f"http://127.0.0.1:{NET}{page}", home=home)
+        for t in loads:
+            t.join()
+        after = ratio(page, rounds, seconds)
+    return {"case": case, "before": before, "after": after,
+            "missed": missed_storage(check, local, net),
+            "trace_rc": traced.returncode, "apply_rc": applied.returncode,
+            "apply_error": applied.stderr.strip().splitlines()[-1:] if applied.returncode else [],
+            "failed_requests": sum(failed.values())}
+
+
+def lab_reference(app: str) -> float | None:
+    out = Path(tempfile.mkdtemp(prefix="statstorm-stock-bench-demo-", dir="/var/tmp"))
+    proc = subprocess.run([sys.executable, "-m", "statstorm", "demo", "--app", app, "-o",
+                           str(out), "--json"], capture_output=True, text=True)
+    return json.loads(proc.stdout)["after"]["ratio_rps"] if proc.returncode == 0 else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", default="fpm-mediawiki,apache-mediawiki,fpm-dokuwiki")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--lab", action="store_true", help="also run the demo for the lab's ratio")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/stock_hosts.py: run as root (it starts Debian's services)")
+    print(f"{'case':18} {'before':>7} {'after':>7} {'p99 before':>10} {'p99 after':>9} "
+          f"{'missed':>6} {'apply':>5} {'failed':>6}")
+    for case in a.cases.split(","):
+        r = run_case(case, a.rounds, a.seconds)
+        print(f"{case:18} {r['before']['ratio_rps']:7.3f} {r['after']['ratio_rps']:7.3f} "
+              f"{r['before']['ratio_p99']:10.2f} {r['after']['ratio_p99']:9.2f} "
+              f"{r['missed']:6d} {r['apply_rc']:5d} {r['failed_requests']:6.0f}"
+              + (f"  ({r['apply_error'][0]})" if r["apply_error"] else ""), flush=True)
+    if a.lab:
+        print(f"lab (statstorm demo, mediawiki on glusterfs): after {lab_reference('mediawiki')}")
+
+
+if __name__ == "__main__":
+    main()
