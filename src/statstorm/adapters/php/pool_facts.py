@@ -39,7 +39,7 @@ class Gathered:
 class PoolTarget:
     """A pool check can gather: the PHP processes and the server in front of them."""
     pool: target.PhpTarget
-    nginx_conf: list[str] = field(default_factory=list)  # argv for `nginx -T`
+    nginx_conf: list[str] = field(default_factory=list)  # the nginx master's argv (-p, -c)
     apache_conf: Path | None = None  # the Apache in front of the pool, if any
     apache_ask: list[str] = field(default_factory=list)  # argv that asks it (-M, DUMP_RUN_CFG)
 
@@ -145,8 +145,8 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
     cli = php_targets.cli_settings(env, [phpfpm.php_cli_for(fpm.binary)]
                                    if Path(fpm.binary).name.startswith("php-fpm") else ["php"])
     cli.pop("sapi", None)
-    server = nginx.server_passing_to(env, [pool.nginx_conf] if pool.nginx_conf else None,
-                                     listen)
+    sites = nginx.sites_passing_to([pool.nginx_conf] if pool.nginx_conf else None, listen)
+    server = sites[0] if sites else None  # the first site; its docroot and SCRIPT_FILENAME
     run_cfg = apache_facts.RunConfig()
     if pool.apache_conf is None and server is None and not fpm.handler.php_in_server:
         found = apache_facts.server_passing_to(listen)  # a system Apache in front of the pool
@@ -154,7 +154,7 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
             pool.apache_conf, pool.apache_ask, _ = found
     if pool.apache_conf is not None:
         run_cfg = apache_facts.live(env, pool.apache_ask)
-    docroot = (docroot or fpm.docroot or (server or {}).get("root", "")
+    docroot = (docroot or fpm.docroot or (server.known_docroot if server else "")
                or run_cfg.document_root)
     if not docroot:
         notes.append("no docroot found (no nginx or Apache server passes to this pool): file "
@@ -185,7 +185,7 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
         mounts=_mounts(env, docroot, include,
                        codetree.writable_paths(settings, codetree.app_root(docroot) if docroot else "")),
         symlinks=codetree.symlinks_on([docroot, *include]) if docroot else (),
-        nginx_script_filename=(server or {}).get("script_filename"),
+        nginx_script_filename=(server.script_filename or None) if server else None,
         hugepages=memory.hugepages(info), php_binary=fpm.binary,
         text_bytes=elf.read_text_segment(fpm.binary), worker_pss_kb=tuple(pss),
         mem_available_kb=info.available_kb, mem_total_kb=info.total_kb,
