@@ -135,3 +135,16 @@ def test_master_config_from_its_title() -> None:
         Path("/var/tmp/lab/conf/nginx.conf"), "/var/tmp/lab/")
     assert nginx.master_config(["nginx", "-c/etc/nginx/other.conf"])[0] == Path(
         "/etc/nginx/other.conf")
+
+
+def test_the_labs_own_configuration(tmp_path: Path) -> None:
+    """The lab's nginx.conf as lab_build writes it: the PHP location, not the status page."""
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(nginx.render_conf(port=8080, docroot="/srv/www", socket="/run/x/fpm.sock",
+                                      prefix=tmp_path, front_controller="index.php"))
+    conf_path, prefix = nginx.master_config(nginx.lab_argv(conf, tmp_path))
+    (site,) = nginx_conf.sites_passing_to(nginx_conf.read(conf_path, prefix), "/run/x/fpm.sock")
+    assert (site.docroot, site.script_filename, site.listen) == (
+        "/srv/www", "$document_root$fastcgi_script_name", ("127.0.0.1:8080",))
+    assert nginx_conf.files_passing_to(nginx_conf.read(conf_path, prefix),
+                                       "/run/x/fpm.sock") == (str(conf),)

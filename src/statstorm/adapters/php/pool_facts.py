@@ -156,9 +156,17 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
         run_cfg = apache_facts.live(env, pool.apache_ask)
     docroot = (docroot or fpm.docroot or (server.known_docroot if server else "")
                or run_cfg.document_root)
-    if not docroot:
+    if not docroot and server is not None and server.docroot_unknown:
+        notes.append(f"nginx's root for this pool ({server.docroot}, {server.config_file}:"
+                     f"{server.config_line}) depends on {server.docroot_unknown}: file counts, "
+                     "mounts and symlinks are not checked; give --docroot")
+    elif not docroot:
         notes.append("no docroot found (no nginx or Apache server passes to this pool): file "
                      "counts, mounts and symlinks are not checked; give --docroot")
+    if len(sites) > 1 and server is not None and docroot == server.known_docroot:
+        notes.append(f"{len(sites)} nginx sites pass to this pool; the first's docroot is "
+                     f"checked ({server.config_file}:{server.config_line}); give --docroot "
+                     "for another")
     include_path = settings.get("include_path", "").split(":")
     include = [e for e in include_path if e.startswith("/") and Path(e).is_dir()]
     tree = codetree.CodeTree()
