@@ -20,9 +20,11 @@ parsers from the same seeds.
 from __future__ import annotations
 
 import argparse
+import atexit
 import faulthandler
 import ipaddress
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -41,7 +43,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from statstorm.adapters.labs import phpfpm
 from statstorm.adapters.load import ab, http, vegeta, wrk, wrk_checked
 from statstorm.adapters.php import fastcgi, php_targets
-from statstorm.adapters.servers import nginx
+from statstorm.adapters.servers import nginx, nginx_conf
 from statstorm.adapters.storage import gluster_profile, nfs_mountstats
 from statstorm.adapters.tracing import strace_log, strace_summary
 from statstorm.cli.lab import key_values  # noqa: E402
@@ -133,9 +135,23 @@ def _php_i(data: bytes) -> None:
     phpfpm.ini_scan_dir(_text(data))
 
 
-def _nginx_t(data: bytes) -> None:
-    nginx.nginx_servers(_text(data))
-    nginx.files_passing_to(_text(data), "/run/php/php8.2-fpm.sock")
+_NGINX_TREE: list[Path] = []
+
+
+def _nginx_conf(data: bytes) -> None:
+    """The input as a site of Debian's configuration tree (a copy of the fixture's), read
+    whole with crossplane: its includes, snippets and fastcgi_params followed."""
+    if not _NGINX_TREE:
+        tmp = Path(tempfile.mkdtemp(prefix="statstorm-fuzz-nginx-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        shutil.copytree(FIXTURES / "nginx" / "debian-default", tmp / "tree")
+        _NGINX_TREE.append(tmp / "tree")
+    tree = _NGINX_TREE[0]
+    (tree / "sites-enabled" / "default").write_bytes(data)
+    config = nginx_conf.read(tree / "nginx.conf")
+    nginx_conf.sites(config)
+    nginx_conf.sites_passing_to(config, "/run/php/php8.2-fpm.sock")
+    nginx_conf.files_passing_to(config, "9000")
 
 
 def _lookup_locally(real: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
@@ -212,10 +228,13 @@ def _fpm_tt_seeds() -> list[bytes]:
 
 
 def _nginx_seeds() -> list[bytes]:
+    """The fixtures' sites, the lab's server block and this machine's default site."""
     lab = nginx.render_conf(port=8080, docroot="/srv/www", socket="/run/php/php8.2-fpm.sock",
                             prefix=Path("/var/tmp/lab"), front_controller="index.php")
-    dump = b"# configuration file /etc/nginx/sites-enabled/lab:\n" + lab.encode()
-    return [dump, _run_tool([nginx.BINARY, "-T"])]
+    server = lab[lab.index("    server {"):lab.rindex("}")]
+    machine = Path("/etc/nginx/sites-enabled/default")
+    return ([p.read_bytes() for p in sorted((FIXTURES / "nginx").glob("*/sites-enabled/*"))]
+            + [server.encode()] + ([machine.read_bytes()] if machine.is_file() else []))
 
 
 def _wrk_matrix_seeds() -> list[bytes]:
@@ -261,7 +280,7 @@ TARGETS: list[Target] = [
                                                  b"Scan this dir for additional .ini files => "
                                                  b"/etc/php/8.2/cli/conf.d\n") if s]),
     Target("php-fpm-tt", lambda d: php_targets.parse_fpm_tt(_text(d), "www"), _fpm_tt_seeds),
-    Target("nginx-T", _nginx_t, _nginx_seeds),
+    Target("nginx-conf", _nginx_conf, _nginx_seeds),
     Target("fastcgi", lambda d: fastcgi.parse_response(d), _fastcgi_seeds),
     Target("cli-url", _url, lambda: [b"http://127.0.0.1:8080/index.php", b"http://[::1]:80/",
                                      b"https://localhost/x?y=1"]),

@@ -14,14 +14,14 @@ from statstorm.adapters.php import fastcgi
 from statstorm.adapters.php.codetree import app_root as _app_root
 from statstorm.adapters.php.codetree import scan as _scan_tree
 from statstorm.adapters.php.codetree import writable_paths
-from statstorm.adapters.servers.nginx import nginx_servers
+from statstorm.adapters.servers import nginx_conf
 from statstorm.adapters.labs.phpfpm import pool_directives
 from statstorm.model.checkfacts import fsbench_p50, trace_facts
 from statstorm.model.tracestats import summarize_trace
 from statstorm.results.trace import Request, RequestCounts, Syscall, Trace, new_header
 
-NGINX_T = """\
-# configuration file /etc/nginx/nginx.conf:
+NGINX_CONF = """\
+events {}
 http {
     server {
         listen 80;
@@ -58,12 +58,15 @@ FPM_TT = """\
 """
 
 
-def test_nginx_servers() -> None:
-    servers = nginx_servers(NGINX_T)
-    assert servers[1] == {"root": "/srv/app/current/public",
-                          "script_filename": "$document_root$fastcgi_script_name",
-                          "fastcgi_pass": "unix:/run/php/www.sock"}
-    assert servers[0]["root"] == "/srv/other"
+def test_nginx_sites(tmp_path: Path) -> None:
+    (tmp_path / "fastcgi_params").write_text("fastcgi_param QUERY_STRING $query_string;\n")
+    (tmp_path / "nginx.conf").write_text(NGINX_CONF)
+    config = nginx_conf.read(tmp_path / "nginx.conf")
+    (site,) = nginx_conf.sites_passing_to(config, "/run/php/www.sock")
+    assert (site.docroot, site.script_filename, site.passes_to) == (
+        "/srv/app/current/public", "$document_root$fastcgi_script_name", ("/run/php/www.sock",))
+    (other,) = nginx_conf.sites_passing_to(config, "/run/php/other.sock")
+    assert other.docroot == "/srv/other"
 
 
 def test_pool_directives() -> None:

@@ -1,9 +1,10 @@
 """Fuzzing every parser in the suite (issue 20, part 3), and the parser bugs it found.
 
 The property, for each parser of bench/fuzz.py's TARGETS (strace logs and `-c` tables,
-wrk/ab/vegeta output, mountstats, GlusterFS profiles, `php -i`, `php-fpm -tt`, `nginx -T`,
-FastCGI records, the CLI's value parsers): whatever the input, the parser returns or raises a
-project error (the one-line message the CLI prints), never another exception. Inputs are
+wrk/ab/vegeta output, mountstats, GlusterFS profiles, `php -i`, `php-fpm -tt`, nginx's
+configuration, FastCGI records, the CLI's value parsers): whatever the input, the parser
+returns or raises a project error (the one-line message the CLI prints), never another
+exception. Inputs are
 Hypothesis-driven mutations of the real outputs those targets start from, raw bytes, and
 inputs built from strace's grammar whose parse is also checked for what it must say.
 Deterministic (derandomize) with a fixed budget; bench/fuzz.py is the long run.

@@ -9,7 +9,7 @@ from pathlib import Path
 from statstorm.adapters.apply import backups
 from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
 from statstorm.adapters.php import php_targets, target
-from statstorm.adapters.servers import nginx
+from statstorm.adapters.servers import nginx, nginx_conf
 from statstorm.adapters.apply.pool_config import Target
 from statstorm.env import Env
 from statstorm.errors import UsageError
@@ -70,7 +70,7 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Ta
     test: list[str] = []
     npid = 0
     for pid, nargv in nginx.running_masters_by_pid():
-        names = nginx.files_passing_to(nginx.dump(env, nargv), listen)
+        names = nginx_conf.files_passing_to(nginx.read_master(nargv), listen)
         if names:
             files, test, npid = [Path(n) for n in names], [*nargv, "-t", "-q"], pid
             break

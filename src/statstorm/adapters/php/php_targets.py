@@ -258,10 +258,11 @@ class TitleFilter:
 
 def docroot_of(env: Env, pool: FpmPool) -> str:
     """Where the web server serves the pool's code from: the `root` of the nginx server that
-    passes to the pool's listen address ('' when none is found)."""
+    passes to the pool's listen address, the first one when several do ('' when none is
+    found, or when its root holds a variable)."""
     listen = phpfpm.pool_directives(fpm_tt(env, pool.argv), pool.name).get("listen", "")
-    server = nginx.server_passing_to(env, None, listen) if listen else None
-    return (server or {}).get("root", "")
+    sites = nginx.sites_passing_to(None, listen) if listen else ()
+    return sites[0].known_docroot if sites else ""
 
 
 def pool_workers(pool: str) -> list[int]:

@@ -26,6 +26,7 @@ from statstorm.errors import ComponentError, UsageError
 from statstorm.model.checkfacts import (Facts, MountFact, OpcacheStatus, SiteRoot, TraceFacts,
                                         ini_int)
 from statstorm.model.storage_kinds import is_network_fstype
+from statstorm.results.sites import Site
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Gathered:
 class PoolTarget:
     """A pool check can gather: the PHP processes and the server in front of them."""
     pool: target.PhpTarget
-    nginx_conf: list[str] = field(default_factory=list)  # argv for `nginx -T`
+    nginx_conf: list[str] = field(default_factory=list)  # the nginx master's argv (-p, -c)
     apache_conf: Path | None = None  # the Apache in front of the pool, if any
     apache_ask: list[str] = field(default_factory=list)  # argv that asks it (-M, DUMP_RUN_CFG)
 
@@ -91,14 +92,15 @@ def _traced(env: Env, found: tuple[MountFact, ...],
     return found + _mount_facts(env, extra) if extra else found
 
 
-def _sites(given: str | None, lab_docroot: str, nginx_sites: list[dict[str, str]],
+def _sites(given: str | None, lab_docroot: str, nginx_sites: tuple[Site, ...],
            run_cfg: apache_facts.RunConfig) -> list[SiteRoot]:
     """Every site the pool serves: `--docroot`, a lab's own, or each server passing to it."""
     if given:
         return [SiteRoot("option", docroot=given)]
     if lab_docroot:
         return [SiteRoot("lab", docroot=lab_docroot)]
-    out = [SiteRoot("nginx", docroot=x.get("root", "")) for x in nginx_sites]
+    out = [SiteRoot("nginx", x.server_names, x.known_docroot, x.docroot_unknown,
+                    f"{x.config_file}:{x.config_line}") for x in nginx_sites]
     if run_cfg.document_root:
         out.append(SiteRoot("apache", docroot=run_cfg.document_root))
     return out
@@ -108,7 +110,7 @@ def _site_notes(sites: list[SiteRoot]) -> list[str]:
     notes = [f"the docroot of {', '.join(x.names) or 'a site'} ({x.config or x.source}) is "
              f"built from {x.unknown}: its storage is checked from the trace only (give "
              "--docroot DIR or --trace FILE)" for x in sites if x.unknown]
-    if not any(x.docroot for x in sites):
+    if not sites:
         notes.append("no docroot found (no nginx or Apache server passes to this pool): file "
                      "counts, mounts and symlinks are not checked; give --docroot")
     return notes
@@ -188,8 +190,8 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
     cli = php_targets.cli_settings(env, [phpfpm.php_cli_for(fpm.binary)]
                                    if Path(fpm.binary).name.startswith("php-fpm") else ["php"])
     cli.pop("sapi", None)
-    server = nginx.server_passing_to(env, [pool.nginx_conf] if pool.nginx_conf else None,
-                                     listen)
+    nginx_sites = nginx.sites_passing_to([pool.nginx_conf] if pool.nginx_conf else None, listen)
+    server = nginx_sites[0] if nginx_sites else None  # the SCRIPT_FILENAME check reads the first
     run_cfg = apache_facts.RunConfig()
     if pool.apache_conf is None and server is None and not fpm.handler.php_in_server:
         found = apache_facts.server_passing_to(listen)  # a system Apache in front of the pool
@@ -197,7 +199,7 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
             pool.apache_conf, pool.apache_ask, _ = found
     if pool.apache_conf is not None:
         run_cfg = apache_facts.live(env, pool.apache_ask)
-    sites = _sites(docroot, fpm.docroot, [server] if server else [], run_cfg)
+    sites = _sites(docroot, fpm.docroot, nginx_sites, run_cfg)
     notes += _site_notes(sites)
     docroots = list(dict.fromkeys(x.docroot for x in sites if x.docroot))
     docroot = docroots[0] if docroots else ""
@@ -229,7 +231,7 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
             settings, codetree.app_root(docroot) if docroot else "")), trace),
         sites=tuple(sites),
         symlinks=codetree.symlinks_on([docroot, *include]) if docroot else (),
-        nginx_script_filename=(server or {}).get("script_filename"),
+        nginx_script_filename=(server.script_filename or None) if server else None,
         hugepages=memory.hugepages(info), php_binary=fpm.binary,
         text_bytes=elf.read_text_segment(fpm.binary), worker_pss_kb=tuple(pss),
         mem_available_kb=info.available_kb, mem_total_kb=info.total_kb,

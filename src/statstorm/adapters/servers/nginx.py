@@ -1,18 +1,20 @@
-"""nginx: the lab's own master, in front of the lab's php-fpm pool on 127.0.0.1; and what
-running nginx servers pass to a php-fpm pool (read from `nginx -T`)."""
+"""nginx: the lab's own master, in front of the lab's php-fpm pool on 127.0.0.1; the running
+masters, their configuration files (read by `nginx_conf.py`) and the sites passing to a
+php-fpm pool; nginx's reload."""
 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 from pathlib import Path
 from typing import Callable
 
 from statstorm.adapters.host import procs
+from statstorm.adapters.servers import nginx_conf
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
+from statstorm.results.sites import Site
 
 BINARY = "/usr/sbin/nginx"
 
@@ -100,36 +102,6 @@ def start(env: Env, conf: Path, prefix: Path, port: int, record: Callable[[int],
     raise ComponentError(f"nginx did not listen on 127.0.0.1:{port} within {timeout:.0f} s")
 
 
-def nginx_servers(text: str) -> list[dict[str, str]]:
-    """The `root`, `fastcgi_pass` and SCRIPT_FILENAME of each server block in `nginx -T`."""
-    servers: list[dict[str, str]] = []
-    depth = 0
-    server_depth = -1
-    cur: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if re.match(r"server\s*\{", line):
-            server_depth = depth
-            cur = {}
-        m = re.match(r"(root|fastcgi_pass)\s+([^;]+);", line)
-        if m and server_depth >= 0:
-            cur.setdefault(m.group(1), m.group(2).strip())
-        m = re.match(r"fastcgi_param\s+SCRIPT_FILENAME\s+([^;]+);", line)
-        if m and server_depth >= 0:
-            # the PHP location's (built from $fastcgi_script_name) beats a status page's
-            value = m.group(1).strip()
-            if "script_filename" not in cur or ("fastcgi_script_name" in value
-                                                and "fastcgi_script_name" not in cur["script_filename"]):
-                cur["script_filename"] = value
-        depth += line.count("{") - line.count("}")
-        if server_depth >= 0 and depth <= server_depth:
-            servers.append(cur)
-            server_depth = -1
-    return servers
-
-
 def running_masters_by_pid() -> list[tuple[int, list[str]]]:
     """Each running nginx master's PID, binary and options (from its process title)."""
     out = []
@@ -145,40 +117,40 @@ def running_masters() -> list[list[str]]:
     return [argv for _, argv in running_masters_by_pid()]
 
 
-def dump(env: Env, argv: list[str]) -> str:
-    """`nginx -T` of the master started as `argv`: its whole configuration, file by file."""
-    return env.run([*argv, "-T"], check=False, what="nginx -T").stdout
-
-
-def server_passing_to(env: Env, argvs: list[list[str]] | None,
-                      listen: str) -> dict[str, str] | None:
-    """The first server block (of the nginx masters started as `argvs`, default every
-    running one) whose `fastcgi_pass` names the pool's `listen` address."""
-    for argv in argvs if argvs is not None else running_masters():
-        for server in nginx_servers(dump(env, argv)):
-            fp = server.get("fastcgi_pass", "").removeprefix("unix:")
-            if fp and listen and (fp == listen or fp.endswith(":" + listen)):
-                return server
-    return None
-
-
-def files_passing_to(dump: str, listen: str) -> list[str]:
-    """The configuration files (from `nginx -T`) whose `fastcgi_pass` names the pool's
-    `listen` address: the ones holding that pool's `fastcgi_param` lines."""
-    out: list[str] = []
-    current = ""
-    for raw in dump.splitlines():
-        m = re.match(r"# configuration file (.+):$", raw.strip())
-        if m:
-            current = m.group(1)
+def master_config(argv: list[str]) -> tuple[Path, str]:
+    """The configuration file and prefix of the master started as `argv` (its `-c` and `-p`,
+    attached or not; a relative `-c` is under the prefix, as nginx reads it)."""
+    opts: dict[str, str] = {}
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-c", "-p", "-e", "-g") and i + 1 < len(argv):
+            opts[arg] = argv[i + 1]
+            i += 2
             continue
-        line = raw.split("#", 1)[0].strip()
-        p = re.match(r"fastcgi_pass\s+([^;]+);", line)
-        if p and current and current not in out:
-            target = p.group(1).strip().removeprefix("unix:")
-            if listen and (target == listen or target.endswith(":" + listen)):
-                out.append(current)
-    return out
+        if arg[:2] in ("-c", "-p") and len(arg) > 2:
+            opts[arg[:2]] = arg[2:]
+        i += 1
+    prefix = opts.get("-p", nginx_conf.DEFAULT_PREFIX)
+    prefix = prefix if prefix.endswith("/") else prefix + "/"
+    conf = opts.get("-c", nginx_conf.DEFAULT_CONF)
+    return Path(conf if conf.startswith("/") else prefix + conf), prefix
+
+
+def read_master(argv: list[str]) -> nginx_conf.Config:
+    """The whole configuration of the master started as `argv`, read with crossplane."""
+    conf, prefix = master_config(argv)
+    return nginx_conf.read(conf, prefix)
+
+
+def sites_passing_to(argvs: list[list[str]] | None, listen: str) -> tuple[Site, ...]:
+    """Every server block (of the nginx masters started as `argvs`, default every running
+    one) whose PHP location passes to the pool's `listen` address."""
+    out: list[Site] = []
+    for argv in argvs if argvs is not None else running_masters():
+        out.extend(s for s in nginx_conf.sites_passing_to(read_master(argv), listen)
+                   if s not in out)
+    return tuple(out)
 
 
 def reload(master_pid: int, timeout: float = 15.0) -> None:
