@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import leftovers, run_cli, unique_name
+from statstorm.results.trace import read_trace
 
 pytestmark = pytest.mark.root
 
@@ -49,6 +50,8 @@ def test_demo_predicts_before_it_applies_and_leaves_nothing(state_home: Path,
     assert result["files"]["apply"] == "apply.json" and list(result)[:2] == ["schema", "run_id"]
     for f in ("check-before.json", "apply.json", "check-after.json"):
         assert json.loads((out / f).read_text())["run_id"] == result["run_id"], f
+    for f in ("before.sst.gz", "after.sst.gz"):  # its traces too, in their headers
+        assert read_trace(out / f).head.run_id == result["run_id"], f
     assert "local throughput before" in (out / "report.html").read_text()
     for role in ("local", "net"):
         lab = f"{name}-{role}"

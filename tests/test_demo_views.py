@@ -68,10 +68,11 @@ def test_views_go_on_until_the_tracer_has_its_requests(monkeypatch: pytest.Monke
     pages, calls = Pages(), []
     monkeypatch.setattr(demo_cmd.http, "fetch", pages.fetch)
     monkeypatch.setattr(demo_cmd.trace_cmd, "run", fake_run(pages, calls))
-    total = demo_cmd.trace_views(Env(), lab(), 3, tmp_path / "before.sst.gz")
+    total = demo_cmd.trace_views(Env(), lab(), 3, tmp_path / "before.sst.gz", "run-a")
     assert total == 42.5
     (opts,) = calls
     assert (opts.lab, opts.requests, opts.output) == ("dm-net", 3, tmp_path / "before.sst.gz")
+    assert opts.run_id == opts.recording().run_id == "run-a"  # the trace's header carries it
     assert pages.fetched >= 4  # one beyond the bound shows the last request over
 
 

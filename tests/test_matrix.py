@@ -191,14 +191,13 @@ def test_twin_knob_adds_an_identical_cell_with_the_knob() -> None:
 
 
 def _measured(rps: dict[str, list[float]]) -> MatrixResult:
-    result = MatrixResult(app="synthetic", source="measured", options={}, started="")
-    for cid, values in rps.items():
-        result.cells.append(CellResult(id=cid, server="nginx", mpm="", handler="fpm",
-                                       opcache=True, huge_code_pages=False, storage="local",
-                                       rounds=[Round(round=i, requests=100, duration_s=1.0, rps=v,
-                                                     failed=0) for i, v in enumerate(values)]))
-    refresh(result, 0.05)
-    return result
+    cells = tuple(CellResult(id=cid, server="nginx", mpm="", handler="fpm", opcache=True,
+                             huge_code_pages=False, storage="local",
+                             rounds=tuple(Round(round=i, requests=100, duration_s=1.0, rps=v,
+                                                failed=0) for i, v in enumerate(values)))
+                  for cid, values in rps.items())
+    return refresh(MatrixResult(app="synthetic", source="measured", options={}, started="",
+                                cells=cells), 0.05)
 
 
 def test_spin_knob_burns_cpu_time(tmp_path: Path) -> None:
@@ -266,8 +265,7 @@ def test_precision_reached_resumes_to_nothing(tmp_path: Path) -> None:
                          knobs=(("nginx-fpm/opcache-on/local", Knob(spin_us=300, twin=True)),),
                          precision=0.01, output=out)
     result = _measured({CELLS[0]: [100.0, 120.0, 90.0, 110.0], twin: [97.0, 116.5, 87.2, 106.8]})
-    result.options = matrix_cmd.options_to_json(opts)
-    save(out, result)
+    save(out, dataclasses.replace(result, options=matrix_cmd.options_to_json(opts)))
     env = Env(state_root=tmp_path / "state")
     plan = matrix_cmd.plan(env, dataclasses.replace(opts, dry_run=True))  # no root needed
     assert plan.order == ()

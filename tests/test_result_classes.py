@@ -132,10 +132,34 @@ def test_matrix_stop_rule_round_trips() -> None:
 
 def test_lab_state_round_trips() -> None:
     state = LabState("x", "synthetic", "local", 8080, 2, "/var/lib/statstorm/labs/x",
-                     php_ini={"realpath_cache_size": "16K"}, phase="up", worker_pids=[1, 2])
+                     php_ini={"realpath_cache_size": "16K"}, phase="up", worker_pids=(1, 2))
     data = state.to_json()
     assert data["schema"] == lab.SCHEMA and next(iter(data)) == "name"
     assert LabState.from_json(json.loads(json.dumps(data))) == state
+
+
+def test_matrix_result_and_lab_state_are_values(tmp_path: Path) -> None:
+    """Both are frozen: a matrix run makes a new result after each step (`with_cell`), and
+    `lab up` records each step as a new state written at once (`LabRecord`)."""
+    import dataclasses
+
+    from statstorm.adapters.labs.state import LabRecord
+
+    res = MatrixResult.from_json(json.loads((FIX / "matrix" / "003_post.json").read_text()))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.finished = "now"  # type: ignore[misc]
+    first = res.cells[0]
+    changed = res.with_cell(replace(first, primer={"marker": "m"}))
+    assert changed.cells[0].primer == {"marker": "m"} and res.cells[0] is first
+    assert [c.id for c in changed.cells] == [c.id for c in res.cells]
+    added = res.with_cell(replace(first, id="new"))
+    assert added.cells[-1].id == "new" and len(added.cells) == len(res.cells) + 1
+    rec = LabRecord(LabState("x", "synthetic", "local", 8080, 2, str(tmp_path)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rec.state.port = 1  # type: ignore[misc]
+    rec.record(nginx_pid=42, worker_pids=(3, 4))
+    written = LabState.from_json(json.loads((tmp_path / "lab.json").read_text()))
+    assert written == rec.state and written.nginx_pid == 42 and written.worker_pids == (3, 4)
 
 
 def test_provenance_from_any_result() -> None:

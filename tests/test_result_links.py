@@ -125,3 +125,31 @@ def test_every_kind_is_declared_once() -> None:
     assert len(kinds) == len(set(kinds)) and DemoResult in KINDS
     assert {"trace", "trace-summary", "check", "whatif", "fsbench", "sweep", "apply", "demo",
             "matrix"} == set(kinds)
+
+
+def test_a_trace_carries_its_run_and_one_of_another_run_is_left_out(tmp_path: Path) -> None:
+    """The demo's traces carry its run id in their header (`RecordOptions.run_id`, written by
+    the backends' `header`); a trace of another run is left out with a note, like a JSON file."""
+    from statstorm.adapters.tracing.trace_backends import RecordOptions, header
+    from statstorm.adapters.tracing.trace_targets import Target
+    from statstorm.commands.trace import TraceOptions
+    from statstorm.results.trace import read_trace, write_trace
+    from statstorm.results.trace.vocabulary import TracerBackend
+
+    target = Target(mode="lab", description="lab dm-net", pids=[1])
+    assert "run_id" not in header(TracerBackend.EBPF, target, RecordOptions())
+    recording = TraceOptions(lab="dm-net", run_id="run-b").recording()
+    head = header(TracerBackend.EBPF, target, recording)
+    assert head["run_id"] == "run-b"
+    demo_json = new_demo_dir(tmp_path / "d", run_id="run-a")
+    for name, run in (("before.sst.gz", "run-a"), ("after.sst.gz", head["run_id"])):
+        tr = read_trace(demo_json.parent / name)
+        tr.header = {**tr.header, "run_id": run}
+        write_trace(demo_json.parent / name, tr)
+        assert read_trace(demo_json.parent / name).head.run_id == run
+    files = load_all([demo_json])
+    assert [f.name for f in files] == ["demo.json", "before.sst.gz", "check-before.json",
+                                       "apply.json", "check-after.json"]
+    assert files[1].run_id == "run-a"
+    (note,) = files[0].notes
+    assert "after.sst.gz" in note and "another run" in note and "run-b" in note

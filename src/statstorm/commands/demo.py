@@ -34,10 +34,8 @@ from statstorm.adapters.storage import round_trips
 from statstorm.adapters.load.loadgen import RunSpec, load_lock
 from statstorm.adapters.load.wrk import Wrk
 from statstorm.adapters.tracing.trace_thread import TraceThread, Tracer
-from statstorm.commands import apply as apply_cmd
-from statstorm.commands import check as check_cmd
-from statstorm.commands import trace as trace_cmd
-from statstorm.commands import whatif as whatif_cmd
+from statstorm.commands import apply as apply_cmd, check as check_cmd
+from statstorm.commands import trace as trace_cmd, whatif as whatif_cmd
 from statstorm.env import Env
 from statstorm.errors import (ComponentError, DependencyError, PrivilegeError, StatstormError,
                               UsageError)
@@ -144,21 +142,22 @@ def measure(env: Env, states: dict[str, LabState], opts: DemoOptions, label: str
     return Phase(Side(tuple(rounds["local"])), Side(tuple(rounds["network"])))
 
 
-def views_tracer(views: int) -> Tracer:
-    """`statstorm trace` of a lab's pool that ends by itself once `views` requests are over."""
+def views_tracer(views: int, run_id: str = "") -> Tracer:
+    """`statstorm trace` of a lab's pool that ends by itself once `views` requests are over;
+    its header carries `run_id` (the demo's run)."""
     def tracer(env: Env, *, lab: str | None, pool: str | None, duration_s: float, output: Path,
                ready: threading.Event, stop: threading.Event) -> Traced:
         return trace_cmd.run(env, trace_cmd.TraceOptions(
-            lab=lab, pool=pool, requests=views, duration_s=duration_s, output=output),
-            ready=ready, stop=stop)
+            lab=lab, pool=pool, requests=views, duration_s=duration_s, output=output,
+            run_id=run_id), ready=ready, stop=stop)
     return tracer
 
 
-def trace_views(env: Env, state: LabState, views: int, output: Path) -> float:
-    """`statstorm trace` of the lab's pool while `views` page views are fetched; its metadata
-    calls per request (the summary's per_request total)."""
-    tt = TraceThread(env, views_tracer(views), lab=state.name, pool=None, duration_s=120.0,
-                     output=output, name="statstorm-demo-trace")
+def trace_views(env: Env, state: LabState, views: int, output: Path, run_id: str = "") -> float:
+    """`statstorm trace` of the lab's pool while `views` page views are fetched (the trace
+    carrying `run_id`); its metadata calls per request (the summary's per_request total)."""
+    tt = TraceThread(env, views_tracer(views, run_id), lab=state.name, pool=None,
+                     duration_s=120.0, output=output, name="statstorm-demo-trace")
     tt.start()
     try:
         url = state.url + state.entry_path
@@ -277,8 +276,9 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
     log = say or env.log
     out = opts.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    demo = _Run(DemoResult(opts.app, opts.storage, str(out), run_id=new_run_id(),
-                           kept=opts.keep), out / "demo.json")
+    run_id = new_run_id()  # in demo.json, its result files and its traces' headers
+    demo = _Run(DemoResult(opts.app, opts.storage, str(out), run_id=run_id, kept=opts.keep),
+                out / "demo.json")
     states: dict[str, LabState] = {}
     t_start = time.monotonic()
     mark = [t_start]
@@ -313,7 +313,7 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
 
         step(3, f"find: tracing {opts.views} page views of the {opts.storage} lab, then check…")
         before_trace = out / "before.sst.gz"
-        calls_before = trace_views(env, states["network"], opts.views, before_trace)
+        calls_before = trace_views(env, states["network"], opts.views, before_trace, run_id)
         files["trace_before"] = before_trace.name
         demo.result = replace(demo.result, metadata_calls_per_request=PerRequest(
             before=calls_before, keys=("before",)))
@@ -353,7 +353,7 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
 
         step(7, "prove: a second trace and check of the fixed lab…")
         after_trace = out / "after.sst.gz"
-        calls_after = trace_views(env, states["network"], opts.views, after_trace)
+        calls_after = trace_views(env, states["network"], opts.views, after_trace, run_id)
         files["trace_after"] = after_trace.name
         demo.result = replace(demo.result, metadata_calls_per_request=PerRequest(
             calls_before, calls_after, predicted.metadata_calls_per_request))

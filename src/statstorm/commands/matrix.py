@@ -22,7 +22,7 @@ import shutil
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from statstorm.adapters.host import memory
 from statstorm.adapters.labs import lab_build, lab_memory
@@ -160,11 +160,10 @@ def run(env: Env, p: Plan, after_round: AfterRound | None = None) -> MatrixResul
     """Measure the plan's remaining cell-rounds (then, with --precision, more rounds until the
     intervals are narrow enough or the cap is reached); labs always come down."""
     opts = p.options
-    result = _start_result(p)
+    result = refresh(_start_result(p), opts.alpha)
     order = list(p.order)
-    refresh(result, opts.alpha)
     if not order:  # every planned round is there; --precision may still want more
-        order = _more_rounds(env, opts, result, list(p.cells))
+        order, result = _more_rounds(env, opts, result, list(p.cells))
     if not order:
         env.log(f"matrix: {p.output} already holds every round; nothing to measure")
         results.save(p.output, result)
@@ -182,7 +181,7 @@ def run(env: Env, p: Plan, after_round: AfterRound | None = None) -> MatrixResul
             cell = p.cells[i]
             env.log(f"matrix: lab {n}/{len(active)} for {cell.id}…")
             states[i] = lab_build.up(env, _lab_options(env, opts, cell, names[i], knob_dir))
-            _primer(env, opts, result, cell, states[i])
+            result = _primer(env, opts, result, cell, states[i])
             results.save(p.output, result)
         _arm_knobs(knob_dir)
         with load_lock(env):
@@ -191,14 +190,15 @@ def run(env: Env, p: Plan, after_round: AfterRound | None = None) -> MatrixResul
                     env.log(f"matrix: warming up {p.cells[i].id} ({opts.warmup_s:g} s)…")
                     _load(env, opts, result, p.cells[i], states[i], opts.warmup_s)
             while order:
-                _rounds(env, p, result, states, order, after_round)
-                order = _more_rounds(env, opts, result, list(p.cells))
+                # each cell-round's result as it comes, so the finally writes the latest
+                for latest in _rounds(env, p, result, states, order, after_round):
+                    result = latest
+                order, result = _more_rounds(env, opts, result, list(p.cells))
         completed = True
     finally:
-        result.wall_s += env.clock() - started
-        result.interrupted = not completed
-        result.finished = _now() if completed else ""
-        refresh(result, opts.alpha)
+        result = refresh(dataclasses.replace(
+            result, wall_s=result.wall_s + env.clock() - started, interrupted=not completed,
+            finished=_now() if completed else ""), opts.alpha)
         try:
             results.save(p.output, result)
         finally:
@@ -216,8 +216,9 @@ def run(env: Env, p: Plan, after_round: AfterRound | None = None) -> MatrixResul
 
 
 def _rounds(env: Env, p: Plan, result: MatrixResult, states: dict[int, LabState],
-            order: list[tuple[int, int]], after_round: AfterRound | None) -> None:
-    """Measure these cell-rounds in order; the result file after each."""
+            order: list[tuple[int, int]],
+            after_round: AfterRound | None) -> Iterator[MatrixResult]:
+    """Measure these cell-rounds in order; after each, the result with it (also written)."""
     opts = p.options
     for n, (rnd, i) in enumerate(order, 1):
         cell = p.cells[i]
@@ -226,10 +227,10 @@ def _rounds(env: Env, p: Plan, result: MatrixResult, states: dict[int, LabState]
         measured = _measure(env, opts, result, cell, states[i], rnd)
         entry = result.cell(cell.id)
         assert entry is not None
-        entry.rounds.append(measured)
-        entry.rounds.sort(key=lambda r: r.round)
-        refresh(result, opts.alpha)
+        rounds = tuple(sorted((*entry.rounds, measured), key=lambda r: r.round))
+        result = refresh(result.with_cell(dataclasses.replace(entry, rounds=rounds)), opts.alpha)
         results.save(p.output, result)
+        yield result  # before anything else can fail: the caller holds every round measured
         left = estimate(opts, list(p.cells), order[n:], with_labs=False)
         of = f"{opts.rounds}" if not opts.precision else f"{opts.rounds}–{opts.round_cap}"
         env.log(f"matrix: round {rnd + 1}/{of} {cell.id}: {measured.rps:,.1f} "
@@ -240,50 +241,46 @@ def _rounds(env: Env, p: Plan, result: MatrixResult, states: dict[int, LabState]
 
 
 def _more_rounds(env: Env, opts: MatrixOptions, result: MatrixResult,
-                 cells: list[Cell]) -> list[tuple[int, int]]:
+                 cells: list[Cell]) -> tuple[list[tuple[int, int]], MatrixResult]:
     """With --precision: the next round of every cell while the widest interval shown is
-    wider than asked and the cap allows; records why the rounds stopped."""
+    wider than asked and the cap allows; and the result with why the rounds stopped."""
     done = min((len(c.rounds) for c in result.cells), default=0)
     if not opts.precision:
-        result.stop = None
-        return []
+        return [], dataclasses.replace(result, stop=None)
     prec = precision(result, opts.precision)
     widest = round(prec.widest * 100, 2) if math.isfinite(prec.widest) else None
     stop = StopRule("precision", opts.precision * 100, done, widest, prec.what, "running")
     shown = f"±{widest:g} %" if widest is not None else "no interval yet"
     if prec.met:
-        result.stop = dataclasses.replace(stop, reason="precision reached")
         env.log(f"matrix: widest interval {shown} ({prec.what}) within "
                 f"±{opts.precision * 100:g} % after {done} rounds: done")
-        return []
+        return [], dataclasses.replace(
+            result, stop=dataclasses.replace(stop, reason="precision reached"))
     if done >= opts.round_cap:
-        result.stop = dataclasses.replace(stop, reason="max rounds reached")
         env.log(f"matrix: {done} rounds, the most allowed (--max-rounds), and the widest "
                 f"interval is still {shown} ({prec.what}), not ±{opts.precision * 100:g} %")
-        return []
-    result.stop = stop
+        return [], dataclasses.replace(
+            result, stop=dataclasses.replace(stop, reason="max rounds reached"))
     env.log(f"matrix: widest interval {shown} ({prec.what}), asked ±"
             f"{opts.precision * 100:g} %: round {done + 1} of at most {opts.round_cap}")
     rnd = max((r.round for c in result.cells for r in c.rounds), default=-1) + 1
-    return [(rnd, i) for i in round_order(rnd, len(cells))]
+    return [(rnd, i) for i in round_order(rnd, len(cells))], dataclasses.replace(result,
+                                                                                stop=stop)
 
 
 def _start_result(p: Plan) -> MatrixResult:
     opts = p.options
     if p.output.exists() and p.output.stat().st_size:
-        result = results.load(p.output)
-        result.options = options_to_json(opts)
+        prev = results.load(p.output)
     else:
-        result = MatrixResult(app=opts.app, source="measured", options=options_to_json(opts),
-                              started=_now())
-    result.thp_mode = memory.thp_enabled()
-    for c in p.cells:
-        if result.cell(c.id) is None:
-            result.cells.append(CellResult(
-                id=c.id, server=c.server, mpm=c.mpm, handler=c.handler, opcache=c.opcache,
-                huge_code_pages=c.huge_code_pages, storage=c.storage,
-                knob={k: v for k, v in dataclasses.asdict(c.knob).items() if v}))
-    return result
+        prev = MatrixResult(app=opts.app, source="measured", options={}, started=_now())
+    new = tuple(CellResult(
+        id=c.id, server=c.server, mpm=c.mpm, handler=c.handler, opcache=c.opcache,
+        huge_code_pages=c.huge_code_pages, storage=c.storage,
+        knob={k: v for k, v in dataclasses.asdict(c.knob).items() if v})
+        for c in p.cells if prev.cell(c.id) is None)
+    return dataclasses.replace(prev, options=options_to_json(opts),
+                               thp_mode=memory.thp_enabled(), cells=(*prev.cells, *new))
 
 
 def _lab_options(env: Env, opts: MatrixOptions, cell: Cell, name: str,
@@ -346,8 +343,9 @@ def _url(state: LabState) -> str:
 
 
 def _primer(env: Env, opts: MatrixOptions, result: MatrixResult, cell: Cell,
-            state: LabState) -> None:
-    """One request before any load: it must be a good answer; its length is the reference."""
+            state: LabState) -> MatrixResult:
+    """One request before any load: it must be a good answer; its length is the reference.
+    Returns the result with the cell's primer."""
     marker = opts.marker or MARKERS[opts.app]
     try:
         status, body = http.get(_url(state), timeout=opts.timeout_s)
@@ -359,8 +357,8 @@ def _primer(env: Env, opts: MatrixOptions, result: MatrixResult, cell: Cell,
                              f"{marker!r}; fix the lab or pass --marker TEXT")
     entry = result.cell(cell.id)
     assert entry is not None
-    entry.primer = {"status": status, "length": len(body), "marker": marker,
-                    "url": _url(state)}
+    return result.with_cell(dataclasses.replace(entry, primer={
+        "status": status, "length": len(body), "marker": marker, "url": _url(state)}))
 
 
 def _spec(opts: MatrixOptions, result: MatrixResult, cell: Cell, state: LabState,

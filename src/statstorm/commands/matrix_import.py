@@ -61,9 +61,8 @@ def import_ab(paths: Sequence[Path], labels: Sequence[str] = (), app: str = "",
     if labels and len(labels) != len(reports):
         raise UsageError(f"{len(labels)} --label for {len(reports)} ab report(s): give one per "
                          "report, in order, or none to use the labels in the files")
-    result = MatrixResult(app=app, source="ab import",
-                          options={"files": [str(p) for p in paths], "alpha": alpha},
-                          started=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cells: list[Cell] = []
     taken: set[str] = set()
     for n, (label, body) in enumerate(reports):
         if labels:
@@ -86,15 +85,15 @@ def import_ab(paths: Sequence[Path], labels: Sequence[str] = (), app: str = "",
                     bad_marker=0, socket_errors=socket,
                     max_ms=float(pct[-1][1]) if pct else 0.0, percentiles=pct)
         cell = Cell(id=cid, server=server, mpm=mpm, handler=handler, opcache=None,
-                    huge_code_pages=None, storage="", rounds=[rnd],
+                    huge_code_pages=None, storage="", rounds=(rnd,),
                     primer={"label": label, "imported": {
                         "tool": "ab", "concurrency": r.concurrency,
                         "requests_per_second": r.requests_per_second,
                         "failed": r.failed, "total_transferred": r.total_transferred,
                         "html_transferred": r.html_transferred}})
-        result.cells.append(cell)
-    refresh(result, alpha)
-    result.finished = result.started
-    result.warnings.append("imported ab runs: one run per cell, no warm-up, no interval; "
-                           "comparisons cannot be significant")
-    return result
+        cells.append(cell)
+    return refresh(MatrixResult(
+        app=app, source="ab import", options={"files": [str(p) for p in paths], "alpha": alpha},
+        started=started, cells=tuple(cells), finished=started,
+        warnings=("imported ab runs: one run per cell, no warm-up, no interval; "
+                  "comparisons cannot be significant",)), alpha)

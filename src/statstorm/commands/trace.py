@@ -56,12 +56,13 @@ class TraceOptions:
     backend: str = "auto"  # auto | ebpf | bpftrace | strace
     counts: bool = False  # count per request in the kernel: no paths, mounts or operations
     sample: int = 1  # record about one request in N in full, count the others (ebpf)
+    run_id: str = ""  # the run the trace belongs to (the demo's), in the trace's header
 
     def recording(self) -> RecordOptions:
         """What the backend records and until when."""
         return RecordOptions(duration_s=self.duration_s, requests=self.requests,
                              max_events=self.max_events, counts=self.counts,
-                             sample=self.sample)
+                             sample=self.sample, run_id=self.run_id)
 
 
 def default_output() -> Path:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Any
 
@@ -85,11 +85,11 @@ def _round(v: float, digits: int) -> float | None:
     return None if math.isnan(v) else round(v, digits)
 
 
-def refresh(result: MatrixResult, alpha: float) -> None:
-    """Recompute every cell's summary and the comparisons from the rounds."""
-    for cell in result.cells:
-        cell.summary = summarize(cell)
-    result.comparisons = comparisons(result, alpha)
+def refresh(result: MatrixResult, alpha: float) -> MatrixResult:
+    """The result with every cell's summary and the comparisons recomputed from the rounds."""
+    cells = tuple(replace(cell, summary=summarize(cell)) for cell in result.cells)
+    with_cells = replace(result, cells=cells)
+    return replace(with_cells, comparisons=tuple(comparisons(with_cells, alpha)))
 
 
 def shown(comparison: dict[str, Any]) -> bool:

@@ -14,11 +14,12 @@ VERSION = 1
 SCHEMA = f"statstorm.{KIND}/{VERSION}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class LabState:
     """Everything `lab up` started, recorded as it starts it, so `lab down` can undo it.
 
-    Fields are filled step by step; a field still empty means that step never ran.
+    Fields are filled step by step, each step a new value written at once
+    (adapters/labs/state.py `LabRecord`); a field still empty means that step never ran.
     """
 
     name: str
@@ -61,10 +62,11 @@ class LabState:
     # Live fields (filled by `status`, not stored): worker PIDs change when workers recycle.
     # The processes running PHP: php-fpm's workers, Apache's children (mod_php) or the
     # php-cgi processes mod_fcgid started so far (it starts them on demand).
-    worker_pids: list[int] = field(default_factory=list)
+    worker_pids: tuple[int, ...] = ()
 
     def to_json(self) -> JsonObject:
         data = asdict(self)
+        data["worker_pids"] = list(self.worker_pids)
         data["schema"] = SCHEMA
         return data
 
@@ -72,4 +74,6 @@ class LabState:
     def from_json(cls, data: JsonValue) -> LabState:
         """A lab.json as written (fields a newer statstorm added read as their defaults)."""
         d = jr.obj(data, "LabState")
-        return cls(**known_fields(cls, d))
+        return cls(**{**known_fields(cls, d),
+                      "worker_pids": tuple(jr.integer(p, "worker_pids")
+                                           for p in jr.lst(d, "worker_pids"))})

@@ -9,7 +9,7 @@ the file only. The file is rewritten atomically after every cell-round.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -192,7 +192,7 @@ class StopRule:
         return cls(**known_fields(cls, d))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Cell:
     """One cell: its parameters, its rounds and the summary computed from them."""
 
@@ -205,7 +205,7 @@ class Cell:
     storage: str
     knob: dict[str, int] = field(default_factory=dict)  # test knobs, shown, never hidden
     primer: JsonObject = field(default_factory=dict)  # status, length, marker
-    rounds: list[Round] = field(default_factory=list)
+    rounds: tuple[Round, ...] = ()
     summary: CellSummary | None = None  # None: no round yet
 
     def to_json(self) -> JsonObject:
@@ -236,13 +236,14 @@ class Cell:
         knob = jr.sub(d, "knob")
         return cls(**{**f, "knob": {k: jr.int_(knob, k) for k in knob},
                       "primer": dict(jr.sub(d, "primer")),
-                      "rounds": [Round.from_json(r) for r in jr.lst(d, "rounds")],
+                      "rounds": tuple(Round.from_json(r) for r in jr.lst(d, "rounds")),
                       "summary": CellSummary.from_json(d) if "rps" in d else None})
 
 
-@dataclass
+@dataclass(frozen=True)
 class MatrixResult:
-    """The whole matrix; mutable while it runs."""
+    """The whole matrix. A run makes a new value after every step (`with_cell`,
+    `dataclasses.replace`, model.matrix_summary.refresh) and writes it."""
 
     # what report's registry (results/result_files.py KINDS) knows of its files
     KIND: ClassVar[str] = KIND
@@ -254,18 +255,24 @@ class MatrixResult:
     source: str  # "measured" | "ab import"
     options: JsonObject
     started: str
-    cells: list[Cell] = field(default_factory=list)
-    comparisons: list[dict[str, Any]] = field(default_factory=list)
+    cells: tuple[Cell, ...] = ()
+    comparisons: tuple[dict[str, Any], ...] = ()
     thp_mode: str = ""  # /sys/kernel/mm/transparent_hugepage/enabled
     finished: str = ""
     interrupted: bool = False
     wall_s: float = 0.0  # measuring time of all sessions so far
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
     # why the rounds stopped (with --precision): rule, reason, rounds, widest interval
     stop: StopRule | None = None
 
     def cell(self, cell_id: str) -> Cell | None:
         return next((c for c in self.cells if c.id == cell_id), None)
+
+    def with_cell(self, cell: Cell) -> MatrixResult:
+        """This result with `cell` in place of the cell of its id (appended if new)."""
+        if self.cell(cell.id) is None:
+            return replace(self, cells=(*self.cells, cell))
+        return replace(self, cells=tuple(cell if c.id == cell.id else c for c in self.cells))
 
     def to_json(self) -> JsonObject:
         return {"schema": SCHEMA, "app": self.app, "source": self.source,
@@ -285,10 +292,11 @@ class MatrixResult:
         try:
             stop = jr.section(d, "stop")
             return cls(**{**f, "options": dict(jr.sub(d, "options")),
-                          "cells": [Cell.from_json(c) for c in jr.array(d["cells"], "cells")],
-                          "comparisons": [dict(c) for c in jr.objs(d, "comparisons")],
+                          "cells": tuple(Cell.from_json(c)
+                                         for c in jr.array(d["cells"], "cells")),
+                          "comparisons": tuple(dict(c) for c in jr.objs(d, "comparisons")),
                           "wall_s": float(jr.num(d, "wall_s")),
-                          "warnings": list(jr.strs(d, "warnings")),
+                          "warnings": tuple(jr.strs(d, "warnings")),
                           "stop": StopRule.from_json(stop) if stop is not None else None})
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"{where} is damaged ({exc}): run the matrix again with another -o") from None

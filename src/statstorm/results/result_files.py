@@ -77,7 +77,9 @@ class ResultFile:
     @property
     def run_id(self) -> str | None:
         """The id of the run that wrote it (a demo's files), None when it names none."""
-        rid = (self.trace.header if self.trace is not None else self.data).get("run_id")
+        if self.trace is not None:
+            return self.trace.head.run_id or None
+        rid = self.data.get("run_id")
         return None if rid is None else str(rid)
 
 

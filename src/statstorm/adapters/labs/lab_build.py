@@ -122,22 +122,21 @@ def up(env: Env, opts: LabOptions) -> LabState:
         raise BusyError(f"a lab named {opts.name!r} is being created by another statstorm") from None
     for path in (env.state_root, root.parent, root):
         path.chmod(0o755)  # www-data serves from below here, whatever the umask
-    state = LabState(name=opts.name, app=opts.app, storage=opts.storage, port=port,
-                     workers=opts.workers, state_dir=str(root), php_ini=dict(opts.php_ini),
-                     mount_options=dict(opts.mount_options), server=opts.server,
-                     handler=opts.handler)
-    if opts.server == "apache":
-        state.mpm = opts.mpm or apache_lab.default_mpm(opts.handler)
-        state.allow_override = opts.allow_override or "None"
+    apache = opts.server == "apache"
+    rec = labs.LabRecord(LabState(
+        name=opts.name, app=opts.app, storage=opts.storage, port=port, workers=opts.workers,
+        state_dir=str(root), php_ini=dict(opts.php_ini), mount_options=dict(opts.mount_options),
+        server=opts.server, handler=opts.handler,
+        mpm=(opts.mpm or apache_lab.default_mpm(opts.handler)) if apache else "",
+        allow_override=(opts.allow_override or "None") if apache else ""))
     started = env.clock()
     try:
-        labs.save(state)
-        _up_steps(env, opts, state)
+        rec.record()
+        _up_steps(env, opts, rec)
     except BaseException:
-        state.phase = "failed"
         env.log(f"lab {opts.name}: start failed, removing what was started…")
         try:
-            labs.save(state)
+            rec.record(phase="failed")
         except OSError:
             pass
         down(env, opts.name, quiet=True)
@@ -146,36 +145,31 @@ def up(env: Env, opts: LabOptions) -> LabState:
     return labs.status(env, opts.name)
 
 
-def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
-    root = Path(state.state_dir)
+def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
+    root = Path(rec.state.state_dir)
     for sub in ("conf", "run", "log", "tmp", "data"):
         (root / sub).mkdir(exist_ok=True)
     fpm = phpfpm.find_binary()
     php = phpfpm.php_cli_for(fpm)
-    state.fpm_binary = fpm
+    state = rec.record(fpm_binary=fpm)
 
     # 1. Where the code will live.
     if opts.storage == StorageKind.GLUSTERFS:
         lab_servers.step(env, state, "creating a GlusterFS volume on loopback…", "volume")
         with gluster.glusterd_lock():  # no other lab's down stops it meanwhile
             gluster.ensure_glusterd(env)
-            state.volume = VOLUME_PREFIX + opts.name
-            state.brick = str(root / "brick")
-            labs.save(state)
+            state = rec.record(volume=VOLUME_PREFIX + opts.name, brick=str(root / "brick"))
             gluster.create_volume(env, state.volume, Path(state.brick))
-        state.mount_point = str(root / "mnt")
-        labs.save(state)
+        state = rec.record(mount_point=str(root / "mnt"))
         faults.phase("lab-up/mount")
-        state.fuse_client_pid = gluster.mount(env, state.volume, Path(state.mount_point),
-                                              opts.mount_options)
-        labs.save(state)
+        state = rec.record(fuse_client_pid=gluster.mount(
+            env, state.volume, Path(state.mount_point), opts.mount_options))
         code = Path(state.mount_point) / "app"
         stage = root / "stage"
     else:
         code = root / "code"
         stage = code
-    state.code_path = str(code)
-    labs.save(state)
+    state = rec.record(code_path=str(code))
 
     # 2. The app, prepared on local disk, then copied to the storage.
     if opts.app == "mediawiki":
@@ -189,12 +183,10 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
         lab_servers.step(env, state, "starting the lab's MariaDB on a unix socket…", "database")
 
         def record_db(pid: int) -> None:
-            state.mariadb_pid = pid
-            labs.save(state)
+            rec.record(mariadb_pid=pid)
 
         db = lab_apps.start_wordpress_database(env, root, root / "log/mariadbd.out", record_db)
-        state.db_socket = str(db.socket)
-        labs.save(state)
+        state = rec.record(db_socket=str(db.socket))
         lab_servers.step(env, state, f"copying WordPress {wordpress.version()} and installing "
                          "it (MariaDB)…", "app")
         lab_apps.copy_wordpress(env, stage)
@@ -210,34 +202,29 @@ def _up_steps(env: Env, opts: LabOptions, state: LabState) -> None:
         lab_servers.step(env, state, f"copying the app tree to {code} (GlusterFS)…", "copy")
         tree_copy.copy_tree(stage, code, jobs=8)
         shutil.rmtree(stage)
-    state.docroot = str(docroot)
-    state.entry_path = entry
 
     # 3. php-fpm (unless Apache runs PHP itself) and the web server, our own masters.
     ini = {**extra_ini, **opts.php_ini}
-    state.php_ini = ini
+    state = rec.record(docroot=str(docroot), entry_path=entry, php_ini=ini)
     faults.phase("lab-up/php")
     if Handler(state.handler).php_in_server:
         (root / "conf/php").mkdir(exist_ok=True)
         labs.php_ini_file(state).write_text(apache_lab.render_ini(ini))
-        state.php_cgi_binary = target.kind_of(state.handler).cgi_binary()
+        rec.record(php_cgi_binary=target.kind_of(state.handler).cgi_binary())
     else:
-        lab_servers.start_fpm(env, state, fpm, ini)
+        lab_servers.start_fpm(env, rec, fpm, ini)
     if state.server == "apache":
-        lab_servers.start_apache(env, state, docroot, front, fixed_port=opts.port is not None)
+        lab_servers.start_apache(env, rec, docroot, front, fixed_port=opts.port is not None)
     else:
-        lab_servers.start_nginx(env, state, docroot, front, fixed_port=opts.port is not None)
-    state.url = f"http://127.0.0.1:{state.port}"
-    labs.save(state)
+        lab_servers.start_nginx(env, rec, docroot, front, fixed_port=opts.port is not None)
+    state = rec.record(url=f"http://127.0.0.1:{rec.state.port}")
 
     # 4. Prove it serves the app.
     lab_servers.step(env, state, f"checking {state.url}{entry}…", "check")
     lab_servers.check_pages(env, state)
-    if Handler(state.handler).php_in_server:
-        state.effective_ini = apache_lab.effective_ini(
-            state.url, sorted({*lab_servers.REPORTED_INI, *ini}))
-    state.phase = "up"
-    labs.save(state)
+    effective = (apache_lab.effective_ini(state.url, sorted({*lab_servers.REPORTED_INI, *ini}))
+                 if Handler(state.handler).php_in_server else state.effective_ini)
+    rec.record(effective_ini=effective, phase="up")
     faults.phase("lab-up/up")
 
 
@@ -265,7 +252,7 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
         raise PrivilegeError("statstorm lab down needs root: run it with sudo")
     try:
         state = LabState.from_json(read_json(root / "lab.json", "lab state"))
-    except UsageError:
+    except (UsageError, ValueError):
         state = LabState(name=name, app="", storage="", port=0, workers=0, state_dir=str(root))
     if not quiet:
         env.log(f"lab {name}: stopping…")

@@ -1,6 +1,7 @@
 """A lab's servers, each started by statstorm and recorded the moment it starts: its php-fpm
 master (config tested, effective settings read back), nginx or Apache on the lab's port; and the
-check that the app's pages really serve. Each start is a step of `lab up` (a fault point)."""
+check that the app's pages really serve. Each start is a step of `lab up` (a fault point),
+each thing started recorded through the lab's `LabRecord` (adapters/labs/state.py)."""
 
 from __future__ import annotations
 
@@ -31,43 +32,41 @@ def step(env: Env, state: LabState, message: str, point: str) -> None:
     env.log(f"lab {state.name}: {message}")
 
 
-def start_fpm(env: Env, state: LabState, fpm: str, ini: dict[str, str]) -> None:
-    root = Path(state.state_dir)
-    state.pool = f"statstorm-{state.name}"
-    state.fpm_socket = str(root / "run/php-fpm.sock")
+def start_fpm(env: Env, rec: labs.LabRecord, fpm: str, ini: dict[str, str]) -> None:
+    root = Path(rec.state.state_dir)
+    state = rec.record(pool=f"statstorm-{rec.state.name}",
+                       fpm_socket=str(root / "run/php-fpm.sock"))
     fpm_conf = root / "conf/php-fpm.conf"
     fpm_conf.write_text(phpfpm.render_conf(pool=state.pool, run_dir=root / "run",
                                            log_dir=root / "log", workers=state.workers))
     phpfpm.test_config(env, fpm, fpm_conf, ini)
-    state.effective_ini = phpfpm.effective_ini(env, fpm, fpm_conf, ini,
-                                               sorted({*REPORTED_INI, *ini}))
+    state = rec.record(effective_ini=phpfpm.effective_ini(env, fpm, fpm_conf, ini,
+                                                          sorted({*REPORTED_INI, *ini})))
     step(env, state, f"starting php-fpm pool {state.pool} ({state.workers} workers)…", "fpm")
 
     def record_fpm(pid: int) -> None:
-        state.fpm_master_pid = pid
-        labs.save(state)
+        rec.record(fpm_master_pid=pid)
 
     # conf/php: ini files the master reads at every start and reload (apply writes
     # settings only the master reads there, e.g. opcache.huge_code_pages)
     labs.php_ini_file(state).parent.mkdir(parents=True, exist_ok=True)
     phpfpm.start(env, fpm, fpm_conf, ini, root / "log/php-fpm.out", state.workers, record_fpm,
                  ini_dir=labs.php_ini_file(state).parent)
-    state.worker_pids = phpfpm.worker_pids(state.fpm_master_pid)
-    labs.save(state)
+    rec.record(worker_pids=tuple(phpfpm.worker_pids(rec.state.fpm_master_pid)))
 
 
-def _keep_port(state: LabState, fixed_port: bool) -> None:
-    if not fixed_port and procs.port_in_use(state.port):
+def _keep_port(rec: labs.LabRecord, fixed_port: bool) -> LabState:
+    if not fixed_port and procs.port_in_use(rec.state.port):
         # Chosen at the start; another server took it while the app was being installed
         # (MediaWiki's $wgServer follows SERVER_PORT, so only the web server needs the new one).
-        state.port = procs.free_port()
-        labs.save(state)
+        rec.record(port=procs.free_port())
+    return rec.state
 
 
-def start_apache(env: Env, state: LabState, docroot: Path, front: str, *,
+def start_apache(env: Env, rec: labs.LabRecord, docroot: Path, front: str, *,
                  fixed_port: bool) -> None:
-    root = Path(state.state_dir)
-    _keep_port(state, fixed_port)
+    root = Path(rec.state.state_dir)
+    state = _keep_port(rec, fixed_port)
     conf = labs.apache_conf(state)
     apache_lab.write_probe(root)
     conf.write_text(apache_lab.render_conf(
@@ -80,19 +79,18 @@ def start_apache(env: Env, state: LabState, docroot: Path, front: str, *,
                       f"127.0.0.1:{state.port}…", "server")
 
     def record_apache(pid: int) -> None:
-        state.apache_pid = pid
-        labs.save(state)
+        rec.record(apache_pid=pid)
 
     apache_lab.start(env, conf, root, state.port, record_apache)
 
 
-def start_nginx(env: Env, state: LabState, docroot: Path, front: str, *,
+def start_nginx(env: Env, rec: labs.LabRecord, docroot: Path, front: str, *,
                 fixed_port: bool) -> None:
-    root = Path(state.state_dir)
+    root = Path(rec.state.state_dir)
     for sub in ("client_body", "fastcgi", "proxy", "uwsgi", "scgi"):
         (root / "tmp" / sub).mkdir(exist_ok=True)
     nginx_conf = root / "conf/nginx.conf"
-    _keep_port(state, fixed_port)
+    state = _keep_port(rec, fixed_port)
     nginx_conf.write_text(nginx.render_conf(port=state.port, docroot=str(docroot),
                                             socket=state.fpm_socket, prefix=root,
                                             front_controller=front))
@@ -101,8 +99,7 @@ def start_nginx(env: Env, state: LabState, docroot: Path, front: str, *,
     step(env, state, f"starting nginx on 127.0.0.1:{state.port}…", "server")
 
     def record_nginx(pid: int) -> None:
-        state.nginx_pid = pid
-        labs.save(state)
+        rec.record(nginx_pid=pid)
 
     nginx.start(env, nginx_conf, root, state.port, record_nginx)
 

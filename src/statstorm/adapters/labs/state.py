@@ -7,7 +7,9 @@ remember (apply's remount). A lab's state is `<state root>/labs/<name>/lab.json`
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab, phpfpm
@@ -28,6 +30,21 @@ def lab_dir(env: Env, name: str) -> Path:
 
 def save(state: LabState) -> None:
     write_json_atomic(Path(state.state_dir) / "lab.json", state.to_json())
+
+
+class LabRecord:
+    """A lab's state while `lab up` makes it: each change is a new `LabState`, written the
+    moment it is made, so `lab down` (or the cleanup after a failed `up`) finds everything
+    started so far. The one place a lab's state changes step by step."""
+
+    def __init__(self, state: LabState) -> None:
+        self.state = state
+
+    def record(self, **changes: Any) -> LabState:
+        """The state with `changes` (none: as it is), written to lab.json."""
+        self.state = dataclasses.replace(self.state, **changes)
+        save(self.state)
+        return self.state
 
 
 def load(env: Env, name: str) -> LabState:
@@ -62,9 +79,10 @@ def server_pids(state: LabState) -> list[int]:
 def status(env: Env, name: str) -> LabState:
     """The lab's state with its live workers; phase "degraded" if a master it started died."""
     state = load(env, name)
-    state.worker_pids = [p for p in php_pids(state) if p != state.fpm_master_pid]
+    state = dataclasses.replace(
+        state, worker_pids=tuple(p for p in php_pids(state) if p != state.fpm_master_pid))
     if state.phase == "up" and not all(procs.alive(pid) for pid in masters(state)):
-        state.phase = "degraded"
+        return dataclasses.replace(state, phase="degraded")
     return state
 
 
@@ -114,6 +132,5 @@ def fpm_argv(state: LabState) -> list[str]:
 def record_mount(env: Env, name: str, options: dict[str, str], client_pid: int) -> None:
     """The lab's mount now runs with these `options` in client `client_pid` (apply)."""
     state = load(env, name)
-    state.mount_options.update(options)
-    state.fuse_client_pid = client_pid
-    save(state)
+    save(dataclasses.replace(state, mount_options={**state.mount_options, **options},
+                             fuse_client_pid=client_pid))

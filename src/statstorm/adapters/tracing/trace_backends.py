@@ -44,6 +44,7 @@ class RecordOptions:
     max_events: int = DEFAULT_EVENT_CAP
     counts: bool = False  # count per request in the kernel: no paths, mounts or operations
     sample: int = 1  # record about one request in N in full, count the others (ebpf)
+    run_id: str = ""  # the run the trace belongs to (a demo's), written in the header
 
 
 def cwd_of(pid: int) -> str:
@@ -70,6 +71,8 @@ def header(source: TracerBackend, target: trace_targets.Target,
     head["mount_options"] = [mounts.detect(m.mount_point).cache_options
                              if mounts.kind_of(m.fstype) in ("nfs", "glusterfs-fuse") else {}
                              for m in entries]
+    if opts.run_id:
+        head["run_id"] = opts.run_id
     return head
 
 

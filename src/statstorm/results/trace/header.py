@@ -170,6 +170,7 @@ class TraceHeader:
     # an `strace -c` table's import: whole, or an excerpt whose unreadable rows are these
     import_complete: bool = True
     import_unreadable: tuple[str, ...] = ()
+    run_id: str = ""  # the run the trace belongs to (a demo's traces); '' when none
 
     @property
     def target_pool(self) -> str:
@@ -207,7 +208,8 @@ class TraceHeader:
                    sample_one_in=_int(obj_or_empty(d, "sampling"), "one_in", 1) or 1,
                    requests_hint=_truthy_int(d, "requests_hint"),
                    import_complete="complete" not in imp or bool(imp["complete"]),
-                   import_unreadable=tuple(str(n) for n in _seq(imp, "unreadable") or ()))
+                   import_unreadable=tuple(str(n) for n in _seq(imp, "unreadable") or ()),
+                   run_id=_text(d, "run_id"))
 
 
 class Framed:
