@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from statstorm.model import config_edit
-from statstorm.model.storage_kinds import kind_of, mount_type
+from statstorm.model.storage_kinds import fstab_type, kind_of
 from statstorm.results.storage_kind import StorageKind
 
 MIN_FIELDS = 3  # source, mount point, type (libmount: options, dump, pass may be left out)
@@ -98,13 +98,6 @@ def persisted_source(source: str, fstype: str) -> str:
     return source
 
 
-def persisted_type(fstype: str) -> str:
-    """The fstab type of a mount as `/proc/mounts` names it (`fuse.glusterfs` → `glusterfs`,
-    what mount.glusterfs is called for); a type the table does not know stays as it is."""
-    kind = kind_of(fstype)
-    return mount_type(kind) if kind not in (StorageKind.FUSE, StorageKind.OTHER) else fstype
-
-
 def add_line(text: str, source: str, target: str, fstype: str,
              options: dict[str, str]) -> str:
     """`text` with a comment line and a line that mounts `source` on `target` with `options`
@@ -115,10 +108,10 @@ def add_line(text: str, source: str, target: str, fstype: str,
     lines.body.append(ADDED_BY.format(target=escape(target)))
     lines.eol.append("")
     lines.body.append(" ".join((escape(persisted_source(source, fstype)), escape(target),
-                                persisted_type(fstype), opts, "0", "0")))
+                                fstab_type(fstype), opts, "0", "0")))
     lines.eol.append("")
     return lines.text()
 
 
 __all__ = ["ADDED_BY", "FstabError", "FstabLine", "MIN_FIELDS", "PERSIST_OPTIONS", "add_line",
-           "escape", "find", "parse", "persisted_source", "persisted_type", "set_options"]
+           "escape", "find", "parse", "persisted_source", "set_options"]

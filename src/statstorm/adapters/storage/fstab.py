@@ -102,7 +102,8 @@ def plan(path: Path, persist: list[Persist],
                 raise UsageError(f"{p.mount_point} is not mounted now: mount it again, then run "
                                  "apply again; nothing was changed")
             after = fstab_edit.add_line(text, entry.source, entry.mount_point, entry.fstype,
-                                        {**p.live, **p.options})
+                                        {**p.options, **{k: v for k, v in p.live.items()
+                                                         if k not in p.options}})
         text = after
     return None if text == before else FileEdit(path, before, text)
 
