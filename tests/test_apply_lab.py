@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 import threading
 import time
 import urllib.error
@@ -18,7 +19,7 @@ import pytest
 from conftest import run_cli, unique_name
 
 from statstorm.adapters.apply import apply_target, backups, pool_config
-from statstorm.adapters.storage import gluster, mounts
+from statstorm.adapters.storage import fstab, gluster, mounts
 from statstorm.commands import apply as apply_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
@@ -142,6 +143,61 @@ def test_bad_glusterfs_lab_is_fixed_and_verified(lab, state_home: Path) -> None:
     again = check_ids(state_home, name)
     assert {"open-basedir", "glusterfs-mount-caching"} <= again
     apply(state_home, "--lab", name, "--rollback", code=2)  # nothing left to roll back
+
+
+def test_mount_options_kept_in_fstab_and_rolled_back(lab, state_home: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """apply keeps the mount's new options in fstab: a copy of /etc/fstab named by
+    STATSTORM_FSTAB (the real file is never touched). The lab's mount was made by hand, so a
+    line is added; a line already there gets its options edited; `findmnt --verify` accepts
+    the result; --rollback puts the file back byte for byte, with its mode."""
+    name = unique_name("fst")
+    mnt = state_home / "labs" / name / "mnt"
+    st = lab("--app", "synthetic", "--storage", "glusterfs", "--workers", "2", name=name)
+    volume = str(st["volume"])
+    real = Path("/etc/fstab").read_bytes() if Path("/etc/fstab").exists() else None
+    copy = tmp_path / "fstab"
+    copy.write_bytes(real or b"")
+    copy.chmod(0o640)
+    monkeypatch.setenv(fstab.ENV_VAR, str(copy))
+    mine = f"{gluster.brick_host()}:/{volume} {mnt} glusterfs "
+    seeded = (real or b"").rstrip(b"\n") + f"\n# the lab's code\n{mine}defaults,_netdev,attribute-timeout=1  0 0\n".encode()
+    for original, how in ((real or b"", "added"), (seeded, "edited")):
+        copy.write_bytes(original)
+        dry = apply(state_home, "--lab", name, "--all")
+        diffs = [f["diff"] for f in dry["files"] if f["path"] == str(copy)]
+        assert len(diffs) == 1 and "+" + mine in diffs[0], dry["files"]
+        assert copy.read_bytes() == original  # a dry run writes nothing
+
+        r = apply(state_home, "--lab", name, "--all", "--yes")
+        assert r["mode"] == "applied", r
+        text = copy.read_text()
+        lines = [ln for ln in text.splitlines() if ln.startswith(mine)]
+        assert len(lines) == 1, text
+        opts = lines[0].split()[3].split(",")
+        assert {"_netdev", "attribute-timeout=600", "entry-timeout=600",
+                "negative-timeout=600"} <= set(opts), lines
+        if how == "added":
+            assert text.startswith(original.decode()) and "# added by statstorm apply" in text
+        else:
+            assert text == original.decode().replace("attribute-timeout=1  ", ",".join(
+                ["attribute-timeout=600", "entry-timeout=600", "negative-timeout=600"]) + "  ")
+        res = subprocess.run(["findmnt", "--verify", "--tab-file", str(copy)],
+                             capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert copy.stat().st_mode & 0o7777 == 0o640
+
+        rb = apply(state_home, "--lab", name, "--rollback")
+        assert rb["mode"] == "rolled-back"
+        assert copy.read_bytes() == original and copy.stat().st_mode & 0o7777 == 0o640
+        assert gluster.mount_depth(mnt) == 1
+    # --no-fstab: the mount changes live, the file stays
+    copy.write_bytes(seeded)
+    r = apply(state_home, "--lab", name, "--all", "--yes", "--no-fstab")
+    assert r["mode"] == "applied" and copy.read_bytes() == seeded
+    assert not [f for f in r["files"] if f["path"] == str(copy)]
+    apply(state_home, "--lab", name, "--rollback")
+    assert (Path("/etc/fstab").read_bytes() if real is not None else None) == real
 
 
 def test_rejected_change_rolls_back_and_graceful_apply_fails_no_request(

@@ -295,15 +295,14 @@ def test_bad_usage_is_one_line(opts: dict[str, object], message: str) -> None:
 def test_fstab_line_is_checked_with_findmnt(tmp_path: Path) -> None:
     """The fstab check runs the real `findmnt --verify` on the changed mount point's lines
     only: another line's error is not apply's business, its own line's error fails."""
-    from statstorm.adapters.storage.mounts import verify_fstab
+    from statstorm.adapters.storage.fstab import verify
     from statstorm.env import Env
-    fstab = tmp_path / "fstab"
     good = tmp_path / "code"
     good.mkdir()
-    fstab.write_text(f"vm:/code {good} glusterfs defaults,_netdev,attribute-timeout=600 0 0\n"
-                     f"vm:/gone {tmp_path}/missing glusterfs defaults 0 0\n")
-    assert verify_fstab(Env(), fstab, [str(good)]) == ""
-    assert "findmnt --verify rejected" in verify_fstab(Env(), fstab, [f"{tmp_path}/missing"])
+    text = (f"vm:/code {good} glusterfs defaults,_netdev,attribute-timeout=600 0 0\n"
+            f"vm:/gone {tmp_path}/missing glusterfs defaults 0 0\n")
+    assert verify(Env(), text, [str(good)]) == ""
+    assert "findmnt --verify rejects" in verify(Env(), text, [f"{tmp_path}/missing"])
 
 
 def test_settled_needs_two_runs_within_five_percent() -> None:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from conftest import ROOT, run_cli, unique_name
 
 from statstorm.adapters.apply import backups
-from statstorm.adapters.storage import mounts
+from statstorm.adapters.storage import fstab as fstab_adapter
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.model import applyplan
@@ -436,7 +436,7 @@ def test_findmnt_accepts_the_edited_fstab(tmp_path: Path) -> None:
     res = subprocess.run(["findmnt", "--verify", "--tab-file", str(fstab)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert mounts.verify_fstab(Env(), fstab, [f"{tmp_path}/code"]) == ""  # as apply checks it
+    assert fstab_adapter.verify(Env(), out, [f"{tmp_path}/code"]) == ""  # as apply checks it
 
 
 def test_apache_accepts_the_edited_config(tmp_path: Path) -> None:

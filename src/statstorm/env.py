@@ -45,6 +45,12 @@ class Env:
     state_root: Path = field(
         default_factory=lambda: Path(os.environ.get("STATSTORM_HOME", "/var/lib/statstorm"))
     )
+    # the fstab apply keeps mount options in: STATSTORM_FSTAB (a copy, in tests and labs),
+    # else None: /etc/fstab for a running pool, none for a lab (adapters/storage/fstab.py)
+    fstab: Path | None = field(
+        default_factory=lambda: Path(os.environ["STATSTORM_FSTAB"])
+        if os.environ.get("STATSTORM_FSTAB") else None
+    )
 
     def is_root(self) -> bool:
         return os.geteuid() == 0

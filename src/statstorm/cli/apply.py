@@ -144,6 +144,9 @@ def _prediction(out: Console, v: Verify) -> None:
 @click.option("--verify", is_flag=True, help="Measure before and after (a short traced run); "
               "roll back if the change made things worse.")
 @click.option("--rollback", is_flag=True, help="Restore the last applied backup set and reload.")
+@click.option("--no-fstab", "no_fstab", is_flag=True, help="Change mounts live only: leave "
+              "/etc/fstab ($STATSTORM_FSTAB when set) as it is, so the new options last until "
+              "the mount is mounted again.")
 @click.option("--trace", "trace_file", type=InputPath(dir_okay=False),
               default=None, help="A trace of the pool, for check's measured evidence.")
 @click.option("--url", default="", metavar="URL", help="A page of the app (loopback): checked "
@@ -158,8 +161,8 @@ def _prediction(out: Console, v: Verify) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 def apply(env: Env, finding_ids: tuple[str, ...], all_: bool, pool: str | None, lab: str | None,
-          yes: bool, verify: bool, rollback: bool, trace_file: Path | None, url: str,
-          verify_duration: float, verify_concurrency: int, verify_settle: float,
+          yes: bool, verify: bool, rollback: bool, no_fstab: bool, trace_file: Path | None,
+          url: str, verify_duration: float, verify_concurrency: int, verify_settle: float,
           as_json: bool) -> None:
     """Apply what `statstorm check` recommends: dry run first, then safely, then proven.
 
@@ -169,7 +172,11 @@ def apply(env: Env, finding_ids: tuple[str, ...], all_: bool, pool: str | None, 
     php-fpm (and nginx) reload gracefully; a failed check, a failed reload or a pool that
     stops answering is rolled back at once. GlusterFS volume options are set live, and a
     GlusterFS mount gets its new options from a second client stacked on it (no unmount, no
-    failed request); both are undone by a rollback. Changes statstorm does not make itself
+    failed request); both are undone by a rollback. The mount's new options are also kept in
+    its /etc/fstab line (a line is added, with _netdev, for a mount made by hand), checked
+    with `findmnt --verify` before it is written and put back by --rollback; --no-fstab
+    leaves the file alone, and a lab keeps them only in $STATSTORM_FSTAB when it is set
+    (tests point it at a copy). Changes statstorm does not make itself
     (NFS mount options, composer, sysctl) are listed as manual steps.
 
     Exit status: 0; 1 when a change was rolled back because it failed; 2 bad usage;
@@ -184,7 +191,7 @@ def apply(env: Env, finding_ids: tuple[str, ...], all_: bool, pool: str | None, 
     """
     opts = apply_cmd.ApplyOptions(
         findings=finding_ids, all=all_, pool=pool, lab=lab, yes=yes, verify=verify,
-        rollback=rollback, trace=trace_file, url=url, verify_duration_s=verify_duration,
+        rollback=rollback, fstab=not no_fstab, trace=trace_file, url=url, verify_duration_s=verify_duration,
         verify_concurrency=verify_concurrency, verify_settle_s=verify_settle)
     apply_cmd.validate(env, opts)
     if yes or rollback:

@@ -30,6 +30,7 @@ from typing import Callable, TypeVar
 from statstorm import faults
 from statstorm.adapters.apply import apply_steps, apply_target, backups, pool_config, storage_steps
 from statstorm.adapters.load import http
+from statstorm.adapters.storage import fstab
 from statstorm.adapters.apply.pool_config import ApplyFailed, Target
 from statstorm.adapters.tracing.trace_thread import Tracer
 from statstorm.commands import check as check_cmd
@@ -64,6 +65,7 @@ class ApplyOptions:
     yes: bool = False
     verify: bool = False
     rollback: bool = False
+    fstab: bool = True  # keep a mount's new options in fstab (adapters/storage/fstab.py)
     trace: Path | None = None
     url: str = ""  # --verify on a pool: the page to load
     verify_duration_s: float = 5.0
@@ -104,7 +106,7 @@ class ApplyResult:
 def validate(env: Env, opts: ApplyOptions) -> None:
     if opts.pool and opts.lab:
         raise UsageError("give --pool or --lab, not both")
-    if opts.rollback and (opts.findings or opts.all or opts.verify):
+    if opts.rollback and (opts.findings or opts.all or opts.verify or not opts.fstab):
         raise UsageError("--rollback restores the last backup set: give it alone (with --lab or "
                          "--pool)")
     if not opts.rollback and not opts.findings and not opts.all:
@@ -144,10 +146,11 @@ def _as_manual(changes: list[Change], why: str) -> list[Change]:
     return list(out.values())
 
 
-def plan_storage(env: Env, target: Target, changes: list[Change],
+def plan_storage(env: Env, target: Target, changes: list[Change], keep: bool = True,
                  ) -> tuple[list[Change], list[StorageStep], list[FileEdit], list[str]]:
-    """The live steps (and /etc/fstab edits) that carry the MOUNT and VOLUME changes; the
-    ones apply cannot make become manual, with the reason."""
+    """The live steps that carry the MOUNT and VOLUME changes, and (with `keep`) the edit of
+    fstab that keeps the mounts' new options; the ones apply cannot make become manual, with
+    the reason."""
     out = [c for c in changes if c.kind not in (MOUNT, VOLUME)]
     groups: dict[tuple[str, str], list[Change]] = {}
     for c in changes:
@@ -164,20 +167,19 @@ def plan_storage(env: Env, target: Target, changes: list[Change],
         out += [dataclasses.replace(c, current=made.before.get(c.key)) for c in cs]
         if made.before != made.after:
             steps.append(made)
-    edits: list[FileEdit] = []
-    notes: list[str] = []
-    for st in (st for st in steps if st.kind == MOUNT):
-        if target.fstab is None:
-            continue
-        text = backups.read_text(target.fstab) or ""
-        mine = [c for c in out if c.kind == MOUNT and c.where == st.where]
-        after = applyplan.edit_fstab(text, st.where, mine)
-        if after is None:
-            notes.append(f"{st.where} is not in {target.fstab}: its new options last until "
-                         "it is mounted again")
-        elif after != text:
-            edits.append(FileEdit(target.fstab, text, after))
-    return out, steps, edits, notes
+    persist = [fstab.Persist(st.where, st.after, storage_steps.live_options(st))
+               for st in steps if st.kind == MOUNT]
+    edit = fstab.plan(target.fstab, persist) if target.fstab and persist and keep else None
+    return out, steps, [edit] if edit else [], []
+
+
+def check_fstab(env: Env, result: ApplyResult) -> str:
+    """`findmnt --verify` on the planned fstab's lines for the changed mounts: '' when it
+    accepts them (or fstab does not change), else why not."""
+    target = result.target
+    mps = [st.where for st in result.steps if st.kind == MOUNT]
+    return next((problem for e in result.edits if target and e.path == target.fstab
+                 if (problem := fstab.verify(env, e.after, mps))), "")
 
 
 def _check(env: Env, opts: ApplyOptions) -> tuple[list[Finding], dict[str, str]]:
@@ -198,9 +200,12 @@ def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
     result = ApplyResult(ApplyMode.DRY_RUN, target,
                          not_found=[i for i in opts.findings if i not in {f.id for f in found}])
     changes = applyplan.merge([c for f in chosen for c in applyplan.classify(f, settings)])
-    changes, result.steps, fstab_edits, result.notes = plan_storage(env, target, changes)
+    changes, result.steps, fstab_edits, result.notes = plan_storage(env, target, changes,
+                                                                     opts.fstab)
     result.changes, result.edits = apply_target.plan_edits(target, changes)
     result.edits += fstab_edits
+    if fstab_edits and (problem := check_fstab(env, result)):
+        result.notes.append(f"{problem}: apply --yes refuses it")
     if opts.all and any(f.id in NAMED_ONLY for f in found):
         result.notes.append("huge-code-pages is not part of --all: PHP's code moved to huge "
                             "pages leaves the file statstorm's probes are on, so later traces "
@@ -318,6 +323,9 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
         if problem:
             raise UsageError(f"{path} does not parse now (php -l: {problem}): fix it first; "
                              "nothing was changed")
+    problem = check_fstab(env, result)
+    if problem:
+        raise UsageError(f"{problem}: fix it or add --no-fstab; nothing was changed")
     backup = backups.save(env, target.pool, target.to_json(), result.edits, result.steps)
     result.backup = str(backup)
     env.log(f"backed up {len(result.edits)} file(s) to {backup}")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from statstorm.model import config_edit
+from statstorm.model import config_edit, fstab_edit
 from statstorm.model.config_edit import ini_value
 from statstorm.model.finding import Finding
 from statstorm.model.network_forecast import FUSE_KEYS, NFS_KEYS
@@ -181,20 +181,9 @@ def options_text(options: dict[str, str]) -> str:
 def edit_fstab(text: str, mount_point: str, changes: list[Change]) -> str | None:
     """/etc/fstab with the MOUNT changes made in the options of `mount_point`'s line: options
     there keep their place (`defaults` included), new ones go at the end, every other byte
-    stays; None when no line mounts it."""
-    lines = config_edit.Lines.split(text, config_edit.LF_EOL)
-    for i, line in enumerate(lines.body):
-        if line.lstrip(" \t").startswith("#"):
-            continue
-        fields = config_edit.fstab_fields(line)
-        if len(fields) < 4 or config_edit.unescape_fstab(line[slice(*fields[1])]) != mount_point:
-            continue
-        a, b = fields[3]
-        opts = config_edit.fstab_options(line[a:b], {c.key: c.value for c in changes
-                                                     if c.kind == MOUNT})
-        lines.body[i] = line[:a] + opts + line[b:]
-        return lines.text()
-    return None
+    stays; None when no line mounts it (model/fstab_edit.py; FstabError when malformed)."""
+    return fstab_edit.set_options(text, lambda target: target == mount_point,
+                                  {c.key: c.value for c in changes if c.kind == MOUNT})
 
 
 def edit_pool(text: str, pool: str, changes: list[Change]) -> str:

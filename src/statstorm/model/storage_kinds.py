@@ -65,6 +65,7 @@ class Storage:
     live_change: LiveChange = LiveChange.BY_HAND
     set_live: str = ""  # how its cache options are changed on a live mount
     persist: str = ""  # where that change is kept across a remount or a reboot
+    fstab_type: str = ""  # the fstab type of its mounts when not `/proc/mounts`' own
     lab: bool = False  # a lab can be built on it (adapters/labs/lab_build.py)
 
     @property
@@ -89,6 +90,7 @@ TABLE: tuple[Storage, ...] = (
             set_live="`gluster volume set` for the volume's options; the FUSE client's "
                      "timeouts by a second client stacked on the mount point",
             persist="the volume keeps its options; the client's in /etc/fstab's mount options",
+            fstab_type="glusterfs",  # /proc/mounts: fuse.glusterfs; mount.glusterfs is called
             lab=True),
     Storage(StorageKind.NFS, "NFS", ("nfs", "nfs4"), network=True, cache_keys=NFS_CACHE_KEYS,
             meanings=lambda v: nfs_meanings(v.cache), cache_model=CacheModel.NFS,
@@ -170,6 +172,11 @@ def mount_type(kind: StorageKind) -> str:
     return STORAGE[kind].fstypes[0]
 
 
+def fstab_type(fstype: str) -> str:
+    """The type an /etc/fstab line gives a mount `/proc/mounts` shows with this type."""
+    return storage_of(fstype).fstab_type or fstype
+
+
 def network_mount_indexes(mounts: Iterable[tuple[str, str]]) -> set[int]:
     """The indexes, in a trace's mount table (mount point, fs type), of network storage."""
     return {i for i, (_, fstype) in enumerate(mounts) if is_network_fstype(str(fstype))}
@@ -181,6 +188,6 @@ def lab_storages() -> tuple[StorageKind, ...]:
 
 
 __all__ = ["CacheModel", "LiveChange", "RoundTrips", "STORAGE", "Storage", "StorageKind",
-           "TABLE", "cache_model_of", "is_network_fstype", "kind_of", "lab_storages",
+           "TABLE", "cache_model_of", "fstab_type", "is_network_fstype", "kind_of", "lab_storages",
            "mount_label", "mount_type", "network_labels", "network_mount_indexes",
            "option_meanings", "storage_of"]

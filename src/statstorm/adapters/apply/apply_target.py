@@ -10,6 +10,7 @@ from statstorm.adapters.apply import backups
 from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
 from statstorm.adapters.php import php_targets, target
 from statstorm.adapters.servers import nginx, nginx_conf
+from statstorm.adapters.storage import fstab
 from statstorm.adapters.apply.pool_config import Target
 from statstorm.env import Env
 from statstorm.errors import UsageError
@@ -20,7 +21,6 @@ from statstorm.results.apply import FileEdit
 from statstorm.results.serving import Handler
 
 MASTER_INI_NAME = php_targets.MASTER_INI_NAME
-FSTAB = Path("/etc/fstab")
 
 
 def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Target:
@@ -41,12 +41,13 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Ta
                           labs.fpm_argv(state) if state.pool else [], labs.fpm_conf(state),
                           state.fpm_master_pid, state.fpm_socket, ini, [], [], 0, url,
                           lab=lab, apache_conf=conf, apache_test=apache_t,
-                          apache_pid=state.apache_pid, php_in_apache=in_apache)
+                          apache_pid=state.apache_pid, php_in_apache=in_apache,
+                          fstab=fstab.location(env, lab=True))
         ngx = labs.nginx_conf(state)
         return Target(state.pool, state.fpm_binary, labs.fpm_argv(state), labs.fpm_conf(state),
                       state.fpm_master_pid, state.fpm_socket, ini, [ngx],
                       [*nginx.lab_argv(ngx, Path(state.state_dir)), "-t", "-q"],
-                      state.nginx_pid, url, lab=lab)
+                      state.nginx_pid, url, lab=lab, fstab=fstab.location(env, lab=True))
     pools = [pool] if pool else php_targets.running_pools()
     if len(pools) != 1:
         raise UsageError("name the pool to change with --pool NAME" + (
@@ -76,7 +77,7 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Ta
             break
     return Target(pool, binary, argv, found, fpm.masters[0] if fpm.masters else 0, listen,
                   Path(scan) / MASTER_INI_NAME if scan else None, files, test, npid, url,
-                  control_timeout=control, fstab=FSTAB)
+                  control_timeout=control, fstab=fstab.location(env, lab=False))
 
 
 def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], list[FileEdit]]:

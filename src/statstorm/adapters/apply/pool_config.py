@@ -14,7 +14,7 @@ from statstorm.adapters.labs import apache_lab, phpfpm
 from statstorm.adapters.load import http
 from statstorm.adapters.php import fastcgi, php_targets
 from statstorm.adapters.servers import nginx
-from statstorm.adapters.storage import mounts
+from statstorm.adapters.storage import fstab
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model.applyplan import MASTER_INI, POOL_INI, Change
@@ -38,7 +38,8 @@ class Target:
     url: str = ""  # a page of the app (health check and --verify)
     lab: str = ""
     control_timeout: str = ""  # php-fpm's process_control_timeout, as `php-fpm -tt` shows it
-    fstab: Path | None = None  # where mount options persist (None: the lab, whose mount is its own)
+    fstab: Path | None = None  # where mount options persist (adapters/storage/fstab.py; None:
+    # nowhere, a lab's mount is its own)
     # Apache in front (a lab with --server apache): its configuration, `-t` argv and master.
     # `php_in_apache`: PHP runs in Apache's children or mod_fcgid's php-cgi (no php-fpm):
     # its settings are the lab's ini file (master_ini), applied by a graceful restart.
@@ -64,7 +65,7 @@ def test_config(env: Env, target: Target, paths: list[Path],
     `nginx -t` when an nginx file changed, `findmnt --verify` when fstab did) on the files as
     written."""
     if target.fstab is not None and target.fstab in paths and mount_points:
-        problem = mounts.verify_fstab(env, target.fstab, mount_points)
+        problem = fstab.verify(env, fstab.read(target.fstab) or "", mount_points)
         if problem:
             raise ApplyFailed(problem)
     if target.apache_test and (target.php_in_apache or target.apache_conf in paths):

@@ -14,7 +14,8 @@ from statstorm.adapters.labs import state as labs
 from statstorm.adapters.storage import gluster, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError
-from statstorm.model.mount_options import GLUSTER_FUSE_DEFAULTS, gluster_client_options
+from statstorm.model.mount_options import (GLUSTER_FUSE_DEFAULTS, GLUSTER_FUSE_KEYS,
+                                           gluster_client_options)
 from statstorm.model.storage_kinds import STORAGE, LiveChange
 from statstorm.results.apply import MOUNT, VOLUME, StorageStep
 from statstorm.results.storage_kind import StorageKind
@@ -42,6 +43,13 @@ def mount_step(mp: str, options: dict[str, str]) -> StorageStep | str:
     current = gluster_client_options(client[1])
     before = {k: current.get(k, GLUSTER_FUSE_DEFAULTS.get(k, "")) for k in options}
     return StorageStep(MOUNT, mp, before, dict(options), client[1])
+
+
+def live_options(st: StorageStep) -> dict[str, str]:
+    """The cache options a MOUNT step's mount was given before (its client's command line):
+    what an fstab line added for it keeps besides the step's own."""
+    given = gluster_client_options(st.client_argv)
+    return {k: given[k] for k in GLUSTER_FUSE_KEYS if k in given}
 
 
 def volume_step(env: Env, volume: str, options: dict[str, str]) -> StorageStep | str:

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.storage.nfs_mountstats import unescape
-from statstorm.env import Env
 from statstorm.model import storage_kinds
 from statstorm.model.mount_options import (
     GLUSTER_FUSE_DEFAULTS, GLUSTER_FUSE_KEYS, CacheView, OptionMeaning,
@@ -50,24 +48,6 @@ def current() -> list[MountEntry]:
         return parse_mounts(Path("/proc/self/mounts").read_text())
     except OSError:
         return []
-
-
-def verify_fstab(env: Env, fstab: Path, mount_points: list[str]) -> str:
-    """`findmnt --verify` on the fstab lines of these mount points (the rest of the file is
-    not statstorm's business): '' when it accepts them, else its first error."""
-    lines = [ln for ln in fstab.read_bytes().decode("utf-8", "surrogateescape").split("\n")
-             if len(ln.split()) >= 4 and not ln.lstrip().startswith("#")
-             and ln.split()[1].replace("\\040", " ") in mount_points]
-    with tempfile.NamedTemporaryFile("wb", prefix="statstorm-fstab-") as tmp:
-        tmp.write(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
-        tmp.flush()
-        res = env.run(["findmnt", "--verify", "--tab-file", tmp.name], check=False,
-                      what="findmnt --verify")
-    if res.returncode == 0:
-        return ""
-    errors = [ln.strip() for ln in res.stdout.splitlines() if "[E]" in ln]
-    return (f"findmnt --verify rejected {fstab}'s line for {', '.join(mount_points)} "
-            f"({(errors or [res.first_error_line()])[0]})")
 
 
 def find_mount(entries: list[MountEntry], path: str) -> MountEntry | None:
