@@ -104,7 +104,7 @@ class ApplyResult:
 
 def validate(env: Env, opts: ApplyOptions) -> None:
     if sum(map(bool, (opts.pool, opts.lab, opts.apache))) > 1:
-        raise UsageError("give one of --pool, --lab and --apache")
+        raise UsageError("give --pool or --lab (or --apache), not both")
     if opts.rollback and (opts.findings or opts.all or opts.verify):
         raise UsageError("--rollback restores the last backup set: give it alone (with --lab or "
                          "--pool)")

@@ -52,7 +52,7 @@ def failed(result: CheckResult, fail_on: Severity | str | None) -> bool:
 
 def validate(opts: CheckOptions) -> None:
     if sum(map(bool, (opts.pools, opts.lab, opts.apache))) > 1:
-        raise UsageError("give one of --pool, --lab and --apache")
+        raise UsageError("give --pool or --lab (or --apache), not both")
     for flag, path in (("--trace", opts.trace), ("--fsbench", opts.fsbench)):
         if path is not None and not path.is_file():
             raise UsageError(f"{flag} {path}: no such file; record one with `statstorm "
