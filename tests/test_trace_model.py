@@ -281,7 +281,7 @@ def test_import_show_and_diff_through_the_cli(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args,expect", [
-    (["trace"], "exactly one target"),
+    (["trace", "--apache", "--pool", "x"], "exactly one target"),
     (["trace", "--pool", "x", "--cmd", "php a.php"], "exactly one target"),
     (["trace", "--cmd", "php a.php", "-d", "0"], "--duration"),
     (["trace", "--cmd", "php a.php", "-o", "/nonexistent-dir/x.sst"], "does not exist"),

@@ -62,6 +62,8 @@ def render(env: Env, result: CheckResult) -> None:
               help="Check this php-fpm pool (repeatable)  [default: every running pool]")
 @click.option("--lab", "lab", is_flag=False, flag_value="lab", default=None, metavar="[NAME]",
               help="Check a lab's pool (default name: lab).")
+@click.option("--apache", is_flag=True, help="Check the system Apache's PHP (mod_php, "
+              "mod_fcgid), each of its sites  [default: with every running pool]")
 @click.option("--trace", "trace_file", type=InputPath(dir_okay=False),
               default=None, help="A trace of the pool (`statstorm trace -o FILE`): measured "
               "evidence and predicted gains.")
@@ -76,14 +78,15 @@ def render(env: Env, result: CheckResult) -> None:
 @click.option("--fail-on", type=click.Choice([s.value for s in SEVERITIES]), default=None,
               help="Exit with status 1 if a finding is at least this severe.")
 @click.pass_obj
-def check(env: Env, pools: tuple[str, ...], lab: str | None, trace_file: Path | None,
-          fsbench_file: Path | None, docroot: str | None, no_query: bool, as_json: bool,
+def check(env: Env, pools: tuple[str, ...], lab: str | None, apache: bool,
+          trace_file: Path | None, fsbench_file: Path | None, docroot: str | None, no_query: bool, as_json: bool,
           fail_on: str | None) -> None:
     """Graded findings on the live PHP configuration, with evidence and the lines to change.
 
     Reads each php-fpm pool's settings as its workers see them (asking a worker over
-    FastCGI where it can), the CLI's for comparison, nginx's parameters for the pool, the
-    mounts holding the code, memory and huge pages. Read-only: nothing is changed. Every
+    FastCGI where it can) and those of PHP inside the system Apache (each of its sites),
+    the CLI's for comparison, nginx's or Apache's configuration in front, the mounts
+    holding the code, memory and huge pages. Read-only: nothing is changed. Every
     finding id is documented in docs/check.md.
 
     Exit status: 0, or 1 when --fail-on is given and a finding is at least that severe;
@@ -94,9 +97,10 @@ def check(env: Env, pools: tuple[str, ...], lab: str | None, trace_file: Path | 
       statstorm check
       statstorm check --lab --trace lab.sst.gz --json
       statstorm check --pool www --fail-on warning
+      statstorm check --apache --json
     """
     opts = check_cmd.CheckOptions(pools=pools, lab=lab, trace=trace_file, fsbench=fsbench_file,
-                                  docroot=docroot, query_pool=not no_query)
+                                  docroot=docroot, query_pool=not no_query, apache=apache)
     result = check_cmd.run(env, opts)
     if as_json:
         json.dump(result.to_json(), env.stdout, indent=2)

@@ -136,7 +136,9 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
     """What a trace acts on, for its startup line: target, bound, detail, file."""
     target = (f"lab {opts.lab}" if opts.lab else f"php-fpm pool {opts.pool}" if opts.pool
               else f"PID {', '.join(map(str, opts.pids))}" if opts.pids
-              else f"command {opts.cmd}")
+              else f"command {opts.cmd}" if opts.cmd is not None
+              else "the system Apache's PHP" if opts.apache
+              else "the PHP running here")
     bound = (f"{opts.duration_s:g} s" if opts.duration_s is not None
              else "until it exits" if opts.cmd is not None
              else f"{trace_cmd.DEFAULT_DURATION_S:g} s")
@@ -158,6 +160,9 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
               "probed.")
 @click.option("--lab", "lab", is_flag=False, flag_value="lab", default=None, metavar="[NAME]",
               help="Trace a lab's pool (default name: lab).")
+@click.option("--apache", is_flag=True, help="Trace the system Apache's PHP (mod_php "
+              "children, mod_fcgid's php-cgi), children started during the trace included. "
+              "With no target at all: the one PHP target running here.")
 @click.option("--cmd", default=None, metavar="'CMD ARGS'", help="Run this command and trace "
               "it and its children; the whole run is one request.")
 @click.option("-d", "--duration", type=float, default=None, help="Stop after this many "
@@ -181,7 +186,7 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.pass_context
 def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str | None,
-          cmd: str | None, duration: float | None, requests: int | None, max_events: int,
+          apache: bool, cmd: str | None, duration: float | None, requests: int | None, max_events: int,
           output: Path | None, backend: str, sample: int, counts: bool, as_json: bool) -> None:
     """Trace PHP's file-metadata syscalls per request and per PHP operation (eBPF).
 
@@ -195,6 +200,7 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
       statstorm trace --lab -d 10 -o before.sst.gz
       statstorm trace --pool www --requests 200 --json
       statstorm trace --pool www --counts -d 60
+      statstorm trace --apache -d 30 -o apache.sst.gz
       statstorm trace --pool www --sample 10 -d 60
       statstorm trace --cmd 'php bench.php' -o cli.sst.gz
       statstorm trace show before.sst.gz
@@ -207,7 +213,8 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
     output = output or trace_cmd.default_output()  # named once: the startup line says it
     opts = trace_cmd.TraceOptions(pool=pool, pids=pids, lab=lab, cmd=cmd, duration_s=duration,
                                   requests=requests, max_events=max_events, output=output,
-                                  backend=backend, counts=counts, sample=sample)
+                                  backend=backend, counts=counts, sample=sample,
+                                  apache=apache)
     trace_cmd.validate(opts)
     err = Console(file=env.stderr, stderr=True, highlight=False)
     ready = StartedWhenReady(env, "trace", describe(opts))

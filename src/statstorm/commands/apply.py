@@ -71,6 +71,7 @@ class ApplyOptions:
     verify_duration_s: float = 5.0
     verify_concurrency: int = 4
     verify_settle_s: float = 60.0  # after the change: measure again until settled, this long
+    apache: bool = False  # the system Apache's PHP (mod_php, mod_fcgid)
 
 
 @dataclass
@@ -104,8 +105,8 @@ class ApplyResult:
 
 
 def validate(env: Env, opts: ApplyOptions) -> None:
-    if opts.pool and opts.lab:
-        raise UsageError("give --pool or --lab, not both")
+    if sum(map(bool, (opts.pool, opts.lab, opts.apache))) > 1:
+        raise UsageError("give --pool or --lab (or --apache), not both")
     if opts.rollback and (opts.findings or opts.all or opts.verify or not opts.fstab):
         raise UsageError("--rollback restores the last backup set: give it alone (with --lab or "
                          "--pool)")
@@ -119,6 +120,9 @@ def validate(env: Env, opts: ApplyOptions) -> None:
                          "docs/check.md for the ids")
     if opts.verify and not opts.yes:
         raise UsageError("--verify measures an applied change: add --yes")
+    if opts.verify and opts.apache:
+        raise UsageError("--verify measures a php-fpm pool or a lab; drop it for --apache and "
+                         "trace before and after with `statstorm trace --apache`")
     if opts.verify and not opts.lab and not opts.url:
         raise UsageError("--verify on a pool needs the page to load: add --url URL")
     if opts.url:
@@ -134,7 +138,8 @@ def validate(env: Env, opts: ApplyOptions) -> None:
 
 # -- target --------------------------------------------------------------------------------------
 def resolve(env: Env, opts: ApplyOptions) -> Target:
-    return apply_target.resolve(env, lab=opts.lab, pool=opts.pool, url=opts.url)
+    return apply_target.resolve(env, lab=opts.lab, pool=opts.pool, url=opts.url,
+                                apache=opts.apache)
 
 
 # -- planning -----------------------------------------------------------------------------------
@@ -186,7 +191,8 @@ def _check(env: Env, opts: ApplyOptions) -> tuple[list[Finding], dict[str, str]]
     """The pool's findings and live settings, as `statstorm check` sees them."""
     env.log("reading the live configuration (statstorm check)…")
     res = check_cmd.run(env, check_cmd.CheckOptions(pools=(opts.pool,) if opts.pool else (),
-                                                    lab=opts.lab, trace=opts.trace))
+                                                    lab=opts.lab, trace=opts.trace,
+                                                    apache=opts.apache))
     settings = res.pools[0].settings if res.pools else {}
     return res.findings, {k: str(v) for k, v in settings.items()}
 
@@ -194,7 +200,8 @@ def _check(env: Env, opts: ApplyOptions) -> tuple[list[Finding], dict[str, str]]
 def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
     """What would change (the dry run), from the findings check reports now."""
     target = resolve(env, opts)
-    found, settings = _check(env, opts)
+    found, settings = _check(env, dataclasses.replace(opts, apache=True)
+                             if target.system_apache else opts)
     chosen = [f for f in found
               if f.id in opts.findings or (opts.all and f.id not in NAMED_ONLY)]
     result = ApplyResult(ApplyMode.DRY_RUN, target,
@@ -367,8 +374,9 @@ def rollback(env: Env, opts: ApplyOptions) -> ApplyResult:
     if found is not None:
         d, m = found
         t = m.target
-        target = resolve(env, ApplyOptions(lab=t.lab or None, pool=None if t.lab else t.pool,
-                                           url=t.url or ""))
+        apache = t.written.get("apache") is True  # the system Apache's PHP
+        target = resolve(env, ApplyOptions(lab=t.lab or None, pool=None if t.lab or apache
+                                           else t.pool, url=t.url or "", apache=apache))
         edits = [FileEdit(Path(entry.path), backups.read_text(Path(entry.path)),
                           backups.copy_text(d, entry) or "", ("now", "restored"))
                  for entry in m.files]

@@ -1,4 +1,4 @@
-"""`statstorm check`: gather each php-fpm pool's live facts (adapters/php/pool_facts.py), judge
+"""`statstorm check`: gather each php-fpm pool's (and the system Apache's PHP's) live facts (adapters/php/pool_facts.py), judge
 them with model.rules. `--trace` and `--fsbench` add measured evidence.
 """
 
@@ -29,6 +29,7 @@ class CheckOptions:
     fsbench: Path | None = None
     docroot: str | None = None
     query_pool: bool = True  # ask a worker over FastCGI
+    apache: bool = False  # the system Apache's PHP (mod_php, mod_fcgid), one target per site
 
 
 def checked_pool(facts: Facts, settings_source: str, notes: list[str]) -> CheckedPool:
@@ -50,8 +51,8 @@ def failed(result: CheckResult, fail_on: Severity | str | None) -> bool:
 
 
 def validate(opts: CheckOptions) -> None:
-    if opts.pools and opts.lab:
-        raise UsageError("give --pool or --lab, not both")
+    if sum(map(bool, (opts.pools, opts.lab, opts.apache))) > 1:
+        raise UsageError("give --pool or --lab (or --apache), not both")
     for flag, path in (("--trace", opts.trace), ("--fsbench", opts.fsbench)):
         if path is not None and not path.is_file():
             raise UsageError(f"{flag} {path}: no such file; record one with `statstorm "
@@ -86,7 +87,7 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
     if opts.trace is not None:
         trace, trace_pool, sampled = _load_trace(opts.trace)
     fsb = _load_fsbench(opts.fsbench) if opts.fsbench is not None else {}
-    pools = pool_facts.targets(env, lab=opts.lab, pools=opts.pools)
+    pools = pool_facts.targets(env, lab=opts.lab, pools=opts.pools, apache=opts.apache)
     checked: list[CheckedPool] = []
     found: list[Finding] = []
     for pool in pools:

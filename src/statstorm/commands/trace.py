@@ -1,7 +1,8 @@
 """`statstorm trace`: capture PHP's file-metadata syscalls per request and per PHP operation.
 
-Targets: a php-fpm pool (with workers respawned during the trace), PIDs, a lab's pool, or a
-command run under the tracer. The backend is the compiled eBPF tracer when it is built, else
+Targets: a php-fpm pool (with workers respawned during the trace), the system Apache's PHP
+(mod_php children replaced during the trace followed), PIDs, a lab's pool, or a command run
+under the tracer; none named: the one PHP target running on the host. The backend is the compiled eBPF tracer when it is built, else
 bpftrace, else strace (run by adapters/tracing/libbpf_run.py, bpftrace_run.py and
 strace_run.py; what they share: trace_backends.py); the events are attributed
 (model.attribution) into the trace file and its summary, returned as a `TraceRun`
@@ -57,6 +58,7 @@ class TraceOptions:
     counts: bool = False  # count per request in the kernel: no paths, mounts or operations
     sample: int = 1  # record about one request in N in full, count the others (ebpf)
     run_id: str = ""  # the run the trace belongs to (the demo's), in the trace's header
+    apache: bool = False  # the system Apache's PHP (mod_php, mod_fcgid)
 
     def recording(self) -> RecordOptions:
         """What the backend records and until when."""
@@ -70,10 +72,10 @@ def default_output() -> Path:
 
 
 def validate(opts: TraceOptions) -> None:
-    modes = [m for m in (opts.pool, opts.pids, opts.lab, opts.cmd) if m]
-    if len(modes) != 1:
-        raise UsageError("give exactly one target: --pool NAME, -p PID, --lab [NAME] or "
-                         "--cmd 'php script.php'")
+    modes = [m for m in (opts.pool, opts.pids, opts.lab, opts.cmd, opts.apache) if m]
+    if len(modes) > 1:
+        raise UsageError("give exactly one target (none: the one running here): --pool NAME, "
+                         "--apache, -p PID, --lab [NAME] or --cmd 'php script.php'")
     if opts.duration_s is not None and opts.duration_s <= 0:
         raise UsageError("--duration must be a positive number of seconds")
     if opts.requests is not None and opts.requests <= 0:
@@ -130,7 +132,8 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
     if os.geteuid() != 0:
         bpftrace.check_privileges()
     target = trace_targets.resolve(env, lab=opts.lab, pool=opts.pool,
-                                   pids=list(opts.pids) if opts.pids else None, cmd=opts.cmd)
+                                   pids=list(opts.pids) if opts.pids else None, cmd=opts.cmd,
+                                   apache=opts.apache)
     out = opts.output or default_output()
     backend = opts.backend
     rec = opts.recording()

@@ -4,11 +4,12 @@ master, the web server in front), and the file edits that carry a set of changes
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from statstorm.adapters.apply import backups
 from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
-from statstorm.adapters.php import php_targets, target
+from statstorm.adapters.php import php_targets, server_php, target
 from statstorm.adapters.servers import nginx, nginx_conf
 from statstorm.adapters.storage import fstab
 from statstorm.adapters.apply.pool_config import Target
@@ -23,10 +24,39 @@ from statstorm.results.serving import Handler
 MASTER_INI_NAME = php_targets.MASTER_INI_NAME
 
 
-def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Target:
+def system_apache(php: target.PhpTarget, url: str) -> Target:
+    """The system Apache's PHP as apply changes it: PHP settings in statstorm's file of the
+    SAPI's conf.d (`/etc/php/8.2/apache2/conf.d/99-statstorm.ini`), tested with
+    `apache2ctl configtest`, applied with `apache2ctl graceful`."""
+    assert isinstance(php, server_php.ServerPhp)
+    version = re.search(r"(\d+\.\d+)", Path(php.binary).name)
+    ini = (Path(f"/etc/php/{version.group(1) if version else '8.2'}/{php.sapi_dir}/conf.d")
+           / MASTER_INI_NAME)
+    ctl = list(php.ctl)
+    sites = [f"http://{_loopback(s.vhost.address)}:{s.vhost.port}/" for s in php.sites]
+    return Target(php.name, php.binary, [], ini, 0, "", ini, [], [], 0, url,
+                  apache_test=[*ctl, "configtest"], apache_pid=php.server_pid,
+                  php_in_apache=True, apache_ctl=ctl, apache_sites=sites)
+
+
+def _loopback(address: str) -> str:
+    host = address.rpartition(":")[0]
+    return "127.0.0.1" if host in ("*", "_default_", "0.0.0.0", "") else host.strip("[]")
+
+
+def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "",
+            apache: bool = False) -> Target:
     """The pool (or lab) apply changes, with every file and process its changes go to: a
-    lab's own files, or a running pool's configuration, its master's ini directory and the
-    nginx files that pass requests to it."""
+    lab's own files, the system Apache's PHP (`apache`, or when it is the only PHP running),
+    or a running pool's configuration, its master's ini directory and the nginx files that
+    pass requests to it."""
+    if apache:
+        return system_apache(target.require_system_apache(env), url)
+    if not lab and not pool:
+        only = target.sole(env)
+        if isinstance(only, server_php.ServerPhp):
+            return system_apache(only, url)
+        pool = only.name
     if lab:
         state = labs.require_up(env, lab)
         # PHP inside Apache reads the lab's own ini file (its --php-ini): apply edits it;

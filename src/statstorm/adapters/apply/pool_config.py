@@ -12,7 +12,7 @@ from pathlib import Path
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab, phpfpm
 from statstorm.adapters.load import http
-from statstorm.adapters.php import fastcgi, php_targets
+from statstorm.adapters.php import fastcgi, php_targets, server_php
 from statstorm.adapters.servers import nginx
 from statstorm.adapters.storage import fstab
 from statstorm.env import Env
@@ -47,12 +47,21 @@ class Target:
     apache_test: list[str] = field(default_factory=list)
     apache_pid: int = 0
     php_in_apache: bool = False
+    # the system Apache (mod_php, mod_fcgid): apache2ctl, which tests and restarts it; its
+    # PHP settings go to statstorm's file in the SAPI's conf.d (master_ini)
+    apache_ctl: list[str] = field(default_factory=list)
+    apache_sites: list[str] = field(default_factory=list)  # its PHP sites' loopback URLs
+
+    @property
+    def system_apache(self) -> bool:
+        return bool(self.apache_ctl)
 
     def to_json(self) -> JsonObject:
         return {"pool": self.pool, "lab": self.lab, "pool_file": str(self.pool_file),
                 "master_ini": str(self.master_ini) if self.master_ini else None,
                 "nginx_files": [str(p) for p in self.nginx_files], "url": self.url,
-                "apache_conf": str(self.apache_conf) if self.apache_conf else None}
+                "apache_conf": str(self.apache_conf) if self.apache_conf else None,
+                "apache": self.system_apache}
 
 
 class ApplyFailed(Exception):
@@ -138,9 +147,28 @@ def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> No
 def _apache_graceful(env: Env, target: Target) -> None:
     env.log(f"restarting Apache gracefully (master {target.apache_pid})…")
     try:
-        apache_lab.graceful(target.apache_pid)
+        if target.system_apache:
+            server_php.graceful_ctl(env, tuple(target.apache_ctl), target.apache_pid)
+        else:
+            apache_lab.graceful(target.apache_pid)
     except (ComponentError, OSError) as exc:
         raise ApplyFailed(f"the graceful restart failed ({exc})") from None
+
+
+def _serves(url: str, deadline: float) -> None:
+    """The system Apache answers `url` (any status but a server error: a site's front page
+    may redirect or ask for a login)."""
+    status, body = 0, ""
+    while time.monotonic() < deadline:
+        try:
+            status, body = http.fetch(url, timeout=30)
+            if status and status < 500:
+                return
+        except OSError as exc:
+            body = str(exc)
+        time.sleep(0.5)
+    raise ApplyFailed(f"{url} answered {status or 'nothing'} after the restart "
+                      f"({' '.join(body.split())[:80]!r})")
 
 
 def _same(got: str, want: str) -> bool:
@@ -156,7 +184,7 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
     keys = tuple(c.key for c in changes if c.kind in (POOL_INI, MASTER_INI))
     deadline = time.monotonic() + timeout
     answers: list[php_targets.PoolAnswer] = []
-    while target.php_in_apache and keys:  # no FastCGI to ask: the lab's phpinfo page
+    while target.php_in_apache and keys and not target.system_apache:  # the lab's phpinfo page
         try:
             site = urllib.parse.urlsplit(target.url)
             answers = [php_targets.PoolAnswer(
@@ -190,6 +218,8 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
         if status != 200:
             raise ApplyFailed(f"{target.url} answered {status or 'nothing'} after the reload "
                               f"({' '.join(body.split())[:80]!r})")
+    for page in target.apache_sites if target.system_apache and not target.url else []:
+        _serves(page, deadline + 10)
     notes = []
     ini = answers[0].ini if answers else {}
     for c in changes:
@@ -201,7 +231,13 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
         name = Path(c.value).name.removesuffix(".so")
         if c.key == "extension" and answers and name.lower() not in loaded:
             raise ApplyFailed(f"the pool's workers did not load {c.value} (see the php-fpm log)")
-    if not answers and (keys or not target.php_in_apache):
+    if target.system_apache and not procs.alive(target.apache_pid):
+        raise ApplyFailed(f"the Apache master {target.apache_pid} is gone after the restart")
+    if target.system_apache and keys:
+        notes.append("PHP inside the system Apache is not asked for its settings (no phpinfo "
+                     "page of statstorm's is there): the new values are in "
+                     f"{target.master_ini}; Apache restarted and serves")
+    elif not answers and (keys or not target.php_in_apache):
         notes.append("the pool answered but could not run the settings query (open_basedir?): "
                      "the new values are not confirmed")
     return notes

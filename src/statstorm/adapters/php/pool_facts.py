@@ -18,8 +18,8 @@ from pathlib import Path
 
 from statstorm.adapters.host import elf, memory, smaps
 from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
-from statstorm.adapters.php import apcu, codetree, php_apps, php_targets, target
-from statstorm.adapters.servers import apache_facts, nginx
+from statstorm.adapters.php import apcu, codetree, php_apps, php_targets, server_php, target
+from statstorm.adapters.servers import apache_facts, apache_system, nginx
 from statstorm.adapters.storage import gluster, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
@@ -60,15 +60,28 @@ def lab_target(env: Env, name: str) -> PoolTarget:
     return PoolTarget(php, [], conf, apache_lab.lab_argv(conf))
 
 
-def targets(env: Env, *, lab: str | None, pools: tuple[str, ...]) -> list[PoolTarget]:
-    """The lab's pool, the named php-fpm pools, or every running pool."""
+def apache_targets(php: server_php.InServer | None) -> list[PoolTarget]:
+    """The system Apache's PHP, one target per site that runs it (each with its docroot)."""
+    if php is None:
+        return []
+    return [PoolTarget(server_php.for_site(php, site), [], Path(php.conf), list(php.ctl))
+            for site in php.sites]
+
+
+def targets(env: Env, *, lab: str | None, pools: tuple[str, ...],
+            apache: bool = False) -> list[PoolTarget]:
+    """The lab's pool, the named php-fpm pools, the system Apache's PHP (`apache`), or every
+    running pool and the system Apache's PHP."""
     if lab:
         return [lab_target(env, lab)]
+    if apache:
+        return apache_targets(target.require_system_apache(env))
     names = list(pools) or php_targets.running_pools()
-    if not names:
-        raise UsageError("no php-fpm pool is running: name one with --pool NAME, or check a "
-                         "lab with --lab NAME")
-    return [PoolTarget(php_targets.find_pool(name)) for name in names]
+    in_apache = [] if pools else apache_targets(server_php.system_apache(env))
+    if not names and not in_apache:
+        raise UsageError("no php-fpm pool is running and no system Apache runs PHP: name a "
+                         "pool with --pool NAME, or check a lab with --lab NAME")
+    return [PoolTarget(php_targets.find_pool(name)) for name in names] + in_apache
 
 
 # -- gathering -----------------------------------------------------------------------------------
@@ -93,7 +106,7 @@ def _traced(env: Env, found: tuple[MountFact, ...],
 
 
 def _sites(given: str | None, lab_docroot: str, nginx_sites: tuple[Site, ...],
-           run_cfg: apache_facts.RunConfig) -> list[SiteRoot]:
+           apache_docroot: str) -> list[SiteRoot]:
     """Every site the pool serves: `--docroot`, a lab's own, or each server passing to it."""
     if given:
         return [SiteRoot("option", docroot=given)]
@@ -101,8 +114,8 @@ def _sites(given: str | None, lab_docroot: str, nginx_sites: tuple[Site, ...],
         return [SiteRoot("lab", docroot=lab_docroot)]
     out = [SiteRoot("nginx", x.server_names, x.known_docroot, x.docroot_unknown,
                     f"{x.config_file}:{x.config_line}") for x in nginx_sites]
-    if run_cfg.document_root:
-        out.append(SiteRoot("apache", docroot=run_cfg.document_root))
+    if apache_docroot:
+        out.append(SiteRoot("apache", docroot=apache_docroot))
     return out
 
 
@@ -197,9 +210,14 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
         found = apache_facts.server_passing_to(listen)  # a system Apache in front of the pool
         if found:
             pool.apache_conf, pool.apache_ask, _ = found
+    apache_root = ""
     if pool.apache_conf is not None:
         run_cfg = apache_facts.live(env, pool.apache_ask)
-    sites = _sites(docroot, fpm.docroot, nginx_sites, run_cfg)
+        if not fpm.handler.php_in_server:  # the site whose .php goes to this pool
+            apache_root = apache_system.docroot_passing_to(
+                pool.apache_conf, listen, apache_system.envvars(env, pool.apache_conf.parent),
+                run_cfg.server_root)
+    sites = _sites(docroot, fpm.docroot, nginx_sites, apache_root or run_cfg.document_root)
     notes += _site_notes(sites)
     docroots = list(dict.fromkeys(x.docroot for x in sites if x.docroot))
     docroot = docroots[0] if docroots else ""

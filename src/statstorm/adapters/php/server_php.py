@@ -9,18 +9,22 @@ graceful restart."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Self
+from typing import ClassVar, Self, TypeVar, Union
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab
 from statstorm.adapters.php.php_targets import PHP_BINARIES, Settings, parse_php_i
+from statstorm.adapters.servers import apache_conf, apache_system
 from statstorm.env import Env
 from statstorm.errors import ComponentError
+from statstorm.results.apache_sites import ApacheSite, SystemApache
 from statstorm.results.lab import LabState
 from statstorm.results.serving import Handler
 
@@ -48,6 +52,9 @@ class ServerPhp:
     docroot: str = ""
     server_pid: int = 0  # the Apache master (its graceful restart reloads PHP)
     mpm: str = ""  # Apache's MPM
+    ctl: tuple[str, ...] = ()  # the system Apache's apache2ctl (its graceful restart); () in a lab
+    sites: tuple[ApacheSite, ...] = ()  # the system Apache's sites whose PHP this is
+    conf: str = ""  # the system Apache's apache2.conf ('' in a lab)
 
     @property
     def label(self) -> str:
@@ -92,7 +99,10 @@ class ServerPhp:
     def reload(self, env: Env) -> None:
         """Apache's graceful restart: new children (and php-cgi) start with the new ini."""
         env.log(f"restarting Apache gracefully (master {self.server_pid})…")
-        apache_lab.graceful(self.server_pid)
+        if self.ctl:
+            graceful_ctl(env, self.ctl, self.server_pid)
+        else:
+            apache_lab.graceful(self.server_pid)
 
     # -- a lab's PHP of this kind -------------------------------------------------------------
     @staticmethod
@@ -196,6 +206,71 @@ class FcgidPhpCgi(ServerPhp):
         php = super().from_lab(state)
         php.socket_dir = str(Path(state.state_dir) / "run/fcgid")
         return php
+
+
+def graceful_ctl(env: Env, ctl: tuple[str, ...], master: int, timeout: float = 30.0) -> None:
+    """`apache2ctl graceful` (its configtest, then SIGUSR1 to the master), returning once the
+    master serves with new children; ComponentError if it refused or the master exited."""
+    old = set(procs.children(master))
+    res = env.run([*ctl, "graceful"], check=False, what="apache2ctl graceful")
+    if res.returncode != 0:
+        raise ComponentError(f"apache2ctl graceful failed ({res.first_error_line()})")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not procs.alive(master):
+            raise ComponentError(f"the Apache master {master} exited while restarting")
+        kids = set(procs.children(master))
+        if kids and not kids & old:
+            return
+        time.sleep(0.1)
+    raise ComponentError(f"Apache did not restart within {timeout:.0f} s (master {master})")
+
+
+SYSTEM_NAME = "apache"  # the system Apache's PHP, as check, trace and apply name it
+
+
+InServer = Union["ModPhpChildren", "FcgidPhpCgi"]  # a PHP target of the system Apache
+P = TypeVar("P", bound="ServerPhp")
+
+
+def from_system(server: SystemApache) -> InServer | None:
+    """The PHP running in the system Apache's children (mod_php) or in the php-cgi processes
+    its mod_fcgid starts, with the sites that use it; None when no site runs PHP that way."""
+    sites = server.sites_in_children()
+    if not sites:
+        return None
+    kind: type[ModPhpChildren] | type[FcgidPhpCgi] = (
+        FcgidPhpCgi if sites[0].handler == Handler.FCGID else ModPhpChildren)
+    sites = tuple(s for s in sites if s.handler == kind.handler)
+    master = server.master_pid
+    title = " ".join(procs.cmdline(master))
+    cfg = apache_conf.read(Path(server.conf), server.server_root)
+    if kind is ModPhpChildren:
+        binary = apache_conf.loaded_modules(cfg).get("php_module") or apache_lab.php_module()
+        workers, masters = procs.children(master), [master]
+    else:
+        binary = apache_lab.php_cgi_binary()
+        workers = sorted(p for p in apache_lab.descendants(master) if apache_lab.is_php_cgi(p))
+        masters = sorted({master, *(procs.ppid(w) for w in workers)} - {0})
+    php = kind(SYSTEM_NAME, workers, masters, binary, "", title, "", "",
+               next((s.docroot for s in sites if s.docroot), ""), master, server.mpm,
+               server.ctl, sites, server.conf)
+    if isinstance(php, FcgidPhpCgi):
+        php.socket_dir = apache_conf.directive(cfg, "FcgidIPCDir") or "/var/lib/apache2/fcgid/sock"
+    return php
+
+
+def system_apache(env: Env) -> InServer | None:
+    """The system Apache's PHP target (`from_system`), or None: no system Apache is running,
+    or none of its sites runs PHP in processes it starts."""
+    server = apache_system.discover(env)
+    return from_system(server) if server is not None else None
+
+
+def for_site(php: P, site: ApacheSite) -> P:
+    """The same PHP, named and rooted for one of its sites (check gathers each site)."""
+    return dataclasses.replace(php, name=f"{SYSTEM_NAME}:{site.name}:{site.vhost.port}",
+                               docroot=site.docroot, sites=(site,))
 
 
 def fcgid_socket(directory: str) -> str:

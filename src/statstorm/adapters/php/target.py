@@ -16,8 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
 
+from statstorm.adapters.php import php_targets
 from statstorm.adapters.php.php_targets import FpmPool, Settings
-from statstorm.adapters.php.server_php import FcgidPhpCgi, ModPhpChildren
+from statstorm.adapters.php.server_php import FcgidPhpCgi, ModPhpChildren, system_apache
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.results.lab import LabState
@@ -107,3 +108,28 @@ def for_lab(state: LabState, then: str = "") -> PhpTarget:
                          f"php-cgi on the first request): load {state.url}{state.entry_path} "
                          f"once{then}")
     return kind_of(state.handler).from_lab(state)
+
+
+def require_system_apache(env: Env) -> ModPhpChildren | FcgidPhpCgi:
+    """The system Apache's PHP (`--apache`): UsageError naming the fix when there is none."""
+    php = system_apache(env)
+    if php is None:
+        raise UsageError("--apache: no system Apache runs PHP in its children (no master in "
+                         "envvars' APACHE_PID_FILE, or no site with mod_php or mod_fcgid): "
+                         "start it with `apache2ctl start`, or name a pool with --pool NAME")
+    return php
+
+
+def sole(env: Env) -> PhpTarget:
+    """The one PHP target running on this host when none is named: a php-fpm pool, or the
+    system Apache's PHP (mod_php, mod_fcgid). UsageError naming the flag to give when there
+    is none or more than one."""
+    pools = php_targets.running_pools()
+    apache = system_apache(env)
+    named = [f"--pool {p}" for p in pools] + (["--apache"] if apache is not None else [])
+    if not named:
+        raise UsageError("no PHP is running here (no php-fpm pool, no system Apache running "
+                         "PHP): name a pool with --pool NAME, or a lab with --lab NAME")
+    if len(named) > 1:
+        raise UsageError(f"several PHP targets are running: name one with {', '.join(named)}")
+    return apache if apache is not None else php_targets.find_pool(pools[0])

@@ -44,6 +44,10 @@ class ApacheConfig:
     directories: list[Directory] = field(default_factory=list)
     # name, args, file:line, the <IfModule> conditions it sits under
     directives: list[tuple[str, str, str, tuple[str, ...]]] = field(default_factory=list)
+    vhost_of: list[str] = field(default_factory=list)  # per directive: its <VirtualHost>'s file:line, or ''
+    vhost_roots: dict[str, str] = field(default_factory=dict)  # <VirtualHost> file:line → DocumentRoot as written
+    main_root: str = ""  # the server-level DocumentRoot as written ('' if none)
+    defines: dict[str, str] = field(default_factory=dict)  # Define NAME [VALUE]
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -111,12 +115,42 @@ def _read_file(path: Path, cfg: ApacheConfig, stack: list[tuple[str, str, str]],
                     _read_file(Path(inc), cfg, list(stack), depth + 1)
         elif lname == "documentroot":
             cfg.document_roots.append(_unquote(args).rstrip("/") or "/")
+            vhost = _vhost(stack)
+            if vhost:
+                cfg.vhost_roots[vhost] = _unquote(args)
+            elif not any(kind == "ifdefine" for kind, _, _ in stack):
+                cfg.main_root = _unquote(args)
         else:
+            if lname == "define" and args:
+                key, _, value = args.partition(" ")
+                cfg.defines[key] = _unquote(value)
             cond = tuple(a for kind, a, _ in stack if kind == "ifmodule")
             cfg.directives.append((name, args, where, cond))
+            cfg.vhost_of.append(_vhost(stack))
         section = next((s for s in reversed(stack) if s[0] == "directory"), None)
         if section and lname in ("allowoverride", "options"):
             _set_directory(cfg, section, lname, args)
+
+
+def _vhost(stack: list[tuple[str, str, str]]) -> str:
+    """The file:line of the <VirtualHost> a line sits in ('' at server level)."""
+    return next((where for kind, _, where in reversed(stack) if kind == "virtualhost"), "")
+
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand(value: str, variables: dict[str, str]) -> tuple[str, list[str]]:
+    """`${NAME}` replaced as Apache replaces it at start-up (from Define and the environment
+    envvars makes); the names it does not know are returned (Apache leaves them as written)."""
+    unknown: list[str] = []
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) in variables:
+            return variables[m.group(1)]
+        unknown.append(m.group(1))
+        return m.group(0)
+    return _VARIABLE.sub(one, value), unknown
 
 
 def _set_directory(cfg: ApacheConfig, section: tuple[str, str, str], key: str, args: str) -> None:
@@ -189,7 +223,7 @@ def loaded_modules(cfg: ApacheConfig) -> dict[str, str]:
     return out
 
 
-def _active(cond: tuple[str, ...], modules: dict[str, str]) -> bool:
+def active(cond: tuple[str, ...], modules: dict[str, str]) -> bool:
     names = set(modules) | {Path(p).name.replace("mod_", "").replace(".so", ".c") for p in modules.values()}
     names |= {f"mod_{Path(p).stem.replace('mod_', '')}.c" for p in modules.values()}
     for c in cond:
@@ -206,7 +240,7 @@ def directive(cfg: ApacheConfig, name: str) -> str | None:
     modules = loaded_modules(cfg)
     found = None
     for n, args, _, cond in cfg.directives:
-        if n.lower() == name.lower() and _active(cond, modules):
+        if n.lower() == name.lower() and active(cond, modules):
             found = args
     return found
 

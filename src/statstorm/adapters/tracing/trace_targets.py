@@ -1,4 +1,5 @@
-"""What `statstorm trace` attaches to: a lab, a php-fpm pool, PIDs or a command, resolved to
+"""What `statstorm trace` attaches to: a lab, a php-fpm pool, the system Apache's PHP, PIDs or
+a command (or, when none is named, the one PHP target running on the host), resolved to
 the processes to trace, the parents whose forks are followed, the PHP binaries to probe, a
 title filter and the settings the processes run with (recorded in the trace's header)."""
 
@@ -23,7 +24,7 @@ OWN_MAX = 64  # the most PIDs the compiled tracer probes one by one (statstorm-t
 
 @dataclass
 class Target:
-    mode: str  # pool | pids | lab | cmd
+    mode: str  # pool | apache | pids | lab | cmd
     description: str
     pids: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
@@ -45,9 +46,29 @@ def _php_target(env: Env, php: target.PhpTarget, mode: str, description: str) ->
                   allow=php.allow, settled=php.settled)
 
 
+def _found(env: Env, php: target.PhpTarget) -> Target:
+    """A target found on the host: a php-fpm pool, or the system Apache's PHP (its master's
+    forks followed, so children replaced during the trace are traced too)."""
+    if isinstance(php, php_targets.FpmPool):
+        t = _php_target(env, php, "pool", php.label)
+        t.code = php_targets.docroot_of(env, php)
+        return t
+    sites = ", ".join(f"{s.name}:{s.vhost.port}" for s in getattr(php, "sites", ()))
+    t = _php_target(env, php, "apache", f"the system Apache's PHP ({php.label}"
+                    + (f"; sites {sites}" if sites else "") + ")")
+    t.code = php.docroot
+    return t
+
+
 def resolve(env: Env, *, lab: str | None = None, pool: str | None = None,
-            pids: list[int] | None = None, cmd: str | None = None) -> Target:
-    """The one target given: a lab, a php-fpm pool, PIDs or a command line."""
+            pids: list[int] | None = None, cmd: str | None = None,
+            apache: bool = False) -> Target:
+    """The one target given: a lab, a php-fpm pool, the system Apache's PHP, PIDs or a
+    command line; none given: the one PHP target running here (UsageError if several)."""
+    if apache:
+        return _found(env, target.require_system_apache(env))
+    if not (lab or pool or pids or cmd):
+        return _found(env, target.sole(env))
     if lab:
         state = labs.require_up(env, lab)
         # A lab's php-fpm master gets its ini overrides as -d options: read back the same way.
