@@ -8,7 +8,7 @@ from pathlib import Path
 
 from statstorm.adapters.apply import backups
 from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
-from statstorm.adapters.php import php_targets, target
+from statstorm.adapters.php import fpm_master, php_targets, target
 from statstorm.adapters.servers import nginx
 from statstorm.adapters.apply.pool_config import Target
 from statstorm.env import Env
@@ -66,6 +66,9 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Ta
     tt = php_targets.fpm_tt(env, argv)
     listen = phpfpm.pool_directives(tt, pool).get("listen", "")
     control = phpfpm.pool_directives(tt, "global").get("process_control_timeout", "")
+    pid_file = fpm_master.pid_file(tt)
+    named = fpm_master.master_named(pid_file, fpm.conf)  # a stale pid file: nothing changed
+    master = named if named in fpm.masters else fpm.masters[0] if fpm.masters else named
     files: list[Path] = []
     test: list[str] = []
     npid = 0
@@ -74,9 +77,9 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Ta
         if names:
             files, test, npid = [Path(n) for n in names], [*nargv, "-t", "-q"], pid
             break
-    return Target(pool, binary, argv, found, fpm.masters[0] if fpm.masters else 0, listen,
+    return Target(pool, binary, argv, found, master, listen,
                   Path(scan) / MASTER_INI_NAME if scan else None, files, test, npid, url,
-                  control_timeout=control, fstab=FSTAB)
+                  control_timeout=control, fstab=FSTAB, pid_file=pid_file)
 
 
 def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], list[FileEdit]]:
