@@ -152,7 +152,8 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
 
 @cli.group("trace", invoke_without_command=True)
 @click.option("--pool", default=None, help="Trace every worker of this php-fpm pool (also "
-              "workers started during the trace).")
+              "workers started during the trace) [default: the only one running, when no "
+              "other target is given].")
 @click.option("-p", "--pid", "pids", type=int, multiple=True, help="Trace this PID (repeat "
               "for more) and its children; php-fpm workers given so are the only processes "
               "probed.")
@@ -208,6 +209,7 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
     opts = trace_cmd.TraceOptions(pool=pool, pids=pids, lab=lab, cmd=cmd, duration_s=duration,
                                   requests=requests, max_events=max_events, output=output,
                                   backend=backend, counts=counts, sample=sample)
+    opts = trace_cmd.with_default_pool(opts)  # no target: the only pool running
     trace_cmd.validate(opts)
     err = Console(file=env.stderr, stderr=True, highlight=False)
     ready = StartedWhenReady(env, "trace", describe(opts))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from statstorm import faults
+from statstorm.adapters.php import fpm_master
 from statstorm.adapters.tracing import bpftrace, libbpf_trace, strace_log, trace_targets
 from statstorm.adapters.tracing.bpftrace_run import run_bpftrace
 from statstorm.adapters.tracing.bpftrace_session import Refused
@@ -66,6 +67,14 @@ class TraceOptions:
 
 def default_output() -> Path:
     return Path(f"trace-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.sst.gz")
+
+
+def with_default_pool(opts: TraceOptions) -> TraceOptions:
+    """No target given: the php-fpm pool running, when it is the only one (UsageError naming
+    them when there are several; none: `validate` asks for a target)."""
+    if any((opts.pool, opts.pids, opts.lab, opts.cmd)) or not fpm_master.running_pools():
+        return opts
+    return replace(opts, pool=fpm_master.only_pool("to trace"))
 
 
 def validate(opts: TraceOptions) -> None:
@@ -125,6 +134,7 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
     `ready` is set once the tracer is attached (events from then on are seen); setting `stop`
     ends the trace like its duration would (``"stopped": "stop"``). Both let another thread,
     e.g. `statstorm sweep --trace`, run load exactly while the tracer is attached."""
+    opts = with_default_pool(opts)
     validate(opts)
     if os.geteuid() != 0:
         bpftrace.check_privileges()

@@ -47,11 +47,7 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "") -> Ta
                       state.fpm_master_pid, state.fpm_socket, ini, [ngx],
                       [*nginx.lab_argv(ngx, Path(state.state_dir)), "-t", "-q"],
                       state.nginx_pid, url, lab=lab)
-    pools = [pool] if pool else php_targets.running_pools()
-    if len(pools) != 1:
-        raise UsageError("name the pool to change with --pool NAME" + (
-            f" (running: {', '.join(pools)})" if pools else ": no php-fpm pool is running"))
-    fpm = php_targets.find_pool(pools[0])
+    fpm = php_targets.find_pool(pool or fpm_master.only_pool("to change"))
     pool, binary = fpm.name, fpm.binary
     if not fpm.conf:
         raise UsageError(f"cannot tell the php-fpm master {fpm.masters}'s configuration file "

@@ -84,6 +84,27 @@ def pool_workers(pool: str) -> list[int]:
             if title(p) == f"php-fpm: pool {pool}"]
 
 
+def running_pools() -> list[str]:
+    """The names of the php-fpm pools running on this machine (by their workers' titles:
+    a master started by an init script, a unit or a container alike)."""
+    names = set()
+    for pid in procs.find_pids(["php-fpm: pool "]):
+        m = re.fullmatch(r"php-fpm: pool (\S+)", title(pid))
+        if m:
+            names.add(m.group(1))
+    return sorted(names)
+
+
+def only_pool(what: str) -> str:
+    """The one pool running, for a verb given no --pool; UsageError naming them when there
+    are several (or none). `what`: what the pool is for ("to change", "to trace")."""
+    pools = running_pools()
+    if len(pools) != 1:
+        raise UsageError(f"name the pool {what} with --pool NAME" + (
+            f" (running: {', '.join(pools)})" if pools else ": no php-fpm pool is running"))
+    return pools[0]
+
+
 def _settled_workers(master: int, pool: str, old: set[int]) -> tuple[int, ...]:
     """The master's children once they are all new workers, one of them the pool's (())."""
     kids = procs.children(master)

@@ -270,14 +270,7 @@ def docroot_of(env: Env, pool: FpmPool) -> str:
 pool_workers = fpm_master.pool_workers  # the processes titled `php-fpm: pool NAME`
 
 
-def running_pools() -> list[str]:
-    """The names of the php-fpm pools running on this machine."""
-    names = set()
-    for pid in procs.find_pids(["php-fpm: pool "]):
-        m = re.fullmatch(r"php-fpm: pool (\S+)", " ".join(procs.cmdline(pid)).strip())
-        if m:
-            names.add(m.group(1))
-    return sorted(names)
+running_pools = fpm_master.running_pools  # the pools running on this machine, by name
 
 
 def _not_running(pool: str) -> UsageError:
