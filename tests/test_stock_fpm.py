@@ -224,3 +224,25 @@ def test_several_pools_ask_for_one(state_home: Path) -> None:
         res = run_cli(["check", "--json"], home)  # no --pool: every pool running
         assert res.returncode == 0, res.stderr
         assert {"second", "www"} <= {p["pool"] for p in json.loads(res.stdout)["pools"]}
+
+
+@pytest.mark.parametrize("running,expect", [
+    (["a", "b"], "name the pool to trace with --pool NAME (running: a, b)"),
+    ([], "give exactly one target"),
+])
+def test_trace_without_a_target(running: list[str], expect: str, tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fpm_master, "running_pools", lambda: running)
+    res = invoke(["trace", "-o", str(tmp_path / "t.sst.gz")], tmp_path)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and expect in lines[0], res.stderr
+
+
+def test_trace_without_a_target_takes_the_only_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    from statstorm.commands import trace as trace_cmd
+
+    monkeypatch.setattr(fpm_master, "running_pools", lambda: ["www"])
+    opts = trace_cmd.with_default_pool(trace_cmd.TraceOptions())
+    assert opts.pool == "www"
+    named = trace_cmd.TraceOptions(cmd="php a.php")
+    assert trace_cmd.with_default_pool(named) is named
