@@ -118,8 +118,11 @@ def _settled_workers(master: int, pool: str, old: set[int]) -> tuple[int, ...]:
 def master_named(path: Path | None, conf: str) -> int:
     """The master the pid file names; 0 when no pid file is configured or written. UsageError
     (nothing changed yet) when it names a PID that is not a live php-fpm master of `conf`."""
-    pid = read_pid(path)
-    if path is None or not pid and not path.exists():
+    if path is None:
+        return 0
+    try:
+        pid = parse_pid(path.read_text(errors="replace")[:64])
+    except OSError:  # not written (or not readable without root): nothing to hold against it
         return 0
     if not is_master(pid, conf):
         what = title(pid) if procs.alive(pid) else "no process"
