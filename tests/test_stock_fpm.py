@@ -15,7 +15,7 @@ import pytest
 
 from statstorm.adapters.php import fpm_master, php_targets
 from statstorm.env import Env
-from statstorm.errors import UsageError
+from statstorm.errors import ComponentError, UsageError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import invoke, run_cli  # noqa: E402
@@ -246,3 +246,64 @@ def test_trace_without_a_target_takes_the_only_pool(monkeypatch: pytest.MonkeyPa
     assert opts.pool == "www"
     named = trace_cmd.TraceOptions(cmd="php a.php")
     assert trace_cmd.with_default_pool(named) is named
+
+
+class _Procs:
+    """A deterministic process table for `follow`: each `sleep` is one step of a reload."""
+
+    def __init__(self, steps: list[dict[int, tuple[str, list[int]]]], pidfile: Path,
+                 pids: list[int]) -> None:
+        self.steps, self.pidfile, self.pids, self.at = steps, pidfile, pids, 0
+        pidfile.write_text(f"{pids[0]}\n")
+
+    def now(self) -> dict[int, tuple[str, list[int]]]:
+        return self.steps[min(self.at, len(self.steps) - 1)]
+
+    def sleep(self, _: float) -> None:
+        self.at += 1
+        self.pidfile.write_text(f"{self.pids[min(self.at, len(self.pids) - 1)]}\n")
+
+
+def _fake(monkeypatch: pytest.MonkeyPatch, table: _Procs) -> None:
+    procs = fpm_master.procs
+    monkeypatch.setattr(procs, "alive", lambda pid: pid in table.now())
+    monkeypatch.setattr(procs, "children", lambda pid: table.now().get(pid, ("", []))[1])
+    monkeypatch.setattr(procs, "cmdline", lambda pid: [table.now().get(pid, ("", []))[0]])
+
+
+CONF = "/etc/php/8.2/fpm/php-fpm.conf"
+MASTER = f"php-fpm: master process ({CONF})"
+WWW = "php-fpm: pool www"
+
+
+def test_follow_a_daemonized_master_to_its_new_pid(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[dict[int, tuple[str, list[int]]]] = [
+        {100: ("/usr/sbin/php-fpm8.2 --daemonize", [])},  # re-executed, not yet forked
+        {100: (MASTER, [200]), 200: (MASTER, [])},  # forked: its child is no worker
+        {200: (MASTER, [201]), 201: (MASTER, [])},  # the old PID gone; a worker just forked
+        {200: (MASTER, [201, 202]), 201: (WWW, []), 202: (WWW, [])},
+        {200: (MASTER, [201, 202]), 201: (WWW, []), 202: (WWW, [])},
+    ]
+    table = _Procs(steps, tmp_path / "pid", [100, 100, 100, 200])
+    _fake(monkeypatch, table)
+    assert fpm_master.follow(100, [101, 102], "www", CONF, table.pidfile, 5, table.sleep) == 200
+
+
+def test_follow_a_master_that_stays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[dict[int, tuple[str, list[int]]]] = [
+        {100: (MASTER, [101, 102]), 101: (WWW, []), 102: (WWW, [])},  # old workers finishing
+        {100: (MASTER, [103, 104]), 103: (WWW, []), 104: (WWW, [])},
+    ]
+    table = _Procs(steps, tmp_path / "pid", [100])
+    _fake(monkeypatch, table)
+    assert fpm_master.follow(100, [101, 102], "www", CONF, table.pidfile, 5, table.sleep) == 100
+
+
+def test_a_master_not_seen_to_settle_is_an_error(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[dict[int, tuple[str, list[int]]]] = [{300: ("/usr/bin/python3", [])}]
+    table = _Procs(steps, tmp_path / "pid", [300])  # the pid file names another program
+    _fake(monkeypatch, table)
+    with pytest.raises(ComponentError, match="no php-fpm master with new workers of pool www"):
+        fpm_master.follow(100, [101], "www", CONF, table.pidfile, 0.3, lambda s: None)
