@@ -61,7 +61,7 @@ def render(env: Env, r: apply_cmd.ApplyResult) -> None:
             out.print(f"  {c.finding}: {escape(c.line)}"
                       + (f"  [dim]({escape(c.why)})[/dim]" if c.key else ""))
     for note in r.notes:
-        out.print(f"note: {note}")
+        out.print(f"note: {escape(note)}")
     if r.verify:
         _verify(out, r.verify)
     steps = f" and {len(r.steps)} storage change(s)" if r.steps else ""

@@ -154,7 +154,8 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
 
 @cli.group("trace", invoke_without_command=True)
 @click.option("--pool", default=None, help="Trace every worker of this php-fpm pool (also "
-              "workers started during the trace).")
+              "workers started during the trace) [default: the only one running, when no "
+              "other target is given].")
 @click.option("-p", "--pid", "pids", type=int, multiple=True, help="Trace this PID (repeat "
               "for more) and its children; php-fpm workers given so are the only processes "
               "probed.")

@@ -40,9 +40,9 @@ def install(env: Env, target: Target, edits: list[FileEdit], changes: list[Chang
     paths = [e.path for e in edits]
     pool_config.test_config(env, target, paths, [st.where for st in steps if st.kind == MOUNT])
     faults.phase("apply/tested")
-    pool_config.reload(env, target, paths, fpm=bool(steps))
+    lost = pool_config.reload(env, target, paths, fpm=bool(steps))
     faults.phase("apply/reloaded")
-    notes = pool_config.health(env, target, changes)
+    notes = pool_config.health(env, target, changes, lost=lost)
     faults.phase("apply/checked")
     return notes
 
@@ -68,9 +68,9 @@ def roll_back(env: Env, target: Target, backup: Path, reason: str,
                 storage_steps.undo(env, st, target.lab)
                 faults.phase("rollback/undone")
             pool_config.test_config(env, target, paths, apps=False)  # as they were
-            pool_config.reload(env, target, paths, fpm=bool(undone))
+            lost = pool_config.reload(env, target, paths, fpm=bool(undone))
             faults.phase("rollback/reloaded")
-            pool_config.health(env, target, [])
+            pool_config.health(env, target, [], lost=lost)
         except (ApplyFailed, ComponentError) as exc:
             _record_or_say(backup, steps, "rollback-failed", f"{reason}; then {exc}")
             raise ComponentError(f"{reason}; the previous files are back but {exc}: see "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from statstorm.adapters.apply import backups
 from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
-from statstorm.adapters.php import php_targets, server_php, target
+from statstorm.adapters.php import fpm_master, php_targets, server_php, target
 from statstorm.adapters.servers import nginx, nginx_conf
 from statstorm.adapters.storage import fstab
 from statstorm.adapters.apply.pool_config import Target
@@ -78,11 +78,7 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "",
                       state.fpm_master_pid, state.fpm_socket, ini, [ngx],
                       [*nginx.lab_argv(ngx, Path(state.state_dir)), "-t", "-q"],
                       state.nginx_pid, url, lab=lab, fstab=fstab.location(env, lab=True))
-    pools = [pool] if pool else php_targets.running_pools()
-    if len(pools) != 1:
-        raise UsageError("name the pool to change with --pool NAME" + (
-            f" (running: {', '.join(pools)})" if pools else ": no php-fpm pool is running"))
-    fpm = php_targets.find_pool(pools[0])
+    fpm = php_targets.find_pool(pool or fpm_master.only_pool("to change"))
     pool, binary = fpm.name, fpm.binary
     if not fpm.conf:
         raise UsageError(f"cannot tell the php-fpm master {fpm.masters}'s configuration file "
@@ -97,6 +93,9 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "",
     tt = php_targets.fpm_tt(env, argv)
     listen = phpfpm.pool_directives(tt, pool).get("listen", "")
     control = phpfpm.pool_directives(tt, "global").get("process_control_timeout", "")
+    pid_file = fpm_master.pid_file(tt)
+    named = fpm_master.master_named(pid_file, fpm.conf)  # a stale pid file: nothing changed
+    master = named if named in fpm.masters else fpm.masters[0] if fpm.masters else named
     files: list[Path] = []
     test: list[str] = []
     npid = 0
@@ -105,9 +104,10 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "",
         if names:
             files, test, npid = [Path(n) for n in names], [*nargv, "-t", "-q"], pid
             break
-    return Target(pool, binary, argv, found, fpm.masters[0] if fpm.masters else 0, listen,
+    return Target(pool, binary, argv, found, master, listen,
                   Path(scan) / MASTER_INI_NAME if scan else None, files, test, npid, url,
-                  control_timeout=control, fstab=fstab.location(env, lab=False))
+                  control_timeout=control, fstab=fstab.location(env, lab=False),
+                  pid_file=pid_file)
 
 
 def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], list[FileEdit]]:

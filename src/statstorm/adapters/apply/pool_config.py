@@ -12,7 +12,7 @@ from pathlib import Path
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab, phpfpm
 from statstorm.adapters.load import http
-from statstorm.adapters.php import fastcgi, php_targets, server_php
+from statstorm.adapters.php import fastcgi, fpm_master, php_targets, server_php
 from statstorm.adapters.servers import nginx
 from statstorm.adapters.storage import fstab
 from statstorm.env import Env
@@ -29,7 +29,7 @@ class Target:
     fpm_binary: str
     fpm_argv: list[str]  # binary + the options that decide its configuration (for -t)
     pool_file: Path
-    master_pid: int
+    master_pid: int  # the master serving now (a reload may change it: see `reload`)
     listen: str
     master_ini: Path | None  # statstorm's own conf.d file; None: the lab (its -d options)
     nginx_files: list[Path] = field(default_factory=list)
@@ -51,6 +51,7 @@ class Target:
     # PHP settings go to statstorm's file in the SAPI's conf.d (master_ini)
     apache_ctl: list[str] = field(default_factory=list)
     apache_sites: list[str] = field(default_factory=list)  # its PHP sites' loopback URLs
+    pid_file: Path | None = None  # the pid file php-fpm's [global] names (None: a lab's, none)
 
     @property
     def system_apache(self) -> bool:
@@ -118,21 +119,23 @@ def php_cli(target: Target) -> str:
     return phpfpm.php_cli_for(binary) if Path(binary).name.startswith("php-fpm") else "php"
 
 
-def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> None:
+def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> str:
     """Reload what the changed files belong to; `fpm`: php-fpm anyway (its workers then
-    open the code through a new mount, with cold caches)."""
+    open the code through a new mount, with cold caches). php-fpm's master is followed
+    (`fpm_master.reload`): `target.master_pid` is the master serving after. Returns why the
+    new master could not be followed ('' when it was): then the pool's answers decide."""
     fpm_files = {target.pool_file, *([target.master_ini] if target.master_ini else [])}
+    lost = ""
     if target.php_in_apache:
         if fpm or any(p in fpm_files or p == target.apache_conf for p in paths) \
                 or app_files(target, paths):
             _apache_graceful(env, target)
-        return
+        return lost
     try:
         # an app's configuration file too: with opcache.validate_timestamps=0 the workers
         # would keep running the old one
         if fpm or any(p in fpm_files for p in paths) or app_files(target, paths):
-            env.log(f"reloading php-fpm gracefully (master {target.master_pid})…")
-            phpfpm.reload(target.master_pid, procs.children(target.master_pid))
+            lost = _fpm_reload(env, target)
         if target.apache_conf is not None and target.apache_conf in paths:
             _apache_graceful(env, target)
         if any(p in target.nginx_files for p in paths):
@@ -142,6 +145,21 @@ def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> No
             nginx.reload(target.nginx_pid)
     except (ComponentError, OSError) as exc:
         raise ApplyFailed(f"the reload failed ({exc})") from None
+    return lost
+
+
+def _fpm_reload(env: Env, target: Target) -> str:
+    env.log(f"reloading php-fpm gracefully (master {target.master_pid})…")
+    done = fpm_master.reload(env, target.master_pid, target.pool, target.fpm_argv,
+                             target.pid_file)
+    if done.master and done.master != target.master_pid:
+        env.log(f"php-fpm's master is now {done.master} (was {target.master_pid}; "
+                f"{done.via})")
+    target.master_pid = done.master or target.master_pid
+    if not done.followed:
+        env.log(f"php-fpm's new master was not seen to settle ({done.lost}): the pool's "
+                "answers decide")
+    return done.lost
 
 
 def _apache_graceful(env: Env, target: Target) -> None:
@@ -178,9 +196,11 @@ def _same(got: str, want: str) -> bool:
     return got.strip() == want.strip()
 
 
-def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.0) -> list[str]:
+def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.0,
+           lost: str = "") -> list[str]:
     """Raise ApplyFailed unless the pool (and the app's page) answers; return notes on settings
-    that are not in effect although written."""
+    that are not in effect although written. `lost`: the reload's master was not followed
+    (why), so a setting the pool answers with another value fails the reload."""
     keys = tuple(c.key for c in changes if c.kind in (POOL_INI, MASTER_INI))
     deadline = time.monotonic() + timeout
     answers: list[php_targets.PoolAnswer] = []
@@ -226,6 +246,8 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
         if c.kind in (POOL_INI, MASTER_INI) and c.key in ini and not _same(str(ini[c.key]), c.value):
             notes.append(f"{c.key} is {ini[c.key]!r} in the pool after the reload, not "
                          f"{c.value!r}: something else sets it (a .user.ini, ini_set)")
+    if lost and notes:
+        raise ApplyFailed(f"{lost}, and {notes[0].split(': ')[0]}")
     loaded = {e.lower() for e in answers[0].extensions or ()} if answers else set()
     for c in changes:
         name = Path(c.value).name.removesuffix(".so")

@@ -23,7 +23,7 @@ from typing import Callable, ClassVar
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import phpfpm
-from statstorm.adapters.php import fastcgi
+from statstorm.adapters.php import fastcgi, fpm_master
 from statstorm.adapters.servers import nginx
 from statstorm.env import Env
 from statstorm.errors import UsageError
@@ -200,10 +200,13 @@ class FpmPool:
                                   "show it): not asked over FastCGI"]
 
     def reload(self, env: Env) -> None:
-        """php-fpm's graceful reload: new workers start with the new settings."""
+        """php-fpm's graceful reload: new workers start with the new settings; the master
+        is followed when it changes (fpm_master: a daemonized master re-executes and forks)."""
         master = self.masters[0]
         env.log(f"reloading php-fpm gracefully (master {master})…")
-        phpfpm.reload(master, procs.children(master))
+        done = fpm_master.reload(env, master, self.name, self.argv,
+                                 fpm_master.pid_file(fpm_tt(env, self.argv)))
+        self.masters = [done.master or master]
 
     # -- a lab's pool ----------------------------------------------------------------------
     @staticmethod
@@ -265,20 +268,10 @@ def docroot_of(env: Env, pool: FpmPool) -> str:
     return sites[0].known_docroot if sites else ""
 
 
-def pool_workers(pool: str) -> list[int]:
-    """The PIDs of the processes titled `php-fpm: pool NAME`."""
-    return [p for p in procs.find_pids([f"php-fpm: pool {pool}"])
-            if " ".join(procs.cmdline(p)).strip() == f"php-fpm: pool {pool}"]
+pool_workers = fpm_master.pool_workers  # the processes titled `php-fpm: pool NAME`
 
 
-def running_pools() -> list[str]:
-    """The names of the php-fpm pools running on this machine."""
-    names = set()
-    for pid in procs.find_pids(["php-fpm: pool "]):
-        m = re.fullmatch(r"php-fpm: pool (\S+)", " ".join(procs.cmdline(pid)).strip())
-        if m:
-            names.add(m.group(1))
-    return sorted(names)
+running_pools = fpm_master.running_pools  # the pools running on this machine, by name
 
 
 def _not_running(pool: str) -> UsageError:

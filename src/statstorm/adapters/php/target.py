@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
 
-from statstorm.adapters.php import php_targets
+from statstorm.adapters.php import fpm_master, php_targets
 from statstorm.adapters.php.php_targets import FpmPool, Settings
 from statstorm.adapters.php.server_php import FcgidPhpCgi, ModPhpChildren, system_apache
 from statstorm.env import Env
@@ -124,7 +124,7 @@ def sole(env: Env) -> PhpTarget:
     """The one PHP target running on this host when none is named: a php-fpm pool, or the
     system Apache's PHP (mod_php, mod_fcgid). UsageError naming the flag to give when there
     is none or more than one."""
-    pools = php_targets.running_pools()
+    pools = fpm_master.running_pools()
     apache = system_apache(env)
     named = [f"--pool {p}" for p in pools] + (["--apache"] if apache is not None else [])
     if not named:
