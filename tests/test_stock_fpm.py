@@ -219,8 +219,8 @@ def test_several_pools_ask_for_one(state_home: Path) -> None:
         res = run_cli(["apply", "--all"], home)
         assert res.returncode == 2
         assert res.stderr.strip().splitlines()[-1] == (
-            "statstorm: error: name the pool to change with --pool NAME (running: "
-            f"{', '.join(pools)})")
+            "statstorm: error: several PHP targets are running: name one with "
+            + ", ".join(f"--pool {p}" for p in pools))
         res = run_cli(["check", "--json"], home)  # no --pool: every pool running
         assert res.returncode == 0, res.stderr
         assert {"second", "www"} <= {p["pool"] for p in json.loads(res.stdout)["pools"]}
