@@ -6,6 +6,7 @@ storage of every site, without being told which pool or docroot."""
 from __future__ import annotations
 
 import json
+import threading
 import urllib.request
 from pathlib import Path
 
@@ -74,3 +75,79 @@ def test_check_names_the_storage_of_every_site(style: str, state_home: Path) -> 
         assert held[("docroot", str(local))] == "local"
         ids = {f["id"] for f in out["findings"]}
         assert "glusterfs-mount-caching" in ids, ids
+
+
+def _load(url: str, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            urllib.request.urlopen(url, timeout=10).read()
+        except OSError:
+            pass
+
+
+def test_a_docroot_from_variables_is_found_by_the_trace(state_home: Path) -> None:
+    """`root` built from a variable: no configuration names the code's mount, so check says
+    so in one note; with a trace, the GlusterFS mount the pool really reads (mounted from
+    /etc/fstab) is checked, and apply keeps its new options in /etc/fstab, undone by
+    --rollback. The site is named by its URL; a second pool no site passes to gets a note."""
+    site = "http://127.0.0.1:18183/"
+    with stock_host() as host:
+        host.gluster_volume()
+        net = host.mount_from_fstab(host.scratch("net"))
+        host.copy_app("dokuwiki", net / "dokuwiki")
+        host.nginx_site("doku-var", f"""server {{
+	listen 127.0.0.1:18183;
+	server_name doku.example;
+	set $app dokuwiki;
+	root {net}/$app;
+	index doku.php;
+	location ~ \\.php$ {{
+		include snippets/fastcgi-php.conf;
+		fastcgi_pass unix:/run/php/php8.2-fpm.sock;
+	}}
+}}
+""")
+        host.write("/etc/php/8.2/fpm/pool.d/lonely.conf",
+                   "[lonely]\nuser = www-data\ngroup = www-data\n"
+                   "listen = /run/php/statstorm-lonely.sock\npm = static\npm.max_children = 1\n")
+        host.fpm_start("init")
+        host.nginx_start()
+        fstab_before = Path("/etc/fstab").read_bytes()
+
+        res = run_cli(["check", "--site", site, "--json"], state_home)
+        assert res.returncode in (0, 1), res.stderr
+        [pool] = json.loads(res.stdout)["pools"]
+        assert pool["pool"] == "www" and pool["sites"][0]["unknown"] == "$app"
+        assert any("$app" in n and "--trace" in n for n in pool["notes"]), pool["notes"]
+        assert not any(m["kind"] == "glusterfs-fuse" for m in pool["mounts"])
+
+        lonely = json.loads(run_cli(["check", "--pool", "lonely", "--json"], state_home).stdout)
+        assert any("no docroot found" in n for n in lonely["pools"][0]["notes"])
+
+        trace = state_home / "var-docroot.sst.gz"
+        stop = threading.Event()
+        load = threading.Thread(target=_load, args=(site + "doku.php", stop))
+        load.start()
+        try:
+            traced = run_cli(["trace", "--site", site, "-d", "6", "-o", str(trace)], state_home)
+        finally:
+            stop.set()
+            load.join()
+        assert traced.returncode == 0, traced.stderr
+
+        res = run_cli(["check", "--site", site, "--trace", str(trace), "--json"], state_home)
+        out = json.loads(res.stdout)
+        kinds = {(m["role"], m["mount_point"]): m["kind"] for m in out["pools"][0]["mounts"]}
+        assert kinds.get(("traced", str(net))) == "glusterfs-fuse", kinds
+        assert "glusterfs-mount-caching" in {f["id"] for f in out["findings"]}
+
+        res = run_cli(["apply", "--site", site, "glusterfs-mount-caching", "--yes", "--trace",
+                       str(trace)], state_home)
+        assert res.returncode == 0, res.stderr
+        line = next(x for x in Path("/etc/fstab").read_text().splitlines()
+                    if f" {net} " in f" {x} ")
+        assert "attribute-timeout=" in line, line
+        assert urllib.request.urlopen(site + "doku.php", timeout=20).status == 200
+        res = run_cli(["apply", "--site", site, "--rollback"], state_home)
+        assert res.returncode == 0, res.stderr
+        assert Path("/etc/fstab").read_bytes() == fstab_before

@@ -142,6 +142,9 @@ def _prediction(out: Console, v: Verify) -> None:
 @click.option("--apache", is_flag=True, help="Change the system Apache's PHP (mod_php, "
               "mod_fcgid): statstorm's file in the SAPI's conf.d, `apache2ctl graceful` "
               "[default: when it is the only PHP running].")
+@click.option("--site", default="", metavar="URL", help="Change the PHP target serving this "
+              "site (the nginx server or Apache virtual host on its port, and the pool it "
+              "passes to); also --url's default.")
 @click.option("--yes", is_flag=True, help="Make the changes (default: a dry run that shows the "
               "diffs).")
 @click.option("--verify", is_flag=True, help="Measure before and after (a short traced run); "
@@ -164,7 +167,7 @@ def _prediction(out: Console, v: Verify) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 def apply(env: Env, finding_ids: tuple[str, ...], all_: bool, pool: str | None, lab: str | None,
-          apache: bool, yes: bool, verify: bool, rollback: bool, no_fstab: bool,
+          apache: bool, site: str, yes: bool, verify: bool, rollback: bool, no_fstab: bool,
           trace_file: Path | None, url: str, verify_duration: float, verify_concurrency: int, verify_settle: float,
           as_json: bool) -> None:
     """Apply what `statstorm check` recommends: dry run first, then safely, then proven.
@@ -192,15 +195,17 @@ def apply(env: Env, finding_ids: tuple[str, ...], all_: bool, pool: str | None, 
       statstorm apply --pool www opcache-revalidate --yes
       statstorm apply --pool www --rollback
       statstorm apply --apache realpath-cache-small --yes
+      statstorm apply --site http://127.0.0.1:8080/ --all
     """
     opts = apply_cmd.ApplyOptions(
         findings=finding_ids, all=all_, pool=pool, lab=lab, yes=yes, verify=verify,
         rollback=rollback, fstab=not no_fstab, trace=trace_file, url=url,
-        verify_duration_s=verify_duration, verify_concurrency=verify_concurrency, verify_settle_s=verify_settle, apache=apache)
+        verify_duration_s=verify_duration, verify_concurrency=verify_concurrency,
+        verify_settle_s=verify_settle, apache=apache, site=site)
     apply_cmd.validate(env, opts)
     if yes or rollback:
         where = (f"lab {lab}" if lab else f"pool {pool}" if pool else "the system Apache's PHP"
-                 if apache else "the running PHP")
+                 if apache else f"the PHP serving {site}" if site else "the running PHP")
         started(env, "apply", f"{where}: restore the last backup set and reload" if rollback
                 else f"{where}: {'every finding' if all_ else ', '.join(finding_ids)}, backed "
                 "up, tested and reloaded" + (f"; --verify measures before and after "

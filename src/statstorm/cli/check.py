@@ -64,6 +64,9 @@ def render(env: Env, result: CheckResult) -> None:
               help="Check a lab's pool (default name: lab).")
 @click.option("--apache", is_flag=True, help="Check the system Apache's PHP (mod_php, "
               "mod_fcgid), each of its sites  [default: with every running pool]")
+@click.option("--site", default="", metavar="URL", help="Check the PHP target serving this "
+              "site (the nginx server or Apache virtual host on its port, and the pool it "
+              "passes to), e.g. http://127.0.0.1:8080/")
 @click.option("--trace", "trace_file", type=InputPath(dir_okay=False),
               default=None, help="A trace of the pool (`statstorm trace -o FILE`): measured "
               "evidence and predicted gains.")
@@ -78,9 +81,9 @@ def render(env: Env, result: CheckResult) -> None:
 @click.option("--fail-on", type=click.Choice([s.value for s in SEVERITIES]), default=None,
               help="Exit with status 1 if a finding is at least this severe.")
 @click.pass_obj
-def check(env: Env, pools: tuple[str, ...], lab: str | None, apache: bool,
-          trace_file: Path | None, fsbench_file: Path | None, docroot: str | None, no_query: bool, as_json: bool,
-          fail_on: str | None) -> None:
+def check(env: Env, pools: tuple[str, ...], lab: str | None, apache: bool, site: str,
+          trace_file: Path | None, fsbench_file: Path | None, docroot: str | None,
+          no_query: bool, as_json: bool, fail_on: str | None) -> None:
     """Graded findings on the live PHP configuration, with evidence and the lines to change.
 
     Reads each php-fpm pool's settings as its workers see them (asking a worker over
@@ -98,9 +101,11 @@ def check(env: Env, pools: tuple[str, ...], lab: str | None, apache: bool,
       statstorm check --lab --trace lab.sst.gz --json
       statstorm check --pool www --fail-on warning
       statstorm check --apache --json
+      statstorm check --site http://127.0.0.1:8080/
     """
     opts = check_cmd.CheckOptions(pools=pools, lab=lab, trace=trace_file, fsbench=fsbench_file,
-                                  docroot=docroot, query_pool=not no_query, apache=apache)
+                                  docroot=docroot, query_pool=not no_query, apache=apache,
+                                  site=site)
     result = check_cmd.run(env, opts)
     if as_json:
         json.dump(result.to_json(), env.stdout, indent=2)

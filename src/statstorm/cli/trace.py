@@ -138,6 +138,7 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
               else f"PID {', '.join(map(str, opts.pids))}" if opts.pids
               else f"command {opts.cmd}" if opts.cmd is not None
               else "the system Apache's PHP" if opts.apache
+              else f"the PHP serving {opts.site}" if opts.site
               else "the PHP running here")
     bound = (f"{opts.duration_s:g} s" if opts.duration_s is not None
              else "until it exits" if opts.cmd is not None
@@ -164,6 +165,9 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
 @click.option("--apache", is_flag=True, help="Trace the system Apache's PHP (mod_php "
               "children, mod_fcgid's php-cgi), children started during the trace included. "
               "With no target at all: the one PHP target running here.")
+@click.option("--site", default="", metavar="URL", help="Trace the PHP target serving this "
+              "site (the nginx server or Apache virtual host on its port, and the pool it "
+              "passes to), e.g. http://127.0.0.1:8080/")
 @click.option("--cmd", default=None, metavar="'CMD ARGS'", help="Run this command and trace "
               "it and its children; the whole run is one request.")
 @click.option("-d", "--duration", type=float, default=None, help="Stop after this many "
@@ -187,8 +191,8 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.pass_context
 def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str | None,
-          apache: bool, cmd: str | None, duration: float | None, requests: int | None, max_events: int,
-          output: Path | None, backend: str, sample: int, counts: bool, as_json: bool) -> None:
+          apache: bool, site: str, cmd: str | None, duration: float | None,
+          requests: int | None, max_events: int, output: Path | None, backend: str, sample: int, counts: bool, as_json: bool) -> None:
     """Trace PHP's file-metadata syscalls per request and per PHP operation (eBPF).
 
     Captures stat/lstat/fstat (newfstatat, statx), access, open, readlink, getcwd and chdir
@@ -202,6 +206,7 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
       statstorm trace --pool www --requests 200 --json
       statstorm trace --pool www --counts -d 60
       statstorm trace --apache -d 30 -o apache.sst.gz
+      statstorm trace --site http://127.0.0.1:8080/ -d 20
       statstorm trace --pool www --sample 10 -d 60
       statstorm trace --cmd 'php bench.php' -o cli.sst.gz
       statstorm trace show before.sst.gz
@@ -215,7 +220,7 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
     opts = trace_cmd.TraceOptions(pool=pool, pids=pids, lab=lab, cmd=cmd, duration_s=duration,
                                   requests=requests, max_events=max_events, output=output,
                                   backend=backend, counts=counts, sample=sample,
-                                  apache=apache)
+                                  apache=apache, site=site)
     trace_cmd.validate(opts)
     err = Console(file=env.stderr, stderr=True, highlight=False)
     ready = StartedWhenReady(env, "trace", describe(opts))

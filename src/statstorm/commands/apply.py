@@ -30,6 +30,7 @@ from typing import Callable, TypeVar
 from statstorm import faults
 from statstorm.adapters.apply import apply_steps, apply_target, backups, pool_config, storage_steps
 from statstorm.adapters.load import http
+from statstorm.adapters.php import by_site
 from statstorm.adapters.storage import fstab
 from statstorm.adapters.apply.pool_config import ApplyFailed, Target
 from statstorm.adapters.tracing.trace_thread import Tracer
@@ -72,6 +73,7 @@ class ApplyOptions:
     verify_concurrency: int = 4
     verify_settle_s: float = 60.0  # after the change: measure again until settled, this long
     apache: bool = False  # the system Apache's PHP (mod_php, mod_fcgid)
+    site: str = ""  # a site's URL: the PHP target serving it (and --url's default)
 
 
 @dataclass
@@ -105,8 +107,8 @@ class ApplyResult:
 
 
 def validate(env: Env, opts: ApplyOptions) -> None:
-    if sum(map(bool, (opts.pool, opts.lab, opts.apache))) > 1:
-        raise UsageError("give --pool or --lab (or --apache), not both")
+    if sum(map(bool, (opts.pool, opts.lab, opts.apache, opts.site))) > 1:
+        raise UsageError("give one of --pool, --lab, --apache or --site, not several")
     if opts.rollback and (opts.findings or opts.all or opts.verify or not opts.fstab):
         raise UsageError("--rollback restores the last backup set: give it alone (with --lab or "
                          "--pool)")
@@ -307,6 +309,11 @@ def _figures(m: Measurement) -> str:
 # -- the command --------------------------------------------------------------------------------
 def run(env: Env, opts: ApplyOptions) -> ApplyResult:
     validate(env, opts)
+    if opts.site:
+        found = by_site.serving(env, opts.site)
+        env.log(f"{opts.site}: {found.how}")
+        opts = dataclasses.replace(opts, pool=found.pool or None, apache=found.apache,
+                                   url=opts.url or opts.site)
     if opts.rollback:
         return rollback(env, opts)
     result = plan(env, opts)

@@ -4,10 +4,10 @@ them with model.rules. `--trace` and `--fsbench` add measured evidence.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from statstorm.adapters.php import pool_facts
+from statstorm.adapters.php import by_site, pool_facts
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model.checkfacts import Facts, TraceFacts, fsbench_p50, trace_facts
@@ -30,6 +30,7 @@ class CheckOptions:
     docroot: str | None = None
     query_pool: bool = True  # ask a worker over FastCGI
     apache: bool = False  # the system Apache's PHP (mod_php, mod_fcgid), one target per site
+    site: str = ""  # a site's URL: the PHP target serving it
 
 
 def checked_pool(facts: Facts, settings_source: str, notes: list[str]) -> CheckedPool:
@@ -51,8 +52,8 @@ def failed(result: CheckResult, fail_on: Severity | str | None) -> bool:
 
 
 def validate(opts: CheckOptions) -> None:
-    if sum(map(bool, (opts.pools, opts.lab, opts.apache))) > 1:
-        raise UsageError("give --pool or --lab (or --apache), not both")
+    if sum(map(bool, (opts.pools, opts.lab, opts.apache, opts.site))) > 1:
+        raise UsageError("give one of --pool, --lab, --apache or --site, not several")
     for flag, path in (("--trace", opts.trace), ("--fsbench", opts.fsbench)):
         if path is not None and not path.is_file():
             raise UsageError(f"{flag} {path}: no such file; record one with `statstorm "
@@ -81,6 +82,10 @@ def _load_fsbench(path: Path) -> dict[str, dict[str, float]]:
 
 def run(env: Env, opts: CheckOptions) -> CheckResult:
     validate(opts)
+    if opts.site:
+        serving = by_site.serving(env, opts.site)
+        env.log(f"{opts.site}: {serving.how}")
+        opts = replace(opts, pools=(serving.pool,) if serving.pool else (), apache=serving.apache)
     trace: TraceFacts | None = None
     trace_pool = ""
     sampled: str | None = None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from statstorm import faults
+from statstorm.adapters.php import by_site
 from statstorm.adapters.tracing import bpftrace, libbpf_trace, strace_log, trace_targets
 from statstorm.adapters.tracing.bpftrace_run import run_bpftrace
 from statstorm.adapters.tracing.bpftrace_session import Refused
@@ -59,6 +60,7 @@ class TraceOptions:
     sample: int = 1  # record about one request in N in full, count the others (ebpf)
     run_id: str = ""  # the run the trace belongs to (the demo's), in the trace's header
     apache: bool = False  # the system Apache's PHP (mod_php, mod_fcgid)
+    site: str = ""  # a site's URL: the PHP target serving it
 
     def recording(self) -> RecordOptions:
         """What the backend records and until when."""
@@ -72,10 +74,10 @@ def default_output() -> Path:
 
 
 def validate(opts: TraceOptions) -> None:
-    modes = [m for m in (opts.pool, opts.pids, opts.lab, opts.cmd, opts.apache) if m]
+    modes = [m for m in (opts.pool, opts.pids, opts.lab, opts.cmd, opts.apache, opts.site) if m]
     if len(modes) > 1:
         raise UsageError("give exactly one target (none: the one running here): --pool NAME, "
-                         "--apache, -p PID, --lab [NAME] or --cmd 'php script.php'")
+                         "--apache, --site URL, -p PID, --lab [NAME] or --cmd 'php script.php'")
     if opts.duration_s is not None and opts.duration_s <= 0:
         raise UsageError("--duration must be a positive number of seconds")
     if opts.requests is not None and opts.requests <= 0:
@@ -131,6 +133,10 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
     validate(opts)
     if os.geteuid() != 0:
         bpftrace.check_privileges()
+    if opts.site:
+        found = by_site.serving(env, opts.site)
+        env.log(f"{opts.site}: {found.how}")
+        opts = replace(opts, pool=found.pool or None, apache=found.apache)
     target = trace_targets.resolve(env, lab=opts.lab, pool=opts.pool,
                                    pids=list(opts.pids) if opts.pids else None, cmd=opts.cmd,
                                    apache=opts.apache)
