@@ -23,7 +23,6 @@ measurements):  python3 bench/stock_hosts.py [--cases fpm-mediawiki,apache-media
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import re
@@ -32,9 +31,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "src")]
@@ -42,23 +40,13 @@ sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "src")]
 from stock_host import StockHost, stock_host  # noqa: E402
 
 from statstorm.adapters.labs import lab_apps  # noqa: E402
+from statstorm.adapters.load.loadgen import load_lock  # noqa: E402
 from statstorm.apps import mediawiki  # noqa: E402
 from statstorm.env import Env  # noqa: E402
 
 LOCAL, NET = 18381, 18382
 PAGES = {"mediawiki": mediawiki.ENTRY, "dokuwiki": "/doku.php"}
 SOCK = "unix:/run/php/php8.2-fpm.sock"
-LOCK = os.environ.get("STATSTORM_LOAD_LOCK", "/tmp/statstorm-load.lock")
-
-
-@contextmanager
-def load_lock() -> Iterator[None]:
-    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def statstorm(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -83,7 +71,7 @@ def wrk(url: str, seconds: float, conns: int) -> dict[str, float]:
 def ratio(page: str, rounds: int, seconds: float) -> dict[str, float]:
     """Interleaved rounds: network/local throughput and p99, medians of the rounds."""
     loc, net = [], []
-    with load_lock():
+    with load_lock(Env()):
         for _ in range(rounds):
             loc.append(wrk(f"http://127.0.0.1:{LOCAL}{page}", seconds, 4))
             net.append(wrk(f"http://127.0.0.1:{NET}{page}", seconds, 4))
