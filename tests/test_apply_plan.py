@@ -280,7 +280,7 @@ server {
     (dict(all=True, verify=True), "add --yes"),
     (dict(all=True, yes=True, verify=True, pool="www"), "--url"),
     (dict(rollback=True, all=True), "give it alone"),
-    (dict(all=True, pool="www", lab="lab"), "--pool or --lab"),
+    (dict(all=True, pool="www", lab="lab"), "--pool, --lab"),
     (dict(all=True, url="http://10.1.2.3/"), "127.0.0.1, ::1 or localhost"),
 ])
 def test_bad_usage_is_one_line(opts: dict[str, object], message: str) -> None:

@@ -250,7 +250,7 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_usage_errors_are_one_line(tmp_path: Path) -> None:
     p = _cli(tmp_path, "--pool", "www", "--lab", "x")
-    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "not both" in p.stderr
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "not several" in p.stderr
     p = _cli(tmp_path, "--trace", str(tmp_path / "none.sst.gz"))
     assert p.returncode == 2 and "no such file" in p.stderr and "Traceback" not in p.stderr
     bad = tmp_path / "bad.sst"
