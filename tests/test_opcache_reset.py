@@ -208,14 +208,15 @@ def _get(url: str) -> str:
 @pytest.mark.root
 def test_reset_on_a_lab_serves_the_deploy(lab: Callable[..., dict[str, object]],
                                           state_home: Path) -> None:
-    state = lab("--app", "synthetic", "--php-ini", "opcache.validate_timestamps=0")
+    workers = 2
+    state = lab("--app", "synthetic", "--workers", str(workers),
+                "--php-ini", "opcache.validate_timestamps=0")
     name, docroot, url = str(state["name"]), str(state["docroot"]), str(state["url"])
     _get(url + str(state.get("entry_path") or "/index.php"))  # the app's scripts cached
     page = Path(docroot, "statstorm-deploy.php")
     page.write_text("<?php echo 'release-1';\n")
     os.utime(page, (time.time() - 60, time.time() - 60))  # past file_update_protection
     os.chmod(page, 0o644)
-    workers = int(str(state.get("workers") or 0)) or len(list(state.get("worker_pids") or [])) or 4
     for _ in range(2 * workers):  # every worker has seen release 1
         assert _get(url + "/statstorm-deploy.php") == "release-1"
     page.write_text("<?php echo 'release-2';\n")  # the deploy
