@@ -147,6 +147,20 @@ def test_opcache_revalidate() -> None:
                                                   "opcache.validate_timestamps": "Off"}))
 
 
+def test_opcache_revalidate_names_the_reset_with_the_pools_name() -> None:
+    """validate_timestamps = 0 needs a reset on every deploy: the finding names the command,
+    with the pool's (or the lab's) real name, or Apache's graceful restart for mod_php."""
+    bad = {"opcache.revalidate_freq": "0"}
+    f = ids(facts(bad, pool="shop"))["opcache-revalidate"]
+    assert "after each deploy run `statstorm opcache reset --pool shop`" in f.change[1]
+    assert "opcache.validate_timestamps = 0" in f.change[1]
+    assert "`statstorm opcache reset --pool shop`" in f.tradeoff
+    lab = ids(facts(bad, pool="statstorm-demo", lab="demo", handler="fpm"))["opcache-revalidate"]
+    assert "`statstorm opcache reset --lab demo`" in lab.change[1] and "--pool" not in lab.change[1]
+    mod_php = ids(facts(bad, pool="apache:default:80", handler="mod_php"))["opcache-revalidate"]
+    assert "`apache2ctl graceful`" in mod_php.change[1]
+
+
 def test_opcache_revalidate_path() -> None:
     assert "opcache-revalidate-path" in ids(facts({"opcache.revalidate_path": "On"}))
     assert "opcache-revalidate-path" not in ids(facts())

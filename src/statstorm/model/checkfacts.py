@@ -94,6 +94,8 @@ class Facts:
 
     pool: str
     settings: dict[str, str]  # effective for the pool's workers
+    lab: str = ""  # the lab the pool belongs to ('' for a pool found running)
+    handler: str = ""  # how the target runs PHP (results.serving.Handler: fpm, mod_php, fcgid)
     cli_settings: dict[str, str] = field(default_factory=dict)
     pm: dict[str, str] = field(default_factory=dict)  # pm, pm.max_children, pm.max_requests …
     settings_source: str = ""

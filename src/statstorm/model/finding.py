@@ -13,6 +13,7 @@ from statstorm.model.checkfacts import Facts, MountFact, ini_bool
 from statstorm.model.storage_kinds import network_labels
 from statstorm.results.check import Finding as Finding, Gain as Gain, Severity as Severity
 from statstorm.results.check import gain_from_json
+from statstorm.results.serving import handler_of
 
 NETWORK_KINDS = network_labels()  # the mount labels of network storage (model/storage_kinds.py)
 REALPATH_DEFAULT = 4 << 20
@@ -33,6 +34,19 @@ def finding(severity: Severity | str, title: str, evidence: list[str], change: l
 
 def setting(facts: Facts, key: str) -> str | None:
     return facts.settings.get(key)
+
+
+def opcache_reset_step(facts: Facts) -> str:
+    """The command that empties this target's OPcache after a deploy (what
+    `opcache.validate_timestamps = 0` needs): `statstorm opcache reset` for a php-fpm pool,
+    a graceful restart where PHP runs in Apache's children (no pool socket to ask)."""
+    handler = handler_of(facts.handler)
+    if handler is not None and handler.php_in_server:
+        return ("a graceful restart of the lab's Apache" if facts.lab
+                else "`apache2ctl graceful`")
+    if facts.lab:
+        return f"`statstorm opcache reset --lab {facts.lab}`"
+    return f"`statstorm opcache reset --pool {facts.pool}`"
 
 
 def gain_estimate(facts: Facts, what: str, calls: float, op: str) -> Gain:

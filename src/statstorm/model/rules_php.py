@@ -9,7 +9,7 @@ from statstorm.model.checkfacts import (OPCACHE_MAX_FILES, Facts, human_bytes, i
                                         ini_bytes, ini_int, ini_size, opcache_rounded)
 from statstorm.model.finding import (NO_TRACE, REALPATH_DEFAULT, Finding, Rule,
                                      code_on_network, finding, gain_estimate, opcache_on,
-                                     setting)
+                                     opcache_reset_step, setting)
 from statstorm.results.check import Severity
 
 # -- realpath cache ------------------------------------------------------------------------------
@@ -161,11 +161,13 @@ def opcache_revalidate(facts: Facts) -> list[Finding]:
         gain = gain_estimate(facts, "OPcache revalidation stat", t.revalidate_per_request, "stat")
         note = "estimate: with a 60 s window almost all of these stats go"
     sev = Severity.WARNING if freq == 0 or network else Severity.INFO
+    step = opcache_reset_step(facts)
     return [finding(sev, "OPcache checks file timestamps too often", ev,
                ["opcache.revalidate_freq = 60",
-                "; or: opcache.validate_timestamps = 0 and reset OPcache on every deploy"],
-               "a changed file is picked up up to 60 s late (with validate_timestamps = 0 only "
-               "after a php-fpm reload or opcache_reset())", gain, note)]
+                f"; or: opcache.validate_timestamps = 0, and after each deploy run {step}"],
+               "a changed file is picked up up to 60 s late; with validate_timestamps = 0 "
+               f"never by itself: after each deploy run {step} (until then the old code is "
+               "served)", gain, note)]
 
 
 def opcache_revalidate_path(facts: Facts) -> list[Finding]:

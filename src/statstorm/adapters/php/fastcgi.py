@@ -3,8 +3,14 @@ cache use) by running one small script in one of its workers, as a web server wo
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import struct
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from statstorm.errors import ComponentError
 
@@ -82,14 +88,42 @@ def connect(listen: str, timeout: float) -> socket.socket:
     return sock
 
 
+# statstorm's own scripts: a directory of this prefix holding this file (the tracer and the
+# exporter know a request of statstorm's own by its SCRIPT_FILENAME)
+SCRIPT_DIR_PREFIX, SCRIPT_FILE = "statstorm-check-", "query.php"
+
+
+@contextmanager
+def script_file(text: str) -> Iterator[str]:
+    """The PHP file `text` where a pool's workers can run it, removed afterwards: a fresh
+    directory under /run (else the temp directory), 0755 and the file 0644, so that any
+    pool user reads it; `.php`, so that the default `security.limit_extensions` allows it.
+    A pool whose open_basedir leaves /run out refuses it (the caller says so)."""
+    base = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
+    tmp = tempfile.mkdtemp(prefix=SCRIPT_DIR_PREFIX, dir=base)
+    try:
+        os.chmod(tmp, 0o755)
+        script = Path(tmp, SCRIPT_FILE)
+        script.write_text(text)
+        script.chmod(0o644)
+        yield str(script)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def script_params(script: str, query: str = "") -> dict[str, str]:
+    """The FastCGI parameters of a GET of the PHP file `script`, as a web server sends them."""
+    return {"GATEWAY_INTERFACE": "FastCGI/1.0", "REQUEST_METHOD": "GET",
+            "SCRIPT_FILENAME": script, "SCRIPT_NAME": "/" + script.rsplit("/", 1)[-1],
+            "DOCUMENT_ROOT": script.rsplit("/", 1)[0], "REQUEST_URI": "/statstorm-check",
+            "QUERY_STRING": query, "SERVER_SOFTWARE": "statstorm", "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1", "CONTENT_LENGTH": "0"}
+
+
 def run_script(listen: str, script: str, timeout: float = 10.0,
                query: str = "") -> tuple[str, bytes]:
     """Run the PHP file `script` in the pool at `listen`; return (headers, body)."""
-    params = {"GATEWAY_INTERFACE": "FastCGI/1.0", "REQUEST_METHOD": "GET",
-              "SCRIPT_FILENAME": script, "SCRIPT_NAME": "/" + script.rsplit("/", 1)[-1],
-              "DOCUMENT_ROOT": script.rsplit("/", 1)[0], "REQUEST_URI": "/statstorm-check",
-              "QUERY_STRING": query, "SERVER_SOFTWARE": "statstorm", "SERVER_PROTOCOL": "HTTP/1.1",
-              "REMOTE_ADDR": "127.0.0.1", "CONTENT_LENGTH": "0"}
+    params = script_params(script, query)
     sock = connect(listen, timeout)
     data = b""
     try:

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from dataclasses import dataclass
@@ -312,7 +311,7 @@ class PoolAnswerError(fastcgi.AnsweredError):
     """The pool answered, but not with the query's JSON (it could not run the script)."""
 
 
-def _decode(head: str, body: bytes) -> JsonObject:
+def decode_answer(head: str, body: bytes) -> JsonObject:
     try:
         data = json.loads(body)
     except ValueError:
@@ -324,7 +323,7 @@ def _decode(head: str, body: bytes) -> JsonObject:
     return data
 
 
-QUERY_DIR_PREFIX, QUERY_FILE = "statstorm-check-", "query.php"
+QUERY_DIR_PREFIX, QUERY_FILE = fastcgi.SCRIPT_DIR_PREFIX, fastcgi.SCRIPT_FILE
 
 
 def is_query_script(path: bytes) -> bool:
@@ -337,25 +336,17 @@ def ask_pool(env: Env, listen: str, workers: int,
     """Ask the pool `workers` times at once (each answer held 50 ms, so that busy workers make
     the next request go to another): one answer per worker that replied. `keys`: more ini
     settings to report besides the ones the query always reads."""
-    base = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
-    tmp = tempfile.mkdtemp(prefix=QUERY_DIR_PREFIX, dir=base)
-    try:
-        os.chmod(tmp, 0o755)
-        script = Path(tmp, QUERY_FILE)
-        script.write_text(QUERY_PHP)
-        script.chmod(0o644)
+    with fastcgi.script_file(QUERY_PHP) as script:
         env.debug(f"FastCGI {listen}: {script} x{workers}")
         n = max(1, min(workers, 16))
         query = "&".join(q for q in ("hold=50000" if n > 1 else "",
                                        "keys=" + ",".join(keys) if keys else "") if q)
         with ThreadPoolExecutor(max_workers=n) as ex:
-            replies = list(ex.map(lambda _: fastcgi.run_script(listen, str(script), query=query),
+            replies = list(ex.map(lambda _: fastcgi.run_script(listen, script, query=query),
                                   range(n)))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     by_pid: dict[int, PoolAnswer] = {}
     for head, body in replies:
-        answer = PoolAnswer.from_json(_decode(head, body))
+        answer = PoolAnswer.from_json(decode_answer(head, body))
         by_pid.setdefault(answer.pid, answer)
     return list(by_pid.values())
 

@@ -240,7 +240,8 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
                                  modules=list(run_cfg.modules), htaccess=tree.htaccess
                                  ) if pool.apache_conf and docroot else None
     return Gathered(Facts(
-        pool=pool.name, settings=settings, cli_settings=cli, pm=pm, settings_source=source,
+        pool=pool.name, settings=settings, lab=fpm.lab, handler=str(fpm.handler),
+        cli_settings=cli, pm=pm, settings_source=source,
         docroot=docroot, php_files=tree.php_files if docroot else None,
         tree_entries=tree.entries, tree_bytes=tree.bytes,
         user_ini_files=tree.user_ini_files if docroot else None,
