@@ -89,6 +89,26 @@ class OpcacheStatus:
 
 
 @dataclass(frozen=True)
+class TraceOrigin:
+    """Where the trace check judges a pool by came from and when it was taken (times are data
+    here: the command reads the clock and the files, the rules compare)."""
+
+    path: str
+    taken: str  # ISO 8601 UTC, as said to the user
+    taken_at: float | None  # the same in seconds since the epoch (None: unknown)
+    remembered: bool  # the pool's last trace (no --trace given), not a file given
+
+
+@dataclass(frozen=True)
+class AppliedChange:
+    """The last change apply made to a pool: its backup set and when it was made."""
+
+    backup: str
+    when: str  # ISO 8601 UTC
+    at: float | None  # seconds since the epoch (None: unknown)
+
+
+@dataclass(frozen=True)
 class Facts:
     """Everything the rules read for one php-fpm pool (or the CLI when there is no pool)."""
 
@@ -119,6 +139,9 @@ class Facts:
     realpath_used: int | None = None  # the largest realpath_cache_size() of the workers asked
     realpath_used_by_worker: tuple[int, ...] = ()
     trace: TraceFacts | None = None
+    trace_origin: TraceOrigin | None = None  # where `trace` came from, when it was taken
+    last_change: AppliedChange | None = None  # apply's newest backup set in effect
+    target_args: str = ""  # how trace and check name this target: --pool NAME, --lab NAME…
     app: str = ""  # the app recognised under the docroot (mediawiki, wordpress, …)
     app_config: str = ""  # its configuration file
     extensions: tuple[str, ...] | None = None  # loaded in the pool's workers (None: not asked)
