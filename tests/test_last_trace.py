@@ -60,6 +60,9 @@ def test_the_record_a_trace_leaves_is_read_back(tmp_path: Path) -> None:
     rec = last_trace.record(t, "www", "", "2025-01-01T10:00:20+00:00")
     assert rec.network_time_share == 0.6 and rec.network_ms_per_request == 6.0
     assert rec.requests == 4 and rec.detail == "events" and rec.path == str(t.resolve())
+    facts = last_trace.load(t).facts  # check's figures from the whole trace: the same
+    assert (rec.network_time_share, rec.network_ms_per_request) == (
+        facts.network_time_share, facts.network_ms_per_request)
     env = env_at(tmp_path / "home")
     out = last_trace.remember(env, rec)
     assert out == tmp_path / "home/traces/pool-www.json"
@@ -218,3 +221,17 @@ def test_code_on_network_without_a_trace(tmp_path: Path, one_pool: list[Any]) ->
     remembered(home, t, last_trace.now())
     t.unlink()
     assert "no-trace" in ids(check_json(home))
+
+
+def test_a_counts_trace_records_no_network_share(tmp_path: Path) -> None:
+    from statstorm.results.trace import RequestCounts
+    h = new_header("ebpf", created="", host="", targets={"mode": "pool", "pool": "www"},
+                   settings={}, mounts=[], detail="counts")
+    tr = Trace(header=h)
+    for req in range(3):
+        tr.requests[req] = Request(req, 10, req * 100, req * 100 + 50)
+        tr.request_counts.append(RequestCounts(req, 10, {"lstat": (40, 2, 0)}))
+    t = tmp_path / "c.sst.gz"
+    write_trace(t, tr)
+    rec = last_trace.record(t, "www", "", last_trace.now())
+    assert rec.detail == "counts" and rec.network_time_share is None and rec.requests == 3

@@ -20,6 +20,7 @@ from statstorm.results.check import SiteRoot as SiteRoot
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.facts import ApacheFacts, HugePageFacts, realpath_bytes, with_parents
 from statstorm.results.jsontypes import JsonObject, JsonValue
+from statstorm.results.trace.raw import R_END, R_START, S_LAT, S_MOUNT, S_REQ, TraceRecords
 from statstorm.results.trace.summary import TraceSummary
 from statstorm.results.trace.vocabulary import Trace
 
@@ -302,6 +303,29 @@ def _share(net_ns: int, trace: Trace, done: set[int]) -> float | None:
     """The share of the finished requests' time spent in metadata calls on network mounts."""
     wall = sum(trace.requests[i].end_ns - trace.requests[i].start_ns for i in done)
     return round(min(net_ns / wall, 1.0), 3) if wall > 0 else None
+
+
+@dataclass(frozen=True)
+class NetworkTime:
+    """The time of a trace's finished requests in metadata calls on network mounts."""
+
+    requests: int  # finished requests
+    share: float | None  # of their time (None: no call or no time recorded)
+    ms_per_request: float
+
+
+def network_time(records: TraceRecords) -> NetworkTime:
+    """`trace_facts`' network_time_share and network_ms_per_request from a trace's raw
+    records: the same figures without an object per record (`trace` reads them back as it
+    closes, for the pool's last-trace record)."""
+    done = {i for i, r in records.requests.items() if r[R_END] >= 0}
+    if not records.syscalls or not done:
+        return NetworkTime(len(done), None, 0.0)
+    network = storage_kinds.network_mount_indexes(records.mounts)
+    net_ns = sum(r[S_LAT] for r in records.syscalls if r[S_MOUNT] in network and r[S_REQ] in done)
+    wall = sum(records.requests[i][R_END] - records.requests[i][R_START] for i in done)
+    return NetworkTime(len(done), round(min(net_ns / wall, 1.0), 3) if wall > 0 else None,
+                       round(net_ns / len(done) / 1e6, 2))
 
 
 def _cold_extra(trace: Trace, done: set[int], totals: Counter[int]) -> float | None:

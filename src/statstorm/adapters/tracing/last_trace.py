@@ -18,11 +18,11 @@ from pathlib import Path
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model import sampling
-from statstorm.model.checkfacts import TraceFacts, trace_facts
+from statstorm.model.checkfacts import TraceFacts, network_time, trace_facts
 from statstorm.model.tracestats import summarize_trace
 from statstorm.results.common import MAX_JSON_BYTES, read_bounded, write_atomic
 from statstorm.results.last_trace import LastTrace
-from statstorm.results.trace import read_trace
+from statstorm.results.trace import raw, read_trace
 
 MODES = ("pool", "lab", "apache")  # the trace targets that are a pool check can judge
 
@@ -69,12 +69,13 @@ def epoch(iso: str) -> float | None:
 
 
 def record(path: Path, pool: str, lab: str, ended: str) -> LastTrace:
-    """The record of a trace just written (read back once for its network share)."""
-    got = load(path)
+    """The record of a trace just written, its records read back once (from the sidecar,
+    without an object per record) for its network share."""
+    records = raw.read_records(path)
+    net = network_time(records)
     return LastTrace(pool=pool, path=str(path.resolve()), ended=ended,
-                     network_time_share=got.facts.network_time_share,
-                     network_ms_per_request=got.facts.network_ms_per_request,
-                     requests=got.facts.requests, detail=got.facts.detail, lab=lab)
+                     network_time_share=net.share, network_ms_per_request=net.ms_per_request,
+                     requests=net.requests, detail=records.head.detail, lab=lab)
 
 
 def remember(env: Env, rec: LastTrace) -> Path:
