@@ -235,3 +235,17 @@ def test_a_counts_trace_records_no_network_share(tmp_path: Path) -> None:
     write_trace(t, tr)
     rec = last_trace.record(t, "www", "", last_trace.now())
     assert rec.detail == "counts" and rec.network_time_share is None and rec.requests == 3
+
+
+def test_apply_judges_by_the_trace_given_only(tmp_path: Path, one_pool: list[Any]) -> None:
+    """apply's check (remembered=False) does not read the pool's last trace."""
+    import io
+    from statstorm.commands import check as check_cmd
+    home = tmp_path / "home"
+    remembered(home, network_trace(tmp_path / "t.sst.gz", 6_000_000), last_trace.now())
+    env = Env(stdout=io.StringIO(), stderr=io.StringIO(), state_root=home)
+    res = check_cmd.run(env, check_cmd.CheckOptions(pools=("www",), remembered=False))
+    assert one_pool[-1] is None and res.pools[0].trace is None
+    assert "no-trace" in {f.id for f in res.findings}
+    res = check_cmd.run(env, check_cmd.CheckOptions(pools=("www",)))
+    assert one_pool[-1] is not None and res.pools[0].trace_remembered

@@ -33,6 +33,7 @@ class CheckOptions:
     query_pool: bool = True  # ask a worker over FastCGI
     apache: bool = False  # the system Apache's PHP (mod_php, mod_fcgid), one target per site
     site: str = ""  # a site's URL: the PHP target serving it
+    remembered: bool = True  # without `trace`: judge each pool by its last trace, if any
 
 
 def checked_pool(facts: Facts, settings_source: str, notes: list[str]) -> CheckedPool:
@@ -154,7 +155,7 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
                 notes.append(f"the trace is of pool {given.pool or '?'}, not this one: not used")
             elif given.pool and given.pool != pool.name:
                 notes.append(f"the trace is of pool {given.pool}: used anyway (one pool checked)")
-        else:
+        elif opts.remembered:
             got_last = _remembered(env, pool.name, lab, notes)
             if got_last is not None:
                 use, origin, evidence = got_last
