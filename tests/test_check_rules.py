@@ -367,6 +367,42 @@ def test_app_rules_need_a_trace_of_code_on_network_storage() -> None:
     assert "network-bound" not in ids(facts())
 
 
+def test_evidence_rules_compare_the_times_they_are_given() -> None:
+    """A trace older than apply's last change is stale; code on network storage without a
+    timed trace is said (the times are data: the model reads no clock)."""
+    from statstorm.model.checkfacts import AppliedChange, TraceOrigin
+    gv = MountFact(role="docroot", path="/mnt/gv/www", mount_point="/mnt/gv",
+                   fstype="fuse.glusterfs", kind="glusterfs-fuse")
+    origin = TraceOrigin("/t.sst.gz", "2025-01-01T10:00:00+00:00", 100.0, remembered=True)
+    later = AppliedChange("/state/apply/x", "2025-01-01T11:00:00+00:00", 200.0)
+    f = ids(facts(trace=TRACE, trace_origin=origin, last_change=later))
+    assert f["trace-predates-change"].severity == "warning"
+    assert f["trace-predates-change"].change == (
+        "statstorm trace --pool www -d 20 -o after.sst.gz",
+        "statstorm check --pool www --trace after.sst.gz")
+    lab = ids(facts(trace=TRACE, trace_origin=origin, last_change=later, target_args="--lab l"))
+    assert lab["trace-predates-change"].change[0].startswith("statstorm trace --lab l ")
+    earlier = dataclasses.replace(later, at=50.0)
+    assert "trace-predates-change" not in ids(facts(trace=TRACE, trace_origin=origin,
+                                                    last_change=earlier))
+    unknown = dataclasses.replace(later, at=None)
+    assert "trace-predates-change" not in ids(facts(trace=TRACE, trace_origin=origin,
+                                                    last_change=unknown))
+    # no-trace: code on network storage and no trace that timed a call there
+    assert ids(facts(mounts=(gv,)))["no-trace"].severity == "info"
+    counts = dataclasses.replace(TRACE, detail="counts")
+    assert "--counts" in " ".join(ids(facts(mounts=(gv,), trace=counts))["no-trace"].evidence)
+    timed = dataclasses.replace(TRACE, network_time_share=0.1)
+    assert "no-trace" not in ids(facts(mounts=(gv,), trace=timed))
+    assert "no-trace" not in ids(facts())  # local code: nothing to measure there
+    # network-bound names the trace that measured it
+    bound = dataclasses.replace(TRACE, network_time_share=0.6, network_ms_per_request=6.0)
+    nb = ids(facts(mounts=(gv,), trace=bound, trace_origin=origin))["network-bound"]
+    assert nb.severity == "warning"
+    assert "measured by the last trace of this pool /t.sst.gz, taken at " \
+        "2025-01-01T10:00:00+00:00" in nb.evidence
+
+
 def test_every_rule_has_a_test_here() -> None:
     here = Path(__file__).parent
     text = open(__file__).read() + (here / "test_apache_rules.py").read_text()

@@ -52,9 +52,32 @@ def render(env: Env, result: CheckResult) -> None:
                       + f"\n[dim]{f.docs}[/dim]",
                       "\n".join(f.change), f"{g}\n[dim]trade-off: {f.tradeoff}[/dim]")
         out.print(t)
+    out.print(summary(result), markup=False)
+
+
+def summary(result: CheckResult) -> str:
+    """The last line: the findings by severity, and for each pool the share of request time
+    its trace measured on network storage (never a bare count that reads as healthy while
+    the trace says the pool waits on the network), or that it was not measured."""
+    found = result.findings
     counts = {s: sum(1 for f in found if f.severity == s) for s in SEVERITIES}
-    out.print(("no findings" if not found else
-               ", ".join(f"{counts[s]} {s}" for s in reversed(SEVERITIES) if counts[s])))
+    parts = ["no findings" if not found else
+             ", ".join(f"{counts[s]} {s}" for s in reversed(SEVERITIES) if counts[s])]
+    for pc in result.pools:
+        ids = {f.id for f in found if f.pool == pc.pool}
+        t = pc.trace
+        if t is not None and t.network_time_share is not None:
+            said = [f"{t.network_ms_per_request:g} ms per request"]
+            if "network-bound" in ids:
+                said.append("network-bound: not healthy")
+            said.append(f"{'last trace' if pc.trace_remembered else 'trace'} {t.path}")
+            if "trace-predates-change" in ids:
+                said.append("taken before the last change")
+            parts.append(f"pool {pc.pool}: {t.network_time_share:.0%} of request time on "
+                         f"network storage ({', '.join(said)})")
+        elif "no-trace" in ids:
+            parts.append(f"pool {pc.pool}: time on network storage not measured (no trace)")
+    return "; ".join(parts)
 
 
 @cli.command("check")
@@ -69,7 +92,8 @@ def render(env: Env, result: CheckResult) -> None:
               "passes to), e.g. http://127.0.0.1:8080/")
 @click.option("--trace", "trace_file", type=InputPath(dir_okay=False),
               default=None, help="A trace of the pool (`statstorm trace -o FILE`): measured "
-              "evidence and predicted gains.")
+              "evidence and predicted gains  [default: the pool's last trace, when statstorm "
+              "trace took one and its file is still there]")
 @click.option("--fsbench", "fsbench_file", type=InputPath(dir_okay=False),
               default=None, help="An fsbench result (`statstorm fsbench -o FILE`): the "
               "storage's per-call latency, to turn saved calls into time.")

@@ -190,11 +190,11 @@ def check_fstab(env: Env, result: ApplyResult) -> str:
 
 
 def _check(env: Env, opts: ApplyOptions) -> tuple[list[Finding], dict[str, str]]:
-    """The pool's findings and live settings, as `statstorm check` sees them."""
+    """The pool's findings and live settings, as check sees them with the trace given."""
     env.log("reading the live configuration (statstorm check)…")
     res = check_cmd.run(env, check_cmd.CheckOptions(pools=(opts.pool,) if opts.pool else (),
                                                     lab=opts.lab, trace=opts.trace,
-                                                    apache=opts.apache))
+                                                    apache=opts.apache, remembered=False))
     settings = res.pools[0].settings if res.pools else {}
     return res.findings, {k: str(v) for k, v in settings.items()}
 

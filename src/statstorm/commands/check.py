@@ -1,5 +1,7 @@
 """`statstorm check`: gather each php-fpm pool's (and the system Apache's PHP's) live facts (adapters/php/pool_facts.py), judge
-them with model.rules. `--trace` and `--fsbench` add measured evidence.
+them with model.rules. `--trace` and `--fsbench` add measured evidence; without `--trace`, the
+pool's last trace (adapters/tracing/last_trace.py) is the evidence, and apply's newest backup
+set says whether that trace predates the last change.
 """
 
 from __future__ import annotations
@@ -7,18 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from statstorm.adapters.apply import backups
 from statstorm.adapters.php import by_site, pool_facts
+from statstorm.adapters.tracing import last_trace
 from statstorm.env import Env
 from statstorm.errors import UsageError
-from statstorm.model.checkfacts import Facts, TraceFacts, fsbench_p50, trace_facts
+from statstorm.model.checkfacts import AppliedChange, Facts, TraceOrigin, fsbench_p50
 from statstorm.model.rules import evaluate
-from statstorm.model import sampling
-from statstorm.model.tracestats import summarize_trace
 from statstorm.results.check import SCHEMA, SEVERITIES, CheckedPool, CheckResult, Finding
 from statstorm.results.check import Severity, by_severity
 from statstorm.results.common import read_json
 from statstorm.results.fsbench import FsbenchResult
-from statstorm.results.trace import read_trace
+from statstorm.results.last_trace import LastTrace
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class CheckOptions:
     query_pool: bool = True  # ask a worker over FastCGI
     apache: bool = False  # the system Apache's PHP (mod_php, mod_fcgid), one target per site
     site: str = ""  # a site's URL: the PHP target serving it
+    remembered: bool = True  # without `trace`: judge each pool by its last trace, if any
 
 
 def checked_pool(facts: Facts, settings_source: str, notes: list[str]) -> CheckedPool:
@@ -62,13 +65,6 @@ def validate(opts: CheckOptions) -> None:
         raise UsageError(f"--docroot {opts.docroot}: not a directory")
 
 
-def _load_trace(path: Path) -> tuple[TraceFacts, str, str | None]:
-    """The trace's facts, its pool and what to say of its sampling (None: not sampled)."""
-    tr = read_trace(path)
-    return (trace_facts(tr, summarize_trace(tr)), tr.head.target_pool,
-            sampling.check_note(tr.head, tr.tail))
-
-
 def _load_fsbench(path: Path) -> dict[str, dict[str, float]]:
     data = read_json(path, "fsbench result")
     if not isinstance(data, dict) or not str(data.get("schema", "")).startswith("statstorm.fsbench/"):
@@ -80,36 +76,101 @@ def _load_fsbench(path: Path) -> dict[str, dict[str, float]]:
     return fsbench_p50(result)
 
 
+def _target_args(opts: CheckOptions, pool: pool_facts.PoolTarget) -> str:
+    """How trace and check name this target (the commands check's findings print)."""
+    if opts.lab:
+        return f"--lab {opts.lab}"
+    return "--apache" if pool.pool.handler.php_in_server else f"--pool {pool.name}"
+
+
+def _origin(path: Path, loaded: last_trace.LoadedTrace, pool: str, lab: str,
+            rec: LastTrace | None) -> tuple[TraceOrigin, LastTrace]:
+    """Where a trace came from and when it was taken: the record's end time when `rec` is the
+    pool's record of this file, else the trace's own start time."""
+    mine = rec is not None and Path(rec.path) == path.resolve()
+    if rec is None or not mine:
+        f = loaded.facts
+        rec = LastTrace(pool=loaded.pool or pool, path=str(path), ended=loaded.created,
+                        network_time_share=f.network_time_share,
+                        network_ms_per_request=f.network_ms_per_request,
+                        requests=f.requests, detail=f.detail, lab=lab)
+    return TraceOrigin(rec.path, rec.ended or "an unknown time", last_trace.epoch(rec.ended),
+                       remembered=False), rec
+
+
+def _remembered(env: Env, name: str, lab: str, notes: list[str],
+                ) -> tuple[last_trace.LoadedTrace, TraceOrigin, LastTrace] | None:
+    """The pool's last trace as evidence, said in a note (None: none on record, or it cannot
+    be read: a note says so)."""
+    rec = last_trace.recall(env, name, lab)
+    if rec is None:
+        return None
+    try:
+        loaded = last_trace.load(Path(rec.path))
+    except (UsageError, OSError) as exc:
+        notes.append(f"the last trace of this pool, {rec.path}, cannot be read ({exc}): not used")
+        return None
+    notes.append(f"evidence from the last trace of this pool, {rec.path}, taken at {rec.ended}")
+    return loaded, TraceOrigin(rec.path, rec.ended, last_trace.epoch(rec.ended),
+                               remembered=True), rec
+
+
+def _last_change(env: Env, name: str, lab: str, notes: list[str]) -> AppliedChange | None:
+    """Apply's newest backup set in effect for the pool (a note when they cannot be read)."""
+    try:
+        found = backups.last_change(env, lab=lab, pool=name)
+    except (UsageError, OSError) as exc:
+        notes.append(f"apply's backup sets cannot be read ({exc}): a change made after the "
+                     "trace would not be seen")
+        return None
+    if found is None:
+        return None
+    d, m = found
+    return AppliedChange(str(d), m.created or "an unknown time", last_trace.epoch(m.created))
+
+
 def run(env: Env, opts: CheckOptions) -> CheckResult:
     validate(opts)
     if opts.site:
         serving = by_site.serving(env, opts.site)
         env.log(f"{opts.site}: {serving.how}")
         opts = replace(opts, pools=(serving.pool,) if serving.pool else (), apache=serving.apache)
-    trace: TraceFacts | None = None
-    trace_pool = ""
-    sampled: str | None = None
-    if opts.trace is not None:
-        trace, trace_pool, sampled = _load_trace(opts.trace)
+    given = last_trace.load(opts.trace) if opts.trace is not None else None
     fsb = _load_fsbench(opts.fsbench) if opts.fsbench is not None else {}
     pools = pool_facts.targets(env, lab=opts.lab, pools=opts.pools, apache=opts.apache)
+    lab = opts.lab or ""
     checked: list[CheckedPool] = []
     found: list[Finding] = []
     for pool in pools:
-        use = trace if trace is not None and (len(pools) == 1 or trace_pool == pool.name) else None
+        notes: list[str] = []
+        origin: TraceOrigin | None = None
+        evidence: LastTrace | None = None
+        use: last_trace.LoadedTrace | None = None
+        if given is not None and opts.trace is not None:
+            if len(pools) == 1 or given.pool == pool.name:
+                use = given
+                origin, evidence = _origin(opts.trace, given, pool.name, lab,
+                                           last_trace.recall(env, pool.name, lab))
+            if use is None:
+                notes.append(f"the trace is of pool {given.pool or '?'}, not this one: not used")
+            elif given.pool and given.pool != pool.name:
+                notes.append(f"the trace is of pool {given.pool}: used anyway (one pool checked)")
+        elif opts.remembered:
+            got_last = _remembered(env, pool.name, lab, notes)
+            if got_last is not None:
+                use, origin, evidence = got_last
+        if use is not None and use.sampled:
+            notes.append(use.sampled)
+        change = _last_change(env, pool.name, lab, notes)
         env.log(f"checking {'' if pool.pool.handler.php_in_server else 'php-fpm pool '}"
                 f"{pool.name}…")
         got = pool_facts.gather(env, pool, docroot=opts.docroot, query_pool=opts.query_pool,
-                                trace=use, fsb=fsb)
-        notes = list(got.notes)
-        if trace is not None and use is None:
-            notes.append(f"the trace is of pool {trace_pool or '?'}, not this one: not used")
-        elif use is not None and trace_pool and trace_pool != pool.name:
-            notes.append(f"the trace is of pool {trace_pool}: used anyway (one pool checked)")
-        if use is not None and sampled:
-            notes.append(sampled)
-        checked.append(checked_pool(got.facts, got.settings_source, notes))
-        found += evaluate(got.facts)
+                                trace=use.facts if use else None, fsb=fsb)
+        facts = replace(got.facts, trace_origin=origin, last_change=change,
+                        target_args=_target_args(opts, pool))
+        checked.append(replace(checked_pool(facts, got.settings_source, got.notes + notes),
+                               trace=evidence, trace_remembered=bool(origin and origin.remembered)))
+        found += evaluate(facts)
     return CheckResult(tuple(checked), list(by_severity(found)))
 
 

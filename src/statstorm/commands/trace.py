@@ -22,7 +22,8 @@ from typing import Callable
 
 from statstorm import faults
 from statstorm.adapters.php import by_site
-from statstorm.adapters.tracing import bpftrace, libbpf_trace, strace_log, trace_targets
+from statstorm.adapters.tracing import (bpftrace, last_trace, libbpf_trace, strace_log,
+                                        trace_targets)
 from statstorm.adapters.tracing.bpftrace_run import run_bpftrace
 from statstorm.adapters.tracing.bpftrace_session import Refused
 from statstorm.adapters.tracing.libbpf_run import run_ebpf
@@ -141,6 +142,30 @@ def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None 
                                    pids=list(opts.pids) if opts.pids else None, cmd=opts.cmd,
                                    apache=opts.apache)
     out = opts.output or default_output()
+    result = _record(env, opts, target, out, progress, ready, stop)
+    if target.mode in last_trace.MODES and target.pool:
+        lab = (opts.lab or "") if target.mode == "lab" else ""
+        _remember(env, result, target.pool, lab)
+    return result
+
+
+def _remember(env: Env, result: TraceRun, pool: str, lab: str) -> None:
+    """Keep the trace as the pool's last (check reads it when given no --trace); a trace
+    that cannot be remembered is still written: a warning says so."""
+    ended = last_trace.now()
+    try:
+        last_trace.remember(env, last_trace.record(result.output, pool, lab, ended))
+    except (OSError, UsageError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        result.warnings.append(f"the trace is written, but check cannot find it as this pool's "
+                               f"last trace ({last_trace.root(env)}: {why}): give it with "
+                               f"`statstorm check --trace {result.output}`")
+
+
+def _record(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
+            progress: Callable[[str], None] | None, ready: threading.Event | None,
+            stop: threading.Event | None) -> TraceRun:
+    """Run the backend chosen (falling back as `auto` allows) until its bound."""
     backend = opts.backend
     rec = opts.recording()
     warnings: list[str] = []

@@ -20,6 +20,7 @@ from statstorm.results.check import SiteRoot as SiteRoot
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.facts import ApacheFacts, HugePageFacts, realpath_bytes, with_parents
 from statstorm.results.jsontypes import JsonObject, JsonValue
+from statstorm.results.trace.raw import R_END, R_START, S_LAT, S_MOUNT, S_REQ, TraceRecords
 from statstorm.results.trace.summary import TraceSummary
 from statstorm.results.trace.vocabulary import Trace
 
@@ -89,6 +90,26 @@ class OpcacheStatus:
 
 
 @dataclass(frozen=True)
+class TraceOrigin:
+    """Where the trace check judges a pool by came from and when it was taken (times are data
+    here: the command reads the clock and the files, the rules compare)."""
+
+    path: str
+    taken: str  # ISO 8601 UTC, as said to the user
+    taken_at: float | None  # the same in seconds since the epoch (None: unknown)
+    remembered: bool  # the pool's last trace (no --trace given), not a file given
+
+
+@dataclass(frozen=True)
+class AppliedChange:
+    """The last change apply made to a pool: its backup set and when it was made."""
+
+    backup: str
+    when: str  # ISO 8601 UTC
+    at: float | None  # seconds since the epoch (None: unknown)
+
+
+@dataclass(frozen=True)
 class Facts:
     """Everything the rules read for one php-fpm pool (or the CLI when there is no pool)."""
 
@@ -121,6 +142,9 @@ class Facts:
     realpath_used: int | None = None  # the largest realpath_cache_size() of the workers asked
     realpath_used_by_worker: tuple[int, ...] = ()
     trace: TraceFacts | None = None
+    trace_origin: TraceOrigin | None = None  # where `trace` came from, when it was taken
+    last_change: AppliedChange | None = None  # apply's newest backup set in effect
+    target_args: str = ""  # how trace and check name this target: --pool NAME, --lab NAME…
     app: str = ""  # the app recognised under the docroot (mediawiki, wordpress, …)
     app_config: str = ""  # its configuration file
     extensions: tuple[str, ...] | None = None  # loaded in the pool's workers (None: not asked)
@@ -281,6 +305,29 @@ def _share(net_ns: int, trace: Trace, done: set[int]) -> float | None:
     """The share of the finished requests' time spent in metadata calls on network mounts."""
     wall = sum(trace.requests[i].end_ns - trace.requests[i].start_ns for i in done)
     return round(min(net_ns / wall, 1.0), 3) if wall > 0 else None
+
+
+@dataclass(frozen=True)
+class NetworkTime:
+    """The time of a trace's finished requests in metadata calls on network mounts."""
+
+    requests: int  # finished requests
+    share: float | None  # of their time (None: no call or no time recorded)
+    ms_per_request: float
+
+
+def network_time(records: TraceRecords) -> NetworkTime:
+    """`trace_facts`' network_time_share and network_ms_per_request from a trace's raw
+    records: the same figures without an object per record (`trace` reads them back as it
+    closes, for the pool's last-trace record)."""
+    done = {i for i, r in records.requests.items() if r[R_END] >= 0}
+    if not records.syscalls or not done:
+        return NetworkTime(len(done), None, 0.0)
+    network = storage_kinds.network_mount_indexes(records.mounts)
+    net_ns = sum(r[S_LAT] for r in records.syscalls if r[S_MOUNT] in network and r[S_REQ] in done)
+    wall = sum(records.requests[i][R_END] - records.requests[i][R_START] for i in done)
+    return NetworkTime(len(done), round(min(net_ns / wall, 1.0), 3) if wall > 0 else None,
+                       round(net_ns / len(done) / 1e6, 2))
 
 
 def _cold_extra(trace: Trace, done: set[int], totals: Counter[int]) -> float | None:

@@ -74,12 +74,15 @@ def network_bound(facts: Facts) -> list[Finding]:
         return []
     net = code_on_network(facts)
     where = f" ({net[0].mount_point}, {net[0].kind})" if net else ""
+    o = facts.trace_origin
+    source = ([f"measured by {'the last trace of this pool' if o.remembered else 'the trace'} "
+               f"{o.path}, taken at {o.taken}"] if o is not None else [])
     return [finding(Severity.WARNING, "most of the request time goes to network storage",
                     [f"{t.network_time_share:.0%} of the traced requests' time is spent in "
                      f"metadata calls on network mounts{where}: "
                      f"{t.network_ms_per_request:g} ms per request",
                      "the pool is not healthy while this holds, even where no other rule "
-                     "has a fix"] + ([f"{t.round_trips_per_request:g} network round trips per "
+                     "has a fix"] + source + ([f"{t.round_trips_per_request:g} network round trips per "
                                       "request measured"]
                                      if t.round_trips_per_request is not None else []),
                     ["# apply the other findings on this mount, then trace again",

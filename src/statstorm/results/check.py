@@ -12,6 +12,7 @@ from typing import ClassVar, NotRequired, TypedDict
 
 from statstorm.results.facts import ApacheFacts, HugePageFacts
 from statstorm.results import jsonread as jr
+from statstorm.results.last_trace import LastTrace
 from statstorm.results.jsontypes import JsonObject, JsonValue
 from statstorm.results.mount_cache import CacheOptions
 
@@ -226,6 +227,8 @@ class CheckedPool:
     apache: ApacheFacts | None = None
     code_mapping: tuple[str, int, int] | None = None
     notes: tuple[str, ...] = ()
+    trace: LastTrace | None = None  # the trace judged: given, or the pool's last (remembered)
+    trace_remembered: bool = False
 
     def to_json(self) -> JsonObject:
         return {"pool": self.pool, "settings_source": self.settings_source,
@@ -247,11 +250,13 @@ class CheckedPool:
                                    if self.huge_mapped_kb is not None else None),
                 "apache": asdict(self.apache) if self.apache else None,
                 "code_mapping": list(self.code_mapping) if self.code_mapping else None,
-                "notes": list(self.notes)}
+                "notes": list(self.notes),
+                "trace": self.trace.to_json() if self.trace else None,
+                "trace_remembered": self.trace_remembered}
 
     @classmethod
     def from_json(cls, data: JsonValue) -> CheckedPool:
-        """Tolerant of files written before huge_mapped_kb, apache and code_mapping."""
+        """Tolerant of files written before huge_mapped_kb, apache, code_mapping and trace."""
         d = jr.obj(data, "pool")
         om = jr.opt_obj(d, "opcache_memory")
         return cls(
@@ -271,7 +276,9 @@ class CheckedPool:
             opcache_memory=None if om is None else jr.num_map(d, "opcache_memory"),
             huge_mapped_kb=jr.opt_ints(d, "huge_mapped_kb"),
             apache=_apache(jr.opt_obj(d, "apache")), code_mapping=_code_mapping(d),
-            notes=jr.strs(d, "notes"))
+            notes=jr.strs(d, "notes"),
+            trace=LastTrace.from_json(d["trace"]) if d.get("trace") is not None else None,
+            trace_remembered=jr.bool_(d, "trace_remembered"))
 
 
 @dataclass(frozen=True)

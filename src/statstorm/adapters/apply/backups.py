@@ -215,3 +215,14 @@ def newest(env: Env, lab: str | None = None, pool: str | None = None,
             continue
         return d, _whole(d, data)
     return None
+
+
+def last_change(env: Env, *, lab: str = "", pool: str = "") -> tuple[Path, Manifest] | None:
+    """The newest backup set in effect for a lab, or for a pool (a site of the system Apache,
+    "apache:NAME:PORT", also by the set of its whole PHP, "apache"): the last change apply made
+    to it (UsageError as `newest`, OSError when the sets cannot be listed)."""
+    if lab:
+        return newest(env, lab=lab)
+    found = [s for name in dict.fromkeys((pool, pool.split(":", 1)[0]))
+             if (s := newest(env, pool=name)) is not None]
+    return max(found, key=lambda s: s[0].name) if found else None
