@@ -247,3 +247,12 @@ def test_copy_sync_and_staleness(host: Host) -> None:
     assert not d.exists()
     with pytest.raises(UsageError, match="no mirror of pool www"):
         code_mirror.sync("www")
+
+
+def test_sync_cli_without_a_mirror_is_one_line(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import invoke
+    monkeypatch.setenv("STATSTORM_MIRROR_ROOT", str(tmp_path / "mirror"))
+    res = invoke(["mirror", "sync", "--pool", "www", "--json"], tmp_path)
+    assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1
+    assert "code-local-mirror" in res.stderr and json.loads(res.stdout)["exit"] == res.returncode

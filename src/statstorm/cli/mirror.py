@@ -6,7 +6,7 @@ import json
 
 import click
 
-from statstorm.cli import cli, started
+from statstorm.cli import StartedWhenReady, cli
 from statstorm.env import Env
 
 
@@ -41,8 +41,8 @@ def sync(env: Env, pool: str, as_json: bool) -> None:
       statstorm mirror sync --pool www --json
     """
     from statstorm.commands import mirror as mirror_cmd
-    started(env, "mirror sync", f"pool {pool}")
-    result = mirror_cmd.run(env, mirror_cmd.SyncOptions(pool))
+    ready = StartedWhenReady(env, "mirror sync", f"pool {pool}")
+    result = mirror_cmd.run(env, mirror_cmd.SyncOptions(pool), ready)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

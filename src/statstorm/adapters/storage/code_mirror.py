@@ -14,6 +14,7 @@ import heapq
 import json
 import os
 import shutil
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -130,13 +131,14 @@ def of_pool(pool: str) -> list[Path]:
     return sorted(m.parent for m in (root_dir() / pool).glob(f"*/{MARKER}"))
 
 
-def sync(pool: str) -> list[MirrorSync]:
-    """Every mirror of `pool` copied anew from its network tree (see the module's note)."""
+def sync(pool: str, ready: threading.Event | None = None) -> list[MirrorSync]:
+    """Every mirror of `pool` copied anew from its network tree (see the module's note);
+    `ready` is set once they are found and checked, before the first copy."""
     found = of_pool(pool)
     if not found:
         raise UsageError(f"no mirror of pool {pool} under {root_dir()}: make one with "
                          f"`statstorm apply --pool {pool} code-local-mirror --yes`")
-    out = []
+    checked = []
     for mirror in found:
         if not os.access(mirror, os.W_OK):
             raise PrivilegeError(f"cannot write {mirror}: run statstorm mirror sync as root")
@@ -148,8 +150,10 @@ def sync(pool: str) -> list[MirrorSync]:
         if not source.is_dir():
             raise ComponentError(f"the mirror's source {source} is not there: mount it first")
         check_space(source, mirror, tree_size(source)[1])
-        out.append(make(mirror, source, marker.pool or pool))
-    return out
+        checked.append((mirror, source, marker.pool or pool))
+    if ready is not None:
+        ready.set()
+    return [make(*one) for one in checked]
 
 
 def newest_php(source: Path, limit: int = NEWEST) -> tuple[tuple[str, float], ...]:
