@@ -424,3 +424,11 @@ def test_a_mounts_cache_options_are_typed_once_and_written_as_text() -> None:
                   {"acregmax": " 10 ", "noac": "no", "lookupcache": "pos"})
     assert (n.cache.acregmax, n.cache.noac, n.cache.lookupcache, n.cache.volume_read) == \
         (10, False, "pos", False)
+
+
+def test_mirror_rules_need_network_bound_code_or_a_mirror() -> None:
+    """code-local-mirror and mirror-stale (more in test_mirror_plan.py): a network-bound
+    trace of local code gives neither; no mirror, no staleness."""
+    busy = dataclasses.replace(TRACE, network_time_share=0.9)
+    assert "code-local-mirror" not in ids(facts(trace=busy))  # the code is on local disk
+    assert "mirror-stale" not in ids(facts(trace=busy))

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from statstorm import faults
-from statstorm.adapters.apply import apply_steps, apply_target, backups, pool_config, storage_steps
+from statstorm.adapters.apply import (apply_steps, apply_target, backups, mirror, pool_config,
+                                      storage_steps)
 from statstorm.adapters.load import http
 from statstorm.adapters.php import by_site
 from statstorm.adapters.storage import fstab
@@ -41,7 +42,7 @@ from statstorm.commands import whatif as whatif_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError, PrivilegeError, UsageError
 from statstorm.model import applyplan
-from statstorm.model.applyplan import MANUAL, MOUNT, VOLUME, Change
+from statstorm.model.applyplan import MANUAL, MOUNT, NAMED_ONLY, VOLUME, Change
 from statstorm.model.finding import Finding
 from statstorm.model.rules import RULES
 from statstorm.results.apply import SCHEMA, ApplyMode, FileEdit, StorageStep
@@ -52,9 +53,6 @@ from statstorm.results.trace import read_trace
 
 T = TypeVar("T")
 
-# Findings --all leaves out (they must be named): huge code pages remap PHP's code into
-# anonymous memory, where the tracer's uprobes (request start and end) no longer fire.
-NAMED_ONLY = frozenset({"huge-code-pages"})
 
 
 @dataclass(frozen=True)
@@ -155,9 +153,9 @@ def _as_manual(changes: list[Change], why: str) -> list[Change]:
 
 def plan_storage(env: Env, target: Target, changes: list[Change], keep: bool = True,
                  ) -> tuple[list[Change], list[StorageStep], list[FileEdit], list[str]]:
-    """The live steps that carry the MOUNT and VOLUME changes, and (with `keep`) the edit of
-    fstab that keeps the mounts' new options; the ones apply cannot make become manual, with
-    the reason."""
+    """The live steps that carry the MOUNT and VOLUME changes (and MIRROR's copy), and (with
+    `keep`) the edit of fstab that keeps the mounts' new options; the ones apply cannot make
+    become manual, with the reason."""
     out = [c for c in changes if c.kind not in (MOUNT, VOLUME)]
     groups: dict[tuple[str, str], list[Change]] = {}
     for c in changes:
@@ -177,7 +175,8 @@ def plan_storage(env: Env, target: Target, changes: list[Change], keep: bool = T
     persist = [fstab.Persist(st.where, st.after, storage_steps.live_options(st))
                for st in steps if st.kind == MOUNT]
     edit = fstab.plan(target.fstab, persist) if target.fstab and persist and keep else None
-    return out, steps, [edit] if edit else [], []
+    out, copies, notes = mirror.plan(env, target, out)  # a local mirror of the code
+    return out, steps + copies, [edit] if edit else [], notes
 
 
 def check_fstab(env: Env, result: ApplyResult) -> str:
@@ -215,10 +214,8 @@ def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
     result.edits += fstab_edits
     if fstab_edits and (problem := check_fstab(env, result)):
         result.notes.append(f"{problem}: apply --yes refuses it")
-    if opts.all and any(f.id in NAMED_ONLY for f in found):
-        result.notes.append("huge-code-pages is not part of --all: PHP's code moved to huge "
-                            "pages leaves the file statstorm's probes are on, so later traces "
-                            "lose their request boundaries; name it to apply it")
+    result.notes += [NAMED_ONLY[i] for i in dict.fromkeys(f.id for f in found)
+                     if opts.all and i in NAMED_ONLY]
     if not result.edits and not result.steps:
         result.mode = ApplyMode.NOTHING
     if target.control_timeout.rstrip("s") == "0" and (result.edits or result.steps):

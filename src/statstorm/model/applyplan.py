@@ -18,6 +18,9 @@ it can place exactly and lists the rest as manual steps:
   (MediaWiki's LocalSettings.php), appended in a block of statstorm's own;
 - `extension = PATH` → `php_admin_value[extension] = PATH` in the pool: php-fpm loads an
   extension named there into that pool's workers only;
+- `mirror APP_TREE` → a local copy of the app's tree, served by switching the `root` of the
+  nginx servers passing to the pool (one NGINX_ROOT change per `root` directive, made by
+  adapters/apply/mirror.py; `edit_roots` writes them);
 - Apache directives after `# apache <Directory DIR>:` or `# apache server config:` → the
   Apache configuration (model.apacheplan);
 - other comments, shell commands, sysctls → manual.
@@ -38,6 +41,15 @@ from statstorm.results.jsontypes import JsonObject
 
 POOL_INI, MASTER_INI, POOL, NGINX, MANUAL = "pool-ini", "master-ini", "pool", "nginx", "manual"
 MOUNT, VOLUME, APP, APACHE = "mount", "volume", "app", "apache"
+MIRROR, NGINX_ROOT = "mirror", "nginx-root"
+# Findings --all leaves out (they must be named), and why.
+NAMED_ONLY = {
+    "huge-code-pages": "huge-code-pages is not part of --all: PHP's code moved to huge pages "
+                       "leaves the file statstorm's probes are on, so later traces lose their "
+                       "request boundaries; name it to apply it",
+    "code-local-mirror": "code-local-mirror is not part of --all: a local mirror of the code "
+                         "needs a sync at every deploy; name it to apply it",
+}
 # Read once by the master (OPcache's shared memory is made before the workers fork, and the
 # file-function overrides are installed at start-up): a pool's php_admin_value cannot change them.
 MASTER_ONLY = frozenset({
@@ -54,6 +66,7 @@ _MOUNT_OPTS = re.compile(r"^[a-z][a-z0-9-]*(?:=[^,\s]+)?(?:,[a-z][a-z0-9-]*(?:=[
 _VOLUME_SET = re.compile(r"^gluster volume set (\S+) (\S+) (\S+)$")
 _APP_HEAD = re.compile(r"^# in (/\S+\.php):$")
 _PHP_ASSIGN = re.compile(r"^(\$[A-Za-z_]\w*)\s*=\s*([A-Za-z0-9_:'\" .-]+);$")
+_MIRROR_LINE = re.compile(r"^mirror (/\S*)$")
 _APACHE_HEAD = re.compile(r"^# apache (?:<Directory (/\S*?)>|server config):$")
 _APACHE_LINE = re.compile(r"^(AllowOverride|Options|MaxRequestWorkers|ServerLimit|"
                           r"ThreadsPerChild|MaxConnectionsPerChild)\s+(\S.*)$")
@@ -64,14 +77,15 @@ MARK = "; statstorm apply"
 @dataclass(frozen=True)
 class Change:
     finding: str  # the rule id
-    kind: str  # POOL_INI | MASTER_INI | POOL | NGINX | MOUNT | VOLUME | APP | APACHE | MANUAL
+    kind: str  # POOL_INI | MASTER_INI | POOL | NGINX | MOUNT | VOLUME | APP | APACHE |
+    # MIRROR (value: the app's tree) | NGINX_ROOT (value: the new root) | MANUAL
     key: str  # the ini key, pool directive, fastcgi_param, mount or volume option ("" manual)
     value: str
     line: str  # as the finding wrote it
     why: str = ""
     current: str | None = None  # the pool's value now, where known
     where: str = ""  # MOUNT: the mount point; VOLUME: the volume; APP: the file;
-    # APACHE: the <Directory> ('' server level)
+    # APACHE: the <Directory> ('' server level); NGINX_ROOT: FILE:LINE of the directive
 
     def to_json(self) -> JsonObject:
         return {"finding": self.finding, "kind": self.kind, "key": self.key, "value": self.value,
@@ -109,6 +123,10 @@ def classify(f: Finding, settings: dict[str, str] | None = None) -> list[Change]
         if apache_where and d:
             out.append(Change(f.id, APACHE, d.group(1), d.group(2).strip(), line, f.title,
                               where="" if apache_where == "/server" else apache_where))
+            continue
+        mirror = _MIRROR_LINE.match(line)
+        if mirror:
+            out.append(Change(f.id, MIRROR, "mirror", mirror.group(1), line, f.title))
             continue
         a = _PHP_ASSIGN.match(line)
         if app_file and a:
@@ -264,8 +282,26 @@ def edit_nginx(text: str, changes: list[Change], listen: str = "") -> str:
     return text
 
 
+def edit_roots(text: str, roots: list[tuple[int, str]]) -> str:
+    """nginx configuration with the `root` directive that starts on each line given set to
+    its new path (only that word changes: quotes, comments and line ends stay);
+    ValueError when no `root` starts on that line (the file changed since it was read)."""
+    for line, new in sorted(roots, reverse=True):
+        if not _NGX_WORD.fullmatch(new):
+            raise ValueError(f"cannot write {new!r} as an nginx root")
+        stmts = [s for s in config_edit.nginx_statements(text) if s.words[0] == "root"
+                 and len(s.words) == 2 and text.count("\n", 0, s.start) + 1 == line]
+        if not stmts:
+            raise ValueError(f"no root directive on line {line}")
+        a, b = stmts[0].spans[1]
+        text = text[:a] + new + text[b:]
+    return text
+
+
+_NGX_WORD = re.compile(r"/[A-Za-z0-9_./@+-]*")
+
 __all__ = ["Change", "classify", "edit_fstab", "edit_ini", "edit_nginx", "edit_pool", "merge",
-           "ini_value", "mount_options", "options_text"]
+           "edit_roots", "ini_value", "mount_options", "options_text"]
 
 
 # --verify after the change: two runs in a row within this of each other are settled

@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from statstorm.model import storage_kinds
+from statstorm.model.mirror import MirrorFacts
 from statstorm.results.check import MountFact as MountFact
 from statstorm.results.check import SiteRoot as SiteRoot
 from statstorm.results.fsbench import FsbenchResult
@@ -121,6 +122,8 @@ class Facts:
     pm: dict[str, str] = field(default_factory=dict)  # pm, pm.max_children, pm.max_requests …
     settings_source: str = ""
     docroot: str = ""
+    app_root: str = ""  # the app's tree the docroot belongs to (codetree.app_root)
+    mirror: MirrorFacts | None = None  # the docroot is a local mirror of statstorm's
     php_files: int | None = None  # PHP files under the docroot and include_path entries
     tree_entries: int = 0  # realpath cache entries for those files and their directories
     tree_bytes: int = 0

@@ -27,6 +27,7 @@ class ApplyMode(StrEnum):
 # The kinds of storage step (the same names as the model's change kinds).
 VOLUME = "volume"
 MOUNT = "mount"
+MIRROR = "mirror"  # a local copy of the code (adapters/apply/mirror.py)
 
 
 @dataclass
@@ -44,11 +45,13 @@ class FileEdit:
 
 @dataclass
 class StorageStep:
-    """A live storage change: options of a GlusterFS volume (VOLUME) or of a FUSE mount
-    (MOUNT: a client with the new options stacked on the mount point)."""
+    """A live storage change: options of a GlusterFS volume (VOLUME), of a FUSE mount
+    (MOUNT: a client with the new options stacked on the mount point), or a local mirror of
+    the code (MIRROR: `before` names the network tree as `source`, `after` the copy's
+    `files` and `bytes`)."""
 
-    kind: str  # VOLUME | MOUNT
-    where: str  # the volume, or the mount point
+    kind: str  # VOLUME | MOUNT | MIRROR
+    where: str  # the volume, the mount point, or the mirror's directory
     before: dict[str, str]
     after: dict[str, str]
     client_argv: list[str] = field(default_factory=list)  # MOUNT: the client serving it before
@@ -56,6 +59,10 @@ class StorageStep:
     done: bool = False
 
     def text(self) -> str:
+        if self.kind == MIRROR:
+            size = int(self.after.get("bytes") or 0)
+            return (f"mirror {self.before.get('source', '?')} → {self.where}: a local copy "
+                    f"of {self.after.get('files', '?')} files, {size / 1048576:.1f} MiB")
         what = f"gluster volume {self.where}" if self.kind == VOLUME else f"mount {self.where}"
         return what + ": " + ", ".join(f"{k} {self.before.get(k) or '(unset)'} → {v}"
                                        for k, v in self.after.items())

@@ -16,7 +16,7 @@ from statstorm.adapters.apply.pool_config import ApplyFailed, Target
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model.applyplan import MOUNT, Change
-from statstorm.results.apply import FileEdit, StorageStep
+from statstorm.results.apply import MIRROR, FileEdit, StorageStep
 from statstorm.results.common import signals_deferred
 
 
@@ -64,13 +64,15 @@ def roll_back(env: Env, target: Target, backup: Path, reason: str,
         faults.phase("rollback/restored")
         undone = [st for st in steps or [] if st.done]
         try:
-            for st in reversed(undone):
+            for st in reversed([st for st in undone if st.kind != MIRROR]):
                 storage_steps.undo(env, st, target.lab)
                 faults.phase("rollback/undone")
             pool_config.test_config(env, target, paths, apps=False)  # as they were
             lost = pool_config.reload(env, target, paths, fpm=bool(undone))
             faults.phase("rollback/reloaded")
             pool_config.health(env, target, [], lost=lost)
+            for st in (st for st in undone if st.kind == MIRROR):  # served no more: removed
+                storage_steps.undo(env, st, target.lab)
         except (ApplyFailed, ComponentError) as exc:
             _record_or_say(backup, steps, "rollback-failed", f"{reason}; then {exc}")
             raise ComponentError(f"{reason}; the previous files are back but {exc}: see "

@@ -16,8 +16,8 @@ from statstorm.adapters.apply.pool_config import Target
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model import apacheplan, applyplan
-from statstorm.model.applyplan import (APACHE, APP, MANUAL, MASTER_INI, NGINX, POOL, POOL_INI,
-                                       Change)
+from statstorm.model.applyplan import (APACHE, APP, MANUAL, MASTER_INI, NGINX, NGINX_ROOT, POOL,
+                                       POOL_INI, Change)
 from statstorm.results.apply import FileEdit
 from statstorm.results.serving import Handler
 
@@ -100,7 +100,11 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "",
     test: list[str] = []
     npid = 0
     for pid, nargv in nginx.running_masters_by_pid():
-        names = nginx_conf.files_passing_to(nginx.read_master(nargv), listen)
+        config = nginx.read_master(nargv)
+        names = nginx_conf.files_passing_to(config, listen)
+        names += tuple(dict.fromkeys(  # where a mirror's root is switched (adapters/apply/mirror)
+            r.file for r in nginx_conf.roots_passing_to(config, listen)
+            if names and r.file and r.level != "http" and r.file not in names))
         if names:
             files, test, npid = [Path(n) for n in names], [*nargv, "-t", "-q"], pid
             break
@@ -152,9 +156,14 @@ def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], lis
             edits.append(FileEdit(target.apache_conf, conf_text,
                                   apacheplan.edit_apache(conf_text, directives)))
         params = [c for c in out if c.kind == NGINX]
-        for path in target.nginx_files if params else []:
+        roots = [c for c in out if c.kind == NGINX_ROOT]
+        for path in target.nginx_files if params or roots else []:
             text = backups.read_text(path) or ""
-            edits.append(FileEdit(path, text, applyplan.edit_nginx(text, params, target.listen)))
+            after = applyplan.edit_nginx(text, params, target.listen) if params else text
+            after = applyplan.edit_roots(after, [(int(c.where.rpartition(":")[2]), c.value)
+                                                 for c in roots
+                                                 if c.where.rpartition(":")[0] == str(path)])
+            edits.append(FileEdit(path, text, after))
         for where in dict.fromkeys(c.where for c in out if c.kind == APP):
             app_text = backups.read_text(Path(where))
             if app_text is None:

@@ -1,4 +1,5 @@
-"""Live storage changes and their undo: GlusterFS volume options (`gluster volume set`,
+"""Live storage changes and their undo: a local mirror of the code (adapters/apply/mirror.py),
+GlusterFS volume options (`gluster volume set`,
 the old value kept) and FUSE mount options, given by a second client stacked on the mount
 point (a FUSE mount cannot change them in place, and unmounting first would fail every
 request in between); open files stay with the client below, and undoing unmounts the new
@@ -10,6 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
+from statstorm.adapters.apply import mirror
 from statstorm.adapters.labs import state as labs
 from statstorm.adapters.storage import gluster, mounts
 from statstorm.env import Env
@@ -17,7 +19,7 @@ from statstorm.errors import ComponentError
 from statstorm.model.mount_options import (GLUSTER_FUSE_DEFAULTS, GLUSTER_FUSE_KEYS,
                                            gluster_client_options)
 from statstorm.model.storage_kinds import STORAGE, LiveChange
-from statstorm.results.apply import MOUNT, VOLUME, StorageStep
+from statstorm.results.apply import MIRROR, MOUNT, VOLUME, StorageStep
 from statstorm.results.storage_kind import StorageKind
 
 GLUSTER_CLIENT = STORAGE[StorageKind.GLUSTERFS].client
@@ -66,6 +68,12 @@ def volume_step(env: Env, volume: str, options: dict[str, str]) -> StorageStep |
 def do(env: Env, st: StorageStep, lab: str = "") -> None:
     """Make one storage step; StepFailed when the new mount does not serve the same tree."""
     env.log(f"storage: {st.text()}")
+    if st.kind == MIRROR:
+        try:
+            mirror.do(env, st)
+        except ComponentError as exc:
+            raise StepFailed(str(exc)) from None
+        return
     if st.kind == VOLUME:
         st.done = True  # a half-made step is undone whole
         try:
@@ -96,6 +104,9 @@ def undo(env: Env, st: StorageStep, lab: str = "") -> None:
     if not st.done:
         return
     env.log(f"storage: undoing {st.text()}")
+    if st.kind == MIRROR:
+        mirror.undo(env, st)
+        return
     if st.kind == VOLUME:
         for key, value in st.before.items():
             if value:

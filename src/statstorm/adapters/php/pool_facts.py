@@ -20,7 +20,7 @@ from statstorm.adapters.host import elf, memory, smaps
 from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
 from statstorm.adapters.php import apcu, codetree, php_apps, php_targets, server_php, target
 from statstorm.adapters.servers import apache_facts, apache_system, nginx
-from statstorm.adapters.storage import gluster, mounts
+from statstorm.adapters.storage import code_mirror, gluster, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.model.checkfacts import (Facts, MountFact, OpcacheStatus, SiteRoot, TraceFacts,
@@ -242,7 +242,8 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
     return Gathered(Facts(
         pool=pool.name, settings=settings, lab=fpm.lab, handler=str(fpm.handler),
         cli_settings=cli, pm=pm, settings_source=source,
-        docroot=docroot, php_files=tree.php_files if docroot else None,
+        docroot=docroot, app_root=codetree.app_root(docroot) if docroot else "",
+        mirror=code_mirror.facts(docroot), php_files=tree.php_files if docroot else None,
         tree_entries=tree.entries, tree_bytes=tree.bytes,
         user_ini_files=tree.user_ini_files if docroot else None,
         recent_php_files=tree.recent, future_php_files=tree.future, include_path_php=inc_php,

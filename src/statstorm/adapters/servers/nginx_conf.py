@@ -244,6 +244,43 @@ def files_passing_to(config: Config, listen: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(s.pass_file for s in sites_passing_to(config, listen)))
 
 
+@dataclass(frozen=True)
+class RootAt:
+    """Where a site passing to a pool takes its docroot from: the `root` (or `alias`)
+    directive in effect in its PHP location, its file and line, and the level it is set at
+    (`http`, `server`, `location`; '' when none is: nginx's default `html`)."""
+
+    site: Site
+    value: str
+    file: str
+    line: int
+    level: str
+    alias: bool = False
+
+
+def roots_passing_to(config: Config, listen: str) -> tuple[RootAt, ...]:
+    """The root directive of each server block passing to `listen` (as sites_passing_to
+    picks its PHP location): what apply switches to serve a site from another tree."""
+    walk = _walk(config)
+    by_server: dict[Directive, list[tuple[Site, _PhpLocation]]] = {}
+    for loc in walk.found:
+        site = _site(loc, config, walk.upstreams)
+        if listen and any(names_listen(t, listen) for t in site.passes_to):
+            by_server.setdefault(loc.server, []).append((site, loc))
+    out = []
+    for server, pairs in by_server.items():
+        best = _best([s for s, _ in pairs])
+        root = next(loc for s, loc in pairs if s is best).scope.root
+        if root is None:
+            out.append(RootAt(best, "", "", 0, ""))
+            continue
+        level = ("server" if root.at in (server.block or ()) else
+                 "http" if any(root.at in (h.block or ())
+                               for h in _blocks(config.directives, "http")) else "location")
+        out.append(RootAt(best, root.value, root.at.file, root.at.line, level, root.alias))
+    return tuple(out)
+
+
 def names_listen(target: str, listen: str) -> bool:
     """Whether a resolved `fastcgi_pass` target reaches php-fpm's `listen` address: a socket
     by its exact path; TCP as `host:port` alike, a bare port, or a wildcard host."""

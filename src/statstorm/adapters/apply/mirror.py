@@ -1,0 +1,123 @@
+"""apply's local mirror of the code (the MIRROR change of `code-local-mirror`): planned as one
+live step (the copy, undone by removing it) and one NGINX_ROOT change per `root` directive of
+the nginx servers passing to the pool that serve the mirrored tree; `statstorm apply`
+writes those like its other nginx edits (`nginx -t`, graceful reload, backup set), so
+`--rollback` puts the roots back byte for byte, reloads, then removes the copy.
+
+Refused in one line: a root built from variables (which tree it serves is known only per
+request), a root set at `http` level (shared with servers that do not pass to the pool), an
+`alias`, a mirror already there, a disk without room for the copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from statstorm.adapters.apply.pool_config import Target
+from statstorm.adapters.servers import nginx, nginx_conf
+from statstorm.adapters.storage import code_mirror
+from statstorm.env import Env
+from statstorm.errors import ComponentError, UsageError
+from statstorm.model.applyplan import MANUAL, MIRROR, NGINX_ROOT, Change
+from statstorm.model.mirror import inside, mirror_dir, served_root
+from statstorm.results.apply import StorageStep
+
+
+def cannot(target: Target) -> str:
+    """Why apply cannot switch this target's web server to a mirror ('' : it can)."""
+    if target.lab:
+        return "a lab's code is its own: a mirror is made for a running pool (--pool)"
+    if target.php_in_apache or target.apache_conf is not None or target.system_apache:
+        return ("Apache serves this pool: copy the code and switch its DocumentRoot by hand "
+                "(statstorm switches nginx's root)")
+    if not target.nginx_test or not target.nginx_pid:
+        return "no running nginx passes requests to this pool: switch its web server's root " \
+               "by hand"
+    return ""
+
+
+def _roots(target: Target, source: str) -> list[nginx_conf.RootAt]:
+    """The root directives to switch: every server passing to the pool whose docroot is in
+    `source` (UsageError for one apply cannot switch)."""
+    config = nginx.read_master(target.nginx_test[:-2])  # the master's argv, without -t -q
+    roots = nginx_conf.roots_passing_to(config, target.listen)
+    for r in roots:
+        if r.site.docroot_unknown:
+            where = f"{r.file}:{r.line}" if r.file else r.site.config_file
+            raise UsageError(f"the root of {_name(r)} ({where}) is built from "
+                             f"{r.site.docroot_unknown}: statstorm cannot tell which tree it "
+                             "serves; write a fixed root, or switch it to a copy by hand")
+    found = [r for r in roots if r.site.docroot and inside(r.site.docroot, source)]
+    if not found:
+        raise UsageError(f"no nginx server passing to pool {target.pool} has its root in "
+                         f"{source}: nothing would serve a mirror of it")
+    for r in found:
+        if r.level == "http" or not r.file:
+            raise UsageError(f"the root of {_name(r)} is set at http level ({r.file}:{r.line}),"
+                             " shared with other servers: set it in the server block first")
+        if r.alias:
+            raise UsageError(f"{_name(r)} serves PHP through alias ({r.file}:{r.line}): switch "
+                             "it to a copy by hand")
+    return found
+
+
+def _name(r: nginx_conf.RootAt) -> str:
+    names = [n for n in r.site.server_names if n and n != "_"]
+    return f"server {names[0]}" if names else f"the server at {r.site.config_file}:" \
+                                              f"{r.site.config_line}"
+
+
+def plan(env: Env, target: Target, changes: list[Change],
+         ) -> tuple[list[Change], list[StorageStep], list[str]]:
+    """The MIRROR changes as a copy step and the root changes; MANUAL with the reason where
+    the target cannot take one. Adds the files holding the roots to the target's nginx files
+    (so they are tested with `nginx -t` and nginx reloads)."""
+    out = [c for c in changes if c.kind != MIRROR]
+    steps: list[StorageStep] = []
+    for c in (c for c in changes if c.kind == MIRROR):
+        why = cannot(target)
+        if why:
+            out.append(Change(c.finding, MANUAL, "", "", c.line, why))
+            continue
+        source = Path(c.value)
+        if not source.is_dir():
+            raise UsageError(f"{source} is not a directory: run statstorm check again")
+        roots = _roots(target, str(source))
+        dest = Path(mirror_dir(str(code_mirror.root_dir()), target.pool, str(source)))
+        if dest.exists() or dest.is_symlink():
+            raise UsageError(f"{dest} exists: a mirror of {source} is there already "
+                             f"(`statstorm mirror sync --pool {target.pool}` refreshes it)")
+        entries, size = code_mirror.tree_size(source)
+        code_mirror.check_space(source, dest, size)
+        steps.append(StorageStep(MIRROR, str(dest), {"source": str(source)},
+                                 {"pool": target.pool, "files": str(entries),
+                                  "bytes": str(size)}))
+        out.append(c)
+        for r in roots:
+            new = served_root(str(dest), str(source), r.site.docroot)
+            out.append(Change(c.finding, NGINX_ROOT, "root", new, f"root {new};",
+                              f"{_name(r)} served from the local mirror", r.value,
+                              f"{r.file}:{r.line}"))
+            if Path(r.file) not in target.nginx_files:
+                target.nginx_files.append(Path(r.file))
+    return out, steps, []
+
+
+def do(env: Env, st: StorageStep) -> None:
+    """Make the copy (the step counts as done from its first byte: undo removes it)."""
+    st.done = True
+    made = code_mirror.make(Path(st.where), Path(st.before["source"]), st.after.get("pool", ""))
+    st.after.update(files=str(made.marker.files), bytes=str(made.marker.bytes))
+    env.log(f"mirror: {made.marker.source} copied to {made.path}/{made.marker.tree} in "
+            f"{made.seconds:g} s")
+
+
+def undo(env: Env, st: StorageStep) -> None:
+    if not st.done:
+        return
+    env.log(f"mirror: removing {st.where}")
+    try:
+        code_mirror.remove(Path(st.where))
+    except OSError as exc:
+        raise ComponentError(f"cannot remove {st.where} ({exc.strerror or exc}): remove it by "
+                             "hand") from None
+    st.done = False
