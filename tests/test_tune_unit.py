@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -127,6 +128,19 @@ def test_the_masters_options_and_names() -> None:
     assert shadow.lab_name("My_Pool.x") == "tune-my-pool-x"
     assert shadow.workers_of({"pm.max_children": "500"}) == shadow.MAX_WORKERS
     assert shadow.workers_of({"pm.max_children": "x"}) == 5
+
+
+def test_relative_links_out_of_the_tree_reach_the_same_files(tmp_path: Path) -> None:
+    src, copy = tmp_path / "srv/wiki", tmp_path / "copy"
+    for d in (src / "lib", copy / "lib"):
+        d.mkdir(parents=True)
+    for d in (src, copy):
+        (d / "lib/out").symlink_to("../../etc")
+        (d / "lib/in").symlink_to("../data")
+        (d / "abs").symlink_to("/etc/x")
+    assert shadow.pin_escaping_links(src, copy) == 1
+    assert os.readlink(copy / "lib/out") == str(tmp_path / "srv/etc")
+    assert os.readlink(copy / "lib/in") == "../data" and os.readlink(copy / "abs") == "/etc/x"
 
 
 def test_a_tree_larger_than_the_free_space_is_refused(tmp_path: Path) -> None:

@@ -132,6 +132,28 @@ def tree_bytes(path: Path) -> int:
     return total
 
 
+def pin_escaping_links(source: Path, copy: Path) -> int:
+    """Relative symlinks of the copy that lead out of the tree, pointed at the same place
+    as in the source (absolute): they must reach the same files. How many were changed."""
+    changed = 0
+    src = os.path.normpath(source)
+    for top, dirs, files in os.walk(copy):
+        for name in dirs + files:
+            link = os.path.join(top, name)
+            if not os.path.islink(link):
+                continue
+            target = os.readlink(link)
+            if os.path.isabs(target):
+                continue
+            orig = os.path.join(src, os.path.relpath(top, copy))
+            where = os.path.normpath(os.path.join(orig, target))
+            if where != src and not where.startswith(src + os.sep):
+                os.unlink(link)
+                os.symlink(where, link)
+                changed += 1
+    return changed
+
+
 def check_space(need: int, free: int, source: str, where: Path) -> None:
     """UsageError when a copy of `need` bytes does not fit in `free` (with a margin)."""
     if need + SPACE_MARGIN > free:
@@ -166,6 +188,7 @@ def up(env: Env, plan: ShadowPlan, say: Callable[[str], None]) -> LabState:
         say(f"shadow of pool {plan.pool}: copying {plan.source} to {code}…")
         tree_copy.copy_tree(Path(plan.source), code, jobs=4)
         code.chmod(Path(plan.source).stat().st_mode & 0o7777)
+        pin_escaping_links(Path(plan.source), code)
         state = rec.record(pool=f"statstorm-{plan.lab}", fpm_socket=str(root / "run/php-fpm.sock"))
         conf = phpfpm.lab_conf(state)
         conf.write_text(render_fpm_conf(plan, root, code))
