@@ -95,7 +95,9 @@ DIRECTIVES = {
     "php_admin_value[open_basedir]": "/mnt/gv/wiki:/tmp",
     "php_value[include_path]": ".:/mnt/gv/wiki/inc:/usr/share/php",
     "php_value[memory_limit]": "128M", "env[TMP]": "/tmp", "slowlog": "/var/log/x.log",
-    "php_admin_value[error_log]": "/mnt/gv/wikidata/log",
+    "php_admin_value[error_log]": "/mnt/gv/wikidata/log", "rlimit_files": "0",
+    "php_admin_value[disable_functions]": "exec,system",
+    "php_value[date.timezone]": "Europe/Berlin (x)",
 }
 
 
@@ -115,7 +117,9 @@ def test_the_shadow_fpm_conf_keeps_the_pools_php_lines_with_paths_moved(tmp_path
     assert f"php_value[include_path] = .:{tmp_path}/code/inc:/usr/share/php" in text
     assert "php_admin_value[error_log] = /mnt/gv/wikidata/log" in text  # not under the tree
     assert "php_value[memory_limit] = 128M" in text and "env[TMP] = /tmp" in text
-    assert "slowlog" not in text and "pm.start_servers" not in text
+    assert "slowlog" not in text and "pm.start_servers" not in text and "rlimit" not in text
+    assert "php_admin_value[disable_functions] = exec,system" in text
+    assert 'php_value[date.timezone] = "Europe/Berlin (x)"' in text
     assert f"pid = {tmp_path}/run/php-fpm.pid" in text and "[statstorm-tune-www]" in text
 
 

@@ -265,8 +265,7 @@ def run(env: Env, opts: TuneOptions, say: Callable[[str], None] | None = None,
                                 pool=opts.pool, urls=opts.urls, output=trace_path,
                                 views=opts.views, name="statstorm-tune-trace")
             files["trace_before"] = trace_path.name
-            chk = steps.check(env, check_cmd.CheckOptions(pools=(opts.pool,), trace=trace_path,
-                                                          docroot=docroot))
+            chk = steps.check(env, check_cmd.CheckOptions(pools=(opts.pool,), trace=trace_path))
             files["check_before"] = tune.write("check-before.json", chk.to_json())
             tune.save(metadata_calls_per_request=PerRequest(before=calls, keys=("before",)),
                       findings_before=tuple(f"{f.severity}: {f.id}" for f in chk.findings),

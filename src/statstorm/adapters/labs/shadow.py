@@ -30,8 +30,8 @@ APP = "shadow"  # the `app` of a shadow's lab state
 MAX_WORKERS = 32
 # The pool directives a shadow keeps (besides pm.max_children): what PHP runs with.
 KEPT_PREFIXES = ("php_value[", "php_admin_value[", "php_flag[", "php_admin_flag[", "env[")
-KEPT_KEYS = ("security.limit_extensions", "request_terminate_timeout", "rlimit_files",
-             "pm.max_requests")
+KEPT_KEYS = ("security.limit_extensions", "request_terminate_timeout", "pm.max_requests")
+_INI_SPECIAL = re.compile(r'[{}|&~!\[\]()^";=]')
 SPACE_MARGIN = 64 << 20  # bytes left free on the state root after the copy
 
 
@@ -93,9 +93,16 @@ def workers_of(directives: dict[str, str]) -> int:
     return max(1, min(MAX_WORKERS, n))
 
 
+def _ini_value(value: str) -> str:
+    """A value as php-fpm's ini reader takes it back: quoted when it holds INI syntax."""
+    if _INI_SPECIAL.search(value):
+        return '"' + value.replace('"', '\\"') + '"'
+    return value
+
+
 def render_fpm_conf(plan: ShadowPlan, root: Path, copy: Path) -> str:
     """The shadow master's configuration: its own pid, log and socket; the pool's directives."""
-    lines = [f"{k} = {v}" for k, v in
+    lines = [f"{k} = {_ini_value(v)}" for k, v in
              kept_directives(plan.directives, plan.source, str(copy)).items()]
     body = "\n".join(lines)
     return f"""\
