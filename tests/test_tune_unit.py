@@ -305,3 +305,30 @@ def test_the_shadow_goes_whatever_fails_and_the_json_keeps_what_was_measured(
     assert "apply --yes" not in fakes.events
     written = TuneResult.from_json(json.loads((tmp_path / "out/tune.json").read_text()))
     assert written.before is not None and written.predicted is None
+
+
+FPM = Path("/usr/sbin/php-fpm8.2")
+DEBIAN_FPM_CONF = Path("/etc/php/8.2/fpm/php-fpm.conf")
+
+
+@pytest.mark.skipif(not FPM.exists() or not DEBIAN_FPM_CONF.exists(), reason="no php-fpm 8.2")
+def test_php_fpm_accepts_the_shadow_of_debians_www_pool(tmp_path: Path) -> None:
+    """The www pool as Debian ships it, read with `php-fpm -tt`, plus php_admin_value lines:
+    `php-fpm -t` accepts the shadow's configuration (nothing started)."""
+    from statstorm.adapters.labs import phpfpm
+    from statstorm.adapters.php import php_targets
+    env = Env()
+    directives = phpfpm.pool_directives(
+        php_targets.fpm_tt(env, [str(FPM), "-y", str(DEBIAN_FPM_CONF)]), "www")
+    assert directives["listen"].startswith("/run/php/")
+    directives |= {"php_admin_value[open_basedir]": "/srv/wiki:/tmp",
+                   "php_value[date.timezone]": "Europe/Berlin"}
+    p = plan(directives=directives, workers=shadow.workers_of(directives), source="/srv/wiki")
+    for sub in ("run", "log", "conf"):
+        (tmp_path / sub).mkdir()
+    conf = tmp_path / "conf/php-fpm.conf"
+    conf.write_text(shadow.render_fpm_conf(p, tmp_path, tmp_path / "code"))
+    phpfpm.test_config(env, str(FPM), conf, {"realpath_cache_size": "4096K"})
+    text = conf.read_text()
+    assert f"php_admin_value[open_basedir] = {tmp_path}/code:/tmp" in text
+    assert "security.limit_extensions = .php .phar" in text
