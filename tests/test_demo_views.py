@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from statstorm.adapters.tracing import page_views
 from statstorm.adapters.tracing.trace_thread import TraceThread
 from statstorm.commands import demo as demo_cmd
 from statstorm.env import Env
@@ -66,7 +67,7 @@ def lab() -> LabState:
 def test_views_go_on_until_the_tracer_has_its_requests(monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path) -> None:
     pages, calls = Pages(), []
-    monkeypatch.setattr(demo_cmd.http, "fetch", pages.fetch)
+    monkeypatch.setattr(page_views.http, "fetch", pages.fetch)
     monkeypatch.setattr(demo_cmd.trace_cmd, "run", fake_run(pages, calls))
     total = demo_cmd.trace_views(Env(), lab(), 3, tmp_path / "before.sst.gz", "run-a")
     assert total == 42.5
@@ -79,7 +80,7 @@ def test_views_go_on_until_the_tracer_has_its_requests(monkeypatch: pytest.Monke
 def test_a_page_that_does_not_answer_detaches_the_tracer(monkeypatch: pytest.MonkeyPatch,
                                                          tmp_path: Path) -> None:
     pages, calls = Pages(fail_at=2), []
-    monkeypatch.setattr(demo_cmd.http, "fetch", pages.fetch)
+    monkeypatch.setattr(page_views.http, "fetch", pages.fetch)
     monkeypatch.setattr(demo_cmd.trace_cmd, "run", fake_run(pages, calls))
     with pytest.raises(ComponentError, match="no answer while tracing"):
         demo_cmd.trace_views(Env(), lab(), 5, tmp_path / "t.sst.gz")

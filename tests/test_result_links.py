@@ -124,7 +124,7 @@ def test_every_kind_is_declared_once() -> None:
     kinds = [k.KIND for k in KINDS]
     assert len(kinds) == len(set(kinds)) and DemoResult in KINDS
     assert {"trace", "trace-summary", "check", "whatif", "fsbench", "sweep", "apply", "demo",
-            "matrix"} == set(kinds)
+            "matrix", "tune"} == set(kinds)
 
 
 def test_a_trace_carries_its_run_and_one_of_another_run_is_left_out(tmp_path: Path) -> None:

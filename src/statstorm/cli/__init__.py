@@ -70,7 +70,8 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 def load_commands() -> None:
     """Import the subcommand modules; each registers itself on `cli`."""
     from statstorm.cli import (apply, check, demo, exporter, fsbench, lab,  # noqa: F401
-                               matrix, mirror, opcache, report, sweep, trace, whatif)
+                               matrix, mirror, opcache, report, sweep, trace, tune,
+                               whatif)
 
 
 def _fail(env: Env, message: str, code: int, as_json: bool) -> int:

@@ -18,8 +18,6 @@ step); both labs are removed whatever happens, unless `keep`.
 
 from __future__ import annotations
 
-import tempfile
-import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -29,29 +27,22 @@ from typing import Callable
 from statstorm import faults
 from statstorm.adapters.apply import apply_target
 from statstorm.adapters.labs import lab_build, state as labs
-from statstorm.adapters.load import http
+from statstorm.adapters.load import interleaved
 from statstorm.adapters.storage import round_trips
-from statstorm.adapters.load.loadgen import RunSpec, load_lock
 from statstorm.adapters.load.wrk import Wrk
-from statstorm.adapters.tracing.trace_thread import TraceThread, Tracer
+from statstorm.adapters.tracing import page_views
 from statstorm.commands import apply as apply_cmd, check as check_cmd
 from statstorm.commands import trace as trace_cmd, whatif as whatif_cmd
 from statstorm.env import Env
-from statstorm.errors import (ComponentError, DependencyError, PrivilegeError, StatstormError,
-                              UsageError)
-from statstorm.model import applyplan, network_forecast
-from statstorm.model.storage_kinds import network_mount_indexes
-from statstorm.model.finding import Finding
-from statstorm.model.phpsettings import SETTABLE
-from statstorm.model.sweep_levels import Traced
+from statstorm.errors import DependencyError, PrivilegeError, StatstormError, UsageError
+from statstorm.model import applyplan
 from statstorm.results import result_files
 from statstorm.results.common import write_atomic, write_json_atomic
 from statstorm.results.apply import ApplyMode
 from statstorm.results.demo import (DemoResult, JsonObject, Lab, LabSettings, PerRequest, Phase,
-                                    Prediction, Round, Side, new_run_id, with_run_id)
+                                    new_run_id, with_run_id)
 from statstorm.results.lab import LabState
 from statstorm.results.storage_kind import StorageKind
-from statstorm.results.trace import read_trace
 
 ROLES = ("local", "network")
 STEPS = 7
@@ -109,124 +100,32 @@ def measure(env: Env, states: dict[str, LabState], opts: DemoOptions, label: str
             say: Callable[[str], None]) -> Phase:
     """Both labs under the same closed-model load, rounds interleaved; the network lab's
     round trips from its volume's profile (GlusterFS)."""
-    rounds: dict[str, list[Round]] = {role: [] for role in ROLES}
-    wrk = Wrk()
     volume = states["network"].volume
-    with tempfile.TemporaryDirectory(prefix="statstorm-demo-") as tmp:
-        work = Path(tmp)
-        for role in ROLES:
-            url = states[role].url + states[role].entry_path
-            with load_lock(env):
-                wrk.run(env, RunSpec(url, opts.warmup_s, 10.0, concurrency=opts.concurrency,
-                                     max_requests=100_000), work)
-        for i in range(opts.rounds):
-            for role in ROLES:
-                url = states[role].url + states[role].entry_path
-                say(f"{label}: round {i + 1}/{opts.rounds}, {role} lab, {opts.duration_s:g} s "
-                    f"at {opts.concurrency} users…")
-                window = round_trips.gluster(env, volume) if role == "network" and volume else None
-                if window is not None:
-                    window.open()
-                with load_lock(env):
-                    run = wrk.run(env, RunSpec(url, opts.duration_s, 10.0,
-                                               concurrency=opts.concurrency,
-                                               max_requests=int(opts.duration_s * 50_000)), work)
-                rt = None
-                if window is not None:
-                    window.close(run.requests)
-                    rt = window.round_trips
-                    if window.note:
-                        say(f"{label}: {window.note}")
-                rounds[role].append(Round(round(run.rps, 2), round(run.p50, 2),
-                                          round(run.p99, 2), run.errors.total, run.requests, rt))
-    return Phase(Side(tuple(rounds["local"])), Side(tuple(rounds["network"])))
 
+    def window() -> round_trips.Window | None:
+        return round_trips.gluster(env, volume) if volume else None
 
-def views_tracer(views: int, run_id: str = "") -> Tracer:
-    """`statstorm trace` of a lab's pool that ends by itself once `views` requests are over;
-    its header carries `run_id` (the demo's run)."""
-    def tracer(env: Env, *, lab: str | None, pool: str | None, duration_s: float, output: Path,
-               ready: threading.Event, stop: threading.Event) -> Traced:
-        return trace_cmd.run(env, trace_cmd.TraceOptions(
-            lab=lab, pool=pool, requests=views, duration_s=duration_s, output=output,
-            run_id=run_id), ready=ready, stop=stop)
-    return tracer
+    def side(role: str, win: Callable[[], round_trips.Window | None]) -> interleaved.Target:
+        return interleaved.Target(role, (states[role].url + states[role].entry_path,), win)
+    return interleaved.measure(env, side("local", lambda: None), side("network", window),
+                               interleaved.Load(opts.rounds, opts.duration_s, opts.warmup_s,
+                                                opts.concurrency), label, say)
 
 
 def trace_views(env: Env, state: LabState, views: int, output: Path, run_id: str = "") -> float:
     """`statstorm trace` of the lab's pool while `views` page views are fetched (the trace
-    carrying `run_id`); its metadata calls per request (the summary's per_request total)."""
-    tt = TraceThread(env, views_tracer(views, run_id), lab=state.name, pool=None,
-                     duration_s=120.0, output=output, name="statstorm-demo-trace")
-    tt.start()
-    try:
-        url = state.url + state.entry_path
-        deadline = time.monotonic() + 180
-        fetched = 0
-        # The tracer counts a request once later events show it over: views go on (beyond
-        # `views`, not counted) until it has its `views` finished requests and stops.
-        while not tt.ended() and time.monotonic() < deadline:
-            try:
-                http.fetch(url, timeout=60)
-            except OSError as exc:
-                raise ComponentError(f"{url}: no answer while tracing ({exc})") from None
-            fetched += 1
-            if fetched >= views:
-                tt.ended(0.2)
-        if not tt.ended(max(1.0, deadline - time.monotonic())):
-            raise ComponentError("the trace did not finish within 180 s")
-    except BaseException:  # Ctrl-C, SIGTERM, no answer: the tracer detaches before we go
-        tt.abandon()
-        raise
-    return tt.finish().summary.per_request.total or 0.0
+    carrying `run_id`); its metadata calls per request."""
+    return page_views.trace_views(env, trace_cmd.views_tracer(views, run_id), lab=state.name,
+                                  pool=None, urls=(state.url + state.entry_path,),
+                                  output=output, views=views, name="statstorm-demo-trace")
 
 
 # -- predicting -----------------------------------------------------------------------------------
-def predict(env: Env, findings: list[Finding], settings: dict[str, str], trace_path: Path,
-            round_trips_before: float | None) -> Prediction:
-    """What check's changes will do, before any is made: metadata calls per request from
-    `whatif` (the PHP changes), round trips per request from the measured ones scaled by the
-    forecast of the mount and app changes."""
-    changes = applyplan.merge([c for f in findings for c in applyplan.classify(f, settings)])
-    sets = [f"{c.key}={c.value}" for c in changes
-            if c.kind in (applyplan.POOL_INI, applyplan.MASTER_INI) and c.key in SETTABLE]
-    wi = whatif_cmd.run(whatif_cmd.WhatifOptions(trace_path, sets=tuple(sets)))
-    tr = read_trace(trace_path)
-    network = network_mount_indexes(tr.mounts)
-    requests = sum(1 for r in tr.requests.values() if r.end_ns >= 0) or len(tr.requests)
-    mount = {c.key: c.value for c in changes if c.kind == applyplan.MOUNT}
-
-    def secs(key: str, default: float) -> float:
-        try:
-            return float(mount.get(key, default))
-        except ValueError:
-            return default
-    now = network_forecast.forecast(tr.syscalls, network, requests,
-                                    network_forecast.MountCaches())
-    then = network_forecast.forecast(
-        tr.syscalls, network, requests,
-        network_forecast.MountCaches(secs("attribute-timeout", 1), secs("entry-timeout", 1),
-                                     secs("negative-timeout", 0)),
-        app_cache=any(c.kind == applyplan.APP for c in changes))
-    rt = None
-    if round_trips_before is not None and now.reaching_per_request:
-        rt = round(round_trips_before * then.reaching_per_request / now.reaching_per_request, 2)
-    return Prediction(tuple(sets), wi.proposed.per_request["total"],
-                      wi.current.per_request["total"], now.reaching_per_request,
-                      then.reaching_per_request, rt,
-                      tuple(c.line for c in changes if c.kind != applyplan.MANUAL))
+predict = whatif_cmd.predict_findings
 
 
 def prediction_text(result: DemoResult) -> str:
-    p = result.predicted
-    rt = p.round_trips_per_request if p else None
-    before = result.round_trips().before
-    return (f"prediction (before any change): metadata calls per request "
-            f"{p.metadata_calls_per_request_now if p else None} → "
-            f"{p.metadata_calls_per_request if p else None} "
-            f"(whatif: {', '.join(p.php_settings if p else ()) or 'no PHP change'}); "
-            f"network round trips per request {before if before is not None else '?'} → "
-            f"{rt if rt is not None else '?'} (mount and app changes)")
+    return whatif_cmd.prediction_line(result.predicted, result.round_trips().before)
 
 
 # -- fixing ---------------------------------------------------------------------------------------
@@ -325,7 +224,7 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
 
         step(4, "predict: whatif of check's PHP changes, forecast of the storage changes…")
         settings = {k: str(v) for k, v in (chk.pools[0].settings if chk.pools else {}).items()}
-        predicted = predict(env, chk.findings, settings, before_trace,
+        predicted = predict(chk.findings, settings, before_trace,
                             before.network.round_trips_per_request)
         demo.save(replace(demo.result, predicted=predicted, predicted_at=_now(),
                           timings_s=dict(timings)))

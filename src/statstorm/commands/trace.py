@@ -28,6 +28,7 @@ from statstorm.adapters.tracing.bpftrace_run import run_bpftrace
 from statstorm.adapters.tracing.bpftrace_session import Refused
 from statstorm.adapters.tracing.libbpf_run import run_ebpf
 from statstorm.adapters.tracing.strace_run import run_strace
+from statstorm.adapters.tracing.trace_thread import Tracer
 from statstorm.adapters.tracing.trace_backends import (DEFAULT_DURATION_S, DEFAULT_EVENT_CAP,
                                                        RecordOptions)
 from statstorm.env import Env
@@ -121,6 +122,16 @@ def counting_tracer(env: Env, *, lab: str | None, pool: str | None, duration_s: 
     --verify): attached when `ready` is set, ended by `stop`."""
     return run(env, TraceOptions(lab=lab, pool=pool, counts=True,
                                  duration_s=duration_s, output=output), ready=ready, stop=stop)
+
+
+def views_tracer(views: int, run_id: str = "") -> Tracer:
+    """The full trace of a lab's or pool's page views (the demo's and tune's "find" step):
+    it ends by itself once `views` requests are over; its header carries `run_id`."""
+    def tracer(env: Env, *, lab: str | None, pool: str | None, duration_s: float, output: Path,
+               ready: threading.Event, stop: threading.Event) -> TraceRun:
+        return run(env, TraceOptions(lab=lab, pool=pool, requests=views, duration_s=duration_s,
+                                     output=output, run_id=run_id), ready=ready, stop=stop)
+    return tracer
 
 
 def run(env: Env, opts: TraceOptions, *, progress: Callable[[str], None] | None = None,

@@ -17,6 +17,10 @@ from typing import Any
 from statstorm.adapters.tracing import whatif_input
 from statstorm.adapters.tracing.whatif_input import CachedInput, new_input
 from statstorm.errors import UsageError
+from statstorm.model import applyplan
+from statstorm.model.finding import Finding
+from statstorm.model.phpsettings import SETTABLE
+from statstorm.model.storage_kinds import network_mount_indexes
 from statstorm.model import latency_profile as lp
 from statstorm.model import network_forecast as nf
 from statstorm.model import round_trip_forecast as round_trips
@@ -25,6 +29,8 @@ from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, w
 from statstorm.model.replay import Prepared, ReplayResult, replay
 from statstorm.model.replay_limits import limits
 from statstorm.results.common import MAX_JSON_BYTES, read_bounded
+from statstorm.results.demo import Prediction as Forecast
+from statstorm.results.trace import read_trace
 from statstorm.results.trace.header import TraceHeader
 from statstorm.results.trace.raw import TraceRecords, read_records
 from statstorm.results.whatif import (CacheBytes, FindMin, Limit, NetworkBasis, NetworkSide,
@@ -256,3 +262,49 @@ def predict_changes(trace: Path, sets: list[str], not_modelled: list[str]) -> di
     return {"trace": str(trace), "profile": both.profile_source, "sets": sets,
             "current": _figures(both.current), "proposed": _figures(both.proposed),
             "each": each, "not_modelled": not_modelled, "notes": list(both.notes)}
+
+
+# -- a composite verb's prediction (demo, tune) -----------------------------------------------
+def predict_findings(findings: list[Finding], settings: dict[str, str], trace_path: Path,
+                    round_trips_before: float | None) -> Forecast:
+    """What check's changes will do, before any is made: metadata calls per request from
+    `whatif` (the PHP changes), round trips per request from the measured ones scaled by the
+    forecast of the mount and app changes (model.network_forecast)."""
+    changes = applyplan.merge([c for f in findings for c in applyplan.classify(f, settings)])
+    sets = [f"{c.key}={c.value}" for c in changes
+            if c.kind in (applyplan.POOL_INI, applyplan.MASTER_INI) and c.key in SETTABLE]
+    wi = run(WhatifOptions(trace_path, sets=tuple(sets)))
+    tr = read_trace(trace_path)
+    network = network_mount_indexes(tr.mounts)
+    requests = sum(1 for r in tr.requests.values() if r.end_ns >= 0) or len(tr.requests)
+    mount = {c.key: c.value for c in changes if c.kind == applyplan.MOUNT}
+
+    def secs(key: str, default: float) -> float:
+        try:
+            return float(mount.get(key, default))
+        except ValueError:
+            return default
+    now = nf.forecast(tr.syscalls, network, requests, nf.MountCaches())
+    then = nf.forecast(tr.syscalls, network, requests,
+                       nf.MountCaches(secs("attribute-timeout", 1), secs("entry-timeout", 1),
+                                      secs("negative-timeout", 0)),
+                       app_cache=any(c.kind == applyplan.APP for c in changes))
+    rt = None
+    if round_trips_before is not None and now.reaching_per_request:
+        rt = round(round_trips_before * then.reaching_per_request / now.reaching_per_request, 2)
+    return Forecast(tuple(sets), wi.proposed.per_request["total"],
+                      wi.current.per_request["total"], now.reaching_per_request,
+                      then.reaching_per_request, rt,
+                      tuple(c.line for c in changes if c.kind != applyplan.MANUAL))
+
+
+def prediction_line(p: Forecast | None, round_trips_before: float | None) -> str:
+    """The prediction as one line, printed before anything changes."""
+    rt = p.round_trips_per_request if p else None
+    return (f"prediction (before any change): metadata calls per request "
+            f"{p.metadata_calls_per_request_now if p else None} → "
+            f"{p.metadata_calls_per_request if p else None} "
+            f"(whatif: {', '.join(p.php_settings if p else ()) or 'no PHP change'}); "
+            f"network round trips per request "
+            f"{round_trips_before if round_trips_before is not None else '?'} → "
+            f"{rt if rt is not None else '?'} (mount and app changes)")

@@ -16,6 +16,7 @@ from statstorm.report.sections import Section, label
 from statstorm.results.apply_report import ApplyReport
 from statstorm.results.check import CheckResult
 from statstorm.results.demo import DemoResult
+from statstorm.results.tune import TuneResult
 from statstorm.results.jsontypes import JsonObject
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.matrix import MatrixResult
@@ -104,6 +105,8 @@ def typed(rf: ResultFile) -> Typed:
             return ApplyReport.from_json(rf.data)
         if rf.kind == "demo":
             return DemoResult.from_json(rf.data)
+        if rf.kind == "tune":
+            return TuneResult.from_json(rf.data).as_demo()
         if rf.kind == "trace-summary":
             return sections.summary_of(rf.data)
         return rf.trace

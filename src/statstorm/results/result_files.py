@@ -28,6 +28,7 @@ from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.jsontypes import JsonObject
 from statstorm.results.matrix import MatrixResult
 from statstorm.results.sweep import SweepResult
+from statstorm.results.tune import TuneResult
 from statstorm.results.trace import FORMAT, Trace, read_trace
 from statstorm.results.trace.summary import TraceSummary
 from statstorm.results.whatif import WhatifResult
@@ -51,10 +52,11 @@ class ResultKind(Protocol):
 # The result kinds the report reads, each declared by its class; files without a schema key
 # are told by LEGACY, tried in this order.
 KINDS: tuple[ResultKind, ...] = (Trace, WhatifResult, TraceSummary, CheckResult, SweepResult,
-                                 FsbenchResult, ApplyReport, DemoResult, MatrixResult)
+                                 FsbenchResult, ApplyReport, DemoResult, MatrixResult,
+                                 TuneResult)
 BY_KIND: dict[str, ResultKind] = {k.KIND: k for k in KINDS}
 READABLE = ("trace files (.sst, .sst.gz) and the JSON of check --json, whatif --json, fsbench, "
-            "sweep, apply, demo and matrix")
+            "sweep, apply, demo, matrix and tune")
 
 
 @dataclass

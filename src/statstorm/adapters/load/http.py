@@ -43,8 +43,11 @@ def check_answer(url: str, expect_status: int, expect_text: str, timeout: float)
     return ""
 
 
-def check_loopback(url: str, allow_remote: bool) -> str:
-    """Refuse targets that are not on loopback unless `allow_remote`; return the host."""
+def check_loopback(url: str, allow_remote: bool,
+                   fix: str = "sweep sends load only to 127.0.0.1/::1/localhost; pass "
+                              "--allow-remote if you own that server") -> str:
+    """Refuse targets that are not on loopback unless `allow_remote`; return the host.
+    `fix`: what the refusal tells the user to do."""
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port  # raises on a port that is no number or out of range
@@ -60,6 +63,5 @@ def check_loopback(url: str, allow_remote: bool) -> str:
     addrs = {str(info[4][0]) for info in infos}
     remote = sorted(a for a in addrs if not ipaddress.ip_address(a.split("%")[0]).is_loopback)
     if remote and not allow_remote:
-        raise UsageError(f"{host} ({', '.join(remote)}) is not on loopback: sweep sends load only to "
-                         f"127.0.0.1/::1/localhost; pass --allow-remote if you own that server")
+        raise UsageError(f"{host} ({', '.join(remote)}) is not on loopback: {fix}")
     return host

@@ -61,6 +61,14 @@ def _pick(candidates: list[Site], host: str) -> Site | None:
     return candidates[0] if candidates else None
 
 
+def site_for(sites: tuple[Site, ...] | list[Site], url: str) -> Site | None:
+    """Among `sites` (nginx server blocks), the one nginx would answer `url` with: on the
+    URL's port, by server name, then default_server, then the first; None when none listens
+    on that port."""
+    host, port = split_url(url)
+    return _pick([s for s in sites if port in {_port_of(x) for x in s.listen}], host)
+
+
 def pool_listening(env: Env, address: str) -> str:
     """The running php-fpm pool whose `listen` is `address` ('' if none)."""
     for name in fpm_master.running_pools():

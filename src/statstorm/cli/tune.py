@@ -1,0 +1,112 @@
+"""`statstorm tune`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from statstorm.cli import cli, started
+from statstorm.cli.paths import OutputPath
+from statstorm.commands import tune as tune_cmd
+from statstorm.env import Env
+from statstorm.results.tune import TuneResult
+
+
+def _fmt(v: float | None, unit: str = "") -> str:
+    return "-" if v is None else f"{v:,.2f}{unit}"
+
+
+def render(env: Env, r: TuneResult) -> None:
+    con = Console(file=env.stdout, highlight=False, soft_wrap=True, width=110)
+    t = Table(title=f"pool {r.pool} against its shadow on local disk ({r.docroot})")
+    for h in ("", "shadow req/s", "pool req/s", "ratio", "shadow p50/p99 ms",
+              "pool p50/p99 ms", "p99 ratio"):
+        t.add_column(h, justify="left" if not h else "right")
+    for name, ph in (("before", r.before), ("after", r.after)):
+        if ph is not None:
+            t.add_row(name, _fmt(ph.local.rps), _fmt(ph.network.rps), _fmt(ph.ratio_rps, "x"),
+                      f"{ph.local.p50_ms:g} / {ph.local.p99_ms:g}",
+                      f"{ph.network.p50_ms:g} / {ph.network.p99_ms:g}", _fmt(ph.ratio_p99, "x"))
+    con.print(t)
+    rt, mc = r.round_trips(), r.metadata_calls_per_request
+    t2 = Table(title=f"per request, on pool {r.pool}")
+    for h in ("", "before", "predicted", "after"):
+        t2.add_column(h, justify="left" if not h else "right")
+    t2.add_row("network round trips", _fmt(rt.before), _fmt(rt.predicted), _fmt(rt.after))
+    t2.add_row("metadata calls (traced)", _fmt(mc.before), _fmt(mc.predicted), _fmt(mc.after))
+    con.print(t2)
+    if r.findings_before:
+        con.print("check: " + "; ".join(r.findings_before))
+    if r.dry_run:
+        for diff in r.diffs:
+            con.print(escape(diff))
+        con.print(f"dry run: {len(r.planned)} change(s) planned, nothing changed; run again "
+                  "with --yes to apply them and measure again.")
+    elif r.applied:
+        con.print(f"applied: {', '.join(r.applied)} (at {r.applied_at}; predicted at "
+                  f"{r.predicted_at})")
+    for line in r.manual:
+        con.print(f"left to do by hand: {line}")
+    for note in r.notes:
+        con.print(f"note: {note}")
+    con.print(f"results: {r.output_dir}/tune.json; shadow removed.")
+
+
+@cli.command()
+@click.option("--pool", required=True, help="The running php-fpm pool to tune (e.g. www).")
+@click.option("--url", "urls", multiple=True, required=True,
+              help="A page of the pool's site on this machine (repeat for several pages).")
+@click.option("--yes", is_flag=True,
+              help="Apply every finding and measure again (without it: a dry run).")
+@click.option("-o", "--output-dir", type=OutputPath(file_okay=False),
+              default=Path("statstorm-tune"), show_default=True,
+              help="Where tune writes tune.json, the trace and check/apply results.")
+@click.option("--rounds", type=int, default=3, show_default=True,
+              help="Measured rounds per page, side and phase (interleaved shadow, pool, …).")
+@click.option("-d", "--duration", "duration_s", type=float, default=8.0, show_default=True,
+              help="Seconds of load per round.")
+@click.option("--warmup", "warmup_s", type=float, default=3.0, show_default=True,
+              help="Seconds of load per page and side before the rounds.")
+@click.option("-c", "--concurrency", type=int, default=4, show_default=True,
+              help="Concurrent users (wrk connections) in every round.")
+@click.option("--views", type=int, default=10, show_default=True,
+              help="Page views traced.")
+@click.option("--json", "as_json", is_flag=True, help="Print tune.json on stdout.")
+@click.pass_obj
+def tune(env: Env, pool: str, urls: tuple[str, ...], yes: bool, output_dir: Path, rounds: int,
+         duration_s: float, warmup_s: float, concurrency: int, views: int,
+         as_json: bool) -> None:
+    """The main job on your own running pool: measure, find, predict, fix and prove.
+
+    The pool's code is copied to local disk and served by a shadow php-fpm (the pool's own
+    settings) behind a loopback nginx: the reference. Pool and shadow are measured side by
+    side, the pool is traced while the pages are viewed and checked, the fix is predicted
+    and printed; without --yes the run stops there with the diffs apply would make. With
+    --yes every finding is applied and both are measured again. The shadow is removed at
+    the end, whatever happens.
+
+    \b
+    Examples:
+      statstorm tune --pool www --url http://127.0.0.1/index.php
+      statstorm tune --pool www --url http://127.0.0.1:8080/doku.php --json > tune.json
+      statstorm tune --pool www --url http://127.0.0.1/ --url http://127.0.0.1/doku.php?id=wiki --yes
+      statstorm tune --pool www --url http://127.0.0.1/ --rounds 1 -d 3 --warmup 1 --views 3
+    """
+    opts = tune_cmd.TuneOptions(pool=pool, urls=urls, yes=yes, output_dir=output_dir,
+                                rounds=rounds, duration_s=duration_s, warmup_s=warmup_s,
+                                concurrency=concurrency, views=views)
+    tune_cmd.validate(env, opts)
+    found = tune_cmd.resolve(env, opts)
+    started(env, "tune", f"pool {pool} against a shadow of its code on local disk — measure, "
+            f"trace, check, predict{', apply, measure again' if yes else ' (dry run)'}; "
+            f"results in {output_dir}/. Ctrl-C stops it and removes the shadow.")
+    result = tune_cmd.run(env, opts, found=found)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        render(env, result)
