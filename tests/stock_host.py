@@ -49,22 +49,43 @@ FPM_STYLES = {  # how each start style starts Debian's php-fpm
 APPS = {"dokuwiki": Path("/usr/share/dokuwiki"), "phpmyadmin": Path("/usr/share/phpmyadmin")}
 
 
-def tree_digest(path: Path) -> str:
-    """Every name under `path` with its type, mode, owner, bytes or link target."""
-    h = hashlib.sha256()
+def tree_entries(path: Path) -> dict[str, str]:
+    """Each name under `path` with its type and mode, owner, and bytes' or link's digest."""
     items = [path] if not path.is_dir() or path.is_symlink() else sorted(
         [path, *path.rglob("*")])
+    out = {}
     for p in items:
         if not os.path.lexists(p):
-            h.update(f"{p} absent\n".encode())
+            out[str(p)] = "absent"
             continue
         st = p.lstat()
-        h.update(f"{p} {st.st_mode:o} {st.st_uid}:{st.st_gid}\n".encode())
-        if p.is_symlink():
-            h.update(os.readlink(p).encode())
-        elif p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
+        body = (os.readlink(p).encode() if p.is_symlink()
+                else p.read_bytes() if p.is_file() else b"")
+        out[str(p)] = f"{st.st_mode:o} {st.st_uid}:{st.st_gid} {hashlib.sha256(body).hexdigest()}"
+    return out
+
+
+class TreeDigest(str):
+    """A tree's digest that names the entries that differ when compared with another."""
+
+    entries: dict[str, str]
+
+    def __new__(cls, path: Path) -> "TreeDigest":
+        entries = tree_entries(path)
+        made = super().__new__(cls, hashlib.sha256(repr(sorted(entries.items())).encode())
+                               .hexdigest())
+        made.entries = entries
+        return made
+
+    def differences(self, other: "TreeDigest") -> list[str]:
+        names = sorted(set(self.entries) | set(other.entries))
+        return [n for n in names if self.entries.get(n) != other.entries.get(n)]
+
+
+def tree_digest(path: Path) -> TreeDigest:
+    """Every name under `path` with its type, mode, owner, bytes or link target (compared as
+    a string; `differences` names what changed)."""
+    return TreeDigest(path)
 
 
 def _pid_of(pidfile: Path) -> int:

@@ -356,3 +356,18 @@ def test_backup_manifest_reads_the_format_on_disk() -> None:
     assert m.to_json() == on_disk and list(m.to_json()) == list(on_disk)
     assert m.target.pool == "www" and m.target.lab == "" and m.files[1].existed is False
     assert m.storage[0].done and m.status == "rolled-back"
+
+
+def test_a_symlinked_configuration_file_stays_a_symlink(tmp_path: Path) -> None:
+    """Debian's sites-enabled/NAME is a symlink to sites-available/NAME: apply's write (and
+    rollback's) replaces the file it points to and keeps the link."""
+    from statstorm.adapters.apply import backups
+
+    avail = tmp_path / "sites-available" / "site"
+    avail.parent.mkdir()
+    avail.write_text("root /srv/a;\n")
+    link = tmp_path / "sites-enabled" / "site"
+    link.parent.mkdir()
+    link.symlink_to("../sites-available/site")
+    backups.write_file(link, "root /srv/b;\n", avail.stat())
+    assert link.is_symlink() and avail.read_text() == "root /srv/b;\n"

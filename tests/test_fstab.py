@@ -143,3 +143,4 @@ def test_apply_refuses_a_rejected_fstab_and_writes_nothing(tmp_path: Path) -> No
 def test_no_fstab_with_rollback_is_bad_usage() -> None:
     with pytest.raises(UsageError, match="--rollback"):
         apply_cmd.validate(Env(), apply_cmd.ApplyOptions(rollback=True, fstab=False))
+

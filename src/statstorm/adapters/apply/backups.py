@@ -65,7 +65,10 @@ def _sync_dir(d: Path) -> None:
 def write_file(path: Path, data: str | bytes, like: os.stat_result | None = None,
                new_mode: int | None = None) -> None:
     """Replace `path` with `data` all at once (a `str` as read by read_text); the mode and
-    owner of `like`, else `new_mode`."""
+    owner of `like`, else `new_mode`. A symlink (Debian's sites-enabled/NAME →
+    ../sites-available/NAME) is kept: the file it points to is the one replaced."""
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     write_atomic(path, encode(data) if isinstance(data, str) else data, like, new_mode)
     _sync_dir(path.parent)
 
