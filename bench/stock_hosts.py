@@ -55,14 +55,15 @@ def statstorm(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 
 def wrk(url: str, seconds: float, conns: int) -> dict[str, float]:
-    out = subprocess.run(["wrk", "-t2", f"-c{conns}", f"-d{seconds:g}s", "--latency", url],
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(["wrk", "-t2", f"-c{conns}", f"-d{seconds:g}s", "--timeout", "10s",
+                          "--latency", url], capture_output=True, text=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errs = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
     scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}
-    return {"rps": rps,
+    return {"rps": rps, "non2xx": int(non2xx.group(1)) if non2xx else 0,
+            "socket_errors": sum(int(x) for x in errs.groups()) if errs else 0,
             "failed": (int(non2xx.group(1)) if non2xx else 0)
             + (sum(int(x) for x in errs.groups()) if errs else 0),
             "p99_ms": float(p99.group(1)) * scale[p99.group(2)] if p99 else 0.0}
@@ -148,7 +149,9 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
         failed: dict[str, float] = {}
 
         def saturate(port: int) -> None:
-            failed[str(port)] = wrk(f"http://127.0.0.1:{port}{page}", 40, 32)["failed"]
+            got = wrk(f"http://127.0.0.1:{port}{page}", 40, 32)
+            failed[f"{port} non-2xx"] = got["non2xx"]
+            failed[f"{port} socket errors"] = got["socket_errors"]
 
         loads = [threading.Thread(target=saturate, args=(p,)) for p in (LOCAL, NET)]
         for t in loads:
@@ -163,7 +166,7 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
             "missed": missed_storage(check, local, net),
             "trace_rc": traced.returncode, "apply_rc": applied.returncode,
             "apply_error": applied.stderr.strip().splitlines()[-1:] if applied.returncode else [],
-            "failed_requests": sum(failed.values())}
+            "failed_requests": sum(failed.values()), "failed_by": failed}
 
 
 def lab_reference(app: str) -> float | None:
@@ -189,7 +192,8 @@ def main() -> None:
         print(f"{case:18} {r['before']['ratio_rps']:7.3f} {r['after']['ratio_rps']:7.3f} "
               f"{r['before']['ratio_p99']:10.2f} {r['after']['ratio_p99']:9.2f} "
               f"{r['missed']:6d} {r['apply_rc']:5d} {r['failed_requests']:6.0f}"
-              + (f"  ({r['apply_error'][0]})" if r["apply_error"] else ""), flush=True)
+              + (f"  ({r['apply_error'][0]})" if r["apply_error"] else "")
+              + (f"  {r['failed_by']}" if r["failed_requests"] else ""), flush=True)
     if a.lab:
         print(f"lab (statstorm demo, mediawiki on glusterfs): after {lab_reference('mediawiki')}")
 
