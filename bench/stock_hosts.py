@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import re
 import statistics
 import subprocess
@@ -162,6 +163,7 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
         for t in loads:
             t.join()
         after = ratio(page, rounds, seconds)
+    shutil.rmtree(home, ignore_errors=True)
     return {"case": case, "before": before, "after": after,
             "missed": missed_storage(check, local, net),
             "trace_rc": traced.returncode, "apply_rc": applied.returncode,

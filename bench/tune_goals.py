@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,6 +61,7 @@ def run_app(app: str, rounds: int, seconds: float) -> dict[str, Any]:
                                str(rounds), "-d", str(seconds)], capture_output=True, text=True,
                               env=dict(os.environ, STATSTORM_HOME=str(home)))
         wall = time.monotonic() - t0
+    shutil.rmtree(home, ignore_errors=True)  # tune.json is printed below; the shadow is gone
     if proc.returncode != 0:
         return {"app": app, "error": proc.stderr.strip().splitlines()[-1:], "wall_s": wall}
     r = json.loads(proc.stdout)
