@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The statstorm test suite: installs what it needs (idempotent), then runs every test,
 # including the ones against real php-fpm, nginx, GlusterFS and MediaWiki (root).
-#   scripts/test.sh [PYTEST ARGS]          everything (CI runs this), about 48 min
+#   scripts/test.sh [PYTEST ARGS]          everything (CI runs this), about 45 min
 #   scripts/test.sh --fast [PYTEST ARGS]   the developer loop, under 2 min: lint (ruff), types
 #                                          (mypy), the layering check and every test that
 #                                          needs no root component, on 2 processes
