@@ -48,6 +48,7 @@ from statstorm.env import Env  # noqa: E402
 LOCAL, NET = 18381, 18382
 PAGES = {"mediawiki": mediawiki.ENTRY, "dokuwiki": "/doku.php"}
 SOCK = "unix:/run/php/php8.2-fpm.sock"
+KEEP: Path | None = None  # --keep DIR: wrk's socket errors and apply's output, for diagnosis
 
 
 def statstorm(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -61,6 +62,9 @@ def wrk(url: str, seconds: float, conns: int) -> dict[str, float]:
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errs = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if KEEP and errs:
+        with open(KEEP / "wrk.log", "a") as log:
+            log.write(f"{url} {errs.group(0)}\n")
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
     scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}
     return {"rps": rps, "non2xx": int(non2xx.group(1)) if non2xx else 0,
@@ -162,6 +166,8 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
                             "--url", f"http://127.0.0.1:{NET}{page}", home=home)
         for t in loads:
             t.join()
+        if KEEP:
+            (KEEP / f"{case}.apply.json").write_text(applied.stdout + applied.stderr)
         after = ratio(page, rounds, seconds)
     shutil.rmtree(home, ignore_errors=True)
     return {"case": case, "before": before, "after": after,
@@ -184,7 +190,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--lab", action="store_true", help="also run the demo for the lab's ratio")
+    ap.add_argument("--keep", type=Path, help="write wrk's socket errors and apply's output here")
     a = ap.parse_args()
+    global KEEP
+    KEEP = a.keep
+    if KEEP:
+        KEEP.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         sys.exit("bench/stock_hosts.py: run as root (it starts Debian's services)")
     print(f"{'case':18} {'before':>7} {'after':>7} {'p99 before':>10} {'p99 after':>9} "

@@ -226,6 +226,25 @@ def test_edit_ini_new_and_existing() -> None:
     assert again.count("opcache.huge_code_pages") == 1
 
 
+def test_edit_global_above_the_pools_include() -> None:
+    """Debian 12's php-fpm.conf: the directive goes in [global] above `include=` (after it, it
+    would land in the last pool included); a second edit replaces it; the result parses."""
+    text = (Path(__file__).parent / "fixtures" / "php-fpm" / "debian12-php-fpm.conf").read_text()
+    (c,) = applyplan.classify(Finding("fpm-reload-ends-requests", "warning", "t", (),
+                                      ("process_control_timeout = 10s",), ""))
+    assert (c.kind, c.key, c.value) == (applyplan.FPM_GLOBAL, "process_control_timeout", "10s")
+    new = applyplan.edit_global(text, [c])
+    lines = new.splitlines()
+    at = lines.index("process_control_timeout = 10s")
+    assert at < next(i for i, x in enumerate(lines) if x.startswith("include="))
+    assert ";process_control_timeout = 0" in lines  # Debian's comment kept
+    again = applyplan.edit_global(new, [replace(c, value="20s")])
+    assert again.count("process_control_timeout = ") == 1 + text.count("process_control_timeout")
+    assert "process_control_timeout = 20s" in again
+    with pytest.raises(ValueError):
+        applyplan.edit_global("[www]\nlisten = x\n", [c])
+
+
 def test_edit_nginx_moves_php_to_realpath_root() -> None:
     conf = """\
 server {

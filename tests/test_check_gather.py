@@ -16,7 +16,8 @@ from statstorm.adapters.php.codetree import scan as _scan_tree
 from statstorm.adapters.php.codetree import writable_paths
 from statstorm.adapters.servers import nginx_conf
 from statstorm.adapters.labs.phpfpm import pool_directives
-from statstorm.model.checkfacts import fsbench_p50, trace_facts
+from statstorm.adapters.php.pool_facts import app_docroot
+from statstorm.model.checkfacts import MountFact, fsbench_p50, trace_facts
 from statstorm.model.tracestats import summarize_trace
 from statstorm.results.trace import Request, RequestCounts, Syscall, Trace, new_header
 
@@ -263,3 +264,15 @@ def test_usage_errors_are_one_line(tmp_path: Path) -> None:
     assert p.returncode == 2 and "not a `statstorm fsbench" in p.stderr
     p = _cli(tmp_path, "--pool", "statstorm-no-such-pool")
     assert p.returncode == 2 and "no php-fpm pool" in p.stderr
+
+
+def test_the_app_judged_is_the_one_on_network_storage() -> None:
+    """A pool serving the same app from local disk and from a GlusterFS mount: its object
+    cache is turned on in the network site's configuration, not the first site's."""
+    local = MountFact("docroot", "/srv/local/w", "/", "ext4", "local")
+    net = MountFact("docroot", "/srv/net/w", "/srv/net", "fuse.glusterfs", "glusterfs-fuse")
+    inc = MountFact("include_path", "/srv/net/lib", "/srv/net", "fuse.glusterfs",
+                    "glusterfs-fuse")
+    assert app_docroot(["/srv/local/w", "/srv/net/w"], (local, net)) == "/srv/net/w"
+    assert app_docroot(["/srv/local/w", "/srv/other"], (local, inc)) == "/srv/local/w"
+    assert app_docroot([], ()) == ""

@@ -325,6 +325,15 @@ def test_pm_max_requests() -> None:
     assert "pm-max-requests" not in ids(facts(pm={"pm.max_requests": "0"}))
 
 
+def test_fpm_reload_ends_requests() -> None:
+    f = ids(facts(pm={"pm.max_children": "5"}, fpm_global={"process_control_timeout": "0s"}))
+    m = f["fpm-reload-ends-requests"]
+    assert m.severity == "warning" and m.change == ("process_control_timeout = 10s",)
+    assert "pm.max_children = 5" in m.evidence[0]
+    for kept in ({"process_control_timeout": "10s"}, {}):  # graceful, or not php-fpm
+        assert "fpm-reload-ends-requests" not in ids(facts(fpm_global=kept))
+
+
 def test_pm_max_children_memory() -> None:
     f = ids(facts(pm={"pm.max_children": "50"}, worker_pss_kb=(40_000,) * 4,
                   mem_available_kb=500_000))

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -19,7 +23,8 @@ from statstorm.errors import ComponentError, UsageError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import invoke, run_cli  # noqa: E402
-from stock_host import FPM_PIDFILE, StockHost, stock_host, tree_digest  # noqa: E402
+from stock_host import (FPM_PIDFILE, StockHost, stock_host, tree_digest,  # noqa: E402
+                        wait_for)
 
 ETC = (Path("/etc/php/8.2"), Path("/etc/nginx"))
 SOCK = "/run/php/php8.2-fpm.sock"
@@ -113,11 +118,64 @@ def test_a_pool_no_master_serves(state_home: Path) -> None:
 def _serve_dokuwiki(host: StockHost, style: str) -> int:
     ADMIN_INI.write_text("opcache.max_accelerated_files = 200\n")
     app = host.copy_app("dokuwiki", host.scratch("doku") / "dokuwiki")
+    (app / "slow.php").write_text(SLOW)
     host.nginx_site("statstorm-doku", SITE.format(port=PORT, root=app))
     master = host.fpm_start(style)
     host.nginx_start()
     assert _page() == 200
     return master
+
+
+# a request still running when php-fpm reloads: it says when it has started, then sleeps
+SLOW = ("<?php file_put_contents(sys_get_temp_dir() . '/statstorm-slow.started', '1');\n"
+        "usleep(3000000); echo 'slept';\n")
+STARTED = Path("/tmp/statstorm-slow.started")
+
+
+class SlowRequest:
+    """/slow.php requested in a thread, started before the caller goes on; `status()` is its
+    HTTP status once answered (nginx's 502 when php-fpm ended the worker serving it)."""
+
+    def __init__(self) -> None:
+        STARTED.unlink(missing_ok=True)
+        self.code = 0
+        self.thread = threading.Thread(target=self._get)
+        self.thread.start()
+        for _ in range(200):  # until PHP runs it (the file it writes), at most 20 s
+            if STARTED.exists():
+                return
+            time.sleep(0.1)
+        raise AssertionError("slow.php did not start")
+
+    def _get(self) -> None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/slow.php", timeout=60) as r:
+                self.code = int(r.status) if r.read() == b"slept" else -1
+        except urllib.error.HTTPError as exc:
+            self.code = exc.code
+
+    def status(self) -> int:
+        self.thread.join(60)
+        STARTED.unlink(missing_ok=True)
+        return self.code
+
+
+def _reload_with_a_request_running(host: StockHost) -> int:
+    """SIGUSR2 to the master while /slow.php runs: that request's HTTP status. Returns once
+    the pool serves again."""
+    slow = SlowRequest()
+    os.kill(host.fpm_master(), signal.SIGUSR2)
+    code = slow.status()
+    wait_for("the reloaded pool serves", lambda: _serving_again(host))
+    return code
+
+
+def _serving_again(host: StockHost) -> bool:
+    try:
+        return (fpm_master.is_master(host.fpm_master())
+                and bool(fpm_master.pool_workers("www")) and _page() == 200)
+    except OSError:  # between two masters
+        return False
 
 
 def _page() -> int:
@@ -145,13 +203,18 @@ def test_apply_and_rollback_on_debians_php_fpm(style: str, state_home: Path) -> 
         before = {t: tree_digest(t) for t in ETC}
         # no --pool: the one pool running is www (unless another test's lab runs one too)
         alone = fpm_master.running_pools() == ["www"]
+        # Debian's process_control_timeout = 0: a reload ends the request running
+        assert _reload_with_a_request_running(host) == 502
+        old = host.fpm_master()
         res = run_cli(["apply", "--all", "--yes", "--json", *([] if alone else ["--pool", "www"])],
                       home)
         assert res.returncode == 0, res.stderr
         out = json.loads(res.stdout)
         assert out["mode"] == "applied" and out["target"]["pool"] == "www"
         files = {f["path"]: f["created"] for f in out["files"]}
-        assert files == {"/etc/php/8.2/fpm/pool.d/www.conf": False, str(OWN_INI): True}
+        assert files == {"/etc/php/8.2/fpm/pool.d/www.conf": False, str(OWN_INI): True,
+                         "/etc/php/8.2/fpm/php-fpm.conf": False}
+        assert any("this reload ends the requests running then" in n for n in out["notes"])
         new = host.fpm_master()
         if style == "init":  # re-executed and daemonized again: another PID, in the pid file
             assert new != old and int(FPM_PIDFILE.read_text()) == new
@@ -165,6 +228,8 @@ def test_apply_and_rollback_on_debians_php_fpm(style: str, state_home: Path) -> 
         assert _page() == 200
         assert _manifest(out["backup"])["status"] == "applied"
 
+        # the master now waits up to 10 s for it (fpm-reload-ends-requests): kept
+        assert _reload_with_a_request_running(host) == 200
         res = run_cli(["apply", "--rollback"], home)
         assert res.returncode == 0, res.stderr
         assert {t: tree_digest(t) for t in ETC} == before  # byte for byte, created file gone

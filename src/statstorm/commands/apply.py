@@ -219,9 +219,14 @@ def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
     if not result.edits and not result.steps:
         result.mode = ApplyMode.NOTHING
     if target.control_timeout.rstrip("s") == "0" and (result.edits or result.steps):
-        result.notes.append("process_control_timeout = 0: a php-fpm reload does not wait for "
-                            "running requests; set `process_control_timeout = 10s` in [global] "
-                            "for a graceful reload")
+        graceful = any(c.key == "process_control_timeout" for c in result.changes
+                       if c.kind == applyplan.FPM_GLOBAL)
+        result.notes.append("process_control_timeout = 0 in the running master: this reload "
+                            "ends the requests running then; "
+                            + ("the reloads after it wait for them (the change above)"
+                               if graceful else "apply fpm-reload-ends-requests (or set "
+                               "`process_control_timeout = 10s` in [global]) for graceful "
+                               "reloads"))
     return result
 
 

@@ -10,6 +10,8 @@ it can place exactly and lists the rest as manual steps:
   its file overrides, extensions) → the master's ini (on a real system a file of statstorm's
   own in the FPM SAPI's conf.d);
 - `pm.*` → the pool's directive;
+- php-fpm's `[global]` directives (`process_control_timeout`) → the master's configuration
+  file, above its `include =` of the pools;
 - `fastcgi_param NAME VALUE;` → the web server's lines that pass PHP requests to the pool;
 - `name=value,…` after `# mount options for MOUNT POINT:` → options of that mount, one change
   each (GlusterFS FUSE mounts take them live; see commands.apply);
@@ -42,6 +44,10 @@ from statstorm.results.jsontypes import JsonObject
 POOL_INI, MASTER_INI, POOL, NGINX, MANUAL = "pool-ini", "master-ini", "pool", "nginx", "manual"
 MOUNT, VOLUME, APP, APACHE = "mount", "volume", "app", "apache"
 MIRROR, NGINX_ROOT = "mirror", "nginx-root"
+FPM_GLOBAL = "fpm-global"
+# php-fpm's [global] directives apply sets (in the master's php-fpm.conf).
+GLOBAL_KEYS = frozenset({"process_control_timeout", "emergency_restart_threshold",
+                         "emergency_restart_interval"})
 # Findings --all leaves out (they must be named), and why.
 NAMED_ONLY = {
     "huge-code-pages": "huge-code-pages is not part of --all: PHP's code moved to huge pages "
@@ -70,6 +76,7 @@ _MIRROR_LINE = re.compile(r"^mirror (/\S*)$")
 _APACHE_HEAD = re.compile(r"^# apache (?:<Directory (/\S*?)>|server config):$")
 _APACHE_LINE = re.compile(r"^(AllowOverride|Options|MaxRequestWorkers|ServerLimit|"
                           r"ThreadsPerChild|MaxConnectionsPerChild)\s+(\S.*)$")
+_INCLUDE = re.compile(r"^[ \t]*include[ \t]*=")
 APP_MARK = "# statstorm apply"
 MARK = "; statstorm apply"
 
@@ -77,7 +84,7 @@ MARK = "; statstorm apply"
 @dataclass(frozen=True)
 class Change:
     finding: str  # the rule id
-    kind: str  # POOL_INI | MASTER_INI | POOL | NGINX | MOUNT | VOLUME | APP | APACHE |
+    kind: str  # POOL_INI | MASTER_INI | POOL | FPM_GLOBAL | NGINX | MOUNT | VOLUME | APP | APACHE |
     # MIRROR (value: the app's tree) | NGINX_ROOT (value: the new root) | MANUAL
     key: str  # the ini key, pool directive, fastcgi_param, mount or volume option ("" manual)
     value: str
@@ -145,7 +152,8 @@ def classify(f: Finding, settings: dict[str, str] | None = None) -> list[Change]
                               where=v.group(1)))
         elif m and not m.group(1).startswith("vm."):
             key, value = m.group(1), unquote(m.group(2) or "")
-            kind = POOL if key.startswith("pm.") else MASTER_INI if key in MASTER_ONLY else POOL_INI
+            kind = (POOL if key.startswith("pm.") else FPM_GLOBAL if key in GLOBAL_KEYS
+                    else MASTER_INI if key in MASTER_ONLY else POOL_INI)
             out.append(Change(f.id, kind, key, value, line, f.title, settings.get(key)))
         elif p:
             out.append(Change(f.id, NGINX, p.group(1), p.group(2), line, f.title))
@@ -214,6 +222,21 @@ def edit_pool(text: str, pool: str, changes: list[Change]) -> str:
             lo, hi = config_edit.section_bounds(lines, pool)
             config_edit.pool_setting(lines, lo, hi, "ini" if c.kind == POOL_INI else "directive",
                                      c.key, c.value, MARK)
+    return lines.text()
+
+
+def edit_global(text: str, changes: list[Change]) -> str:
+    """php-fpm's main configuration `text` with the FPM_GLOBAL changes made in `[global]`,
+    above its first `include =` (lines after it would land in the last pool included)."""
+    lines = config_edit.Lines.split(text)
+    lo, hi = config_edit.section_bounds(lines, "global")
+    if lo < 0:
+        raise ValueError("no [global] section")
+    for c in changes:
+        if c.kind == FPM_GLOBAL:
+            lo, hi = config_edit.section_bounds(lines, "global")
+            stop = next((i for i in range(lo, hi) if _INCLUDE.match(lines.body[i])), hi)
+            config_edit.pool_setting(lines, lo, stop, "directive", c.key, c.value, MARK)
     return lines.text()
 
 

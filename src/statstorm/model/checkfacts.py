@@ -120,6 +120,7 @@ class Facts:
     handler: str = ""  # how the target runs PHP (results.serving.Handler: fpm, mod_php, fcgid)
     cli_settings: dict[str, str] = field(default_factory=dict)
     pm: dict[str, str] = field(default_factory=dict)  # pm, pm.max_children, pm.max_requests …
+    fpm_global: dict[str, str] = field(default_factory=dict)  # php-fpm's [global] (php-fpm -tt)
     settings_source: str = ""
     docroot: str = ""
     app_root: str = ""  # the app's tree the docroot belongs to (codetree.app_root)

@@ -164,6 +164,23 @@ def pm_max_requests(facts: Facts) -> list[Finding]:
                "a worker that leaks memory lives longer before it is replaced", gain, note)]
 
 
+def fpm_reload_ends_requests(facts: Facts) -> list[Finding]:
+    timeout = facts.fpm_global.get("process_control_timeout")
+    if timeout is None or timeout.strip().rstrip("s") not in ("", "0"):
+        return []
+    ev = ["process_control_timeout = 0 in php-fpm's [global]: on a reload (SIGUSR2, "
+          "`systemctl reload`) the master asks its workers to stop and kills them at once, so "
+          f"every request running then fails (up to pm.max_children = {facts.max_children} "
+          "at a time)",
+          "every deploy, log rotation or `statstorm apply` that reloads this master ends them"]
+    return [finding(Severity.WARNING, "a php-fpm reload ends the requests running", ev,
+                    ["process_control_timeout = 10s"],
+                    "a reload waits up to 10 s for a slow request before the new settings take "
+                    "over; the change itself takes effect at the next reload, so the reload "
+                    "that applies it still ends the requests running then", None,
+                    "requests kept, not speed")]
+
+
 def pm_max_children_memory(facts: Facts) -> list[Finding]:
     children = facts.max_children
     m = memory_fit(facts.worker_pss_kb, children, facts.mem_available_kb)
@@ -282,6 +299,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("symlink-deploy-stale", symlink_deploy_stale),
     ("pm-max-requests", pm_max_requests),
     ("pm-max-children-memory", pm_max_children_memory),
+    ("fpm-reload-ends-requests", fpm_reload_ends_requests),
     ("huge-code-pages", huge_code_pages),
     ("cli-differs", cli_differs),
 )

@@ -16,8 +16,8 @@ from statstorm.adapters.apply.pool_config import Target
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model import apacheplan, applyplan
-from statstorm.model.applyplan import (APACHE, APP, MANUAL, MASTER_INI, NGINX, NGINX_ROOT, POOL,
-                                       POOL_INI, Change)
+from statstorm.model.applyplan import (APACHE, APP, FPM_GLOBAL, MANUAL, MASTER_INI, NGINX,
+                                       NGINX_ROOT, POOL, POOL_INI, Change)
 from statstorm.results.apply import FileEdit
 from statstorm.results.serving import Handler
 
@@ -72,12 +72,14 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "",
                           state.fpm_master_pid, state.fpm_socket, ini, [], [], 0, url,
                           lab=lab, apache_conf=conf, apache_test=apache_t,
                           apache_pid=state.apache_pid, php_in_apache=in_apache,
-                          fstab=fstab.location(env, lab=True))
+                          fstab=fstab.location(env, lab=True),
+                          fpm_conf=labs.fpm_conf(state) if state.pool else None)
         ngx = labs.nginx_conf(state)
         return Target(state.pool, state.fpm_binary, labs.fpm_argv(state), labs.fpm_conf(state),
                       state.fpm_master_pid, state.fpm_socket, ini, [ngx],
                       [*nginx.lab_argv(ngx, Path(state.state_dir)), "-t", "-q"],
-                      state.nginx_pid, url, lab=lab, fstab=fstab.location(env, lab=True))
+                      state.nginx_pid, url, lab=lab, fstab=fstab.location(env, lab=True),
+                      fpm_conf=labs.fpm_conf(state))
     fpm = php_targets.find_pool(pool or fpm_master.only_pool("to change"))
     pool, binary = fpm.name, fpm.binary
     if not fpm.conf:
@@ -111,7 +113,7 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "",
     return Target(pool, binary, argv, found, master, listen,
                   Path(scan) / MASTER_INI_NAME if scan else None, files, test, npid, url,
                   control_timeout=control, fstab=fstab.location(env, lab=False),
-                  pid_file=pid_file)
+                  pid_file=pid_file, fpm_conf=conf)
 
 
 def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], list[FileEdit]]:
@@ -133,6 +135,10 @@ def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], lis
                        f"{c.key} is read by the php-fpm master at start-up and the lab passes "
                        f"its ini as -d options: recreate the lab with `statstorm lab up "
                        f"--php-ini {c.key}={c.value}`", c.current)
+        elif c.kind == FPM_GLOBAL and target.fpm_conf is None:
+            c = Change(c.finding, MANUAL, c.key, c.value, c.line,
+                       "no php-fpm configuration of this target is known: set it in [global] "
+                       "by hand", c.current)
         elif c.kind == NGINX and not target.nginx_files:
             c = Change(c.finding, MANUAL, c.key, c.value, c.line,
                        "no running nginx passes requests to this pool: change its web server "
@@ -141,10 +147,17 @@ def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], lis
     edits: list[FileEdit] = []
     try:
         pool_changes = [c for c in out if c.kind in (POOL_INI, POOL)]
-        if pool_changes:
+        fpm_global = [c for c in out if c.kind == FPM_GLOBAL]
+        same = target.fpm_conf == target.pool_file  # a lab's one file holds both
+        if pool_changes or (fpm_global and same):
             before = backups.read_text(target.pool_file) or ""
-            edits.append(FileEdit(target.pool_file, before,
-                                  applyplan.edit_pool(before, target.pool, pool_changes)))
+            after = applyplan.edit_pool(before, target.pool, pool_changes)
+            edits.append(FileEdit(target.pool_file, before, applyplan.edit_global(
+                after, fpm_global) if fpm_global and same else after))
+        if fpm_global and target.fpm_conf is not None and not same:
+            before_conf = backups.read_text(target.fpm_conf) or ""
+            edits.append(FileEdit(target.fpm_conf, before_conf,
+                                  applyplan.edit_global(before_conf, fpm_global)))
         master = [c for c in out if c.kind == MASTER_INI]
         if master and target.master_ini is not None:
             before_ini = backups.read_text(target.master_ini)

@@ -52,6 +52,7 @@ class Target:
     apache_ctl: list[str] = field(default_factory=list)
     apache_sites: list[str] = field(default_factory=list)  # its PHP sites' loopback URLs
     pid_file: Path | None = None  # the pid file php-fpm's [global] names (None: a lab's, none)
+    fpm_conf: Path | None = None  # the master's main configuration, its [global] (None: none)
 
     @property
     def system_apache(self) -> bool:

@@ -119,6 +119,13 @@ def _sites(given: str | None, lab_docroot: str, nginx_sites: tuple[Site, ...],
     return out
 
 
+def app_docroot(docroots: list[str], found: tuple[MountFact, ...]) -> str:
+    """The docroot whose app check judges: the first site on network storage (its app is
+    the one that re-reads its data from there), else the first site."""
+    net = {m.path for m in found if m.role == "docroot" and is_network_fstype(m.fstype)}
+    return next((d for d in docroots if d in net), docroots[0] if docroots else "")
+
+
 def _site_notes(sites: list[SiteRoot]) -> list[str]:
     notes = [f"the docroot of {', '.join(x.names) or 'a site'} ({x.config or x.source}) is "
              f"built from {x.unknown}: its storage is checked from the trace only (give "
@@ -174,6 +181,8 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
     settings.pop("sapi", None)
     directives = directives_of(env, pool)
     pm = {k: v for k, v in directives.items() if k.startswith("pm")}
+    fpm_global = (phpfpm.pool_directives(php_targets.fpm_tt(env, fpm.argv), "global")
+                  if isinstance(fpm, php_targets.FpmPool) and fpm.argv else {})
     for k in list(settings):
         if k.startswith("pm"):
             settings.pop(k)
@@ -231,7 +240,9 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
                           ini_int(settings.get("opcache.file_update_protection"), 2))
     inc_php = tuple((e, codetree.count_php(e)) for e in include_path
                     if e.startswith("/")) if docroot else ()
-    app, app_config = php_apps.recognise(docroot)
+    found_mounts = _traced(env, _mounts(env, docroots, include, codetree.writable_paths(
+        settings, codetree.app_root(docroot) if docroot else "")), trace)
+    app, app_config = php_apps.recognise(app_docroot(docroots, found_mounts))
     info = memory.meminfo()
     mem = smaps.read_all(fpm.workers)
     pss = [m.pss_kb for m in mem if m.pss_kb]
@@ -241,14 +252,13 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
                                  ) if pool.apache_conf and docroot else None
     return Gathered(Facts(
         pool=pool.name, settings=settings, lab=fpm.lab, handler=str(fpm.handler),
-        cli_settings=cli, pm=pm, settings_source=source,
+        cli_settings=cli, pm=pm, settings_source=source, fpm_global=fpm_global,
         docroot=docroot, app_root=codetree.app_root(docroot) if docroot else "",
         mirror=code_mirror.facts(docroot), php_files=tree.php_files if docroot else None,
         tree_entries=tree.entries, tree_bytes=tree.bytes,
         user_ini_files=tree.user_ini_files if docroot else None,
         recent_php_files=tree.recent, future_php_files=tree.future, include_path_php=inc_php,
-        mounts=_traced(env, _mounts(env, docroots, include, codetree.writable_paths(
-            settings, codetree.app_root(docroot) if docroot else "")), trace),
+        mounts=found_mounts,
         sites=tuple(sites),
         symlinks=codetree.symlinks_on([docroot, *include]) if docroot else (),
         nginx_script_filename=(server.script_filename or None) if server else None,
