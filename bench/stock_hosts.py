@@ -13,7 +13,9 @@ volume, one PHP target serving both sites) and restores it exactly afterwards. T
 measured with interleaved wrk rounds (local, network, local, …: ROUNDS × SECONDS at 4
 connections), traced for 10 s under load, checked with the trace, changed with
 `apply --all --yes` while wrk loads both sites at 32 connections (its errors and non-2xx
-answers are the failed requests), and measured again.
+answers are the failed requests), and measured again; then `apply --rollback` runs under the
+same load (its reload is by the master apply left: graceful once process_control_timeout is
+set) and its failed requests are counted apart.
 
 Run as root on a quiet machine (no tests, no other benchmark; it takes the load lock for its
 measurements):  python3 bench/stock_hosts.py [--cases fpm-mediawiki,apache-mediawiki,fpm-dokuwiki]
@@ -153,10 +155,10 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
         load.join()
         failed: dict[str, float] = {}
 
-        def saturate(port: int) -> None:
-            got = wrk(f"http://127.0.0.1:{port}{page}", 40, 32)
-            failed[f"{port} non-2xx"] = got["non2xx"]
-            failed[f"{port} socket errors"] = got["socket_errors"]
+        def saturate(port: int, seconds: float = 40, into: dict[str, float] = failed) -> None:
+            got = wrk(f"http://127.0.0.1:{port}{page}", seconds, 32)
+            into[f"{port} non-2xx"] = got["non2xx"]
+            into[f"{port} socket errors"] = got["socket_errors"]
 
         loads = [threading.Thread(target=saturate, args=(p,)) for p in (LOCAL, NET)]
         for t in loads:
@@ -169,12 +171,21 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
         if KEEP:
             (KEEP / f"{case}.apply.json").write_text(applied.stdout + applied.stderr)
         after = ratio(page, rounds, seconds)
+        # the rollback's reload, by the master apply left (php-fpm: graceful now)
+        back: dict[str, float] = {}
+        loads = [threading.Thread(target=saturate, args=(p, 20, back)) for p in (LOCAL, NET)]
+        for t in loads:
+            t.start()
+        rolled = statstorm("apply", "--rollback", home=home)
+        for t in loads:
+            t.join()
     shutil.rmtree(home, ignore_errors=True)
     return {"case": case, "before": before, "after": after,
             "missed": missed_storage(check, local, net),
             "trace_rc": traced.returncode, "apply_rc": applied.returncode,
             "apply_error": applied.stderr.strip().splitlines()[-1:] if applied.returncode else [],
-            "failed_requests": sum(failed.values()), "failed_by": failed}
+            "failed_requests": sum(failed.values()), "failed_by": failed,
+            "rollback_rc": rolled.returncode, "rollback_failed": sum(back.values())}
 
 
 def lab_reference(app: str) -> float | None:
@@ -199,12 +210,13 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("bench/stock_hosts.py: run as root (it starts Debian's services)")
     print(f"{'case':18} {'before':>7} {'after':>7} {'p99 before':>10} {'p99 after':>9} "
-          f"{'missed':>6} {'apply':>5} {'failed':>6}")
+          f"{'missed':>6} {'apply':>5} {'failed':>6} {'rollback failed':>15}")
     for case in a.cases.split(","):
         r = run_case(case, a.rounds, a.seconds)
         print(f"{case:18} {r['before']['ratio_rps']:7.3f} {r['after']['ratio_rps']:7.3f} "
               f"{r['before']['ratio_p99']:10.2f} {r['after']['ratio_p99']:9.2f} "
-              f"{r['missed']:6d} {r['apply_rc']:5d} {r['failed_requests']:6.0f}"
+              f"{r['missed']:6d} {r['apply_rc']:5d} {r['failed_requests']:6.0f} "
+              f"{r['rollback_failed']:15.0f}"
               + (f"  ({r['apply_error'][0]})" if r["apply_error"] else "")
               + (f"  {r['failed_by']}" if r["failed_requests"] else ""), flush=True)
     if a.lab:
