@@ -12,6 +12,7 @@ from statstorm.cli import cli, started
 from statstorm.cli.paths import OutputPath
 from statstorm.commands import demo as demo_cmd
 from statstorm.env import Env
+from statstorm.model import prediction_fit
 from statstorm.results.demo import DemoResult
 from statstorm.results.storage_kind import StorageKind
 
@@ -43,6 +44,8 @@ def render(env: Env, r: DemoResult) -> None:
     t2.add_row("network round trips", _fmt(rt.before), _fmt(rt.predicted), _fmt(rt.after))
     t2.add_row("metadata calls (traced)", _fmt(mc.before), _fmt(mc.predicted), _fmt(mc.after))
     con.print(t2)
+    for line in prediction_fit.closing_notes(mc, rt, r.predicted):
+        con.print(line)
     if r.applied:
         con.print(f"applied: {', '.join(r.applied)} (at {r.applied_at}; predicted at "
                   f"{r.predicted_at})")

@@ -14,6 +14,7 @@ from statstorm.cli import cli, started
 from statstorm.cli.paths import OutputPath
 from statstorm.commands import tune as tune_cmd
 from statstorm.env import Env
+from statstorm.model import prediction_fit
 from statstorm.results.tune import TuneResult
 
 
@@ -40,6 +41,8 @@ def render(env: Env, r: TuneResult) -> None:
     t2.add_row("network round trips", _fmt(rt.before), _fmt(rt.predicted), _fmt(rt.after))
     t2.add_row("metadata calls (traced)", _fmt(mc.before), _fmt(mc.predicted), _fmt(mc.after))
     con.print(t2)
+    for line in prediction_fit.closing_notes(mc, rt, r.predicted):
+        con.print(line)
     if r.findings_before:
         con.print("check: " + "; ".join(r.findings_before))
     if r.dry_run:

@@ -265,6 +265,11 @@ def predict_changes(trace: Path, sets: list[str], not_modelled: list[str]) -> di
 
 
 # -- a composite verb's prediction (demo, tune) -----------------------------------------------
+# Changes that make no metadata call more or fewer (they change where calls are answered, or
+# how php-fpm reloads), and changes that do not change what reaches the storage.
+NO_CALLS = frozenset({applyplan.MOUNT, applyplan.VOLUME, applyplan.FPM_GLOBAL})
+NO_ROUND_TRIPS = frozenset({applyplan.FPM_GLOBAL})
+
 def predict_findings(findings: list[Finding], settings: dict[str, str], trace_path: Path,
                     round_trips_before: float | None) -> Forecast:
     """What check's changes will do, before any is made: metadata calls per request from
@@ -292,10 +297,21 @@ def predict_findings(findings: list[Finding], settings: dict[str, str], trace_pa
     rt = None
     if round_trips_before is not None and now.reaching_per_request:
         rt = round(round_trips_before * then.reaching_per_request / now.reaching_per_request, 2)
+    made = [c for c in changes if c.kind != applyplan.MANUAL]
+    app_cache = any(c.kind == applyplan.APP for c in made)
+    forecast = {k for k in ("attribute-timeout", "entry-timeout", "negative-timeout")
+                if k in mount}
     return Forecast(tuple(sets), wi.proposed.per_request["total"],
-                      wi.current.per_request["total"], now.reaching_per_request,
-                      then.reaching_per_request, rt,
-                      tuple(c.line for c in changes if c.kind != applyplan.MANUAL))
+                    wi.current.per_request["total"], now.reaching_per_request,
+                    then.reaching_per_request, rt, tuple(c.line for c in made),
+                    not_modelled_calls=tuple(dict.fromkeys(
+                        c.line for c in made if f"{c.key}={c.value}" not in sets
+                        and c.kind not in NO_CALLS)),
+                    not_modelled_round_trips=tuple(dict.fromkeys(
+                        c.line for c in made
+                        if not (c.kind == applyplan.MOUNT and c.key in forecast)
+                        and c.kind != applyplan.APP and c.kind not in NO_ROUND_TRIPS
+                        and not (app_cache and c.key == "extension"))))
 
 
 def prediction_line(p: Forecast | None, round_trips_before: float | None) -> str:

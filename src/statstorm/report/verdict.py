@@ -6,6 +6,7 @@ verbs that change things (demo, whatif, apply). Pure functions of the files' dat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from statstorm.model import prediction_fit
 from statstorm.model.storage_kinds import TABLE
 from statstorm.report import charts
 from statstorm.report.charts import fmt
@@ -54,6 +55,7 @@ class Outcome:
 
     rows: list[tuple[str, str, str, str, str]] = field(default_factory=list)  # metric, before,
     # predicted, measured after, source
+    notes: list[str] = field(default_factory=list)  # figures not predicted, and why
 
 
 def pct_change(a: float | None, b: float | None) -> str:
@@ -138,6 +140,7 @@ def outcome(demo_data: DemoData | None, whatifs: list[tuple[str, WhatifResult]],
         out.rows.append(("network round trips per request", fmt(rt.before),
                          fmt(rt.predicted), fmt(rt.after),
                          "demo (forecast of the mount and app changes; volume profile)"))
+        out.notes += prediction_fit.closing_notes(calls, rt, demo.predicted)
         for ratio, what in ((ratio_rps, "throughput, network / local"),
                             (ratio_p99, "p99 latency, network / local")):
             rb, ra = ratio(demo.before), ratio(demo.after)

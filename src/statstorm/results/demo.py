@@ -180,6 +180,10 @@ class PerRequest:
                    tuple(k for k in d if k in STAGES))
 
 
+def _list(items: tuple[str, ...] | None) -> list[str] | None:
+    return None if items is None else list(items)
+
+
 @dataclass(frozen=True)
 class Prediction:
     """What check's changes will do, written before any is made."""
@@ -191,9 +195,17 @@ class Prediction:
     network_calls_after: float | None
     round_trips_per_request: float | None
     changes: tuple[str, ...]
+    # the changes each figure's model leaves out (model/prediction_fit.py; None: a result
+    # written before statstorm recorded them)
+    not_modelled_calls: tuple[str, ...] | None = ()
+    not_modelled_round_trips: tuple[str, ...] | None = ()
 
     def to_json(self) -> JsonObject:
-        return {"php_settings": list(self.php_settings),
+        unrecorded = self.not_modelled_calls is None and self.not_modelled_round_trips is None
+        left_out: JsonObject = {} if unrecorded else {"not_modelled": {
+                "metadata_calls_per_request": _list(self.not_modelled_calls),
+                "round_trips_per_request": _list(self.not_modelled_round_trips)}}
+        return {"php_settings": list(self.php_settings), **left_out,
                 "metadata_calls_per_request": self.metadata_calls_per_request,
                 "metadata_calls_per_request_now": self.metadata_calls_per_request_now,
                 "network_calls_reaching_storage_per_request": {
@@ -208,7 +220,9 @@ class Prediction:
         return cls(jr.strs(d, "php_settings"), jr.opt_num(d, "metadata_calls_per_request"),
                    jr.opt_num(d, "metadata_calls_per_request_now"), jr.opt_num(net, "now"),
                    jr.opt_num(net, "after"), jr.opt_num(d, "round_trips_per_request"),
-                   jr.strs(d, "changes"))
+                   jr.strs(d, "changes"),
+                   jr.opt_strs(jr.sub(d, "not_modelled"), "metadata_calls_per_request"),
+                   jr.opt_strs(jr.sub(d, "not_modelled"), "round_trips_per_request"))
 
 
 @dataclass(frozen=True)
