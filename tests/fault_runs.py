@@ -61,10 +61,13 @@ def _alive(pid: int) -> str | None:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
-def run(args: list[str], home: Path, fault: str, timeout: float = 900) -> Run:
+def run(args: list[str], home: Path, fault: str, timeout: float = 900,
+        keep: Callable[[str], bool] = lambda cmdline: False) -> Run:
     """`statstorm ARGS` in a cgroup of its own, with STATSTORM_TEST_FAULT=`fault`; whatever
     is still running in the cgroup when it has exited is reported in `left`, then ended (by
-    PID: only processes this run started are in it). It gets a TMPDIR of its own, whose
+    PID: only processes this run started are in it), except the daemons it was meant to
+    leave (`keep` of their command line: e.g. the FUSE client of a mount apply remade), which
+    are moved out of the cgroup and left running. It gets a TMPDIR of its own, whose
     leftovers are reported in `tmp_left`."""
     cg = CGROUPS / f"statstorm-fault-{uuid.uuid4().hex[:8]}"
     cg.mkdir()
@@ -85,7 +88,9 @@ def run(args: list[str], home: Path, fault: str, timeout: float = 900) -> Run:
         left = []
         for line in (cg / "cgroup.procs").read_text().split():
             what = _alive(int(line))
-            if what is not None:
+            if what is not None and keep(what):
+                (CGROUPS / "cgroup.procs").write_text(line)
+            elif what is not None:
                 left.append(f"{line}: {what}")
         return Run(args, fault, p.returncode, p.stdout, p.stderr, left,
                    sorted(x.name for x in tmp.iterdir()))

@@ -633,3 +633,20 @@ def test_apply_and_rollback_on_a_lab_keep_every_other_byte(lab, state_home: Path
     assert rb.returncode == 0, rb.stderr
     assert conf.read_bytes() == raw
     assert {p.name for p in conf.parent.iterdir() if p.name.startswith(".php-fpm.conf.")} == set()
+
+
+def test_a_removed_labs_sets_are_retired_not_rolled_back(tmp_path: Path) -> None:
+    """`lab down` (and tune's shadow going away) retires the lab's sets: a later
+    `apply --rollback` picks the newest set of what still exists."""
+    env = Env(state_root=tmp_path)
+    pool = backup_set(tmp_path, None)
+    gone = backup_set(tmp_path, None)
+    gone = gone.rename(gone.with_name("20990102-000000-000000-tune-www"))  # the newer one
+    data = json.loads((gone / backups.MANIFEST).read_text())
+    data["target"]["lab"] = "tune-www"
+    (gone / backups.MANIFEST).write_text(json.dumps(data))
+    assert backups.newest(env)[0] == gone  # type: ignore[index]
+    assert backups.retire_lab(env, "tune-www") == 1
+    assert backups.manifest(gone).status == backups.LAB_REMOVED
+    assert backups.newest(env)[0] == pool  # type: ignore[index]
+    assert backups.retire_lab(env, "tune-www") == 0

@@ -220,6 +220,24 @@ def newest(env: Env, lab: str | None = None, pool: str | None = None,
     return None
 
 
+LAB_REMOVED = "lab-removed"  # a lab's set once the lab is gone: nothing left to roll back
+
+
+def retire_lab(env: Env, lab: str) -> int:
+    """Mark the lab's sets still in effect `lab-removed` (its files went with it, so a later
+    `apply --rollback` must not pick them); how many. Unreadable sets are left as they are."""
+    n = 0
+    for d in sets(env):
+        try:
+            head = Manifest.head(_read(d))
+        except (ManifestError, UsageError):
+            continue
+        if head.target.lab == lab and head.status in IN_EFFECT:
+            mark(d, LAB_REMOVED, f"lab {lab} removed")
+            n += 1
+    return n
+
+
 def last_change(env: Env, *, lab: str = "", pool: str = "") -> tuple[Path, Manifest] | None:
     """The newest backup set in effect for a lab, or for a pool (a site of the system Apache,
     "apache:NAME:PORT", also by the set of its whole PHP, "apache"): the last change apply made

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from statstorm import faults
+from statstorm.adapters.apply import backups
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab, lab_servers, mariadb, phpfpm, state as labs
 from statstorm.adapters.php import target
@@ -291,6 +292,7 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
     shutil.rmtree(root, ignore_errors=True)
     if root.exists():
         raise ComponentError(f"could not remove {root}; remove it by hand")
+    backups.retire_lab(env, name)  # apply's sets of it: their files went with the lab
     if not quiet:
         env.log(f"lab {name}: down")
     return True
