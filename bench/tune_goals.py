@@ -34,6 +34,9 @@ sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "src")]
 
 from stock_host import stock_host  # noqa: E402
 
+from statstorm.model.prediction_fit import closing_notes  # noqa: E402
+from statstorm.results.tune import TuneResult  # noqa: E402
+
 PORT = 18391
 PAGES = {"dokuwiki": "/doku.php", "phpmyadmin": "/index.php"}
 GOAL_RPS, GOAL_P99, GOAL_S = 0.90, 1.3, 600.0
@@ -67,7 +70,12 @@ def run_app(app: str, rounds: int, seconds: float) -> dict[str, Any]:
     r = json.loads(proc.stdout)
     order_ok = bool(r.get("predicted_at") and r.get("applied_at")
                     and str(r["predicted_at"]) <= str(r["applied_at"]))
+    t = TuneResult.from_json(r)
     return {"app": app, "wall_s": wall, "before": r["before"], "after": r["after"],
+            "fit": closing_notes(t.metadata_calls_per_request, t.round_trips(), t.predicted),
+            "timings": r.get("timings_s"),
+            "failed": sum(int(ph[side].get("errors") or 0) for ph in (r["before"], r["after"])
+                          for side in ("local", "network")),
             "predicted": r.get("predicted"), "calls": r.get("metadata_calls_per_request"),
             "round_trips": r.get("round_trips_per_request"), "applied": r.get("applied"),
             "prediction_first": order_ok}
@@ -94,6 +102,10 @@ def main() -> None:
         print(f"  metadata calls/request: {json.dumps(r['calls'])}")
         print(f"  round trips/request: {json.dumps(r['round_trips'])}")
         print(f"  applied: {', '.join(map(str, r['applied'] or []))}")
+        print(f"  failed requests in the measurements: {r['failed']} (goal 0)")
+        for line in r["fit"] or ["every predicted figure within 15 % of the measured one"]:
+            print(f"  prediction: {line}")
+        print(f"  where the time goes (s): {json.dumps(r['timings'])}")
 
 
 if __name__ == "__main__":
