@@ -218,15 +218,8 @@ def plan(env: Env, opts: ApplyOptions) -> ApplyResult:
                      if opts.all and i in NAMED_ONLY]
     if not result.edits and not result.steps:
         result.mode = ApplyMode.NOTHING
-    if target.control_timeout.rstrip("s") == "0" and (result.edits or result.steps):
-        graceful = any(c.key == "process_control_timeout" for c in result.changes
-                       if c.kind == applyplan.FPM_GLOBAL)
-        result.notes.append("process_control_timeout = 0 in the running master: this reload "
-                            "ends the requests running then; "
-                            + ("the reloads after it wait for them (the change above)"
-                               if graceful else "apply fpm-reload-ends-requests (or set "
-                               "`process_control_timeout = 10s` in [global]) for graceful "
-                               "reloads"))
+    if (result.edits or result.steps) and (note := target.reload_note(result.changes)):
+        result.notes.append(note)
     return result
 
 

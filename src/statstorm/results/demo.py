@@ -180,7 +180,7 @@ class PerRequest:
                    tuple(k for k in d if k in STAGES))
 
 
-def _list(items: tuple[str, ...] | None) -> list[str] | None:
+def _list(items: tuple[str, ...] | None) -> JsonValue:
     return None if items is None else list(items)
 
 

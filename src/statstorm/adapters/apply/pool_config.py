@@ -17,7 +17,7 @@ from statstorm.adapters.servers import nginx
 from statstorm.adapters.storage import fstab
 from statstorm.env import Env
 from statstorm.errors import ComponentError
-from statstorm.model.applyplan import MASTER_INI, POOL_INI, Change
+from statstorm.model.applyplan import FPM_GLOBAL, MASTER_INI, POOL_INI, Change
 from statstorm.results.jsontypes import JsonObject
 
 
@@ -57,6 +57,19 @@ class Target:
     @property
     def system_apache(self) -> bool:
         return bool(self.apache_ctl)
+
+    def reload_note(self, changes: list[Change]) -> str:
+        """What the reload of these changes does to the requests running ('' : nothing to
+        say): with process_control_timeout = 0 the master ends them."""
+        if self.control_timeout.rstrip("s") != "0":
+            return ""
+        graceful = any(c.kind == FPM_GLOBAL and c.key == "process_control_timeout"
+                       for c in changes)
+        return ("process_control_timeout = 0 in the running master: this reload ends the "
+                "requests running then; " + (
+                    "the reloads after it wait for them (the change above)" if graceful else
+                    "apply fpm-reload-ends-requests (or set `process_control_timeout = 10s` "
+                    "in [global]) for graceful reloads"))
 
     def to_json(self) -> JsonObject:
         return {"pool": self.pool, "lab": self.lab, "pool_file": str(self.pool_file),
