@@ -85,15 +85,16 @@ def list_(env: Env, as_json: bool) -> None:
       statstorm lab php-root list
       statstorm lab php-root list --json
     """
-    roots, half = lab_cmd.php_root_list(env)
+    roots, half, busy = lab_cmd.php_root_list(env)
     if as_json:
-        click.echo(json.dumps({"roots": [r.to_json() for r in roots], "half_built": half},
-                              indent=2))
+        click.echo(json.dumps({"roots": [r.to_json() for r in roots], "half_built": half,
+                               "building": busy}, indent=2))
         return
     for r in roots:
         click.echo(_line(r))
     for v in half:
-        click.echo(f"{v:4} half-built (a build that did not finish): "
+        click.echo(f"{v:4} being built now (another statstorm)" if busy else
+                   f"{v:4} half-built (a build that did not finish): "
                    f"`statstorm lab php-root build {v}` makes it again")
     if not roots and not half:
         click.echo(f"no PHP roots (make one: statstorm lab php-root build 8.4; there are {_OTHERS})")

@@ -42,9 +42,10 @@ def php_root_build(env: Env, version: str, *, rebuild: bool = False) -> tuple[Ph
     return php_roots.build(env, version, rebuild=rebuild)
 
 
-def php_root_list(env: Env) -> tuple[list[PhpRoot], list[str]]:
-    """The finished PHP roots and the versions whose root is half-built (`lab php-root list`)."""
-    return php_roots.list_roots(env)
+def php_root_list(env: Env) -> tuple[list[PhpRoot], list[str], bool]:
+    """The finished PHP roots, the versions whose root is half-built, and whether a build
+    is going on now (`lab php-root list`)."""
+    return (*php_roots.list_roots(env), php_roots.building(env))
 
 
 def php_root_remove(env: Env, version: str) -> bool:

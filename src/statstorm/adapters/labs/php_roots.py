@@ -28,7 +28,8 @@ from typing import Iterator
 from statstorm.adapters.labs import state as labs
 from statstorm.adapters.storage import mounts
 from statstorm.env import Env
-from statstorm.errors import BusyError, ComponentError, DependencyError, UsageError
+from statstorm.errors import (BusyError, ComponentError, DependencyError, PrivilegeError,
+                              UsageError)
 from statstorm.results.common import read_json, write_json_atomic
 from statstorm.results.lab import LabState
 from statstorm.results.php_root import MARKER, PhpRelease, PhpRoot, other_releases, release
@@ -142,9 +143,22 @@ def users(env: Env, path: Path) -> list[str]:
     return [s.name for s in labs.list_labs(env) if s.php_root == str(path)]
 
 
+def building(env: Env) -> bool:
+    """Whether another statstorm holds the roots' lock (building or removing one now)."""
+    lock = roots_dir(env) / ".lock"
+    if not lock.exists():
+        return False
+    with open(lock) as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+    return False
+
+
 def list_roots(env: Env) -> tuple[list[PhpRoot], list[str]]:
     """The finished roots (with their size and the labs using each) and the versions whose
-    root is half-built."""
+    root is half-built (or being built now: `building`)."""
     done: list[PhpRoot] = []
     half: list[str] = []
     for rel in other_releases():
@@ -187,7 +201,6 @@ def _lock(env: Env) -> Iterator[None]:
 
 def _require_tools(env: Env) -> None:
     if not env.is_root():
-        from statstorm.errors import PrivilegeError
         raise PrivilegeError("a PHP root is made with debootstrap and chroot: run it with sudo")
     if shutil.which("debootstrap") is None:
         raise DependencyError("debootstrap is not installed: run scripts/setup.sh --dev "
@@ -267,7 +280,7 @@ def _make(env: Env, rel: PhpRelease, path: Path, url: str) -> PhpRoot:
 
 
 # debootstrap's and apt's lines that start a new stage worth a progress line
-_STAGES = ("I: Retrieving Release", "I: Validating", "I: Resolving", "I: Found",
+_STAGES = ("I: Retrieving InRelease", "I: Validating Packages", "I: Resolving", "I: Found",
            "I: Retrieving ", "I: Extracting", "I: Installing core", "I: Unpacking required",
            "I: Configuring required", "I: Unpacking the base", "I: Configuring the base",
            "I: Base system installed", "Get:", "Unpacking ", "Setting up ")
@@ -318,8 +331,8 @@ def remove(env: Env, version: str) -> bool:
     if rel.host or not path.exists():
         return False
     if not env.is_root():
-        from statstorm.errors import PrivilegeError
         raise PrivilegeError("removing a PHP root needs root: run it with sudo")
+    _refuse_busy(env, path, "remove")  # at once, before waiting for another's build
     with _lock(env):
         _refuse_busy(env, path, "remove")
         shutil.rmtree(path)
