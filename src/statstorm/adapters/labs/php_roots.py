@@ -177,7 +177,11 @@ def build(env: Env, version: str, *, rebuild: bool = False) -> tuple[PhpRoot, bo
         if not rebuild and (done := load(path)) is not None:  # made meanwhile
             return done, True
         if path.exists():
-            _refuse_busy(env, path, "rebuild")
+            if load(path) is None and not users(env, path) and not processes_in(path):
+                # an interrupted debootstrap may leave its /proc and /sys mounted there
+                for target in mounts_under(path):
+                    env.run(["umount", "-R", "-l", target], check=False, what="umount")
+            _refuse_busy(env, path, "rebuild")  # never rmtree through a mount
             env.log(f"php-root {rel.version}: "
                     + ("removing the old root…" if rebuild else
                        "a half-built root is there (a build that did not finish): removing it…"))
