@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from statstorm.adapters.labs import debootstrap, state as labs
+from statstorm.adapters.labs import debootstrap, phpfpm, state as labs
 from statstorm.adapters.storage import mounts
 from statstorm.env import Env
 from statstorm.errors import BusyError, PrivilegeError, UsageError
@@ -223,8 +223,8 @@ def lab_fpm(env: Env, rec: labs.LabRecord, version: str, host_fpm: str) -> str:
     (code, configuration, socket, logs) mounted in the root at the same paths, each mount
     recorded in the lab's state as it is made."""
     rel = release(version)
-    if rel.host:
-        rec.record(php_version=rel.version)
+    if rel.host:  # the version the host's binary names (Debian 12: 8.2)
+        rec.record(php_version=phpfpm.version_of(host_fpm) or rel.version)
         return host_fpm
     root, reused = build(env, rel.version)
     if reused:
