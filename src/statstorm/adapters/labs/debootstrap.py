@@ -20,7 +20,6 @@ from statstorm.errors import ComponentError, DependencyError, PrivilegeError
 from statstorm.results.common import write_json_atomic
 from statstorm.results.php_root import MARKER, PhpRelease, PhpRoot
 
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
 BUILD_TIMEOUT = 1200.0  # s, debootstrap and the PHP packages together
 
 
@@ -66,7 +65,11 @@ def mirror() -> str:
             texts.append(f.read_text(errors="replace"))
         except OSError:
             continue
-    return sources_mirror(texts) or DEFAULT_MIRROR
+    found = sources_mirror(texts)
+    if not found:
+        raise DependencyError("apt's sources name no Debian mirror (/etc/apt/sources.list, "
+                              "sources.list.d): set STATSTORM_DEBIAN_MIRROR to one")
+    return found
 
 
 def check_mirror(url: str, rel: PhpRelease, timeout: float = 15.0) -> None:
