@@ -27,8 +27,10 @@ debs=(
 # Prometheus on loopback and check the contrib alert rules with promtool (its package; the
 # packaged service is kept from starting, like the others). DokuWiki and phpMyAdmin are the
 # stock-host tests' Debian-packaged apps that statstorm has no knowledge of (tests/stock_host.py):
-# installed without a database or a web server configured for them.
-dev_debs=(chromium linux-perf prometheus dokuwiki phpmyadmin)
+# installed without a database or a web server configured for them. debootstrap makes the PHP
+# roots (7.4 from bullseye, 8.4 from trixie) that `lab up --php` runs; the tests build them
+# once (tests/test_php_root_lab.py), setup does not.
+dev_debs=(chromium linux-perf prometheus dokuwiki phpmyadmin debootstrap)
 ((dev)) && debs+=("${dev_debs[@]}")
 missing=()
 for p in "${debs[@]}"; do

@@ -16,6 +16,7 @@ from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.results.lab import LabState
+from statstorm.results.php_root import HOST_VERSION, RELEASES
 from statstorm.results.serving import Handler
 from statstorm.results.storage_kind import StorageKind
 
@@ -73,6 +74,10 @@ def _render_state(state: LabState) -> str:
         f"  workers    {' '.join(map(str, state.worker_pids)) or '-'}",
         f"  state      {state.state_dir}/lab.json",
     ]
+    if state.php_version:
+        lines.append(f"  php        PHP {state.php_version}"
+                     + (f" (php-fpm chrooted in {state.php_root})" if state.php_root
+                        else " (the host's)"))
     if state.php_ini:
         lines.append("  php ini    " + " ".join(f"{k}={v}" for k, v in state.php_ini.items()))
     return "\n".join(lines)
@@ -99,6 +104,7 @@ def lab() -> None:
       statstorm lab up --php-ini realpath_cache_size=16K --php-ini opcache.enable=0
       statstorm lab status --json
       statstorm lab down --name fast
+      statstorm lab php-root build 8.4 && statstorm lab up --app synthetic --php 8.4
     """
 
 
@@ -126,12 +132,16 @@ def lab() -> None:
                    "directory per request) [default: None].")
 @click.option("--port", type=int, default=None, help="Web server port on 127.0.0.1 [default: first free from 8080].")
 @click.option("--name", default="lab", show_default=True, help="Lab name; several labs can run side by side.")
+@click.option("--php", "php", default=HOST_VERSION, show_default=True, metavar="VERSION",
+              help=f"PHP's version: {', '.join(RELEASES)}. {HOST_VERSION} is the host's own; "
+                   "another runs php-fpm chrooted in its PHP root (made once: `lab php-root "
+                   "build`), the web server outside.")
 @click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
 @_spec_options
 @click.pass_obj
 def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], php_ini: tuple[str, ...],
        workers: int, server: str, mpm: str | None, handler: str, allow_override: str | None,
-       port: int | None, name: str, as_json: bool, **spec: object) -> None:
+       port: int | None, name: str, php: str, as_json: bool, **spec: object) -> None:
     """Start a lab: php-fpm pool + nginx (or Apache with the chosen MPM and PHP handler)
     serving the app from the chosen storage.
 
@@ -148,16 +158,20 @@ def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], php_ini
       statstorm lab up --app synthetic --touch 300 --port 8090 --name synth
       statstorm lab up --server apache --mpm prefork --handler mod_php --name prefork
       statstorm lab up --server apache --mpm worker --handler fcgid --allow-override All
+      statstorm lab up --app synthetic --php 8.4 --name php84   # PHP 8.4 from its root
     """
     opts = lab_cmd.LabOptions(
         name=name, app=app, storage=storage, mount_options=key_values(mount_opts, "--mount-opt"),
         php_ini=phpfpm.parse_ini_overrides(list(php_ini)), workers=workers, port=port,
         app_spec=_spec(spec), server=server, mpm=mpm or "", handler=handler,
         allow_override=allow_override or "",
+        php=php,
     )
     lab_cmd.validate(env, opts)
     arch = (f"Apache {opts.mpm or apache_lab.default_mpm(handler)} + {handler}"
             if server == "apache" else "nginx + php-fpm")
+    if opts.php != HOST_VERSION:
+        arch += f" (PHP {opts.php} from its root)"
     started(env, "lab up", f"lab {name}: {app} on {storage} storage, {arch}, {workers} "
             f"worker(s). Ctrl-C stops it and removes what was started.")
     state = lab_cmd.up(env, opts)
@@ -221,7 +235,7 @@ def list_(env: Env, as_json: bool) -> None:
         for s in states:
             arch = f"apache-{s.mpm}-{s.handler}" if s.server == "apache" else "nginx-fpm"
             click.echo(f"{s.name:12} {s.phase:9} {s.app:10} {s.storage:10} {arch:20} "
-                       f"{s.url}{s.entry_path}")
+                       f"php{s.php_version or '?':4} {s.url}{s.entry_path}")
 
 
 @lab.command("gen-app")
@@ -246,3 +260,6 @@ def gen_app(env: Env, /, directory: Path, force: bool, as_json: bool, **spec: ob
         click.echo(f"generated {app.php_files} PHP files in {app.root} "
                    f"(entry {app.docroot / app.entry}; a request touches {app.expected_classes} classes "
                    f"and {app.expected_legacy} legacy files)")
+
+
+from statstorm.cli import php_root  # noqa: E402,F401  (registers `lab php-root`)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from statstorm.adapters.labs import state as labs
+from statstorm.adapters.labs import php_roots, state as labs
 from statstorm.adapters.labs.lab_build import (APPS, SERVERS, STORAGES, LabOptions, down, up,
                                           validate)
 from statstorm.adapters.labs.lab_servers import check_pages
 from statstorm.apps import synthetic
 from statstorm.env import Env
 from statstorm.results.lab import LabState
+from statstorm.results.php_root import PhpRoot
 
 
 def status(env: Env, name: str) -> LabState:
@@ -35,5 +36,23 @@ def gen_app(env: Env, directory: Path, spec: synthetic.AppSpec, *,
     return app, (app.root / synthetic.MANIFEST).read_text().strip()
 
 
+def php_root_build(env: Env, version: str, *, rebuild: bool = False) -> tuple[PhpRoot, bool]:
+    """PHP `version`'s root, made once with debootstrap or reused (`lab php-root build`);
+    whether it was reused."""
+    return php_roots.build(env, version, rebuild=rebuild)
+
+
+def php_root_list(env: Env) -> tuple[list[PhpRoot], list[str], bool]:
+    """The finished PHP roots, the versions whose root is half-built, and whether a build
+    is going on now (`lab php-root list`)."""
+    return (*php_roots.list_roots(env), php_roots.building(env))
+
+
+def php_root_remove(env: Env, version: str) -> bool:
+    """Remove PHP `version`'s root unless a lab uses it (`lab php-root remove`)."""
+    return php_roots.remove(env, version)
+
+
 __all__ = ["APPS", "SERVERS", "STORAGES", "LabOptions", "LabState", "check_pages", "down",
            "gen_app", "list_labs", "status", "up", "validate"]
+__all__ += ["php_root_build", "php_root_list", "php_root_remove"]

@@ -63,6 +63,12 @@ class LabState:
     # The processes running PHP: php-fpm's workers, Apache's children (mod_php) or the
     # php-cgi processes mod_fcgid started so far (it starts them on demand).
     worker_pids: tuple[int, ...] = ()
+    # PHP: its version ("8.2" the host's own; '' in labs written before versions), and for
+    # another version the root its php-fpm runs chrooted in (results/php_root.py) and the
+    # mounts the lab made there, in order (`lab down` unmounts them, last first).
+    php_version: str = ""
+    php_root: str = ""
+    root_mounts: list[str] = field(default_factory=list)
 
     def to_json(self) -> JsonObject:
         data = asdict(self)

@@ -24,13 +24,14 @@ from statstorm.adapters.labs import apache_lab, lab_servers, mariadb, phpfpm, st
 from statstorm.adapters.php import target
 from statstorm.adapters.servers import nginx
 from statstorm.adapters.storage import gluster, mounts, tree_copy
-from statstorm.adapters.labs import lab_apps
+from statstorm.adapters.labs import lab_apps, php_roots
 from statstorm.apps import mediawiki, synthetic, wordpress
 from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
 from statstorm.model.storage_kinds import STORAGE, lab_storages
 from statstorm.results.common import read_json
 from statstorm.results.lab import LabState
+from statstorm.results.php_root import HOST_VERSION, release
 from statstorm.results.serving import Handler
 from statstorm.results.storage_kind import StorageKind
 
@@ -55,12 +56,16 @@ class LabOptions:
     mpm: str = ""  # Apache's MPM; '' = prefork for mod_php, event otherwise
     handler: str = "fpm"
     allow_override: str = ""  # Apache's AllowOverride for the docroot; '' = None
+    php: str = HOST_VERSION  # PHP's version: the host's own, or one run from its PHP root
 
 
 def validate(env: Env, opts: LabOptions) -> None:
     """Check every option, privilege and dependency before anything starts."""
     if not _NAME.match(opts.name):
         raise UsageError(f"--name {opts.name!r}: use 1-32 lower-case letters, digits and dashes")
+    if release(opts.php).version != HOST_VERSION and opts.handler != "fpm":
+        raise UsageError(f"--php {opts.php}: php-fpm runs from its PHP root, so use --handler "
+                         f"fpm (mod_php and fcgid run the host's PHP {HOST_VERSION})")
     if opts.app not in APPS:
         raise UsageError(f"--app {opts.app!r}: choose one of {', '.join(APPS)}")
     if opts.storage not in STORAGES:
@@ -84,6 +89,7 @@ def validate(env: Env, opts: LabOptions) -> None:
         raise PrivilegeError("statstorm lab needs root (it starts php-fpm as www-data, mounts "
                              "GlusterFS and binds ports): run it with sudo")
     phpfpm.find_binary()
+    php_roots.require(env, opts.php)
     if opts.server == "apache":
         apache_lab.require_installed(opts.handler)
         apache_lab.check_path(labs.lab_dir(env, opts.name))
@@ -207,6 +213,8 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
     # 3. php-fpm (unless Apache runs PHP itself) and the web server, our own masters.
     ini = {**extra_ini, **opts.php_ini}
     state = rec.record(docroot=str(docroot), entry_path=entry, php_ini=ini)
+    fpm = php_roots.lab_fpm(env, rec, opts.php, fpm)  # another version: its root's, mounted
+    state = rec.record(fpm_binary=fpm)
     faults.phase("lab-up/php")
     if Handler(state.handler).php_in_server:
         (root / "conf/php").mkdir(exist_ok=True)
@@ -269,6 +277,7 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
     for pid in recorded_workers:
         if pool_title and pool_title in " ".join(procs.cmdline(pid)):
             procs.terminate(pid)
+    php_roots.release_lab(env, state)  # the mounts in a PHP root, once its php-fpm ended
     # WordPress's database, after its clients; found by its data directory as well.
     mariadb.stop(state.mariadb_pid, mariadb.Instance.under(root))
     mount_point = Path(state.mount_point) if state.mount_point else root / "mnt"

@@ -14,6 +14,7 @@ from statstorm.adapters.host import procs
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, UsageError
 from statstorm.results.lab import LabState
+from statstorm.results.php_root import MARKER
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 
@@ -28,6 +29,23 @@ def find_binary() -> str:
 
 def _version_key(path: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", Path(path).name))
+
+
+def command(binary: str) -> list[str]:
+    """How to run a php-fpm (or php) binary: as it is for the host's PHP; chrooted in its
+    PHP root (adapters/labs/php_roots.py) when `binary` lies in one, so a lab of another
+    PHP version is tested, read back and started by the same code."""
+    for parent in Path(binary).parents:
+        if parent != Path("/") and (parent / MARKER).is_file():
+            return ["chroot", str(parent), "/" + str(Path(binary).relative_to(parent))]
+    return [binary]
+
+
+def version_of(binary: str) -> str:
+    """The PHP version in a php-fpm or php binary's Debian name (`php-fpm8.4` → "8.4"),
+    '' when the name carries none."""
+    m = re.search(r"(\d+\.\d+)$", Path(binary).name)
+    return m.group(1) if m else ""
 
 
 def php_cli_for(fpm_binary: str) -> str:
@@ -99,7 +117,7 @@ def lab_argv(state: LabState) -> list[str]:
 
 
 def test_config(env: Env, binary: str, conf: Path, overrides: Mapping[str, str]) -> None:
-    res = env.run([binary, "-t", "-y", str(conf), *ini_args(overrides)], check=False,
+    res = env.run([*command(binary), "-t", "-y", str(conf), *ini_args(overrides)], check=False,
                   what="php-fpm -t")
     if res.returncode != 0:
         lines = [ln for ln in (res.stderr + res.stdout).splitlines() if "ERROR" in ln]
@@ -114,7 +132,7 @@ def start(env: Env, binary: str, conf: Path, overrides: Mapping[str, str], log: 
     `ini_dir`: a directory of ini files read after the SAPI's conf.d (PHP_INI_SCAN_DIR with a
     leading `:`), at every start and every reload (SIGUSR2 re-executes the master)."""
     scan = ["/usr/bin/env", f"PHP_INI_SCAN_DIR=:{ini_dir}"] if ini_dir else []
-    pid = procs.spawn_daemon([*scan, binary, "--nodaemonize", "-y", str(conf),
+    pid = procs.spawn_daemon([*scan, *command(binary), "--nodaemonize", "-y", str(conf),
                               *ini_args(overrides)], log, record)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -146,7 +164,8 @@ def worker_pids(master_pid: int) -> list[int]:
 def effective_ini(env: Env, binary: str, conf: Path, overrides: Mapping[str, str],
                   keys: list[str]) -> dict[str, str]:
     """Read back effective values with `php-fpm -i` (the FPM SAPI's ini, not the CLI's)."""
-    res = env.run([binary, "-i", "-y", str(conf), *ini_args(overrides)], what="php-fpm -i")
+    res = env.run([*command(binary), "-i", "-y", str(conf), *ini_args(overrides)],
+                  what="php-fpm -i")
     values: dict[str, str] = {}
     for line in res.stdout.splitlines():
         parts = [p.strip() for p in line.split("=>")]

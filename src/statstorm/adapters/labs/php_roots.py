@@ -1,0 +1,261 @@
+"""PHP roots: a Debian tree of another release (bullseye for PHP 7.4, trixie for 8.4) made
+once with debootstrap under the state root and reused by every later lab, whose php-fpm
+then runs chrooted in it (`lab up --php 8.4`) while the web server stays outside.
+
+Layout: `<roots>/<version>/` is the tree, `<roots>/<version>/.statstorm-php-root.json`
+its marker (results/php_root.py `PhpRoot`), written last: a tree without it is half-built
+and is made again. `<roots>` is `<state root>/php-roots` ($STATSTORM_PHP_ROOTS elsewhere,
+so test sessions with state roots of their own share one). A lab's mounts in a root
+(/proc, /dev, its own state directory at the same path) are recorded in its `LabState`
+the moment each is made, and `release_lab` undoes them at `lab down`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import os
+import shutil
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from statstorm.adapters.labs import debootstrap, phpfpm, state as labs
+from statstorm.adapters.storage import mounts
+from statstorm.env import Env
+from statstorm.errors import BusyError, PrivilegeError, UsageError
+from statstorm.results.common import read_json
+from statstorm.results.lab import LabState
+from statstorm.results.php_root import MARKER, PhpRelease, PhpRoot, other_releases, release
+
+# A lab's mounts in the root besides its own state directory: what php-fpm needs of the host.
+SYSTEM_MOUNTS = (("proc", "/proc"), ("bind", "/dev"))
+
+
+def roots_dir(env: Env) -> Path:
+    override = os.environ.get("STATSTORM_PHP_ROOTS")
+    return Path(override) if override else env.state_root / "php-roots"
+
+
+def root_dir(env: Env, rel: PhpRelease) -> Path:
+    return roots_dir(env) / rel.version
+
+
+def root_of(binary: str) -> Path | None:
+    """The PHP root holding `binary` (its marker in an ancestor), None for the host's."""
+    for parent in Path(binary).parents:
+        if parent != Path("/") and (parent / MARKER).is_file():
+            return parent
+    return None
+
+
+# --- what is there --------------------------------------------------------------------------
+
+def load(path: Path) -> PhpRoot | None:
+    """The finished root at `path` (its marker read), None when it is missing or half-built."""
+    marker = path / MARKER
+    if not marker.is_file():
+        return None
+    try:
+        root = PhpRoot.from_json(read_json(marker, "PHP root marker"))
+    except (UsageError, ValueError):
+        return None
+    return root if Path(path, root.version and f"usr/sbin/php-fpm{root.version}").exists() else None
+
+
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or below `path`, deepest first."""
+    base = str(path).rstrip("/")
+    found = [m.mount_point for m in mounts.current()
+             if m.mount_point == base or m.mount_point.startswith(base + "/")]
+    return sorted(found, key=len, reverse=True)
+
+
+def processes_in(path: Path) -> list[int]:
+    """Processes whose root directory is `path` or below it (chrooted there)."""
+    base = str(path).rstrip("/")
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            root = os.readlink(entry / "root")
+        except OSError:
+            continue
+        if root == base or root.startswith(base + "/"):
+            out.append(int(entry.name))
+    return out
+
+
+def users(env: Env, path: Path) -> list[str]:
+    """The labs whose php-fpm runs in the root at `path`."""
+    return [s.name for s in labs.list_labs(env) if s.php_root == str(path)]
+
+
+def building(env: Env) -> bool:
+    """Whether another statstorm holds the roots' lock (building or removing one now)."""
+    lock = roots_dir(env) / ".lock"
+    if not lock.exists():
+        return False
+    with open(lock) as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+    return False
+
+
+def list_roots(env: Env) -> tuple[list[PhpRoot], list[str]]:
+    """The finished roots (with their size and the labs using each) and the versions whose
+    root is half-built (or being built now: `building`)."""
+    done: list[PhpRoot] = []
+    half: list[str] = []
+    for rel in other_releases():
+        path = root_dir(env, rel)
+        if not path.exists():
+            continue
+        root = load(path)
+        if root is None:
+            half.append(rel.version)
+            continue
+        done.append(dataclasses.replace(root, size_bytes=_size(path),
+                                        in_use_by=tuple(users(env, path))))
+    return done, half
+
+
+def _size(path: Path) -> int:
+    res = subprocess.run(["du", "-sxb", str(path)], capture_output=True, text=True, check=False)
+    try:
+        return int(res.stdout.split()[0])
+    except (IndexError, ValueError):
+        return 0
+
+
+# --- build and remove -----------------------------------------------------------------------
+
+@contextmanager
+def _lock(env: Env) -> Iterator[None]:
+    """One build or removal of roots at a time (another statstorm waits)."""
+    top = roots_dir(env)
+    top.mkdir(parents=True, exist_ok=True)
+    top.chmod(0o755)  # www-data's workers start below it
+    with open(top / ".lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            env.log("php-root: another statstorm is building or removing a root; waiting…")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def _refuse_busy(env: Env, path: Path, doing: str) -> None:
+    used = users(env, path)
+    busy = mounts_under(path) or processes_in(path)
+    if used or busy:
+        who = f"lab(s) {', '.join(used)}" if used else f"mounts/processes ({(busy or [''])[0]})"
+        raise BusyError(f"cannot {doing} {path}: {who} use it; run `statstorm lab down` "
+                        f"for them first")
+
+
+def build(env: Env, version: str, *, rebuild: bool = False) -> tuple[PhpRoot, bool]:
+    """The root of PHP `version`, made unless a finished one is there (then reused in
+    seconds); a half-built one is removed and made again. Returns the root and whether it
+    was reused."""
+    rel = release(version, "VERSION")
+    if rel.host:
+        raise UsageError(f"PHP {rel.version} is the host's own (Debian 12's packages): it "
+                         f"needs no root; roots are for "
+                         f"{', '.join(r.version for r in other_releases())}")
+    path = root_dir(env, rel)
+    if not rebuild and (done := load(path)) is not None:
+        return done, True
+    debootstrap.require_tools(env)
+    url = debootstrap.mirror()
+    debootstrap.check_mirror(url, rel)
+    with _lock(env):
+        if not rebuild and (done := load(path)) is not None:  # made meanwhile
+            return done, True
+        if path.exists():
+            if load(path) is None and not users(env, path) and not processes_in(path):
+                # an interrupted debootstrap may leave its /proc and /sys mounted there
+                for target in mounts_under(path):
+                    env.run(["umount", "-R", "-l", target], check=False, what="umount")
+            _refuse_busy(env, path, "rebuild")  # never rmtree through a mount
+            env.log(f"php-root {rel.version}: "
+                    + ("removing the old root…" if rebuild else
+                       "a half-built root is there (a build that did not finish): removing it…"))
+            shutil.rmtree(path)
+        return debootstrap.make(env, rel, path, url), False
+
+
+def remove(env: Env, version: str) -> bool:
+    """Remove PHP `version`'s root; refused while a lab uses it. False when there was none."""
+    rel = release(version, "VERSION")
+    path = root_dir(env, rel)
+    if rel.host or not path.exists():
+        return False
+    if not env.is_root():
+        raise PrivilegeError("removing a PHP root needs root: run it with sudo")
+    _refuse_busy(env, path, "remove")  # at once, before waiting for another's build
+    with _lock(env):
+        _refuse_busy(env, path, "remove")
+        shutil.rmtree(path)
+        (path.parent / f"{rel.version}.build.log").unlink(missing_ok=True)
+    return True
+
+
+def require(env: Env, version: str) -> None:
+    """For `lab up --php`: the root is there, or can be made (debootstrap installed, the
+    mirror reachable), checked before anything starts."""
+    rel = release(version)
+    if rel.host or load(root_dir(env, rel)) is not None:
+        return
+    debootstrap.require_tools(env)
+    debootstrap.check_mirror(debootstrap.mirror(), rel)
+
+
+# --- a lab's php-fpm in a root --------------------------------------------------------------
+
+def lab_fpm(env: Env, rec: labs.LabRecord, version: str, host_fpm: str) -> str:
+    """The php-fpm binary a lab runs: the host's for its own PHP; for another version the
+    root's (built first if it is not there), with /proc, /dev and the lab's state directory
+    (code, configuration, socket, logs) mounted in the root at the same paths, each mount
+    recorded in the lab's state as it is made."""
+    rel = release(version)
+    if rel.host:  # the version the host's binary names (Debian 12: 8.2)
+        rec.record(php_version=phpfpm.version_of(host_fpm) or rel.version)
+        return host_fpm
+    root, reused = build(env, rel.version)
+    if reused:
+        env.log(f"lab {rec.state.name}: PHP {root.php_version} from its root {root.path}")
+    path = Path(root.path)
+    rec.record(php_version=rel.version, php_root=root.path)
+    for kind, source in (*SYSTEM_MOUNTS, ("rbind", rec.state.state_dir)):
+        target = path / source.lstrip("/")
+        target.mkdir(parents=True, exist_ok=True)
+        if kind == "proc":
+            env.run(["mount", "-t", "proc", "proc", str(target)], what="mount proc in the root")
+        else:
+            env.run(["mount", f"--{kind}", source, str(target)], what=f"mount {source} in the root")
+            if kind == "rbind":  # the lab's own unmounts below it are not sent back
+                env.run(["mount", "--make-rslave", str(target)], what="mount --make-rslave")
+        rec.record(root_mounts=[*rec.state.root_mounts, str(target)])
+    return str(path / rel.fpm.lstrip("/"))
+
+
+def release_lab(env: Env, state: LabState) -> None:
+    """Unmount what the lab mounted in its root, last first (after its processes ended)."""
+    for target in reversed(state.root_mounts):
+        if target not in {m.mount_point for m in mounts.current()}:
+            continue
+        res = env.run(["umount", "-R", target], check=False, what="umount")
+        if res.returncode != 0:
+            env.run(["umount", "-R", "-l", target], what=f"umount -l {target}")
+    if state.php_root and state.state_dir:
+        own = Path(state.php_root) / state.state_dir.lstrip("/")
+        if own.is_dir() and not mounts_under(own):
+            try:
+                own.rmdir()
+            except OSError:
+                pass
