@@ -9,6 +9,7 @@ import re
 import shlex
 from collections.abc import Mapping
 
+from statstorm.model import storage_delay
 from statstorm.report.sections import Section, Table
 from statstorm.results.apply_report import ApplyReport
 from statstorm.results.check import CheckResult
@@ -127,13 +128,15 @@ def environment(files: list[tuple[str, str, JsonObject, Typed]]) -> Section:
     sec = Section("environment", "Environment")
     for kind, name, d, result in files:
         if isinstance(result, FsbenchResult):
-            rows = [(mp, fstype, source, ", ".join(f"{k}={v}" for k, v in cache.items()))
-                    for mp, fstype, source, cache in (mount_facts(m) for m in result.mounts
-                                                      if isinstance(m, dict))]
-            if rows:
+            benched = [(mp, fstype, source, ", ".join(f"{k}={v}" for k, v in cache.items()),
+                        storage_delay.format_us(result.storage_delay_us(i)))
+                       for i, (mp, fstype, source, cache) in enumerate(
+                           mount_facts(m) for m in result.mounts if isinstance(m, dict))]
+            if benched:
                 sec.tables.append(Table(f"{name}: mounts benchmarked", ("mount point", "type",
-                                                                         "source", "cache options"),
-                                        rows, numeric=False))
+                                                                         "source", "cache options",
+                                                                         "lab delay"),
+                                        benched, numeric=False))
         elif isinstance(result, SweepResult):
             sec.intro.append(f"{name}: {result.tool} against {result.target}, "
                              f"{result.model} model, options "
