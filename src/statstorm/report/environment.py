@@ -128,15 +128,19 @@ def environment(files: list[tuple[str, str, JsonObject, Typed]]) -> Section:
     sec = Section("environment", "Environment")
     for kind, name, d, result in files:
         if isinstance(result, FsbenchResult):
-            benched = [(mp, fstype, source, ", ".join(f"{k}={v}" for k, v in cache.items()),
-                        storage_delay.format_us(result.storage_delay_us(i)))
-                       for i, (mp, fstype, source, cache) in enumerate(
-                           mount_facts(m) for m in result.mounts if isinstance(m, dict))]
+            facts = [mount_facts(m) for m in result.mounts if isinstance(m, dict)]
+            benched: list[tuple[str, ...]] = [
+                (mp, fstype, source, ", ".join(f"{k}={v}" for k, v in cache.items()))
+                for mp, fstype, source, cache in facts]
+            header: tuple[str, ...] = ("mount point", "type", "source", "cache options")
+            if any(result.storage_delays_us):  # a lab's --storage-delay: how far it stands
+                header += ("lab delay per metadata call",)
+                benched = [(*row, storage_delay.format_us(result.storage_delay_us(i))
+                            if result.storage_delay_us(i) else "none")
+                           for i, row in enumerate(benched)]
             if benched:
-                sec.tables.append(Table(f"{name}: mounts benchmarked", ("mount point", "type",
-                                                                         "source", "cache options",
-                                                                         "lab delay"),
-                                        benched, numeric=False))
+                sec.tables.append(Table(f"{name}: mounts benchmarked", header, benched,
+                                        numeric=False))
         elif isinstance(result, SweepResult):
             sec.intro.append(f"{name}: {result.tool} against {result.target}, "
                              f"{result.model} model, options "

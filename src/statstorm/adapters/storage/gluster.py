@@ -217,6 +217,11 @@ def delete_volume(env: Env, volume: str, brick: Path | None) -> None:
 def volume_options(env: Env, volume: str) -> dict[str, str]:
     """The volume's effective options (`gluster volume get VOL all`)."""
     out = _gluster(env, "volume", "get", volume, "all", what=f"reading options of {volume}")
+    return parse_volume_get(out)
+
+
+def parse_volume_get(out: str) -> dict[str, str]:
+    """`gluster volume get VOL all` output (a header, a rule, then `key  value` rows)."""
     opts: dict[str, str] = {}
     for line in out.splitlines()[2:]:
         parts = line.split(None, 1)
