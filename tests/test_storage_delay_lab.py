@@ -1,0 +1,49 @@
+"""`lab up --storage-delay` on a real GlusterFS brick: the delay is what fsbench measures."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import leftovers, run_cli
+from statstorm.adapters.load.loadgen import LOAD_LOCK
+
+pytestmark = pytest.mark.root
+
+SMALL = ("--app", "synthetic", "--storage", "glusterfs", "--workers", "1", "--packages", "4",
+         "--classes", "5", "--touch", "10")
+DELAY_US = 1000
+
+
+def test_storage_delay_adds_its_duration_to_each_metadata_call(lab, state_home: Path) -> None:
+    near = lab(*SMALL)
+    far = lab(*SMALL, "--storage-delay", "1ms")
+    assert near["storage_delay_us"] == 0 and far["storage_delay_us"] == DELAY_US
+    listing = run_cli(["lab", "list"], state_home, check=True).stdout
+    assert "glusterfs +1ms" in listing
+    out = state_home / "fsbench.json"
+    # Failed lookups: negative-timeout is 0 on a lab's mount, so each one is a LOOKUP on the
+    # brick, the one metadata call no cache answers. Both labs interleaved, under the load
+    # lock so no other load test runs meanwhile.
+    fd = os.open(LOAD_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        run_cli(["fsbench", "--ops", "negative", "--iterations", "5", "-o", str(out),
+                 str(near["code_path"]), str(far["code_path"])], state_home, check=True)
+    finally:
+        os.close(fd)
+    result = json.loads(out.read_text())
+    assert result["storage_delay_us"] == [0, DELAY_US]
+    p50 = {c["path_index"]: c["stats"]["p50_us"] for c in result["results"]
+           if c["op"] == "negative"}
+    rise = p50[1] - p50[0]
+    assert 0.8 * DELAY_US <= rise <= 1.2 * DELAY_US, (
+        f"a failed lookup took {p50[0]:.0f} µs without the delay and {p50[1]:.0f} µs with "
+        f"{DELAY_US} µs: it rose by {rise:.0f} µs")
+    for state in (near, far):
+        run_cli(["lab", "down", "--name", str(state["name"])], state_home, check=True)
+        assert leftovers(str(state["state_dir"]), str(state["volume"])) == []
