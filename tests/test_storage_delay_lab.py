@@ -5,6 +5,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import statistics
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,17 @@ pytestmark = pytest.mark.root
 SMALL = ("--app", "synthetic", "--storage", "glusterfs", "--workers", "1", "--packages", "4",
          "--classes", "5", "--touch", "10")
 DELAY_US = 1000
+
+
+def sleep_overshoot_us(us: int) -> float:
+    """How late this machine ends a sleep of `us` µs (p50): the brick's delay is such a sleep,
+    so it ends that late too (timer slack, an idle vCPU's wake-up, a busy core)."""
+    late = []
+    for _ in range(200):
+        t0 = time.perf_counter_ns()
+        time.sleep(us / 1e6)
+        late.append((time.perf_counter_ns() - t0) / 1000 - us)
+    return statistics.median(late)
 
 
 def test_storage_delay_adds_its_duration_to_each_metadata_call(lab, state_home: Path) -> None:
@@ -34,6 +47,7 @@ def test_storage_delay_adds_its_duration_to_each_metadata_call(lab, state_home: 
         fcntl.flock(fd, fcntl.LOCK_EX)
         run_cli(["fsbench", "--ops", "negative", "--iterations", "5", "-o", str(out),
                  str(near["code_path"]), str(far["code_path"])], state_home, check=True)
+        late = sleep_overshoot_us(DELAY_US)
     finally:
         os.close(fd)
     result = json.loads(out.read_text())
@@ -41,9 +55,11 @@ def test_storage_delay_adds_its_duration_to_each_metadata_call(lab, state_home: 
     p50 = {c["path_index"]: c["stats"]["p50_us"] for c in result["results"]
            if c["op"] == "negative"}
     rise = p50[1] - p50[0]
-    assert 0.8 * DELAY_US <= rise <= 1.2 * DELAY_US, (
+    # Within 20 % of the delay, once the machine's own lateness of such a sleep is allowed.
+    assert 0.8 * DELAY_US <= rise <= 1.2 * DELAY_US + late, (
         f"a failed lookup took {p50[0]:.0f} µs without the delay and {p50[1]:.0f} µs with "
-        f"{DELAY_US} µs: it rose by {rise:.0f} µs")
+        f"{DELAY_US} µs: it rose by {rise:.0f} µs (a {DELAY_US} µs sleep ends {late:.0f} µs "
+        "late here)")
     for state in (near, far):
         run_cli(["lab", "down", "--name", str(state["name"])], state_home, check=True)
         assert leftovers(str(state["state_dir"]), str(state["volume"])) == []
