@@ -164,3 +164,60 @@ def test_report_shows_the_delay_beside_the_storage() -> None:
     plain = FsbenchResult.from_json(_fsbench(None))
     env = environment([("fsbench", "fsbench.json", _fsbench(None), plain)])
     assert "lab delay per metadata call" not in env.tables[0].headers
+
+
+def test_demo_result_keeps_the_delay() -> None:
+    from statstorm.report.environment import command
+    from statstorm.results.demo import DemoResult
+
+    r = DemoResult("mediawiki", "glusterfs", "out", storage_delay_us=200)
+    back = DemoResult.from_json(r.to_json())
+    assert back.storage_delay_us == 200
+    old = r.to_json()
+    del old["storage_delay_us"]
+    assert DemoResult.from_json(old).storage_delay_us == 0
+    env = environment([("demo", "demo.json", r.to_json(), back)])
+    assert "200us added to every metadata call" in " ".join(env.intro)
+    assert "--storage-delay 200us" in command("demo", "demo.json", r.to_json(), back)
+
+
+def test_demo_refuses_a_malformed_delay_in_one_line(tmp_path: Path) -> None:
+    proc = invoke(["demo", "--storage-delay", "fast"], tmp_path)
+    assert proc.returncode == 2
+    assert "--storage-delay 'fast'" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_bench_table_has_seed_001s_shape() -> None:
+    """bench/storage_delay.py's table from two fsbench results (find; the warm calls)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "storage_delay_bench", Path(__file__).parent.parent / "bench" / "storage_delay.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def cell(op: str, state: str, i: int, p50: float) -> dict[str, object]:
+        stats = {"count": 3, "errors": 0, "wall_s": 1.0, "ops_per_s": 1e6 / p50, "min_us": p50,
+                 "mean_us": p50, "p50_us": p50, "p95_us": p50, "p99_us": p50, "max_us": p50,
+                 "stdev_us": 0.0, "histogram": []}
+        return {"op": op, "state": state, "path_index": i, "path": f"/p{i}", "clients": 1,
+                "passes": 3, "calls_per_pass": 1, "ok": 1, "enoent": 0, "other_errors": 0,
+                "stats": stats, "ratio_to_first": p50 / 10 if i else None}
+
+    def result(ops: list[str], states: list[str], p50s: list[float]) -> FsbenchResult:
+        d = _fsbench([0, 0, 200, 1000])
+        d.update(ops=ops, states=states, paths=[f"/p{i}" for i in range(4)], max_files=2000,
+                 mounts=[d["mounts"][0]] * 4,  # type: ignore[index]
+                 workload=[{"path": "/p0", "files": 9, "php_files": 8, "dirs": 3, "max_depth": 2,
+                            "walk_lstats_per_pass": 20, "negative_names_per_pass": 9}] * 4,
+                 results=[cell(op, st, i, p) for op in ops for st in states
+                          for i, p in enumerate(p50s)])
+        return FsbenchResult.from_json(d)
+
+    lines = bench.table(result(["find"], ["cold", "warm"], [10.0, 100.0, 300.0, 1000.0]),
+                        result(["stat", "negative"], ["warm"], [10.0, 20.0, 30.0, 40.0]))
+    text = "\n".join(lines)
+    assert "first (cold)" in text and "later (warm)" in text and "seed 001" in text
+    assert "glusterfs +1ms" in text and "glusterfs +200us" in text
+    assert "100.0x" in text  # 1ms lab's find against local disk's
