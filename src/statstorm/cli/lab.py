@@ -141,9 +141,10 @@ def lab() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
 @_spec_options
 @click.pass_obj
-def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], storage_delay_text: str,
-       php_ini: tuple[str, ...], workers: int, server: str, mpm: str | None, handler: str, allow_override: str | None,
-       port: int | None, name: str, as_json: bool, **spec: object) -> None:
+def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], php_ini: tuple[str, ...],
+       workers: int, server: str, mpm: str | None, handler: str, allow_override: str | None,
+       port: int | None, name: str, as_json: bool, storage_delay_text: str = "0",
+       **spec: object) -> None:
     """Start a lab: php-fpm pool + nginx (or Apache with the chosen MPM and PHP handler)
     serving the app from the chosen storage.
 
