@@ -221,3 +221,14 @@ def test_bench_table_has_seed_001s_shape() -> None:
     assert "first (cold)" in text and "later (warm)" in text and "seed 001" in text
     assert "glusterfs +1ms" in text and "glusterfs +200us" in text
     assert "100.0x" in text  # 1ms lab's find against local disk's
+
+
+def test_a_glusterfs_without_the_translator_is_one_usage_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gluster, "XLATOR_DIRS", (str(tmp_path),))
+    with pytest.raises(UsageError) as e:
+        gluster.require_delay_translator()
+    assert "delay-gen" in str(e.value) and "drop --storage-delay" in str(e.value)
+    (tmp_path / "10.3/xlator/debug").mkdir(parents=True)
+    (tmp_path / "10.3/xlator/debug/delay-gen.so").write_bytes(b"")
+    gluster.require_delay_translator()
