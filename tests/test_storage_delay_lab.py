@@ -52,14 +52,19 @@ def test_storage_delay_adds_its_duration_to_each_metadata_call(lab, state_home: 
         os.close(fd)
     result = json.loads(out.read_text())
     assert result["storage_delay_us"] == [0, DELAY_US]
-    p50 = {c["path_index"]: c["stats"]["p50_us"] for c in result["results"]
-           if c["op"] == "negative"}
-    rise = p50[1] - p50[0]
+    stats = {c["path_index"]: c["stats"] for c in result["results"] if c["op"] == "negative"}
+    # The fastest call's rise: the floor moves by the delay on every call (100 % delayed), while
+    # the other load on a shared machine queues the slower calls of both labs unevenly.
+    floor = stats[1]["min_us"] - stats[0]["min_us"]
+    median = stats[1]["p50_us"] - stats[0]["p50_us"]
+    facts = (f"a failed lookup took {stats[0]['min_us']:.0f}/{stats[0]['p50_us']:.0f} µs "
+             f"(min/p50) without the delay and {stats[1]['min_us']:.0f}/"
+             f"{stats[1]['p50_us']:.0f} µs with {DELAY_US} µs; a {DELAY_US} µs sleep ends "
+             f"{late:.0f} µs late here")
+    print(facts)  # shown with pytest -rP
     # Within 20 % of the delay, once the machine's own lateness of such a sleep is allowed.
-    assert 0.8 * DELAY_US <= rise <= 1.2 * DELAY_US + late, (
-        f"a failed lookup took {p50[0]:.0f} µs without the delay and {p50[1]:.0f} µs with "
-        f"{DELAY_US} µs: it rose by {rise:.0f} µs (a {DELAY_US} µs sleep ends {late:.0f} µs "
-        "late here)")
+    assert 0.8 * DELAY_US <= floor <= 1.2 * DELAY_US + late, facts
+    assert median >= 0.8 * DELAY_US, facts
     for state in (near, far):
         run_cli(["lab", "down", "--name", str(state["name"])], state_home, check=True)
         assert leftovers(str(state["state_dir"]), str(state["volume"])) == []
