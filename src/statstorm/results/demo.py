@@ -319,7 +319,7 @@ class DemoResult:
                 "findings_after": list(self.findings_after),
                 "files": dict(self.files), "timings_s": dict(self.timings_s),
                 "kept": self.kept, "notes": list(self.notes),
-                "storage_delay_us": self.storage_delay_us}
+                **({"storage_delay_us": self.storage_delay_us} if self.storage_delay_us else {})}
 
     @classmethod
     def from_json(cls, data: Json) -> DemoResult:

@@ -166,6 +166,9 @@ class FsbenchResult:
         return None
 
     def to_json(self) -> JsonObject:
+        # a file read from before the delays were recorded is written back as it was
+        delays: JsonObject = ({"storage_delay_us": list(self.storage_delays_us)}
+                              if self.storage_delays_us else {})
         return {
             "schema": SCHEMA,
             "started_at": self.started_at,
@@ -183,7 +186,7 @@ class FsbenchResult:
             "cold": [c.to_json() for c in self.cold],
             "caveats": list(self.caveats),
             "results": [c.to_json() for c in self.cells],
-            "storage_delay_us": list(self.storage_delays_us),
+            **delays,
         }
 
     @classmethod
