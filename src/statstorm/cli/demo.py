@@ -11,6 +11,7 @@ from rich.table import Table
 from statstorm.cli import cli, started
 from statstorm.cli.paths import OutputPath
 from statstorm.commands import demo as demo_cmd
+from statstorm.model import storage_delay
 from statstorm.env import Env
 from statstorm.model import prediction_fit
 from statstorm.results.demo import DemoResult
@@ -25,7 +26,8 @@ def _fmt(v: float | str | None, unit: str = "") -> str:
 
 def render(env: Env, r: DemoResult) -> None:
     con = Console(file=env.stdout, highlight=False, soft_wrap=True, width=110)
-    t = Table(title=f"{r.app}: {r.storage} against local disk, before and after the fix")
+    t = Table(title=f"{r.app}: {storage_delay.label(r.storage, r.storage_delay_us)} against "
+                    "local disk, before and after the fix")
     for h in ("", "local req/s", f"{r.storage} req/s", "ratio", "local p50/p99 ms",
               f"{r.storage} p50/p99 ms", "p99 ratio"):
         t.add_column(h, justify="left" if not h else "right")
@@ -69,6 +71,9 @@ def render(env: Env, r: DemoResult) -> None:
 @click.option("--storage", type=click.Choice([StorageKind.GLUSTERFS.value]),
               default=StorageKind.GLUSTERFS.value,
               show_default=True, help="The network storage compared with local disk.")
+@click.option("--storage-delay", "storage_delay_text", default="0", metavar="DURATION",
+              help="Delay every metadata call of the network lab's storage by this much "
+                   "(`lab up --storage-delay`), e.g. 200us or 1ms [default: 0, none].")
 @click.option("-o", "--output-dir", type=OutputPath(file_okay=False),
               default=Path("statstorm-demo"), show_default=True,
               help="Where the demo writes demo.json, the traces and check/apply results.")
@@ -85,7 +90,7 @@ def render(env: Env, r: DemoResult) -> None:
 @click.option("--keep", is_flag=True, help="Leave both labs running and print their URLs.")
 @click.option("--json", "as_json", is_flag=True, help="Print demo.json on stdout.")
 @click.pass_obj
-def demo(env: Env, app: str, storage: str, output_dir: Path, rounds: int, duration_s: float,
+def demo(env: Env, app: str, storage: str, storage_delay_text: str, output_dir: Path, rounds: int, duration_s: float,
          concurrency: int, views: int, name: str, keep: bool, as_json: bool) -> None:
     """The main job on the built-in default: find, explain, fix and prove.
 
@@ -99,12 +104,15 @@ def demo(env: Env, app: str, storage: str, output_dir: Path, rounds: int, durati
       statstorm demo --json > demo.json
       statstorm demo --keep --rounds 5 -o /var/tmp/demo
       statstorm demo --app synthetic --rounds 1 --duration 3
+      statstorm demo --storage-delay 200us       # GlusterFS one LAN round trip away
     """
     opts = demo_cmd.DemoOptions(name=name, app=app, storage=storage, output_dir=output_dir,
                                 rounds=rounds, duration_s=duration_s, concurrency=concurrency,
-                                views=views, keep=keep)
+                                views=views, keep=keep,
+                                storage_delay_us=storage_delay.parse(storage_delay_text))
     demo_cmd.validate(env, opts)
-    started(env, "demo", f"{app} on local disk vs {storage} — measure, trace, check, "
+    started(env, "demo", f"{app} on local disk vs "
+            f"{storage_delay.label(storage, opts.storage_delay_us)} — measure, trace, check, "
             f"predict, apply, measure again ({rounds} rounds of {duration_s:g} s per lab and "
             f"phase); results in {output_dir}/. Ctrl-C stops it and removes the labs.")
     result = demo_cmd.run(env, opts)

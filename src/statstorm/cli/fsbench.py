@@ -11,6 +11,7 @@ from statstorm.cli import cli, started
 from statstorm.cli.paths import OutputPath
 from statstorm.commands import fsbench as cmd
 from statstorm.env import Env
+from statstorm.model import storage_delay
 from statstorm.model.fsworkload import OPS
 from statstorm.results.fsbench import Cell, FsbenchResult
 
@@ -51,6 +52,9 @@ def render(r: FsbenchResult) -> str:
         lines.append(f"  mount   {m['mount_point']} ({m['fstype']}, {m['source']})")
         lines.append(f"  tree    {w.files} files ({w.php_files} PHP), {w.dirs} dirs, "
                      f"depth {w.max_depth}, {w.walk_lstats_per_pass} lstat per walk")
+        if r.storage_delay_us(i):
+            lines.append(f"  delay   {storage_delay.format_us(r.storage_delay_us(i))} added to "
+                         "every metadata call (the lab's --storage-delay)")
         if m["cache_options"]:
             lines.append("  caching " + " ".join(f"{k}={v}" for k, v in m["cache_options"].items()))
         if m["volume_options"]:

@@ -15,6 +15,7 @@ from statstorm.cli.paths import OutputPath
 from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
 from statstorm.errors import UsageError
+from statstorm.model import storage_delay
 from statstorm.results.lab import LabState
 from statstorm.results.php_root import HOST_VERSION, RELEASES
 from statstorm.results.serving import Handler
@@ -65,7 +66,8 @@ def _render_state(state: LabState) -> str:
         f"  app        {state.app}",
         f"  storage    {state.storage}" + (f" (volume {state.volume}, mount options "
                                            f"{','.join(f'{k}={v}' for k, v in state.mount_options.items()) or 'defaults'})"
-                                           if state.storage == StorageKind.GLUSTERFS else ""),
+                                           if state.storage == StorageKind.GLUSTERFS else "")
+        + _render_delay(state),
         f"  code path  {state.code_path}",
         _render_server(state),
         (f"  php        {state.handler} ({state.php_cgi_binary or 'Apache children'})"
@@ -81,6 +83,12 @@ def _render_state(state: LabState) -> str:
     if state.php_ini:
         lines.append("  php ini    " + " ".join(f"{k}={v}" for k, v in state.php_ini.items()))
     return "\n".join(lines)
+
+
+def _render_delay(state: LabState) -> str:
+    us = state.storage_delay_us
+    return (f"\n  delay      {storage_delay.format_us(us)} added to every metadata call "
+            "(--storage-delay)") if us else ""
 
 
 def _render_server(state: LabState) -> str:
@@ -115,6 +123,10 @@ def lab() -> None:
               help="Where the code lives: local disk or a GlusterFS volume on loopback.")
 @click.option("--mount-opt", "mount_opts", multiple=True, metavar="K=V[,K=V]",
               help="GlusterFS FUSE mount option, e.g. attribute-timeout=600 (repeatable).")
+@click.option("--storage-delay", "storage_delay_text", default="0", metavar="DURATION",
+              help="GlusterFS: delay every metadata call (lookup, stat, open, readdir, …) on "
+                   "the brick by this much, so the loopback lab stands for a LAN or WAN, e.g. "
+                   "200us or 1ms [default: 0, none].")
 @click.option("--php-ini", "php_ini", multiple=True, metavar="KEY=VALUE",
               help="php.ini override for the lab's PHP (php-fpm -d; the lab's ini file under mod_php and fcgid), e.g. realpath_cache_size=16K (repeatable).")
 @click.option("--workers", type=int, default=4, show_default=True,
@@ -141,7 +153,8 @@ def lab() -> None:
 @click.pass_obj
 def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], php_ini: tuple[str, ...],
        workers: int, server: str, mpm: str | None, handler: str, allow_override: str | None,
-       port: int | None, name: str, php: str, as_json: bool, **spec: object) -> None:
+       port: int | None, name: str, php: str, as_json: bool, storage_delay_text: str = "0",
+       **spec: object) -> None:
     """Start a lab: php-fpm pool + nginx (or Apache with the chosen MPM and PHP handler)
     serving the app from the chosen storage.
 
@@ -155,6 +168,7 @@ def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], php_ini
     Examples:
       statstorm lab up                                   # MediaWiki on local disk
       statstorm lab up --app mediawiki --storage glusterfs
+      statstorm lab up --app mediawiki --storage glusterfs --storage-delay 1ms   # storage 1 ms away
       statstorm lab up --app synthetic --touch 300 --port 8090 --name synth
       statstorm lab up --server apache --mpm prefork --handler mod_php --name prefork
       statstorm lab up --server apache --mpm worker --handler fcgid --allow-override All
@@ -166,13 +180,15 @@ def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], php_ini
         app_spec=_spec(spec), server=server, mpm=mpm or "", handler=handler,
         allow_override=allow_override or "",
         php=php,
+        storage_delay_us=storage_delay.parse(storage_delay_text),
     )
     lab_cmd.validate(env, opts)
     arch = (f"Apache {opts.mpm or apache_lab.default_mpm(handler)} + {handler}"
             if server == "apache" else "nginx + php-fpm")
     if opts.php != HOST_VERSION:
         arch += f" (PHP {opts.php} from its root)"
-    started(env, "lab up", f"lab {name}: {app} on {storage} storage, {arch}, {workers} "
+    started(env, "lab up", f"lab {name}: {app} on "
+            f"{storage_delay.label(storage, opts.storage_delay_us)} storage, {arch}, {workers} "
             f"worker(s). Ctrl-C stops it and removes what was started.")
     state = lab_cmd.up(env, opts)
     click.echo(json.dumps(state.to_json(), indent=2) if as_json else _render_state(state))
@@ -234,7 +250,8 @@ def list_(env: Env, as_json: bool) -> None:
     else:
         for s in states:
             arch = f"apache-{s.mpm}-{s.handler}" if s.server == "apache" else "nginx-fpm"
-            click.echo(f"{s.name:12} {s.phase:9} {s.app:10} {s.storage:10} {arch:20} "
+            click.echo(f"{s.name:12} {s.phase:9} {s.app:10} "
+                       f"{storage_delay.label(s.storage, s.storage_delay_us):10} {arch:20} "
                        f"php{s.php_version or '?':4} {s.url}{s.entry_path}")
 
 

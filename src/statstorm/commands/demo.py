@@ -35,6 +35,7 @@ from statstorm.commands import apply as apply_cmd, check as check_cmd
 from statstorm.commands import trace as trace_cmd, whatif as whatif_cmd
 from statstorm.env import Env
 from statstorm.errors import DependencyError, PrivilegeError, StatstormError, UsageError
+from statstorm.model import storage_delay
 from statstorm.model import applyplan
 from statstorm.results import result_files
 from statstorm.results.common import write_atomic, write_json_atomic
@@ -61,12 +62,14 @@ class DemoOptions:
     workers: int = 4
     views: int = 10  # page views traced
     keep: bool = False
+    storage_delay_us: int = 0  # the network lab's --storage-delay
 
 
 def validate(env: Env, opts: DemoOptions) -> None:
     if not env.is_root():
         raise PrivilegeError("statstorm demo starts labs (php-fpm, nginx, GlusterFS) and "
                              "traces them: run it as root")
+    storage_delay.check(opts.storage, opts.storage_delay_us)
     if not 1 <= opts.rounds <= 10:
         raise UsageError("--rounds must be between 1 and 10")
     if not 2 <= opts.duration_s <= 120:
@@ -176,7 +179,8 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
     out = opts.output_dir
     out.mkdir(parents=True, exist_ok=True)
     run_id = new_run_id()  # in demo.json, its result files and its traces' headers
-    demo = _Run(DemoResult(opts.app, opts.storage, str(out), run_id=run_id, kept=opts.keep),
+    demo = _Run(DemoResult(opts.app, opts.storage, str(out), run_id=run_id, kept=opts.keep,
+                           storage_delay_us=opts.storage_delay_us),
                 out / "demo.json")
     states: dict[str, LabState] = {}
     t_start = time.monotonic()
@@ -199,7 +203,9 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
         for role in ROLES:
             storage = "local" if role == "local" else opts.storage
             st = lab_build.up(env, lab_build.LabOptions(name=lab_name(opts, role), app=opts.app,
-                                                    storage=storage, workers=opts.workers))
+                                                    storage=storage, workers=opts.workers,
+                                                    storage_delay_us=0 if role == "local"
+                                                    else opts.storage_delay_us))
             states[role] = st
             demo.save(replace(demo.result, timings_s=dict(timings), labs={
                 **demo.result.labs, role: Lab(st.name, st.url + st.entry_path)}))

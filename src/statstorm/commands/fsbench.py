@@ -26,6 +26,7 @@ from statstorm.model import fsworkload
 from statstorm.model.latency import ratio, summarize
 from statstorm.results import fsbench as res
 from statstorm.results.common import write_json_atomic
+from statstorm.results.lab import LabState
 
 STATES = ("warm", "cold")
 DEFAULT_ITERATIONS = 3
@@ -181,14 +182,22 @@ class _Owned:
     client_pid: int
 
 
-def _owned_mount(env: Env, info: mounts.MountInfo) -> _Owned | None:
+def _lab_of(env: Env, info: mounts.MountInfo) -> LabState | None:
+    """The statstorm lab whose GlusterFS mount this is, if any."""
     if info.kind != "glusterfs-fuse":
         return None
     for st in labs.list_labs(env):
         if st.mount_point and os.path.realpath(st.mount_point) == os.path.realpath(info.mount_point):
-            return _Owned(st.name, st.volume, Path(st.mount_point), dict(st.mount_options),
-                          st.fuse_client_pid)
+            return st
     return None
+
+
+def _owned_mount(env: Env, info: mounts.MountInfo) -> _Owned | None:
+    st = _lab_of(env, info)
+    if st is None:
+        return None
+    return _Owned(st.name, st.volume, Path(st.mount_point), dict(st.mount_options),
+                  st.fuse_client_pid)
 
 
 def _remount(env: Env, owned: _Owned) -> int:
@@ -197,6 +206,12 @@ def _remount(env: Env, owned: _Owned) -> int:
     owned.client_pid = pid
     labs.record_mount(env, owned.lab, {}, pid)
     return pid
+
+
+def _delay_of(env: Env, info: mounts.MountInfo) -> int:
+    """The `--storage-delay` of the lab this mount belongs to (0: none, or not a lab's)."""
+    st = _lab_of(env, info)
+    return st.storage_delay_us if st is not None else 0
 
 
 def _cold_levels(info: mounts.MountInfo, owned: _Owned | None) -> tuple[list[str], list[str]]:
@@ -283,7 +298,8 @@ def run(env: Env, opts: FsbenchOptions,
         duration_s=opts.duration_s, max_files=opts.max_files, started_at=started,
         mounts=tuple(i.to_json() for i in infos), workload=shapes,
         overhead_p50_us=round(overhead, 4), cold=tuple(cold), cells=(),
-        caveats=tuple(c.format(overhead=overhead) for c in CAVEATS), complete=False)
+        caveats=tuple(c.format(overhead=overhead) for c in CAVEATS), complete=False,
+        storage_delays_us=tuple(_delay_of(env, i) for i in infos))
     if opts.output:
         res.write(opts.output, result)
     iterations = opts.iterations or (None if opts.duration_s else DEFAULT_ITERATIONS)

@@ -9,6 +9,7 @@ import re
 import shlex
 from collections.abc import Mapping
 
+from statstorm.model import storage_delay
 from statstorm.report.sections import Section, Table
 from statstorm.results.apply_report import ApplyReport
 from statstorm.results.check import CheckResult
@@ -109,8 +110,10 @@ def command(kind: str, name: str, data: JsonObject, result: Typed = None) -> str
             f" > {name}"
     if isinstance(result, DemoResult):
         rounds = len(result.before.local.rounds if result.before is not None else ()) or 3
+        delay = (["--storage-delay", storage_delay.format_us(result.storage_delay_us)]
+                 if result.storage_delay_us else [])
         return _q(["statstorm", "demo", "--app", result.app, "--storage", result.storage,
-                   "--rounds", str(rounds), "-o", result.output_dir or "statstorm-demo"])
+                   *delay, "--rounds", str(rounds), "-o", result.output_dir or "statstorm-demo"])
     if kind == "trace-summary":
         return _q(["statstorm", "trace", "show", "TRACE", "--json"]) + f" > {name}"
     return ""
@@ -127,13 +130,19 @@ def environment(files: list[tuple[str, str, JsonObject, Typed]]) -> Section:
     sec = Section("environment", "Environment")
     for kind, name, d, result in files:
         if isinstance(result, FsbenchResult):
-            rows = [(mp, fstype, source, ", ".join(f"{k}={v}" for k, v in cache.items()))
-                    for mp, fstype, source, cache in (mount_facts(m) for m in result.mounts
-                                                      if isinstance(m, dict))]
-            if rows:
-                sec.tables.append(Table(f"{name}: mounts benchmarked", ("mount point", "type",
-                                                                         "source", "cache options"),
-                                        rows, numeric=False))
+            facts = [mount_facts(m) for m in result.mounts if isinstance(m, dict)]
+            benched: list[tuple[str, ...]] = [
+                (mp, fstype, source, ", ".join(f"{k}={v}" for k, v in cache.items()))
+                for mp, fstype, source, cache in facts]
+            header: tuple[str, ...] = ("mount point", "type", "source", "cache options")
+            if any(result.storage_delays_us):  # a lab's --storage-delay: how far it stands
+                header += ("lab delay per metadata call",)
+                benched = [(*row, storage_delay.format_us(result.storage_delay_us(i))
+                            if result.storage_delay_us(i) else "none")
+                           for i, row in enumerate(benched)]
+            if benched:
+                sec.tables.append(Table(f"{name}: mounts benchmarked", header, benched,
+                                        numeric=False))
         elif isinstance(result, SweepResult):
             sec.intro.append(f"{name}: {result.tool} against {result.target}, "
                              f"{result.model} model, options "
@@ -178,6 +187,9 @@ def environment(files: list[tuple[str, str, JsonObject, Typed]]) -> Section:
             net = result.settings["network"] if "network" in result.settings else None
             mo = (net.mount_options if net is not None else None) or {}
             sec.intro.append(f"{name}: {result.app} on local disk and {result.storage}"
+                             + (f" with {storage_delay.format_us(result.storage_delay_us)} "
+                                "added to every metadata call (--storage-delay)"
+                                if result.storage_delay_us else "")
                              + ("; mount options after the fix: "
                                 + ", ".join(f"{k}={v}" for k, v in mo.items()) if mo else "")
                              + ".")

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from statstorm.model import storage_delay
 from statstorm.report import charts
 from statstorm.report.charts import Chart, fmt
 from statstorm.results.fsbench import FsbenchResult
@@ -212,6 +213,9 @@ def fsbench_ratios(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _path_label(data: FsbenchResult, i: int) -> str:
     fstype = data.mount_facts(i)[1]
+    delay = data.storage_delay_us(i)
+    if delay:  # the lab's --storage-delay: the storage it stands for is that far away
+        fstype = f"{fstype}, +{storage_delay.format_us(delay)} per metadata call"
     return f"PATH {i + 1}" + (f" ({fstype})" if fstype else "")
 
 

@@ -282,6 +282,7 @@ class DemoResult:
     timings_s: dict[str, float] = field(default_factory=dict)
     kept: bool = False
     notes: tuple[str, ...] = ()
+    storage_delay_us: int = 0  # the network lab's `--storage-delay` (0: none)
 
     def round_trips(self) -> PerRequest:
         """Network round trips per request: measured before and after, and predicted."""
@@ -317,7 +318,8 @@ class DemoResult:
                 "findings_before": list(self.findings_before),
                 "findings_after": list(self.findings_after),
                 "files": dict(self.files), "timings_s": dict(self.timings_s),
-                "kept": self.kept, "notes": list(self.notes)}
+                "kept": self.kept, "notes": list(self.notes),
+                **({"storage_delay_us": self.storage_delay_us} if self.storage_delay_us else {})}
 
     @classmethod
     def from_json(cls, data: Json) -> DemoResult:
@@ -342,4 +344,5 @@ class DemoResult:
             findings_before=jr.strs(d, "findings_before"),
             findings_after=jr.strs(d, "findings_after"),
             files=jr.str_map(d, "files"), timings_s=jr.num_map(d, "timings_s"),
-            kept=jr.bool_(d, "kept"), notes=jr.strs(d, "notes"))
+            kept=jr.bool_(d, "kept"), notes=jr.strs(d, "notes"),
+            storage_delay_us=jr.integer(d.get("storage_delay_us", 0), "storage_delay_us"))

@@ -156,6 +156,8 @@ class FsbenchResult:
     cells: tuple[Cell, ...]
     caveats: tuple[str, ...]
     complete: bool
+    # per PATH: µs a statstorm lab's `--storage-delay` adds to each metadata call there (0: none)
+    storage_delays_us: tuple[int, ...] = ()
 
     def cell(self, op: str, state: str, path_index: int) -> Cell | None:
         for c in self.cells:
@@ -164,6 +166,9 @@ class FsbenchResult:
         return None
 
     def to_json(self) -> JsonObject:
+        # a file read from before the delays were recorded is written back as it was
+        delays: JsonObject = ({"storage_delay_us": list(self.storage_delays_us)}
+                              if self.storage_delays_us else {})
         return {
             "schema": SCHEMA,
             "started_at": self.started_at,
@@ -181,6 +186,7 @@ class FsbenchResult:
             "cold": [c.to_json() for c in self.cold],
             "caveats": list(self.caveats),
             "results": [c.to_json() for c in self.cells],
+            **delays,
         }
 
     @classmethod
@@ -196,7 +202,13 @@ class FsbenchResult:
                    overhead_p50_us=jr.num(d, "overhead_p50_us"),
                    cold=tuple(ColdState.from_json(c) for c in jr.lst(d, "cold")),
                    cells=tuple(Cell.from_json(c) for c in jr.lst(d, "results")),
-                   caveats=jr.strs(d, "caveats"), complete=jr.bool_(d, "complete"))
+                   caveats=jr.strs(d, "caveats"), complete=jr.bool_(d, "complete"),
+                   storage_delays_us=tuple(jr.integer(v, "storage_delay_us")
+                                           for v in jr.lst(d, "storage_delay_us")))
+
+    def storage_delay_us(self, i: int) -> int:
+        """The lab delay on the i-th PATH's storage (0: none, or a file from before delays)."""
+        return self.storage_delays_us[i] if i < len(self.storage_delays_us) else 0
 
     def mount_facts(self, i: int) -> tuple[str, str, str, dict[str, str]]:
         """mount_facts of the i-th PATH's mount (empty when the file has none for it)."""

@@ -28,6 +28,7 @@ from statstorm.adapters.labs import lab_apps, php_roots
 from statstorm.apps import mediawiki, synthetic, wordpress
 from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
+from statstorm.model import storage_delay
 from statstorm.model.storage_kinds import STORAGE, lab_storages
 from statstorm.results.common import read_json
 from statstorm.results.lab import LabState
@@ -57,6 +58,7 @@ class LabOptions:
     handler: str = "fpm"
     allow_override: str = ""  # Apache's AllowOverride for the docroot; '' = None
     php: str = HOST_VERSION  # PHP's version: the host's own, or one run from its PHP root
+    storage_delay_us: int = 0  # added to every metadata call of the storage (GlusterFS)
 
 
 def validate(env: Env, opts: LabOptions) -> None:
@@ -77,6 +79,10 @@ def validate(env: Env, opts: LabOptions) -> None:
     apache_lab.check_architecture(opts.server, opts.mpm, opts.handler, opts.allow_override)
     if opts.mount_options and opts.storage != StorageKind.GLUSTERFS:
         raise UsageError("--mount-opt applies to --storage glusterfs only")
+    if not 0 <= opts.storage_delay_us <= storage_delay.MAX_US:
+        raise UsageError(f"--storage-delay: {opts.storage_delay_us} µs is out of range "
+                         f"(0 to {storage_delay.format_us(storage_delay.MAX_US)})")
+    storage_delay.check(opts.storage, opts.storage_delay_us)
     for key in opts.mount_options:
         if key not in gluster.KNOWN_MOUNT_OPTIONS:
             raise UsageError(f"--mount-opt {key}: unknown GlusterFS FUSE option; known: "
@@ -101,6 +107,8 @@ def validate(env: Env, opts: LabOptions) -> None:
         lab_apps.require_wordpress()
     if opts.storage == StorageKind.GLUSTERFS:
         gluster.require_installed()
+        if opts.storage_delay_us:
+            gluster.require_delay_translator()
     if opts.port is not None:
         procs.check_port_free(opts.port)
     _check_reachable(labs.labs_root(env))
@@ -135,7 +143,8 @@ def up(env: Env, opts: LabOptions) -> LabState:
         state_dir=str(root), php_ini=dict(opts.php_ini), mount_options=dict(opts.mount_options),
         server=opts.server, handler=opts.handler,
         mpm=(opts.mpm or apache_lab.default_mpm(opts.handler)) if apache else "",
-        allow_override=(opts.allow_override or "None") if apache else ""))
+        allow_override=(opts.allow_override or "None") if apache else "",
+        storage_delay_us=opts.storage_delay_us))
     started = env.clock()
     try:
         rec.record()
@@ -166,7 +175,10 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         with gluster.glusterd_lock():  # no other lab's down stops it meanwhile
             gluster.ensure_glusterd(env)
             state = rec.record(volume=VOLUME_PREFIX + opts.name, brick=str(root / "brick"))
-            gluster.create_volume(env, state.volume, Path(state.brick))
+            gluster.create_volume(env, state.volume, Path(state.brick),
+                                  delay_us=opts.storage_delay_us)
+        if opts.storage_delay_us:
+            _check_delay(env, state.volume, opts.storage_delay_us)
         state = rec.record(mount_point=str(root / "mnt"))
         faults.phase("lab-up/mount")
         state = rec.record(fuse_client_pid=gluster.mount(
@@ -235,6 +247,16 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
                  if Handler(state.handler).php_in_server else state.effective_ini)
     rec.record(effective_ini=effective, phase="up")
     faults.phase("lab-up/up")
+
+
+def _check_delay(env: Env, volume: str, delay_us: int) -> None:
+    """The volume's own options read back: its brick delays what `--storage-delay` asked."""
+    got = gluster.delay_in_effect(gluster.volume_options(env, volume))
+    if got != delay_us:
+        raise ComponentError(
+            f"volume {volume}: delay-gen reads {storage_delay.format_us(got)} per metadata call, "
+            f"not the {storage_delay.format_us(delay_us)} asked: see `gluster volume get "
+            f"{volume} all | grep delay-gen`")
 
 
 def _own_pids(state: LabState) -> list[int]:

@@ -15,7 +15,8 @@ from typing import Iterator, Mapping
 from statstorm.adapters.host import procs
 from statstorm.adapters.storage import mounts
 from statstorm.env import Env
-from statstorm.errors import ComponentError, DependencyError
+from statstorm.errors import ComponentError, DependencyError, UsageError
+from statstorm.model import storage_delay
 from statstorm.model.storage_kinds import STORAGE, mount_type
 from statstorm.results.storage_kind import StorageKind
 
@@ -40,6 +41,19 @@ def require_installed() -> None:
             )
     if not Path("/dev/fuse").exists():
         raise DependencyError("/dev/fuse is missing: load the fuse module (`modprobe fuse`)")
+
+
+XLATOR_DIRS = ("/usr/lib/x86_64-linux-gnu/glusterfs", "/usr/lib/aarch64-linux-gnu/glusterfs",
+               "/usr/lib64/glusterfs", "/usr/lib/glusterfs")
+
+
+def require_delay_translator() -> None:
+    """A one-line error unless the installed GlusterFS ships debug/delay-gen."""
+    found = [p for d in XLATOR_DIRS for p in Path(d).glob("*/xlator/debug/delay-gen.so")]
+    if not found:
+        raise UsageError("--storage-delay needs GlusterFS's debug/delay-gen translator "
+                         "(xlator/debug/delay-gen.so), which this GlusterFS does not ship: "
+                         "drop --storage-delay, or install a GlusterFS that has it (3.12 and later)")
 
 
 def brick_host() -> str:
@@ -137,12 +151,50 @@ def list_volumes(env: Env) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def create_volume(env: Env, volume: str, brick: Path) -> None:
+def create_volume(env: Env, volume: str, brick: Path, *, delay_us: int = 0) -> None:
+    """Create and start a single-brick volume; with `delay_us`, its brick delays every
+    metadata call by that much (`delay_options`, set before the brick starts)."""
     host = brick_host()
     brick.mkdir(parents=True, exist_ok=True)
     _gluster(env, "volume", "create", volume, f"{host}:{brick}", "force",
              what=f"creating GlusterFS volume {volume}")
+    for key, value in delay_options(delay_us).items():
+        set_volume_option(env, volume, key, value)
     _gluster(env, "volume", "start", volume, what=f"starting GlusterFS volume {volume}")
+
+
+# The volume keys of the debug/delay-gen translator (glusterd's volume-set table; not in
+# `gluster volume set help`, which lists documented keys only). `debug.delay-gen` names the
+# brick translator to sit on: `posix`, so the delay is served by the brick's io-threads, as
+# round trips overlap on a real network. delay-gen reads its options at start only (its
+# reconfigure does nothing), so they are set before `volume start`.
+DELAY_XLATOR_KEY = "debug.delay-gen"
+
+
+def delay_options(delay_us: int) -> dict[str, str]:
+    """The `gluster volume set` options (in order) that delay every metadata call on the
+    brick by `delay_us` µs, 100 % of them; none for 0."""
+    if not delay_us:
+        return {}
+    return {DELAY_XLATOR_KEY: "posix",
+            "delay-gen.enable": ",".join(storage_delay.METADATA_FOPS),
+            "delay-gen.delay-percentage": "100",
+            "delay-gen.delay-duration": str(delay_us)}
+
+
+def delay_in_effect(options: Mapping[str, str]) -> int:
+    """The delay in µs a volume's effective options (`volume_options`) give its brick: 0
+    unless delay-gen is on, at 100 %, on every metadata call of `delay_options`."""
+    if options.get(DELAY_XLATOR_KEY, "off") in ("off", "", "(null)"):
+        return 0
+    enabled = set(options.get("delay-gen.enable", "").split(","))
+    if (options.get("delay-gen.delay-percentage", "").rstrip("%") not in ("100", "100.0")
+            or not set(storage_delay.METADATA_FOPS) <= enabled):
+        return 0
+    try:
+        return int(options.get("delay-gen.delay-duration", "0"))
+    except ValueError:
+        return 0
 
 
 def delete_volume(env: Env, volume: str, brick: Path | None) -> None:
@@ -165,6 +217,11 @@ def delete_volume(env: Env, volume: str, brick: Path | None) -> None:
 def volume_options(env: Env, volume: str) -> dict[str, str]:
     """The volume's effective options (`gluster volume get VOL all`)."""
     out = _gluster(env, "volume", "get", volume, "all", what=f"reading options of {volume}")
+    return parse_volume_get(out)
+
+
+def parse_volume_get(out: str) -> dict[str, str]:
+    """`gluster volume get VOL all` output (a header, a rule, then `key  value` rows)."""
     opts: dict[str, str] = {}
     for line in out.splitlines()[2:]:
         parts = line.split(None, 1)
