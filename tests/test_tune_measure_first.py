@@ -47,9 +47,13 @@ def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_ratio: float,
         return apply_cmd.ApplyResult(apply_cmd.ApplyMode.ROLLED_BACK if opts.rollback
                                      else apply_cmd.ApplyMode.APPLIED, None)
 
+    def predict(findings: list[Finding], *args: Any) -> Any:
+        fakes.event(f"predict {len(findings)}")  # `after` is apply --all's: not this one
+        return base.predict(findings, *args)
+
     steps = tune_cmd.Steps(resolve=base.resolve, shadow=base.shadow, measure=measure,
                            window=base.window, trace=base.trace, check=check,
-                           predict=base.predict, apply=apply, mirror=base.mirror)
+                           predict=predict, apply=apply, mirror=base.mirror)
     monkeypatch.setattr(tune_cmd.Wrk, "available", lambda self: "wrk 4")
     opts = tune_cmd.TuneOptions("www", (URL,), yes=True, output_dir=tmp_path / "out")
     r = tune_cmd.run(RootEnv(stderr=io.StringIO(), state_root=tmp_path), opts,
@@ -62,6 +66,7 @@ def test_a_change_that_helps_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert fakes.events[-4:] == ["measure after", f"apply {RULE_ID} --yes",
                                  f"measure with {RULE_ID}", "shadow down"]
     assert fakes.applied[0].all and not fakes.applied[0].findings  # --all leaves it out
+    assert "predict 0" in fakes.events
     (t,) = r.trials
     assert t.kept and t.ratio_without == 0.8 and t.ratio_with == 0.96 and "+20%" in t.why
     assert RULE_ID in r.applied

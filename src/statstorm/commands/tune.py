@@ -279,8 +279,10 @@ def run(env: Env, opts: TuneOptions, say: Callable[[str], None] | None = None,
 
             step(4, "predict: whatif of check's PHP changes, forecast of the storage changes…")
             settings = {k: str(v) for k, v in (chk.pools[0].settings if chk.pools else {}).items()}
-            predicted = steps.predict(chk.findings, settings, trace_path,
-                                      before.network.round_trips_per_request)
+            # what `apply --all` makes: the findings it leaves out (measure-first ones among
+            # them, tried in step 7) are no part of the `after` this predicts
+            predicted = steps.predict([f for f in chk.findings if f.id not in applyplan.NAMED_ONLY],
+                                      settings, trace_path, before.network.round_trips_per_request)
             tune.save(predicted=predicted, predicted_at=_now(), timings_s=dict(timings),
                       metadata_calls_per_request=PerRequest(
                           before=calls, predicted=predicted.metadata_calls_per_request,
