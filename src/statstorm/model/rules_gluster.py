@@ -9,11 +9,11 @@ revalidated every `performance.qr-cache-timeout` seconds (1 by default) unless t
 upcalls invalidate it (`performance.quick-read-cache-invalidation`), and the kernel's page
 cache of a file, which the FUSE client drops at every open unless it runs with
 `fopen-keep-cache`. Whether they help is not known before measuring: on the MediaWiki lab
-neither removed a round trip (the opens and flushes of its data files still reach the brick,
-see docs/check.md); quick-read's longer period with invalidation raised throughput in every
-paired round, fopen-keep-cache in none clearly, so the change is quick-read's and the flag is
-offered as a comment. The finding is a measure-first change (`MEASURE_FIRST`): `apply --all`
-leaves it out, and `statstorm tune` keeps it only where its measurement shows a gain.
+neither removed a round trip (the opens and flushes of its data files still reach the brick)
+and neither moved throughput reproducibly (docs/check.md), so the change is quick-read's, a
+volume option set live with no remount, and the flag is offered as a comment. The finding is a
+measure-first change (`MEASURE_FIRST`): `apply --all` leaves it out, and `statstorm tune`
+keeps it only where its measurement shows a gain.
 """
 
 from __future__ import annotations
