@@ -284,6 +284,12 @@ def test_glusterfs_mount_caching() -> None:
                                 volume_options={"performance.md-cache-timeout": "600",
                                                 "performance.nl-cache": "on"})
     assert "glusterfs-mount-caching" not in ids(facts(mounts=(tuned,)))
+    # the next tier, quick-read's cache, once the metadata caches are in place (more in
+    # test_gluster_content_rule.py)
+    assert "glusterfs-content-caching" not in ids(facts(mounts=(g,)))
+    with_qr = dataclasses.replace(tuned, volume_options={**tuned.volume_options,
+                                                         "performance.qr-cache-timeout": "1"})
+    assert ids(facts(mounts=(with_qr,)))["glusterfs-content-caching"].severity == "info"
 
 
 def test_writable_data_on_network() -> None:

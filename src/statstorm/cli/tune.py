@@ -33,7 +33,15 @@ def render(env: Env, r: TuneResult) -> None:
             t.add_row(name, _fmt(ph.local.rps), _fmt(ph.network.rps), _fmt(ph.ratio_rps, "x"),
                       f"{ph.local.p50_ms:g} / {ph.local.p99_ms:g}",
                       f"{ph.network.p50_ms:g} / {ph.network.p99_ms:g}", _fmt(ph.ratio_p99, "x"))
+    for trial in r.trials:  # measure-first changes, each kept or rolled back
+        ph = trial.phase
+        t.add_row(f"with {trial.finding} ({'kept' if trial.kept else 'rolled back'})",
+                  _fmt(ph.local.rps), _fmt(ph.network.rps), _fmt(ph.ratio_rps, "x"),
+                  f"{ph.local.p50_ms:g} / {ph.local.p99_ms:g}",
+                  f"{ph.network.p50_ms:g} / {ph.network.p99_ms:g}", _fmt(ph.ratio_p99, "x"))
     con.print(t)
+    for trial in r.trials:
+        con.print(f"measure first: {trial.finding}: {trial.why}")
     rt, mc = r.round_trips(), r.metadata_calls_per_request
     t2 = Table(title=f"per request, on pool {r.pool}")
     for h in ("", "before", "predicted", "after"):

@@ -11,7 +11,12 @@ copied, a php-fpm with the pool's own settings, a loopback nginx), then, as the 
    anything changes;
 5. **fix**: without `yes`, `apply --all` as a dry run (its diffs) and the run ends there;
    with `yes`, `apply --all --yes` on the pool and the same PHP and app settings on the shadow;
-6. **after**: the same interleaved measurement again.
+6. **after**: the same interleaved measurement again;
+7. **measure first** (with `yes`, when check reported one): each change whose gain must be
+   measured (model/rules_gluster.py `MEASURE_FIRST`, left out of `apply --all`) applied alone
+   by name, both sides measured again, and the change kept only when the pool's throughput
+   over its shadow's rose by more than `results.tune.KEEP_MARGIN` (5 %) over step 6's; else
+   `apply --rollback` undoes it (its backup set is the last one).
 
 `tune.json` is rewritten after every step; the shadow is removed whatever happens.
 """
@@ -39,6 +44,7 @@ from statstorm.commands import trace as trace_cmd, whatif as whatif_cmd
 from statstorm.env import Env
 from statstorm.errors import DependencyError, PrivilegeError, UsageError
 from statstorm.model import applyplan
+from statstorm.model.rules_gluster import MEASURE_FIRST
 from statstorm.results.apply import ApplyMode
 from statstorm.results.common import write_json_atomic
 from statstorm.results.check import CheckResult
@@ -46,7 +52,7 @@ from statstorm.results.demo import Lab, PerRequest, Phase, Prediction, new_run_i
 from statstorm.results.jsontypes import JsonObject
 from statstorm.results.lab import LabState
 from statstorm.results.sites import Site
-from statstorm.results.tune import TuneResult
+from statstorm.results.tune import KEEP_MARGIN, TuneResult, judge
 
 LOOPBACK_FIX = ("tune loads and copies a pool of this machine only: give its site's URL on "
                 "127.0.0.1, ::1 or localhost")
@@ -227,7 +233,7 @@ def run(env: Env, opts: TuneOptions, say: Callable[[str], None] | None = None,
     log = say or env.log
     found = found or steps.resolve(env, opts)
     plan, docroot = found.plan, found.plan.source
-    total = 6 if opts.yes else 5
+    total = 7 if opts.yes else 5
     out = opts.output_dir
     out.mkdir(parents=True, exist_ok=True)
     run_id = new_run_id()
@@ -273,8 +279,10 @@ def run(env: Env, opts: TuneOptions, say: Callable[[str], None] | None = None,
 
             step(4, "predict: whatif of check's PHP changes, forecast of the storage changes…")
             settings = {k: str(v) for k, v in (chk.pools[0].settings if chk.pools else {}).items()}
-            predicted = steps.predict(chk.findings, settings, trace_path,
-                                      before.network.round_trips_per_request)
+            # what `apply --all` makes: the findings it leaves out (measure-first ones among
+            # them, tried in step 7) are no part of the `after` this predicts
+            predicted = steps.predict([f for f in chk.findings if f.id not in applyplan.NAMED_ONLY],
+                                      settings, trace_path, before.network.round_trips_per_request)
             tune.save(predicted=predicted, predicted_at=_now(), timings_s=dict(timings),
                       metadata_calls_per_request=PerRequest(
                           before=calls, predicted=predicted.metadata_calls_per_request,
@@ -304,6 +312,31 @@ def run(env: Env, opts: TuneOptions, say: Callable[[str], None] | None = None,
             step(6, "after: the pool and its shadow under the same load again…")
             after = steps.measure(env, local, network, opts.load(), "after", log)
             tune.save(after=after, timings_s=dict(timings))
+
+            trial_ids = [i for i in dict.fromkeys(f.id for f in chk.findings)
+                         if i in MEASURE_FIRST]
+            step(7, "measure first: " + (", ".join(trial_ids) + " applied alone, both measured "
+                                         f"again, kept only when the ratio rises by more than "
+                                         f"{KEEP_MARGIN:.0%}…" if trial_ids
+                                         else "no such change reported"))
+            for rule_id in trial_ids:
+                tried = steps.apply(env, apply_cmd.ApplyOptions(
+                    pool=opts.pool, findings=(rule_id,), yes=True, trace=trace_path))
+                files[f"apply_{rule_id}"] = tune.write(f"apply-{rule_id}.json", tried.to_json())
+                if tried.mode != ApplyMode.APPLIED:
+                    tune.save(notes=(*tune.result.notes, f"{rule_id}: apply made nothing "
+                                     f"({ApplyMode(tried.mode).value}); not measured"),
+                              files=dict(files))
+                    continue
+                phase = steps.measure(env, local, network, opts.load(), f"with {rule_id}", log)
+                trial = judge(rule_id, phase, after)
+                if not trial.kept:
+                    steps.apply(env, apply_cmd.ApplyOptions(pool=opts.pool, rollback=True))
+                log(f"{rule_id}: {trial.why}")
+                tune.save(trials=(*tune.result.trials, trial), files=dict(files),
+                          timings_s=dict(timings),
+                          applied=(*tune.result.applied, rule_id) if trial.kept
+                          else tune.result.applied)
     finally:
         timings["total"] = round(time.monotonic() - t0, 1)
         if out.is_dir():

@@ -53,6 +53,9 @@ NAMED_ONLY = {
     "huge-code-pages": "huge-code-pages is not part of --all: PHP's code moved to huge pages "
                        "leaves the file statstorm's probes are on, so later traces lose their "
                        "request boundaries; name it to apply it",
+    "glusterfs-content-caching": "glusterfs-content-caching is not part of --all: its gain "
+                                 "must be measured (on the MediaWiki lab it removed no round "
+                                 "trip); name it, or let `statstorm tune` measure it",
     "code-local-mirror": "code-local-mirror is not part of --all: a local mirror of the code "
                          "needs a sync at every deploy; name it to apply it",
 }

@@ -18,9 +18,16 @@ NFS_CACHE_KEYS = ("actimeo", "acregmin", "acregmax", "acdirmin", "acdirmax", "lo
 # GlusterFS FUSE client defaults (glusterfs(8)).
 GLUSTER_FUSE_DEFAULTS = {"attribute-timeout": "1", "entry-timeout": "1", "negative-timeout": "0"}
 GLUSTER_FUSE_KEYS = ("attribute-timeout", "entry-timeout", "negative-timeout")
-# The GlusterFS volume options that decide metadata caching: those whose names hold one of these.
+# GlusterFS FUSE client options that keep file contents, not metadata: fopen-keep-cache keeps
+# the kernel's page cache of a file across opens. In fstab it is a bare flag: mount.glusterfs
+# passes `fopen-keep-cache` as `--fopen-keep-cache=true` (and `fopen-keep-cache=on` as
+# `--fopen-keep-cache==on`, which the client refuses); the client's default is false.
+GLUSTER_CONTENT_KEYS = ("fopen-keep-cache",)
+GLUSTER_CONTENT_CLIENT = {"fopen-keep-cache": "true"}  # the client's value of the bare flag
+# The GlusterFS volume options that decide metadata caching: those whose names hold one of these
+# (quick-read's, whose cache of small files is revalidated like md-cache's, among them).
 GLUSTER_VOLUME_CACHE_KEYS = ("md-cache", "nl-cache", "stat-prefetch", "cache-invalidation",
-                             "readdir-ahead", "parallel-readdir")
+                             "readdir-ahead", "parallel-readdir", "quick-read", "qr-cache")
 # sshfs defaults (sshfs(1), 2.x and 3.x).
 SSHFS_CACHE_KEYS = ("cache", "cache_timeout", "cache_stat_timeout", "cache_dir_timeout",
                     "cache_link_timeout", "dir_cache", "dcache_timeout", "dcache_stat_timeout",

@@ -17,6 +17,51 @@ from statstorm.results.demo import DemoResult, Lab, PerRequest, Phase, Predictio
 from statstorm.results.jsontypes import JsonObject, JsonValue
 
 SCHEMA = "statstorm.tune/1"
+KEEP_MARGIN = 0.05  # a measure-first change is kept when it raises the ratio by more than this
+
+
+@dataclass(frozen=True)
+class Trial:
+    """A measure-first change (model/rules_gluster.py MEASURE_FIRST) tried after the others:
+    applied alone, both sides measured again with rounds interleaved, and kept only when the
+    pool's throughput over its shadow's rose by more than KEEP_MARGIN over the `after` phase's
+    (a ratio, so the machine's other load, which both sides share, cancels); else rolled back."""
+
+    finding: str
+    phase: Phase  # measured with the change made
+    ratio_without: float | None  # the `after` phase's ratio_rps
+    kept: bool
+    why: str  # said to the user
+
+    @property
+    def ratio_with(self) -> float | None:
+        return self.phase.ratio_rps
+
+    def to_json(self) -> JsonObject:
+        return {"finding": self.finding, "phase": self.phase.to_json(),
+                "ratio_without": self.ratio_without, "ratio_with": self.ratio_with,
+                "kept": self.kept, "why": self.why}
+
+    @classmethod
+    def from_json(cls, data: JsonValue) -> Trial:
+        d = jr.obj(data, "measure_first entry")
+        without = d.get("ratio_without")
+        return cls(jr.str_(d, "finding"), Phase.from_json(jr.sub(d, "phase")),
+                   float(without) if isinstance(without, (int, float)) else None,
+                   jr.bool_(d, "kept"), jr.str_(d, "why"))
+
+
+def judge(finding: str, phase: Phase, after: Phase | None) -> Trial:
+    """Keep the change only where it raised the pool's ratio to its shadow by KEEP_MARGIN."""
+    without = after.ratio_rps if after is not None else None
+    with_ = phase.ratio_rps
+    if without is None or with_ is None:
+        return Trial(finding, phase, without, False, "not measured on both sides: rolled back")
+    gain = with_ / without - 1 if without else 0.0
+    kept = gain > KEEP_MARGIN
+    return Trial(finding, phase, without, kept,
+                 f"ratio {without:g}x → {with_:g}x ({gain:+.0%}): "
+                 + ("kept" if kept else f"rolled back (not more than {KEEP_MARGIN:.0%} better)"))
 
 
 @dataclass(frozen=True)
@@ -50,6 +95,7 @@ class TuneResult:
     files: dict[str, str] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    trials: tuple[Trial, ...] = ()  # measure-first changes tried after `after`, each judged
 
     def round_trips(self) -> PerRequest:
         """Network round trips per request: measured before and after, and predicted."""
@@ -91,7 +137,8 @@ class TuneResult:
                 "applied": list(self.applied), "applied_at": self.applied_at,
                 "manual": list(self.manual), "findings_before": list(self.findings_before),
                 "files": dict(self.files), "timings_s": dict(self.timings_s),
-                "notes": list(self.notes)}
+                "notes": list(self.notes),
+                "measure_first": [t.to_json() for t in self.trials]}
 
     @classmethod
     def from_json(cls, data: JsonValue) -> TuneResult:
@@ -115,4 +162,14 @@ class TuneResult:
             metadata_calls_per_request=PerRequest.from_json(
                 jr.sub(d, "metadata_calls_per_request")),
             files=jr.str_map(d, "files"), timings_s=jr.num_map(d, "timings_s"),
-            notes=jr.strs(d, "notes"))
+            notes=jr.strs(d, "notes"),
+            trials=tuple(Trial.from_json(t) for t in _list(d.get("measure_first"))))
+
+
+def _list(value: JsonValue | None) -> list[JsonValue]:
+    """An optional list (a tune.json written before measure-first changes has none)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError("tune.json: measure_first is not a list")
+    return value

@@ -16,8 +16,8 @@ from statstorm.adapters.labs import state as labs
 from statstorm.adapters.storage import gluster, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError
-from statstorm.model.mount_options import (GLUSTER_FUSE_DEFAULTS, GLUSTER_FUSE_KEYS,
-                                           gluster_client_options)
+from statstorm.model.mount_options import (GLUSTER_CONTENT_CLIENT, GLUSTER_FUSE_DEFAULTS,
+                                           GLUSTER_FUSE_KEYS, gluster_client_options)
 from statstorm.model.storage_kinds import STORAGE, LiveChange
 from statstorm.results.apply import MIRROR, MOUNT, VOLUME, StorageStep
 from statstorm.results.storage_kind import StorageKind
@@ -43,8 +43,23 @@ def mount_step(mp: str, options: dict[str, str]) -> StorageStep | str:
     if client is None:
         return f"no GlusterFS client process serves {mp}"
     current = gluster_client_options(client[1])
-    before = {k: current.get(k, GLUSTER_FUSE_DEFAULTS.get(k, "")) for k in options}
+    before = {k: _as_given(k, current.get(k, GLUSTER_FUSE_DEFAULTS.get(k, ""))) for k in options}
     return StorageStep(MOUNT, mp, before, dict(options), client[1])
+
+
+def _as_given(key: str, client_value: str) -> str:
+    """A client's option as fstab gives it: a flag the client runs with is the bare flag
+    (''), one it runs without is 'false'; other options as they are."""
+    if key not in GLUSTER_CONTENT_CLIENT:
+        return client_value
+    return "" if client_value.lower() == GLUSTER_CONTENT_CLIENT[key] else "false"
+
+
+def client_options(options: dict[str, str]) -> dict[str, str]:
+    """Mount options as the FUSE client takes them: a bare flag (fstab's `fopen-keep-cache`)
+    with the value mount.glusterfs gives it (`--fopen-keep-cache=true`)."""
+    return {k: GLUSTER_CONTENT_CLIENT[k] if k in GLUSTER_CONTENT_CLIENT and v == "" else v
+            for k, v in options.items()}
 
 
 def live_options(st: StorageStep) -> dict[str, str]:
@@ -86,13 +101,14 @@ def do(env: Env, st: StorageStep, lab: str = "") -> None:
     listing = sorted(os.listdir(mp))
     try:
         st.client_pid = gluster.stack_client(
-            env, gluster.client_argv_with(st.client_argv, st.after), mp)
+            env, gluster.client_argv_with(st.client_argv, client_options(st.after)), mp)
     except ComponentError as exc:
         raise StepFailed(f"the remount of {mp} failed ({exc})") from None
     st.done = True
     top = mounts.fuse_client(st.where, GLUSTER_CLIENT)
     got = gluster_client_options(top[1]) if top else {}
-    if top is None or top[0] != st.client_pid or any(got.get(k) != v for k, v in st.after.items()):
+    if top is None or top[0] != st.client_pid or any(
+            got.get(k) != v for k, v in client_options(st.after).items()):
         raise StepFailed(f"the new client of {mp} does not serve it with {st.after}")
     if sorted(os.listdir(mp)) != listing:
         raise StepFailed(f"the remounted {mp} does not show the same files")

@@ -17,7 +17,7 @@ from statstorm.adapters.host import procs
 from statstorm.adapters.storage.nfs_mountstats import unescape
 from statstorm.model import storage_kinds
 from statstorm.model.mount_options import (
-    GLUSTER_FUSE_DEFAULTS, GLUSTER_FUSE_KEYS, CacheView, OptionMeaning,
+    GLUSTER_CONTENT_KEYS, GLUSTER_FUSE_DEFAULTS, GLUSTER_FUSE_KEYS, CacheView, OptionMeaning,
     gluster_cache_volume_options, gluster_client_options, gluster_volume_name,
     nfs_cache_options, split_options, sshfs_cache_options)
 from statstorm.model.storage_kinds import STORAGE
@@ -111,7 +111,8 @@ def describe(path: str, entry: MountEntry, *, client_argv: list[str] | None = No
                          "client defaults")
         else:
             copts = gluster_client_options(client_argv)
-            cache.update({k: copts[k] for k in GLUSTER_FUSE_KEYS if k in copts})
+            cache.update({k: copts[k] for k in GLUSTER_FUSE_KEYS + GLUSTER_CONTENT_KEYS
+                          if k in copts})
             cache["volume"] = gluster_volume_name(copts, entry.source)
         vol = gluster_cache_volume_options(volume_options or {})
     elif kind is StorageKind.SSHFS:
