@@ -128,7 +128,7 @@ def _serve_dokuwiki(host: StockHost, style: str) -> int:
 
 # a request still running when php-fpm reloads: it says when it has started, then sleeps
 SLOW = ("<?php file_put_contents(sys_get_temp_dir() . '/statstorm-slow.started', '1');\n"
-        "usleep(3000000); echo 'slept';\n")
+        "usleep(5000000); echo 'slept';\n")
 STARTED = Path("/tmp/statstorm-slow.started")
 
 
@@ -138,7 +138,7 @@ class SlowRequest:
 
     def __init__(self) -> None:
         STARTED.unlink(missing_ok=True)
-        self.code = 0
+        self.code, self.error = 0, ""
         self.thread = threading.Thread(target=self._get)
         self.thread.start()
         for _ in range(200):  # until PHP runs it (the file it writes), at most 20 s
@@ -153,6 +153,8 @@ class SlowRequest:
                 self.code = int(r.status) if r.read() == b"slept" else -1
         except urllib.error.HTTPError as exc:
             self.code = exc.code
+        except OSError as exc:  # not an HTTP answer at all: said in the assertion
+            self.code, self.error = -2, str(exc)
 
     def status(self) -> int:
         self.thread.join(60)
@@ -166,6 +168,7 @@ def _reload_with_a_request_running(host: StockHost) -> int:
     slow = SlowRequest()
     os.kill(host.fpm_master(), signal.SIGUSR2)
     code = slow.status()
+    assert code != -2, slow.error
     wait_for("the reloaded pool serves", lambda: _serving_again(host))
     return code
 
@@ -204,7 +207,8 @@ def test_apply_and_rollback_on_debians_php_fpm(style: str, state_home: Path) -> 
         # no --pool: the one pool running is www (unless another test's lab runs one too)
         alone = fpm_master.running_pools() == ["www"]
         # Debian's process_control_timeout = 0: a reload ends the request running
-        assert _reload_with_a_request_running(host) == 502
+        code = _reload_with_a_request_running(host)
+        assert code == 502, f"the request running through the reload: {code}"
         old = host.fpm_master()
         res = run_cli(["apply", "--all", "--yes", "--json", *([] if alone else ["--pool", "www"])],
                       home)
@@ -229,7 +233,8 @@ def test_apply_and_rollback_on_debians_php_fpm(style: str, state_home: Path) -> 
         assert _manifest(out["backup"])["status"] == "applied"
 
         # the master now waits up to 10 s for it (fpm-reload-ends-requests): kept
-        assert _reload_with_a_request_running(host) == 200
+        code = _reload_with_a_request_running(host)
+        assert code == 200, f"the request running through the reload: {code}"
         res = run_cli(["apply", "--rollback"], home)
         assert res.returncode == 0, res.stderr
         assert {t: tree_digest(t) for t in ETC} == before  # byte for byte, created file gone
