@@ -67,6 +67,15 @@ def opcache_on(facts: Facts) -> bool:
 CODE_ROLES = ("docroot", "include_path", "traced")  # traced: network code no configuration named
 
 
+def code_mounts(facts: Facts, kind: str) -> list[MountFact]:
+    """The first code mount fact of each mount point of `kind` (one finding per mount)."""
+    seen: dict[str, MountFact] = {}
+    for m in facts.mounts:
+        if m.kind == kind and m.role in CODE_ROLES and m.mount_point not in seen:
+            seen[m.mount_point] = m
+    return list(seen.values())
+
+
 def code_on_network(facts: Facts) -> list[MountFact]:
     """The network mounts holding code (not writable data)."""
     return [m for m in facts.mounts if m.kind in NETWORK_KINDS and m.role in CODE_ROLES]

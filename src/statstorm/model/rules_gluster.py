@@ -19,7 +19,7 @@ keeps it only where its measurement shows a gain.
 from __future__ import annotations
 
 from statstorm.model.checkfacts import Facts, MountFact
-from statstorm.model.finding import CODE_ROLES, Finding, Rule, finding
+from statstorm.model.finding import Finding, Rule, code_mounts, finding
 from statstorm.model.mount_options import GLUSTER_CONTENT_CLIENT
 from statstorm.results.check import Severity
 
@@ -105,11 +105,7 @@ def glusterfs_content_caching(facts: Facts) -> list[Finding]:
     if t is not None and t.data_opens_per_request < DATA_OPENS_MIN:
         return []
     out = []
-    seen: set[str] = set()
-    for m in facts.mounts:
-        if m.kind != "glusterfs-fuse" or m.mount_point in seen or m.role not in CODE_ROLES:
-            continue
-        seen.add(m.mount_point)
+    for m in code_mounts(facts, "glusterfs-fuse"):
         if not _metadata_tier_done(m):
             continue  # glusterfs-mount-caching first: the least invasive tier
         bad, change = content_gaps(m)

@@ -5,7 +5,7 @@ model.rules for the registry."""
 from __future__ import annotations
 
 from statstorm.model.checkfacts import Facts, ini_bool, ini_int
-from statstorm.model.finding import (CODE_ROLES, NETWORK_KINDS, Finding, Rule, finding,
+from statstorm.model.finding import (CODE_ROLES, NETWORK_KINDS, Finding, Rule, code_mounts, finding,
                                      memory_fit, opcache_on, setting)
 from statstorm.results.check import Severity
 
@@ -17,11 +17,7 @@ def _roles(facts: Facts, mp: str) -> str:
 
 def nfs_mount_caching(facts: Facts) -> list[Finding]:
     out = []
-    seen: set[str] = set()
-    for m in facts.mounts:
-        if m.kind != "nfs" or m.mount_point in seen or m.role not in CODE_ROLES:
-            continue
-        seen.add(m.mount_point)
+    for m in code_mounts(facts, "nfs"):
         o = m.cache
         bad = []
         if o.noac:
@@ -46,11 +42,7 @@ def nfs_mount_caching(facts: Facts) -> list[Finding]:
 
 def glusterfs_mount_caching(facts: Facts) -> list[Finding]:
     out = []
-    seen: set[str] = set()
-    for m in facts.mounts:
-        if m.kind != "glusterfs-fuse" or m.mount_point in seen or m.role not in CODE_ROLES:
-            continue
-        seen.add(m.mount_point)
+    for m in code_mounts(facts, "glusterfs-fuse"):
         o = m.cache
         attr, entry, neg = o.attribute_timeout, o.entry_timeout, o.negative_timeout
         mdc, nl = o.md_cache_seconds, o.nl_cache_state
