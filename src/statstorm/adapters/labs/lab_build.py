@@ -309,13 +309,15 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
         gluster.unmount(env, mount_point, pid)
     if state.volume:
         gluster.delete_volume(env, state.volume, Path(state.brick) if state.brick else None)
-    # The last lab down stops the glusterd that statstorm started (its PID file is ours);
-    # under the lock, so no other statstorm is between starting it and creating its volume.
+    # The last lab down stops the glusterd that statstorm started (its PID file is ours),
+    # unless it serves any volume still, a lab's or one an admin made on it since (the
+    # pool `tune` changes may be mounted from it); under the lock, so no other statstorm is
+    # between starting it and creating its volume.
     if gluster.GLUSTERD_PIDFILE.exists() and Path("/usr/sbin/gluster").exists():
         with gluster.glusterd_lock():
             if not gluster.glusterd_running(env):
                 gluster.GLUSTERD_PIDFILE.unlink(missing_ok=True)
-            elif not any(v.startswith(VOLUME_PREFIX) for v in gluster.list_volumes(env)):
+            elif not gluster.list_volumes(env):
                 gluster.stop_glusterd(env)
     if gluster.is_mounted(mount_point):
         raise ComponentError(f"{mount_point} is still mounted; unmount it and run "
