@@ -201,8 +201,11 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
 
 def lab_reference(app: str) -> float | None:
     out = Path(tempfile.mkdtemp(prefix="statstorm-stock-bench-demo-", dir="/var/tmp"))
-    proc = subprocess.run([sys.executable, "-m", "statstorm", "demo", "--app", app, "-o",
-                           str(out), "--json"], capture_output=True, text=True)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "statstorm", "demo", "--app", app, "-o",
+                               str(out), "--json"], capture_output=True, text=True)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     return json.loads(proc.stdout)["after"]["ratio_rps"] if proc.returncode == 0 else None
 
 
