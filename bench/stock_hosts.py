@@ -13,7 +13,8 @@ volume, one PHP target serving both sites) and restores it exactly afterwards. T
 measured with interleaved wrk rounds (local, network, local, …: ROUNDS × SECONDS at 4
 connections), traced for 10 s under load, checked with the trace, changed with
 `apply --all --yes` while wrk loads both sites at 32 connections (its errors and non-2xx
-answers are the failed requests), the app change apply made on the network copy made on the
+answers are the failed requests; the same load for as long with nothing changed, just before,
+is the control: what the load alone fails), the app change apply made on the network copy made on the
 local copy too (as the demo does on its local lab), and measured again; then `apply --rollback` runs under the
 same load (its reload is by the master apply left: graceful once process_control_timeout is
 set) and its failed requests are counted apart.
@@ -170,6 +171,13 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
             into[f"{port} non-2xx"] = got["non2xx"]
             into[f"{port} socket errors"] = got["socket_errors"]
 
+        # the same load with nothing changed: what the load alone fails (the control)
+        control: dict[str, float] = {}
+        loads = [threading.Thread(target=saturate, args=(p, 40, control)) for p in (LOCAL, NET)]
+        for t in loads:
+            t.start()
+        for t in loads:
+            t.join()
         loads = [threading.Thread(target=saturate, args=(p,)) for p in (LOCAL, NET)]
         for t in loads:
             t.start()
@@ -196,6 +204,7 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
             "trace_rc": traced.returncode, "apply_rc": applied.returncode,
             "apply_error": applied.stderr.strip().splitlines()[-1:] if applied.returncode else [],
             "failed_requests": sum(failed.values()), "failed_by": failed,
+            "control_failed": sum(control.values()),
             "rollback_rc": rolled.returncode, "rollback_failed": sum(back.values())}
 
 
@@ -224,12 +233,14 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("bench/stock_hosts.py: run as root (it starts Debian's services)")
     print(f"{'case':18} {'before':>7} {'after':>7} {'p99 before':>10} {'p99 after':>9} "
-          f"{'missed':>6} {'apply':>5} {'failed':>6} {'rollback failed':>15}")
+          f"{'missed':>6} {'apply':>5} {'failed':>6} {'control failed':>14} "
+          f"{'rollback failed':>15}")
     for case in a.cases.split(","):
         r = run_case(case, a.rounds, a.seconds)
         print(f"{case:18} {r['before']['ratio_rps']:7.3f} {r['after']['ratio_rps']:7.3f} "
               f"{r['before']['ratio_p99']:10.2f} {r['after']['ratio_p99']:9.2f} "
               f"{r['missed']:6d} {r['apply_rc']:5d} {r['failed_requests']:6.0f} "
+              f"{r['control_failed']:14.0f} "
               f"{r['rollback_failed']:15.0f}"
               + (f"  ({r['apply_error'][0]})" if r["apply_error"] else "")
               + (f"  {r['failed_by']}" if r["failed_requests"] else ""), flush=True)
