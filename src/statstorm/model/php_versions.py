@@ -27,6 +27,7 @@ from pathlib import PurePosixPath
 from typing import Iterable, Mapping
 
 from statstorm.results.check import Finding
+from statstorm.results.php_root import HOST_VERSION
 
 # The defaults every version shares (the settings check reads or proposes).
 _COMMON: dict[str, str] = {
@@ -113,6 +114,15 @@ def default(version: str, key: str, fallback: str) -> str:
     """`key`'s built-in default in PHP `version`; `fallback` when the table does not say."""
     found = facts_of(version)
     return found.defaults.get(key, fallback) if found is not None else fallback
+
+
+def setting_of(settings: Mapping[str, str], binary: str, key: str) -> str | None:
+    """`key` as the pool runs it: its value in `settings`, else the built-in default of the
+    version `binary` names (the host's when it names none), else None."""
+    if key in settings:
+        return settings[key]
+    found = facts_of(version_of(binary) or HOST_VERSION)
+    return found.defaults.get(key) if found is not None else None
 
 
 _SETTING_LINE = re.compile(r"^\s*(?:;\s*or:\s*)?([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)+|[a-z_]+)\s*=")

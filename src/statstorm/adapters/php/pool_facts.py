@@ -276,7 +276,7 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
         mem_available_kb=info.available_kb, mem_total_kb=info.total_kb,
         opcache=status, realpath_used=used, realpath_used_by_worker=used_by,
         trace=trace, fsbench_p50_us=fsb or {}, app=app, app_config=app_config,
-        extensions=extensions, apcu_path=apcu.extension_path(), apache=apache,
+        extensions=extensions, apcu_path=apcu.extension_path(root=runtime.root), apache=apache,
         huge_mapped_kb=tuple(m.huge_kb for m in mem) if mem else None,
         code_mapping=memory.code_window(fpm.workers[0]) if fpm.workers else None),
         source, notes)
