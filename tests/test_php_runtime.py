@@ -133,3 +133,17 @@ def test_mod_php_reads_its_versions_ini() -> None:
     env = Recording()
     php.settings(env)
     assert env.ran[0][-3:] == ["-c", "/etc/php/8.2/apache2/php.ini", "-i"]
+
+
+@pytest.mark.parametrize("binary,ini", [
+    ("/usr/lib/apache2/modules/libphp8.2.so", "/etc/php/8.2/apache2/conf.d/99-statstorm.ini"),
+    ("/usr/lib/apache2/modules/libphp8.4.so", "/etc/php/8.4/apache2/conf.d/99-statstorm.ini"),
+    ("/usr/lib/apache2/modules/libphp.so", "/etc/php/8.2/apache2/conf.d/99-statstorm.ini"),
+])
+def test_apply_writes_the_system_apaches_php_of_its_version(binary: str, ini: str) -> None:
+    from statstorm.adapters.apply import apply_target
+
+    php = ModPhpChildren("mod_php", [2], [1], binary, server_pid=1,
+                         ctl=("/usr/sbin/apache2ctl",))
+    t = apply_target.system_apache(php, "")
+    assert t.master_ini == Path(ini) and t.php_in_apache
