@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from conftest import invoke, run_cli
+from conftest import invoke
 from statstorm.adapters.labs import php_roots
 from statstorm.model import php_versions
 
