@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from statstorm.env import Env
-from statstorm.results.php_root import HOST_VERSION
 from statstorm.errors import ComponentError, DependencyError
+from statstorm.results.php_root import HOST_VERSION
 
 SOURCE = Path("/usr/share/wordpress")
 THEME = "twentytwentyone"  # a classic PHP theme: templates, template parts and includes

@@ -4,11 +4,11 @@ stays on the network mount whatever the settings. Pure code."""
 
 from __future__ import annotations
 
-from statstorm.model.php_versions import version_of
-from statstorm.results.php_root import HOST_VERSION
 from statstorm.model.checkfacts import Facts
 from statstorm.model.finding import Finding, Rule, code_on_network, finding
+from statstorm.model.php_versions import version_of
 from statstorm.results.check import Gain, Severity
+from statstorm.results.php_root import HOST_VERSION
 
 # Below this, a few opens per request are noise (a template cache, a robots.txt).
 DATA_OPENS_MIN = 2.0

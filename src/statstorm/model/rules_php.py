@@ -7,10 +7,10 @@ import math
 
 from statstorm.model.checkfacts import (OPCACHE_MAX_FILES, Facts, human_bytes, ini_bool,
                                         ini_bytes, ini_int, ini_size, opcache_rounded)
-from statstorm.model.php_versions import setting_of
 from statstorm.model.finding import (NO_TRACE, REALPATH_DEFAULT, Finding, Rule,
                                      code_on_network, finding, gain_estimate, opcache_on,
                                      opcache_reset_step, setting)
+from statstorm.model.php_versions import setting_of
 from statstorm.results.check import Severity
 
 
