@@ -20,6 +20,7 @@ from pathlib import Path
 
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
+from statstorm.results.php_root import HOST_VERSION
 
 SOURCE = Path("/usr/share/wordpress")
 THEME = "twentytwentyone"  # a classic PHP theme: templates, template parts and includes
@@ -46,15 +47,19 @@ class Database:
     password: str
 
 
-def require_installed() -> None:
+def require_installed(php_version: str = HOST_VERSION, root: str = "") -> None:
+    """WordPress, its theme and PHP's mysqli are installed (`root`: the PHP root of another
+    `php_version` a lab runs, whose own /usr/lib/php holds its mysqli)."""
     if not (SOURCE / "wp-settings.php").exists():
         raise DependencyError("the wordpress package is not installed: run scripts/setup.sh as root")
     if not (SOURCE / "wp-content/themes" / THEME / "style.css").exists():
         raise DependencyError(f"the {THEME_PACKAGE} package is not installed (WordPress needs a "
                               "theme to render pages): run scripts/setup.sh as root")
-    if not list(Path("/usr/lib/php").glob("*/mysqli.so")):
-        raise DependencyError("PHP's mysqli extension is missing (package php8.2-mysql): "
-                              "run scripts/setup.sh as root")
+    if not list(Path(root + "/usr/lib/php").glob("*/mysqli.so")):
+        how = (f"rebuild the PHP root: `statstorm lab php-root build {php_version} --rebuild`"
+               if root else "run scripts/setup.sh as root")
+        raise DependencyError(f"PHP's mysqli extension is missing (package php{php_version}-"
+                              f"mysql): {how}")
 
 
 def version() -> str:
@@ -135,7 +140,8 @@ require_once ABSPATH . 'wp-settings.php';
 INSTALLER = r"""<?php
 // written by statstorm lab: WordPress's own installer, run unattended from PHP CLI
 if (!extension_loaded('mysqli')) {
-    fwrite(STDERR, "PHP's mysqli extension is not loaded: install php8.2-mysql\n");
+    fwrite(STDERR, "PHP's mysqli extension is not loaded: install php" . PHP_MAJOR_VERSION . "."
+        . PHP_MINOR_VERSION . "-mysql\n");
     exit(3);
 }
 define('WP_INSTALLING', true);

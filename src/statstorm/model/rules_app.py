@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from statstorm.model.checkfacts import Facts
 from statstorm.model.finding import Finding, Rule, code_on_network, finding
+from statstorm.model.php_versions import version_of
 from statstorm.results.check import Gain, Severity
+from statstorm.results.php_root import HOST_VERSION
 
 # Below this, a few opens per request are noise (a template cache, a robots.txt).
 DATA_OPENS_MIN = 2.0
@@ -50,8 +52,9 @@ def app_data_on_network(facts: Facts) -> list[Finding]:
                 ev.append("APCu is not loaded in the pool and not available on this machine")
                 return [finding(Severity.WARNING, f"{facts.app} re-reads its data files from network "
                                 "storage on every request", ev,
-                                ["# install APCu (scripts/setup.sh, or the php8.2-apcu package), "
-                                 "then run statstorm check again"], tradeoff, gain)]
+                                [f"# install APCu (scripts/setup.sh, or the php"
+                                 f"{version_of(facts.php_binary) or HOST_VERSION}-apcu "
+                                 "package), then run statstorm check again"], tradeoff, gain)]
             ev.append("APCu is not loaded in the pool: statstorm loads it for this pool only")
             change.append(f"extension = {facts.apcu_path}")
         change += [f"# in {facts.app_config}:", f"{key} = {value};"]

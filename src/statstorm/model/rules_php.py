@@ -10,7 +10,14 @@ from statstorm.model.checkfacts import (OPCACHE_MAX_FILES, Facts, human_bytes, i
 from statstorm.model.finding import (NO_TRACE, REALPATH_DEFAULT, Finding, Rule,
                                      code_on_network, finding, gain_estimate, opcache_on,
                                      opcache_reset_step, setting)
+from statstorm.model.php_versions import setting_of
 from statstorm.results.check import Severity
+
+
+def _known(facts: Facts, key: str) -> str | None:
+    """The pool's value of `key`, else its PHP version's default (model/php_versions.py)."""
+    return setting_of(facts.settings, facts.php_binary, key)
+
 
 # -- realpath cache ------------------------------------------------------------------------------
 def realpath_cache_small(facts: Facts) -> list[Finding]:
@@ -143,7 +150,7 @@ def opcache_disabled(facts: Facts) -> list[Finding]:
 def opcache_revalidate(facts: Facts) -> list[Finding]:
     if not opcache_on(facts) or not ini_bool(setting(facts, "opcache.validate_timestamps"), True):
         return []
-    freq = ini_int(setting(facts, "opcache.revalidate_freq"), 2)
+    freq = ini_int(_known(facts, "opcache.revalidate_freq"), 2)
     network = code_on_network(facts)
     if freq >= 60 or (freq > 0 and not network and freq >= 2):
         return []
@@ -185,7 +192,7 @@ def opcache_revalidate_path(facts: Facts) -> list[Finding]:
 def opcache_max_files(facts: Facts) -> list[Finding]:
     if not opcache_on(facts) or facts.php_files is None:
         return []
-    configured = ini_int(setting(facts, "opcache.max_accelerated_files"), 10000)
+    configured = ini_int(_known(facts, "opcache.max_accelerated_files"), 10000)
     slots = opcache_rounded(configured)
     keys = facts.opcache.num_cached_keys if facts.opcache else None
     ev = [f"opcache.max_accelerated_files = {configured} (PHP rounds it up to {slots} keys)",
@@ -212,7 +219,7 @@ def opcache_memory(facts: Facts) -> list[Finding]:
     oom = st.oom_restarts
     if total == 0 or (free >= 0.1 * total and oom == 0):
         return []
-    size = ini_int(setting(facts, "opcache.memory_consumption"), 128)
+    size = ini_int(_known(facts, "opcache.memory_consumption"), 128)
     ev = [f"opcache.memory_consumption = {size} (MiB)",
           f"the pool's OPcache: {human_bytes(used)} used, {human_bytes(free)} free, "
           f"{human_bytes(wasted)} wasted, {oom} out-of-memory restarts"]
@@ -241,7 +248,7 @@ def opcache_file_override(facts: Facts) -> list[Finding]:
 
 
 def opcache_file_update_protection(facts: Facts) -> list[Finding]:
-    prot = ini_int(setting(facts, "opcache.file_update_protection"), 2)
+    prot = ini_int(_known(facts, "opcache.file_update_protection"), 2)
     files = facts.future_php_files or facts.recent_php_files
     if not opcache_on(facts) or prot <= 0 or not files:
         return []

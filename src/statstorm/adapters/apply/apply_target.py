@@ -4,7 +4,6 @@ master, the web server in front), and the file edits that carry a set of changes
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 
 from statstorm.adapters.apply import backups
@@ -26,12 +25,11 @@ MASTER_INI_NAME = php_targets.MASTER_INI_NAME
 
 def system_apache(php: target.PhpTarget, url: str) -> Target:
     """The system Apache's PHP as apply changes it: PHP settings in statstorm's file of the
-    SAPI's conf.d (`/etc/php/8.2/apache2/conf.d/99-statstorm.ini`), tested with
-    `apache2ctl configtest`, applied with `apache2ctl graceful`."""
+    SAPI's conf.d (`/etc/php/VERSION/apache2/conf.d/99-statstorm.ini`, the version its
+    binary names, else the host's), tested with `apache2ctl configtest`, applied with
+    `apache2ctl graceful`."""
     assert isinstance(php, server_php.ServerPhp)
-    version = re.search(r"(\d+\.\d+)", Path(php.binary).name)
-    ini = (Path(f"/etc/php/{version.group(1) if version else '8.2'}/{php.sapi_dir}/conf.d")
-           / MASTER_INI_NAME)
+    ini = Path(php.runtime.etc(php.sapi_dir)) / "conf.d" / MASTER_INI_NAME
     ctl = list(php.ctl)
     sites = [f"http://{_loopback(s.vhost.address)}:{s.vhost.port}/" for s in php.sites]
     return Target(php.name, php.binary, [], ini, 0, "", ini, [], [], 0, url,
@@ -90,8 +88,11 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "",
     if found is None:
         raise UsageError(f"no file among {conf} and its includes holds [{pool}]")
     argv = [binary, "-y", str(conf)]
-    res = env.run([binary, "-i", "-y", str(conf)], check=False, what="php-fpm -i")
+    res = env.run([*phpfpm.command(binary), "-i", "-y", str(conf)], check=False,
+                  what="php-fpm -i")
     scan = phpfpm.ini_scan_dir(res.stdout)
+    if scan and fpm.runtime.root:  # the master's conf.d as this machine sees it
+        scan = str(fpm.runtime.host_path(scan))
     tt = php_targets.fpm_tt(env, argv)
     listen = phpfpm.pool_directives(tt, pool).get("listen", "")
     control = phpfpm.pool_directives(tt, "global").get("process_control_timeout", "")

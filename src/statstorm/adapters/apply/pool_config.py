@@ -100,8 +100,8 @@ def test_config(env: Env, target: Target, paths: list[Path],
             raise ApplyFailed("apache2 -t rejected the change ("
                               + (lines[-1].strip() if lines else res.first_error_line()) + ")")
     if not target.php_in_apache:  # PHP inside Apache: apache2 -t above loaded it
-        res = env.run([target.fpm_argv[0], "-t", *target.fpm_argv[1:]], check=False,
-                      what="php-fpm -t")
+        res = env.run([*phpfpm.command(target.fpm_argv[0]), "-t", *target.fpm_argv[1:]],
+                      check=False, what="php-fpm -t")
         if res.returncode != 0:
             lines = [ln for ln in (res.stderr + res.stdout).splitlines() if "ERROR" in ln]
             first = (lines or [res.first_error_line()])[0].strip()
@@ -118,7 +118,8 @@ def test_config(env: Env, target: Target, paths: list[Path],
 
 def php_lint(env: Env, target: Target, path: Path) -> str:
     """'' when `php -l` accepts the PHP file, else its first error line."""
-    res = env.run([php_cli(target), "-n", "-l", str(path)], check=False, what="php -l")
+    res = env.run([*phpfpm.command(php_cli(target)), "-n", "-l", str(path)], check=False,
+                  what="php -l")
     return "" if res.returncode == 0 else res.first_error_line()
 
 
@@ -231,7 +232,8 @@ def health(env: Env, target: Target, changes: list[Change], timeout: float = 20.
             time.sleep(0.5)
     while not target.php_in_apache:
         try:
-            answers = php_targets.ask_pool(env, target.listen, 1, keys)
+            answers = php_targets.ask_pool(env, target.listen, 1, keys,
+                                           root=phpfpm.root_of(target.fpm_binary))
             break
         except fastcgi.AnsweredError:
             break  # it answered, without the query's JSON (open_basedir keeps the script out)

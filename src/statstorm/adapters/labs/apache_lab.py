@@ -1,10 +1,12 @@
 """Apache for a lab: the lab's own apache2 master on 127.0.0.1, with one MPM and one way to
-run PHP, from Debian's packages (apache2, libapache2-mod-php8.2, libapache2-mod-fcgid,
-php8.2-cgi), never the system's Apache or its /etc/apache2.
+run PHP, from Debian's packages of the host's PHP (apache2, libapache2-mod-phpX.Y,
+libapache2-mod-fcgid, phpX.Y-cgi; Debian 12: 8.2), never the system's Apache or its
+/etc/apache2. PHP of another version (`--php 7.4|8.4`, a chrooted php-fpm) is for nginx labs
+only.
 
 The three handlers:
 - `fpm`: mod_proxy_fcgi passes `.php` to the lab's php-fpm pool over its Unix socket (as
-  Debian's conf-available/php8.2-fpm.conf does);
+  Debian's conf-available/phpX.Y-fpm.conf does);
 - `mod_php`: PHP runs inside Apache's children (Debian's PHP is not thread-safe, so only
   under `prefork`);
 - `fcgid`: mod_fcgid starts `php-cgi` processes on demand, one request at a time each.
@@ -30,6 +32,7 @@ from statstorm.adapters.host import procs
 from statstorm.adapters.load import http
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, UsageError
+from statstorm.results.php_root import HOST_VERSION
 from statstorm.results.serving import Handler, Mpm, handler_of
 
 BINARY = "/usr/sbin/apache2"
@@ -87,12 +90,12 @@ def _newest(pattern: str) -> str:
 
 
 def php_module() -> str:
-    """Debian's mod_php (`libphp8.2.so`), '' if libapache2-mod-php is not installed."""
+    """Debian's mod_php (`libphpX.Y.so`), '' if libapache2-mod-php is not installed."""
     return _newest(str(MODULES / "libphp[0-9]*.so"))
 
 
 def php_cgi_binary() -> str:
-    """The newest `php-cgi` (`/usr/bin/php-cgi8.2`), '' if php-cgi is not installed."""
+    """The newest `php-cgi` (`/usr/bin/php-cgiX.Y`), '' if php-cgi is not installed."""
     return _newest("/usr/bin/php-cgi[0-9]*")
 
 
@@ -121,12 +124,12 @@ HANDLER_CONF: dict[Handler, HandlerConf] = {
                       '    SetHandler "proxy:unix:{socket}|fcgi://localhost/"\n'
                       "</LocationMatch>\n")),
     Handler.MOD_PHP: HandlerConf(
-        (), "libapache2-mod-php8.2", "SetHandler application/x-httpd-php\n",
+        (), f"libapache2-mod-php{HOST_VERSION}", "SetHandler application/x-httpd-php\n",
         load_php_module=True, php_code=lambda: php_module(),
-        php_code_wanted=str(MODULES / "libphp8.2.so")),
+        php_code_wanted=str(MODULES / f"libphp{HOST_VERSION}.so")),
     # error_log names the lab in php-cgi's command line, so `lab down` finds strays by it.
     Handler.FCGID: HandlerConf(
-        ("fcgid",), "libapache2-mod-fcgid php8.2-cgi",
+        ("fcgid",), f"libapache2-mod-fcgid php{HOST_VERSION}-cgi",
         'SetHandler fcgid-script\n'
         'FcgidWrapper "{php_cgi} -d error_log={prefix}/log/php-cgi.log"\n',
         server_lines=("FcgidIPCDir {prefix}/run/fcgid\n"
@@ -137,7 +140,8 @@ HANDLER_CONF: dict[Handler, HandlerConf] = {
                       "FcgidIOTimeout 60\nFcgidConnectTimeout 20\n"
                       'FcgidInitialEnv PHP_INI_SCAN_DIR ":{prefix}/conf/php"\n'
                       "FcgidInitialEnv PHP_FCGI_MAX_REQUESTS 0\n"),
-        options=" ExecCGI", php_code=lambda: php_cgi_binary(), php_code_wanted="/usr/bin/php-cgi8.2"),
+        options=" ExecCGI", php_code=lambda: php_cgi_binary(),
+        php_code_wanted=f"/usr/bin/php-cgi{HOST_VERSION}"),
 }
 
 

@@ -20,7 +20,7 @@ _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 
 
 def find_binary() -> str:
-    """The newest php-fpm binary installed (`/usr/sbin/php-fpm8.2` on Debian 12)."""
+    """The newest php-fpm binary installed (Debian 12's, `/usr/sbin/php-fpm` + its version)."""
     found = sorted(glob.glob("/usr/sbin/php-fpm[0-9]*"), key=_version_key)
     if not found:
         raise DependencyError("php-fpm is not installed: run scripts/setup.sh as root")
@@ -31,13 +31,24 @@ def _version_key(path: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", Path(path).name))
 
 
+def root_of(binary: str) -> str:
+    """The PHP root (adapters/labs/php_roots.py) holding `binary`: the nearest ancestor with
+    a root's marker; '' for the host's own PHP."""
+    if not binary.startswith("/"):
+        return ""
+    for parent in Path(binary).parents:
+        if parent != Path("/") and (parent / MARKER).is_file():
+            return str(parent)
+    return ""
+
+
 def command(binary: str) -> list[str]:
     """How to run a php-fpm (or php) binary: as it is for the host's PHP; chrooted in its
     PHP root (adapters/labs/php_roots.py) when `binary` lies in one, so a lab of another
     PHP version is tested, read back and started by the same code."""
-    for parent in Path(binary).parents:
-        if parent != Path("/") and (parent / MARKER).is_file():
-            return ["chroot", str(parent), "/" + str(Path(binary).relative_to(parent))]
+    root = root_of(binary)
+    if root:
+        return ["chroot", root, "/" + str(Path(binary).relative_to(root))]
     return [binary]
 
 
@@ -49,11 +60,15 @@ def version_of(binary: str) -> str:
 
 
 def php_cli_for(fpm_binary: str) -> str:
-    """The php CLI of the same version as `fpm_binary`."""
+    """The php CLI of the same version as `fpm_binary`, in the same PHP root when it lies in
+    one (run it through `command`)."""
     version = Path(fpm_binary).name.removeprefix("php-fpm")
-    cli = f"/usr/bin/php{version}"
+    root = root_of(fpm_binary)
+    cli = f"{root}/usr/bin/php{version}"
     if not Path(cli).exists():
-        raise DependencyError(f"{cli} is missing: install php{version}-cli")
+        where = f" in the PHP root {root} (rebuild it: `statstorm lab php-root build " \
+                f"{version} --rebuild`)" if root else ""
+        raise DependencyError(f"{cli} is missing: install php{version}-cli{where}")
     return cli
 
 

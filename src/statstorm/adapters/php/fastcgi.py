@@ -94,19 +94,24 @@ SCRIPT_DIR_PREFIX, SCRIPT_FILE = "statstorm-check-", "query.php"
 
 
 @contextmanager
-def script_file(text: str) -> Iterator[str]:
+def script_file(text: str, root: str = "") -> Iterator[str]:
     """The PHP file `text` where a pool's workers can run it, removed afterwards: a fresh
     directory under /run (else the temp directory), 0755 and the file 0644, so that any
     pool user reads it; `.php`, so that the default `security.limit_extensions` allows it.
-    A pool whose open_basedir leaves /run out refuses it (the caller says so)."""
-    base = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
+    A pool whose open_basedir leaves /run out refuses it (the caller says so). `root`: the
+    PHP root the workers run chrooted in; the file is made under the root's /run (else its
+    /tmp) and its path is given as the workers see it."""
+    top = Path(root) if root else Path("/")
+    run = top / "run"
+    base = run if os.access(run, os.W_OK) else (top / "tmp" if root else
+                                                Path(tempfile.gettempdir()))
     tmp = tempfile.mkdtemp(prefix=SCRIPT_DIR_PREFIX, dir=base)
     try:
         os.chmod(tmp, 0o755)
         script = Path(tmp, SCRIPT_FILE)
         script.write_text(text)
         script.chmod(0o644)
-        yield str(script)
+        yield "/" + str(script.relative_to(top)) if root else str(script)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from statstorm.adapters.php import fastcgi, php_targets
+from statstorm.adapters.php import fastcgi, php_runtime, php_targets
 from statstorm.adapters.php.target import PhpTarget
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
@@ -56,7 +56,8 @@ def refusal(php: PhpTarget, directives: dict[str, str]) -> str:
     if directives.get("chroot"):
         return (f"{php.label} runs chrooted in {directives['chroot']}: statstorm's script "
                 "outside it cannot be run; reload php-fpm instead (`systemctl reload "
-                "php8.2-fpm`, or SIGUSR2 to its master: OPcache starts empty)")
+                f"php{php_runtime.of_binary(php.binary).version}-fpm`, or SIGUSR2 to its "
+                "master: OPcache starts empty)")
     if not directives.get("listen"):
         return (f"{php.label}: its listen address is unknown (php-fpm -tt did not show it); "
                 "reload php-fpm instead (OPcache starts empty)")
@@ -90,7 +91,8 @@ def reset(env: Env, php: PhpTarget, directives: dict[str, str],
     if why:
         raise UsageError(why)
     listen = directives["listen"]
-    with fastcgi.script_file(RESET_PHP) as script:
+    # a pool run chrooted in a PHP root (`lab up --php 8.4`) runs the script from there
+    with fastcgi.script_file(RESET_PHP, php_runtime.of_binary(php.binary).root) as script:
         env.debug(f"FastCGI {listen}: {script}?{RESET_QUERY}")
         try:
             before, done, data = decode(*fastcgi.run_script(listen, script, query=RESET_QUERY))

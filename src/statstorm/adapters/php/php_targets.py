@@ -22,7 +22,7 @@ from typing import Callable, ClassVar
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import phpfpm
-from statstorm.adapters.php import fastcgi, fpm_master
+from statstorm.adapters.php import fastcgi, fpm_master, php_runtime
 from statstorm.adapters.servers import nginx
 from statstorm.env import Env
 from statstorm.errors import UsageError
@@ -30,6 +30,7 @@ from statstorm.model.checkfacts import OpcacheStatus
 from statstorm.results import jsonlenient as lenient
 from statstorm.results.jsontypes import JsonObject
 from statstorm.results.lab import LabState
+from statstorm.results.php_root import HOST_VERSION
 from statstorm.results.serving import Handler
 
 # The settings a trace records (the ones that change what PHP asks the file system).
@@ -40,7 +41,9 @@ SETTING_PREFIXES = ("realpath_cache", "open_basedir", "include_path", "opcache."
 Settings = dict[str, str]
 # statstorm's own file in the master's ini scan directory (a lab's: <state dir>/conf/php)
 MASTER_INI_NAME = "99-statstorm.ini"
-PHP_BINARIES = ("/usr/bin/php8.2", "/usr/sbin/php-fpm8.2", "/usr/bin/php-cgi8.2")
+# The host's own PHP (Debian 12's): probed when a target runs no PHP binary directly.
+PHP_BINARIES = (f"/usr/bin/php{HOST_VERSION}", f"/usr/sbin/php-fpm{HOST_VERSION}",
+                f"/usr/bin/php-cgi{HOST_VERSION}")
 # The script a worker runs for `check` (no output but JSON; nothing is changed).
 QUERY_PHP = r"""<?php
 header('Content-Type: application/json');
@@ -56,7 +59,8 @@ if (isset($_GET['hold'])) { usleep(min(200000, (int)$_GET['hold'])); }
 echo json_encode(['ini' => $ini, 'realpath_used' => realpath_cache_size(),
   'extensions' => get_loaded_extensions(),
   'opcache' => function_exists('opcache_get_status') ? opcache_get_status(false) : null,
-  'sapi' => PHP_SAPI, 'pid' => getmypid()]);
+  'sapi' => PHP_SAPI, 'pid' => getmypid(), 'php_version' => PHP_VERSION,
+  'php_ini' => (string)php_ini_loaded_file()]);
 """
 
 
@@ -113,16 +117,18 @@ def settings_args(argv: list[str]) -> list[str]:
 def fpm_tt(env: Env, argv: list[str]) -> str:
     """`php-fpm -tt` of the master started as `argv` (binary + options): the full
     configuration it would run with."""
-    res = env.run([argv[0], "-tt", *settings_args(argv)], what="php-fpm -tt", check=False)
+    res = env.run([*phpfpm.command(argv[0]), "-tt", *settings_args(argv)], what="php-fpm -tt",
+                  check=False)
     return res.stderr + res.stdout
 
 
 def fpm_settings(env: Env, binary: str, master_argv: list[str], pool: str) -> Settings:
     """The settings a pool's workers start with: the master's ini (`php-fpm -i` with its own
-    options) and the pool's php_value/php_admin_value and pm.* (`php-fpm -tt`)."""
+    options) and the pool's php_value/php_admin_value and pm.* (`php-fpm -tt`), each run as
+    the master runs (chrooted in its PHP root for a root's binary)."""
     args = settings_args(master_argv)
     settings: Settings = {}
-    res = env.run([binary, "-i", *args], what="php-fpm -i", check=False)
+    res = env.run([*phpfpm.command(binary), "-i", *args], what="php-fpm -i", check=False)
     settings.update(parse_php_i(res.stdout))
     settings.update(parse_fpm_tt(fpm_tt(env, [binary, *args]), pool))
     settings["sapi"] = "fpm-fcgi"
@@ -130,14 +136,15 @@ def fpm_settings(env: Env, binary: str, master_argv: list[str], pool: str) -> Se
 
 
 def cli_settings(env: Env, argv: list[str]) -> Settings:
-    """The settings of a PHP command line (`php -i` with its -d/-c/-n options)."""
+    """The settings of a PHP command line (`php -i` with its -d/-c/-n options; a PHP root's
+    binary run chrooted in its root)."""
     php = shutil.which(argv[0]) or argv[0]
     if not os.path.basename(php).startswith("php"):
         php = shutil.which("php") or PHP_BINARIES[0]
         args: list[str] = []
     else:
         args = [a for a in settings_args(argv) if a not in ("-y", "--fpm-config")]
-    res = env.run([php, *args, "-i"], what="php -i", check=False)
+    res = env.run([*phpfpm.command(php), *args, "-i"], what="php -i", check=False)
     settings = parse_php_i(res.stdout)
     settings["sapi"] = "cli"
     return settings
@@ -176,6 +183,11 @@ class FpmPool:
     @property
     def binaries(self) -> list[str]:
         return php_binaries([self.binary])
+
+    @property
+    def runtime(self) -> php_runtime.PhpRuntime:
+        """Its PHP: version, and the root its master runs chrooted in ('' for the host's)."""
+        return php_runtime.of_binary(self.binary)
 
     def allow(self, title: str) -> bool:
         """Given a process title: is it one of this pool's PHP processes? A worker forked a
@@ -332,11 +344,12 @@ def is_query_script(path: bytes) -> bool:
 
 
 def ask_pool(env: Env, listen: str, workers: int,
-             keys: tuple[str, ...] = ()) -> list[PoolAnswer]:
+             keys: tuple[str, ...] = (), root: str = "") -> list[PoolAnswer]:
     """Ask the pool `workers` times at once (each answer held 50 ms, so that busy workers make
     the next request go to another): one answer per worker that replied. `keys`: more ini
-    settings to report besides the ones the query always reads."""
-    with fastcgi.script_file(QUERY_PHP) as script:
+    settings to report besides the ones the query always reads; `root`: the PHP root the
+    workers run chrooted in (the query is written there)."""
+    with fastcgi.script_file(QUERY_PHP, root) as script:
         env.debug(f"FastCGI {listen}: {script} x{workers}")
         n = max(1, min(workers, 16))
         query = "&".join(q for q in ("hold=50000" if n > 1 else "",
@@ -372,6 +385,8 @@ class PoolAnswer:
     extensions: tuple[str, ...] | None  # get_loaded_extensions(), None when not a list
     opcache: OpcacheStatus | None  # opcache_get_status(false), if on
     pid: int
+    php_version: str = ""  # PHP_VERSION of the worker ('' when it did not say)
+    php_ini: str = ""  # php_ini_loaded_file(), as the worker sees it
 
     @classmethod
     def from_json(cls, data: JsonObject) -> PoolAnswer:
@@ -381,4 +396,5 @@ class PoolAnswer:
                    realpath_used=_int(data, "realpath_used"),
                    extensions=None if ext is None else tuple(str(e) for e in ext),
                    opcache=OpcacheStatus.from_json(status) if status else None,
-                   pid=_int(data, "pid") or 0)
+                   pid=_int(data, "pid") or 0, php_version=str(data.get("php_version") or ""),
+                   php_ini=str(data.get("php_ini") or ""))

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from statstorm.adapters.host import elf, memory, smaps
 from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
-from statstorm.adapters.php import apcu, codetree, php_apps, php_targets, server_php, target
+from statstorm.adapters.php import (apcu, codetree, php_apps, php_runtime, php_targets,
+                                   server_php, target)
 from statstorm.adapters.servers import apache_facts, apache_system, nginx
 from statstorm.adapters.storage import code_mirror, gluster, mounts
 from statstorm.env import Env
@@ -194,9 +195,14 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
     extensions: tuple[str, ...] | None = None
     if query_pool:
         notes += fpm.query_caveats(listen)
+    runtime = php_runtime.of_binary(fpm.binary)
+    if runtime.root and isinstance(fpm, php_targets.FpmPool):
+        notes.append(php_runtime.identity(env, runtime, php_targets.settings_args(fpm.argv))
+                     .describe(runtime))
+        source += f", run chrooted in the PHP root {runtime.root}"
     if query_pool and listen and not directives.get("chroot"):
         try:
-            answers = php_targets.ask_pool(env, listen, len(fpm.workers))
+            answers = php_targets.ask_pool(env, listen, len(fpm.workers), root=runtime.root)
             data = answers[0]
             settings.update(data.ini)
             status = data.opcache
@@ -204,6 +210,9 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
             used = max(used_by) if used_by else None
             extensions = data.extensions
             source = f"{len(answers)} worker(s) of the pool over FastCGI ({listen})"
+            if runtime.root:
+                source += (f", PHP {data.php_version or runtime.version} chrooted in the PHP "
+                           f"root {runtime.root}")
         except ComponentError as exc:
             notes.append(f"could not ask the pool over FastCGI ({exc}; open_basedir or "
                          "security.limit_extensions can keep the query script out); settings "
@@ -267,7 +276,7 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
         mem_available_kb=info.available_kb, mem_total_kb=info.total_kb,
         opcache=status, realpath_used=used, realpath_used_by_worker=used_by,
         trace=trace, fsbench_p50_us=fsb or {}, app=app, app_config=app_config,
-        extensions=extensions, apcu_path=apcu.extension_path(), apache=apache,
+        extensions=extensions, apcu_path=apcu.extension_path(root=runtime.root), apache=apache,
         huge_mapped_kb=tuple(m.huge_kb for m in mem) if mem else None,
         code_mapping=memory.code_window(fpm.workers[0]) if fpm.workers else None),
         source, notes)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import ClassVar, Self, TypeVar, Union
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab
+from statstorm.adapters.php import php_runtime
 from statstorm.adapters.php.php_targets import PHP_BINARIES, Settings, parse_php_i
 from statstorm.adapters.servers import apache_conf, apache_system
 from statstorm.env import Env
@@ -44,7 +44,7 @@ class ServerPhp:
     name: str
     workers: list[int]
     masters: list[int]
-    binary: str  # the code PHP runs from: libphp8.2.so or php-cgi8.2
+    binary: str  # the code PHP runs from: libphpX.Y.so or php-cgiX.Y
     ini_dir: str = ""  # the lab's own scan directory (its overrides), if any
     server_title: str = ""  # the Apache master's command line (its children carry it)
     probe_url: str = ""  # the lab's loopback phpinfo page (adapters.apache_lab), if any
@@ -64,6 +64,11 @@ class ServerPhp:
     def binaries(self) -> list[str]:
         return [self.binary]
 
+    @property
+    def runtime(self) -> php_runtime.PhpRuntime:
+        """Its PHP's version (the one its binary names, else the host's)."""
+        return php_runtime.of_binary(self.binary)
+
     def allow(self, title: str) -> bool:
         return title == self.server_title or not title
 
@@ -73,8 +78,7 @@ class ServerPhp:
     def settings(self, env: Env) -> Settings:
         """The SAPI's php.ini and conf.d, then the lab's scan directory, read with the CLI
         (`php -c … -i`): what these processes start with, as Debian lays the files out."""
-        version = re.search(r"(\d+\.\d+)", Path(self.binary).name)
-        etc = f"/etc/php/{version.group(1) if version else '8.2'}/{self.sapi_dir}"
+        etc = self.runtime.etc(self.sapi_dir)
         scan = ":".join(d for d in (f"{etc}/conf.d", self.ini_dir) if d)
         php = shutil.which("php") or PHP_BINARIES[0]
         res = env.run([php, "-c", f"{etc}/php.ini", "-i"], check=False, what="php -i",

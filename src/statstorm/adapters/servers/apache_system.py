@@ -102,8 +102,9 @@ def _handler(name: str, args: str, modules: set[str]) -> tuple[Handler, str] | N
 def site_handler(cfg: apache_conf.ApacheConfig, vhost_source: str, modules: set[str],
                  ) -> tuple[Handler | None, str, str]:
     """How the <VirtualHost> at `vhost_source` runs PHP: the last directive that hands .php
-    to a handler, the server-level ones first (conf-enabled/php8.2-fpm.conf, mods-enabled/
-    php8.2.conf), then the vhost's own; with its php-fpm address and file:line."""
+    to a handler, the server-level ones first (conf-enabled/phpX.Y-fpm.conf, mods-enabled/
+    phpX.Y.conf, whatever the PHP version), then the vhost's own; with its php-fpm address
+    and file:line."""
     loaded = apache_conf.loaded_modules(cfg)
     found: tuple[Handler | None, str, str] = (None, "", "")
     for own in (False, True):
