@@ -79,14 +79,17 @@ def hugepages(info: MemInfo) -> HugePageFacts:
 
 def code_window(pid: int) -> tuple[str, int, int] | None:
     """The first executable file mapping of a process (what `opcache.huge_code_pages` looks
-    at: PHP remaps only that one, the main binary's code): (path, start, end), or None."""
+    at: PHP remaps only that one, the main binary's code): (path, start, end), or None.
+    Anonymous executable memory shown as a device file is skipped: PHP 8.4's JIT buffer is a
+    shared `/dev/zero` mapping and comes before the binary's code."""
     try:
         lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
     except OSError:
         return None
     for line in lines:
         parts = line.split()
-        if len(parts) >= 6 and parts[1].startswith("r-x") and parts[5].startswith("/"):
+        if len(parts) >= 6 and parts[1].startswith("r-x") and parts[5].startswith("/") \
+                and not parts[5].startswith("/dev/"):
             start, _, end = parts[0].partition("-")
             return parts[5], int(start, 16), int(end, 16)
     return None
