@@ -18,12 +18,16 @@ from statstorm.env import Env
 
 pytestmark = pytest.mark.root
 
+# The mount's entry and attribute caches kept (600 s, on both labs): a failed lookup is then
+# one LOOKUP on the brick (negative-timeout stays 0), where the default 1 s entry-timeout
+# adds a LOOKUP per expired directory of its path now and then (each delayed too).
 SMALL = ("--app", "synthetic", "--storage", "glusterfs", "--workers", "1", "--packages", "4",
-         "--classes", "5", "--touch", "10")
-# Large against what a loaded machine adds to it: the brick's sleep ends 0.1-0.5 ms late here
-# (timer slack, a vCPU's wake-up), a 20 % band of 1 ms would measure the machine.
+         "--classes", "5", "--touch", "10", "--mount-opt", "entry-timeout=600",
+         "--mount-opt", "attribute-timeout=600")
+# Large against what a loaded machine adds to it: the brick's sleep and the wake-ups after
+# it end 0.2-0.5 ms late here, which a 20 % band of 1 ms would measure instead of the delay.
 DELAY_US = 5000
-MISSES = 200
+ITERATIONS = 5
 
 
 def test_storage_delay_adds_its_duration_to_each_metadata_call(lab, state_home: Path) -> None:
@@ -33,39 +37,33 @@ def test_storage_delay_adds_its_duration_to_each_metadata_call(lab, state_home: 
     listing = run_cli(["lab", "list"], state_home, check=True).stdout
     assert "glusterfs +5ms" in listing
     out = state_home / "fsbench.json"
-    # A failed lookup is one LOOKUP on the brick (negative-timeout is 0 on a lab's mount), the
-    # one metadata call no cache answers: the delay once. Counted on the brick itself, so
-    # that no call is delayed twice (a lookup that also stats, say).
-    window = round_trips.gluster(Env(state_root=state_home), str(far["volume"]))
-    window.open()
-    for i in range(MISSES):
-        try:
-            os.stat(Path(str(far["code_path"])) / f"statstorm-missing-{i}")
-        except FileNotFoundError:
-            pass
-    counted = window.close(MISSES)
-    assert counted is not None, window.note
-    lookups = counted["by_fop"].get("LOOKUP", 0)  # type: ignore[union-attr]
-    # a few more when the mount's entry for the code directory expires meanwhile (1 s)
-    assert MISSES <= lookups <= MISSES * 1.1, counted
     # Measured as bench/storage_delay.py measures: fsbench's warm failed lookups, both labs
-    # interleaved, under the load lock so no other load test runs meanwhile.
+    # interleaved, under the load lock so no other load test runs meanwhile; the far brick's
+    # LOOKUPs counted meanwhile, so that no call is delayed twice.
+    window = round_trips.gluster(Env(state_root=state_home), str(far["volume"]))
     fd = os.open(LOAD_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        run_cli(["fsbench", "--ops", "negative", "--iterations", "5", "-o", str(out),
-                 str(near["code_path"]), str(far["code_path"])], state_home, check=True)
+        window.open()
+        run_cli(["fsbench", "--ops", "negative", "--iterations", str(ITERATIONS), "-o",
+                 str(out), str(near["code_path"]), str(far["code_path"])], state_home,
+                check=True)
     finally:
         os.close(fd)
     result = json.loads(out.read_text())
     assert result["storage_delay_us"] == [0, DELAY_US]
     stats = {c["path_index"]: c["stats"] for c in result["results"] if c["op"] == "negative"}
+    counted = window.close(1)
+    assert counted is not None, window.note
+    lookups = counted["by_fop"].get("LOOKUP", 0)  # type: ignore[union-attr]
+    calls = stats[1]["count"] * (ITERATIONS + 1) // ITERATIONS  # and fsbench's priming pass
     # The median call's rise: what one round trip to the far storage adds.
     added = stats[1]["p50_us"] - stats[0]["p50_us"]
     facts = (f"a failed lookup took {stats[0]['p50_us']:.0f} µs (p50) without the delay and "
              f"{stats[1]['p50_us']:.0f} µs with {DELAY_US} µs: {added:.0f} µs more; "
-             f"{lookups} LOOKUPs on the brick for {MISSES} failed lookups")
+             f"{lookups} LOOKUPs on the brick for {calls} failed lookups")
     print(facts)  # shown with pytest -rP
+    assert calls <= lookups <= calls * 1.05, facts
     assert 0.8 * DELAY_US <= added <= 1.2 * DELAY_US, facts
     for state in (near, far):
         run_cli(["lab", "down", "--name", str(state["name"])], state_home, check=True)

@@ -11,6 +11,16 @@ profile-info-cumulative-after.txt: LOOKUP, OPENDIR, READDIRP, STAT, FSTAT, OPEN,
 READLINK, STATFS) plus the ones of the same family a client may send instead (ACCESS, READDIR,
 FGETXATTR). Data (READ, WRITE) and the writes and locks of an install are not delayed: the
 delay stands for the round trip of a metadata call, which is what statstorm finds and fixes.
+
+What the delay is, precisely: the brick holds every such call that long before it serves it,
+once per call the client sends (one network round trip). A syscall pays it as many times as
+it makes round trips: none when the client's caches answer (a stat within attribute-timeout),
+once for a failed lookup (one LOOKUP; negative-timeout is 0 on a lab's mount), once more per
+directory of its path whose entry has expired (entry-timeout, 1 s by default) and for an
+open that also sends OPEN. What a caller measures per round trip is the delay plus how late
+the machine ends such a wait (the brick's sleep, the client's wake-ups after it): 0.1-0.5 ms
+on a loaded 2-vCPU machine, about +20 % of 1ms, +10 % of 5ms (tests/test_storage_delay_lab.py
+checks 5ms within 20 %, one LOOKUP per failed lookup).
 """
 
 from __future__ import annotations
