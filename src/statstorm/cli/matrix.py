@@ -40,7 +40,9 @@ def cells_table(result: MatrixResult) -> Table:
                     f"{result.thp_mode or 'unknown'})")
     for h in ("cell", "good req/s (median)", "95 % interval", "rounds", "p50 ms", "p99 ms",
               "failed", "PSS server/php/worker MB", "huge pages"):
-        t.add_column(h, justify="left" if h == "cell" else "right")
+        # a cell's id whole (its storage and delay are its last part): folded, never cut
+        t.add_column(h, justify="left" if h == "cell" else "right",
+                     overflow="fold" if h == "cell" else "ellipsis")
     for c in result.cells:
         s = c.summary or EMPTY
         rps, pss, hp = s.rps, s.pss_mb, s.huge_pages
