@@ -6,7 +6,8 @@ farther away), measured with fsbench, interleaved: `find` over the whole tree co
 (seed 001's `time (find . > /dev/null)`, first and subsequent run), then PHP's warm metadata
 calls (stat, failed lookup, open, readdir) on a sample of the files. Prints seed 001's table
 shape — each storage's time and its ratio to local disk — and tears the labs down, also on
-Ctrl-C or failure.
+Ctrl-C or failure. The delay is per round trip to the brick: a call that makes one measures
+the delay plus the machine's lateness ending a wait (model/storage_delay.py).
 
 Run as root on a quiet machine, under the shared lock:
   flock /tmp/statstorm-load.lock python3 bench/storage_delay.py -o storage-delay.json
@@ -16,10 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import sys
 from pathlib import Path
+from types import FrameType
 
+from statstorm.adapters.storage import gluster
 from statstorm.commands import fsbench as cmd
 from statstorm.commands import lab as lab_cmd
+from statstorm.errors import StatstormError
 from statstorm.env import Env
 from statstorm.model import storage_delay
 from statstorm.results.fsbench import FsbenchResult
@@ -52,6 +59,12 @@ def table(find: FsbenchResult, calls: FsbenchResult) -> list[str]:
             c, r = find.cell("find", state, i), ref.get(state)
             row.append(f"{c.stats.p50_us / r.stats.p50_us:.1f}x" if c and r and i else "")
         out.append(f"  {row[0]:18} {row[1]:>14} {row[2]:>14} {row[3]:>11} {row[4]:>11}")
+    warm = [(name, find.cell("find", "warm", i)) for i, name in enumerate(names)]
+    local = warm[0][1]
+    if local is not None and local.stats.p50_us:
+        out.append("  warm find against local disk: " + ", ".join(
+            f"{name} {c.stats.p50_us / local.stats.p50_us:.1f}x" for name, c in warm[1:] if c)
+            + " (seed 001: NFS 11x, GlusterFS 111x)")
     out.append("  seed 001 (Aimeos, about 6,500 entries, a real network):")
     for name, cold, warm, rc, rw in SEED:
         out.append(f"  {name:18} {cold:>14} {warm:>14} {rc:>11} {rw:>11}")
@@ -67,13 +80,50 @@ def table(find: FsbenchResult, calls: FsbenchResult) -> list[str]:
     return out
 
 
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # SIGTERM as Ctrl-C: the labs still come down
+
+
+def check(env: Env, a: argparse.Namespace) -> str:
+    """What stops the bench before any lab starts ('' if nothing)."""
+    if a.iterations < 1 or a.max_files < 1:
+        return "--iterations and --max-files must be 1 or more"
+    parent = a.output.parent if str(a.output.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        return f"-o {a.output}: {parent} is not a writable directory"
+    if not env.is_root():
+        return "run it as root (it starts labs): sudo flock /tmp/statstorm-load.lock …"
+    taken = [name for name, _, _ in LABS if name in {s.name for s in lab_cmd.list_labs(env)}]
+    if taken:
+        return (f"lab(s) {', '.join(taken)} exist: take them down with `statstorm lab down "
+                f"--name NAME` first")
+    try:
+        gluster.require_delay_translator()
+    except StatstormError as exc:
+        return str(exc)
+    return ""
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--iterations", type=int, default=3)
-    ap.add_argument("--max-files", type=int, default=2000)
-    ap.add_argument("-o", "--output", type=Path, default=Path("storage-delay.json"))
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--iterations", type=int, default=3, help="fsbench passes per cell (p50)")
+    ap.add_argument("--max-files", type=int, default=2000,
+                    help="files sampled for the warm metadata calls")
+    ap.add_argument("-o", "--output", type=Path, default=Path("storage-delay.json"),
+                    help="fsbench result of the warm calls; find's beside it (.find.json)")
+    ap.add_argument("--check-only", action="store_true",
+                    help="check the arguments and exit (no lab, no load)")
     a = ap.parse_args()
     env = Env()
+    problem = check(env, a)
+    if problem:
+        sys.exit(f"bench/storage_delay.py: {problem}")
+    if a.check_only:
+        print(f"labs: {', '.join(f'{n} ({storage_delay.label(s, d)})' for n, s, d in LABS)}; "
+              f"output {a.output} and {a.output.with_suffix('.find.json')}")
+        return
+    signal.signal(signal.SIGTERM, _stop)
     up: list[str] = []
     try:
         for name, storage, delay in LABS:

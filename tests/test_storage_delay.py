@@ -5,6 +5,7 @@ Pure: no root, no server (the real brick's delay: tests/test_storage_delay_lab.p
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -221,6 +222,25 @@ def test_bench_table_has_seed_001s_shape() -> None:
     assert "first (cold)" in text and "later (warm)" in text and "seed 001" in text
     assert "glusterfs +1ms" in text and "glusterfs +200us" in text
     assert "100.0x" in text  # 1ms lab's find against local disk's
+    # the warm find's ratios in one line: 0, 200us and 1ms side by side
+    assert "warm find against local disk: glusterfs 10.0x, glusterfs +200us 30.0x, glusterfs +1ms 100.0x" in text
+
+
+def test_bench_checks_its_arguments_before_any_lab(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    bench = Path(__file__).parent.parent / "bench" / "storage_delay.py"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent / "src")}
+    for args, says in ((["--iterations", "0"], "must be 1 or more"),
+                       (["-o", str(tmp_path / "no" / "x.json")], "not a writable directory")):
+        proc = subprocess.run([sys.executable, str(bench), "--check-only", *args], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1 and says in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    proc = subprocess.run([sys.executable, str(bench), "--help"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and "--storage-delay" in proc.stdout
 
 
 def test_a_glusterfs_without_the_translator_is_one_usage_error(

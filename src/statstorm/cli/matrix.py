@@ -15,6 +15,7 @@ from statstorm.cli import cli, started
 from statstorm.cli.paths import InputPath, OutputPath
 from statstorm.commands import matrix as matrix_cmd
 from statstorm.commands import matrix_import
+from statstorm.model import storage_delay
 from statstorm.model.matrix_grid import ARCHS, MatrixOptions, parse_arch, parse_knob, parse_on_off
 from statstorm.model.matrix_summary import shown
 from statstorm.env import Env
@@ -39,7 +40,9 @@ def cells_table(result: MatrixResult) -> Table:
                     f"{result.thp_mode or 'unknown'})")
     for h in ("cell", "good req/s (median)", "95 % interval", "rounds", "p50 ms", "p99 ms",
               "failed", "PSS server/php/worker MB", "huge pages"):
-        t.add_column(h, justify="left" if h == "cell" else "right")
+        # a cell's id whole (its storage and delay are its last part): folded, never cut
+        t.add_column(h, justify="left" if h == "cell" else "right",
+                     overflow="fold" if h == "cell" else "ellipsis")
     for c in result.cells:
         s = c.summary or EMPTY
         rps, pss, hp = s.rps, s.pss_mb, s.huge_pages
@@ -102,6 +105,11 @@ def render(result: MatrixResult, all_pairs: bool = False) -> None:
               help="opcache.huge_code_pages: on, off or on,off (with OPcache on only).")
 @click.option("--storage", default="local", show_default=True, metavar="local,glusterfs",
               help="Where the code lives, comma-separated.")
+@click.option("--storage-delay", "storage_delay_text", default="0", show_default=True,
+              metavar="D1,D2,…",
+              help="GlusterFS: one more axis, the delay added to every metadata call the brick "
+                   "serves (as `lab up --storage-delay`), e.g. 0,200us,1ms; 0 is none. Local "
+                   "storage takes part with 0 only.")
 @click.option("--cells", default="", metavar="ID1,ID2,…",
               help="Only these cells (ids as --dry-run prints them; globs allowed).")
 @click.option("--rounds", type=int, default=5, show_default=True,
@@ -138,15 +146,15 @@ def render(result: MatrixResult, all_pairs: bool = False) -> None:
 @click.option("--test-break", multiple=True, hidden=True, metavar="CELL=N")
 @click.pass_context
 def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, storage: str,
-           cells: str, rounds: int, precision_pct: float, max_rounds: int, duration: float, warmup: float, round_warmup: float,
+           storage_delay_text: str, cells: str, rounds: int, precision_pct: float, max_rounds: int, duration: float, warmup: float, round_warmup: float,
            concurrency: int, workers: int, timeout: float, marker: str, length_tolerance: float,
            alpha: float, output: Path | None, resume: Path | None, all_pairs: bool,
            dry_run: bool, as_json: bool, test_spin: tuple[str, ...],
            test_break: tuple[str, ...]) -> None:
     """One app under a grid of serving architectures and PHP settings, measured with variance.
 
-    Every cell (architecture × OPcache × huge code pages × storage) is its own lab, all up at
-    once; after a primer request and a warm-up, cells are measured one at a time, round after
+    Every cell (architecture × OPcache × huge code pages × storage × storage delay) is its
+    own lab, all up at once; after a primer request and a warm-up, cells are measured one at a time, round after
     round (interleaved, so drift hits all alike). wrk validates every answer (status, length
     within --length-tolerance of the primer's, the app's marker text): failures are counted
     and shown. Per cell: the median of the rounds' good answers/s and its 95 % interval,
@@ -161,6 +169,7 @@ def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, stor
       sudo statstorm matrix --app mediawiki -o mw.json
       sudo statstorm matrix --app wordpress --arch nginx-fpm --opcache on --huge-code-pages on,off --rounds 10
       sudo statstorm matrix --app mediawiki --arch nginx-fpm,apache-event-fpm --opcache on --precision 2
+      sudo statstorm matrix --arch nginx-fpm --opcache on --storage local,glusterfs --storage-delay 0,200us,1ms
       sudo statstorm matrix --app synthetic --arch nginx-fpm --cells 'nginx-fpm/*' --rounds 3 -d 5 --json
       sudo statstorm matrix --resume mw.json
       statstorm matrix import post.txt --json
@@ -173,7 +182,8 @@ def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, stor
     opts = MatrixOptions(
         app=app, archs=tuple(parse_arch(a) for a in _list(arch)),
         opcache=parse_on_off(opcache, "--opcache"), huge_code_pages=parse_on_off(hcp, "--huge-code-pages"),
-        storages=_list(storage), cells=_list(cells), rounds=rounds, duration_s=duration,
+        storages=storage_delay.axis(_list(storage), storage_delay.parse_list(storage_delay_text)),
+        cells=_list(cells), rounds=rounds, duration_s=duration,
         warmup_s=warmup, round_warmup_s=round_warmup, concurrency=concurrency, workers=workers,
         timeout_s=timeout, marker=marker, length_tolerance=length_tolerance, alpha=alpha,
         output=output, resume=resume, dry_run=dry_run, knobs=knobs,

@@ -16,6 +16,7 @@ from statstorm.cli.paths import OutputPath
 from statstorm.commands import sweep as sweep_cmd
 from statstorm.commands import trace as trace_cmd
 from statstorm.env import Env
+from statstorm.model import storage_delay
 from statstorm.errors import EXIT_FAILURE, Interrupted, UsageError
 from statstorm.results.sweep import LevelResult, SweepResult
 
@@ -68,11 +69,22 @@ def _traced(result: SweepResult) -> bool:
     return any(lv.server.file_syscalls_per_request is not None for lv in result.levels)
 
 
-def _table(result: SweepResult) -> Table:
+def lab_line(plan: sweep_cmd.Plan) -> str:
+    """What a lab's sweep ran on: `lab sw1 on glusterfs +1ms, 1ms added to every metadata
+    call by its --storage-delay`; '' for a URL."""
+    if not plan.lab:
+        return ""
+    delay = (f", {storage_delay.format_us(plan.storage_delay_us)} added to every metadata "
+             "call by its --storage-delay" if plan.storage_delay_us else "")
+    return f"lab {plan.lab} on {plan.lab_storage}{delay}"
+
+
+def _table(result: SweepResult, plan: sweep_cmd.Plan | None = None) -> Table:
     first = "concurrency" if result.model == "closed" else "rate/s"
     traced = _traced(result)
     headers = _headers(traced)
-    t = Table(title=f"sweep {result.target} ({result.tool}, {result.model} model)")
+    where = f", {plan.lab_storage}" if plan is not None and plan.lab else ""
+    t = Table(title=f"sweep {result.target} ({result.tool}, {result.model} model{where})")
     for i, h in enumerate(headers):
         t.add_column(first if i == 0 else h, justify="right" if i < len(headers) - 1 else "left")
     for lv in result.levels:
@@ -145,7 +157,8 @@ def sweep(env: Env, url: str, lab: str | None, concurrency: str | None, rate: st
     err = Console(file=env.stderr, stderr=True, highlight=False,
                   width=None if env.stderr.isatty() else 140)
     unit = "connections" if plan.model == "closed" else "req/s"
-    started(env, "sweep", f"{plan.url} with {plan.tool} ({plan.model} model): "
+    on_lab = f" ({lab_line(plan)})" if plan.lab else ""
+    started(env, "sweep", f"{plan.url}{on_lab} with {plan.tool} ({plan.model} model): "
             f"{','.join(f'{lv:g}' for lv in plan.levels)} {unit}, {plan.repeats}× "
             f"{plan.duration_s:g} s + {plan.warmup_s:g} s warm-up per level, about "
             f"{plan.estimated_s / 60:.1f} min"
@@ -172,9 +185,11 @@ def sweep(env: Env, url: str, lab: str | None, concurrency: str | None, rate: st
     else:
         out = Console(file=env.stdout, highlight=False,
                       width=None if env.stdout.isatty() else 140)
-        out.print(_table(result))
+        out.print(_table(result, plan))
         assert result.knee is not None
         out.print(result.knee.sentence)
+        if plan.lab:
+            out.print(lab_line(plan))
         for w in result.warnings:
             out.print(f"warning: {w}")
         out.print(f"wrote {plan.output}" + (f" and {plan.plot}" if plan.plot else ""))

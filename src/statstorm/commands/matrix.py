@@ -33,6 +33,7 @@ from statstorm.errors import ComponentError, DependencyError, PrivilegeError, Us
 from statstorm.model.matrix_grid import (APPS, MAX_CELLS, MAX_ROUNDS, STORAGES, Cell, Knob,
                                          MatrixOptions, Plan, estimate, grid, lab_name, remaining,
                                          round_order)
+from statstorm.model import storage_delay
 from statstorm.model.matrix_summary import precision, refresh
 from statstorm.results import jsonread as jr
 from statstorm.results import matrix as results
@@ -77,8 +78,10 @@ def validate(env: Env, opts: MatrixOptions) -> None:
     if opts.app not in APPS:
         raise UsageError(f"--app {opts.app!r}: choose one of {', '.join(APPS)}")
     for s in opts.storages:
-        if s not in STORAGES:
-            raise UsageError(f"--storage {s!r}: choose from {', '.join(STORAGES)}")
+        storage, delay_us = storage_delay.split(s)  # glusterfs+1ms: --storage-delay's cells
+        if storage not in STORAGES:
+            raise UsageError(f"--storage {storage!r}: choose from {', '.join(STORAGES)}")
+        storage_delay.check(storage, delay_us)
     if not opts.archs or not opts.storages:
         raise UsageError("--arch and --storage need at least one value each")
     if not 1 <= opts.rounds <= MAX_ROUNDS:
@@ -288,8 +291,9 @@ def _lab_options(env: Env, opts: MatrixOptions, cell: Cell, name: str,
     ini = cell.php_ini()
     if cell.knob:
         ini["auto_prepend_file"] = str(_write_knob(env, knob_dir, name, cell.knob))
-    kw: dict[str, Any] = {"name": name, "app": opts.app, "storage": cell.storage,
-                          "php_ini": ini, "workers": opts.workers}
+    storage, delay_us = storage_delay.split(cell.storage)
+    kw: dict[str, Any] = {"name": name, "app": opts.app, "storage": storage,
+                          "storage_delay_us": delay_us, "php_ini": ini, "workers": opts.workers}
     fields = {f.name for f in dataclasses.fields(lab_build.LabOptions)}
     if "server" in fields:
         kw.update(server=cell.server, mpm=cell.mpm, handler=cell.handler)

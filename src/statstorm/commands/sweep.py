@@ -17,10 +17,10 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from statstorm import faults
 from statstorm.adapters.labs import state as labs
@@ -34,6 +34,7 @@ from statstorm.adapters.load.vegeta import Vegeta
 from statstorm.adapters.load.wrk import Wrk
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, Interrupted, UsageError
+from statstorm.model import storage_delay
 from statstorm.model.sweep_levels import aggregate, analyse, with_trace
 from statstorm.results.common import write_json_atomic
 from statstorm.results.sweep import LevelResult, RepeatResult, SweepResult, SweepSettings
@@ -100,6 +101,14 @@ class Plan:
     plot: Path | None
     trace_lab: str | None = None  # --trace: the lab whose pool is traced, or
     trace_pool: str | None = None  # the pool traced (exactly one of the two when tracing)
+    lab: str | None = None  # --lab: the lab swept, its storage and that storage's delay
+    storage: str = ""
+    storage_delay_us: int = 0  # the lab's `--storage-delay`: µs per metadata call (0: none)
+
+    @property
+    def lab_storage(self) -> str:
+        """The lab's storage as its outputs name it (`glusterfs +1ms`), '' without --lab."""
+        return storage_delay.label(self.storage, self.storage_delay_us) if self.lab else ""
 
     @property
     def trace(self) -> bool:
@@ -128,6 +137,7 @@ class Plan:
 def plan(env: Env, opts: SweepOptions) -> Plan:
     """Validate every option before any load is sent."""
     url, fpm_url, pool = opts.url, opts.fpm_status_url, opts.pool
+    storage, delay_us = "", 0
     if opts.lab is not None:
         if url:
             raise UsageError("give either a URL or --lab, not both")
@@ -138,6 +148,7 @@ def plan(env: Env, opts: SweepOptions) -> Plan:
         url = state.url + state.entry_path
         fpm_url = fpm_url or state.url + FPM_STATUS_PATH
         pool = pool or state.pool
+        storage, delay_us = state.storage, state.storage_delay_us
     elif not url:
         raise UsageError("no target: pass a URL or --lab NAME")
     elif pool and not fpm_url:
@@ -216,7 +227,8 @@ def plan(env: Env, opts: SweepOptions) -> Plan:
              warmup_s=opts.warmup_s, repeats=opts.repeats, timeout_s=opts.timeout_s,
              expect_status=opts.expect_status, expect_text=opts.expect_text,
              fpm_status_url=fpm_url, pool=pool, output=output, plot=plot_path,
-             trace_lab=trace_lab, trace_pool=trace_pool)
+             trace_lab=trace_lab, trace_pool=trace_pool, lab=opts.lab, storage=storage,
+             storage_delay_us=delay_us)
     if p.estimated_s > MAX_TOTAL_S:
         raise UsageError(f"this sweep would take about {p.estimated_s / 60:.0f} min (limit "
                          f"{MAX_TOTAL_S / 3600:.0f} h): fewer levels, repeats or a shorter --duration")
@@ -245,6 +257,7 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
                               fpm_status_url=p.fpm_status_url, pool=p.pool, trace=p.trace),
         started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+    base = with_lab(base, p)
     levels: list[LevelResult] = []
     warnings: list[str] = []
 
@@ -318,6 +331,14 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
         finish(now(interrupted=True), p)
         raise
     return finish(now(), p)
+
+
+def with_lab(result: SweepResult, p: Plan) -> SweepResult:
+    """The result with the lab swept, its storage and that storage's delay, as far as this
+    SweepResult keeps them (results/sweep.py: `lab`, `storage`, `storage_delay_us`)."""
+    facts: dict[str, Any] = {"lab": p.lab or "", "storage": p.storage, "storage_delay_us": p.storage_delay_us}
+    known = {f.name for f in fields(SweepResult)}
+    return replace(result, **{k: v for k, v in facts.items() if k in known})
 
 
 def finish(result: SweepResult, p: Plan) -> SweepResult:
