@@ -17,10 +17,10 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from statstorm import faults
 from statstorm.adapters.labs import state as labs
@@ -334,11 +334,9 @@ def run(env: Env, p: Plan, progress: Progress | None = None,
 
 
 def with_lab(result: SweepResult, p: Plan) -> SweepResult:
-    """The result with the lab swept, its storage and that storage's delay, as far as this
-    SweepResult keeps them (results/sweep.py: `lab`, `storage`, `storage_delay_us`)."""
-    facts: dict[str, Any] = {"lab": p.lab or "", "storage": p.storage, "storage_delay_us": p.storage_delay_us}
-    known = {f.name for f in fields(SweepResult)}
-    return replace(result, **{k: v for k, v in facts.items() if k in known})
+    """The result with the lab swept, its storage and that storage's delay."""
+    return replace(result, lab=p.lab or "", storage=p.storage,
+                   storage_delay_us=p.storage_delay_us)
 
 
 def finish(result: SweepResult, p: Plan) -> SweepResult:

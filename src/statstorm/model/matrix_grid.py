@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from statstorm.errors import UsageError
+from statstorm.model import storage_delay
 from statstorm.model.storage_kinds import lab_storages
 from statstorm.results.storage_kind import StorageKind
 
@@ -228,7 +229,7 @@ def grid(opts: MatrixOptions) -> list[Cell]:
 def estimate(opts: MatrixOptions, cells: list[Cell], order: list[tuple[int, int]],
              with_labs: bool) -> float:
     per_lab = LAB_UP_S.get(opts.app, 20.0) + LAB_DOWN_S
-    gluster = sum(c.storage == StorageKind.GLUSTERFS for c in cells)
+    gluster = sum(storage_delay.split(c.storage)[0] == StorageKind.GLUSTERFS for c in cells)
     if gluster:
         per_lab += GLUSTER_UP_S * gluster / len(cells)
     started = {i for _, i in order}

@@ -261,10 +261,17 @@ class SweepResult:
     finished: str = ""
     interrupted: bool = False
     warnings: tuple[str, ...] = ()
+    # --lab: the lab swept, its storage and the µs its `--storage-delay` adds to every
+    # metadata call ('', '', 0 for a URL; a file from before them reads the same)
+    lab: str = ""
+    storage: str = ""
+    storage_delay_us: int = 0
 
     def to_json(self) -> JsonObject:
         return {
             "schema": SCHEMA, "target": self.target, "tool": self.tool, "model": self.model,
+            **({"lab": self.lab, "storage": self.storage,
+                "storage_delay_us": self.storage_delay_us} if self.lab else {}),
             "options": self.options.to_json(), "started": self.started, "finished": self.finished,
             "interrupted": self.interrupted, "warnings": list(self.warnings),
             "levels": [lv.to_json() for lv in self.levels],
@@ -276,7 +283,7 @@ class SweepResult:
         """A sweep file as written; keys a hand-made or older file lacks read as empty."""
         d = jr.obj(data, "SweepResult")
         f = known_fields(cls, d, tool="", model="closed", started="", finished="",
-                         interrupted=False)
+                         interrupted=False, lab="", storage="", storage_delay_us=0)
         knee = jr.section(d, "knee")
         return cls(**{**f, "options": SweepSettings.from_json(jr.sub(d, "options")),
                       "levels": tuple(LevelResult.from_json(lv) for lv in jr.lst(d, "levels")),
