@@ -526,6 +526,10 @@ SYSCALL(readlinkat, C_READLINKAT, 1, -1, 0)
 SYSCALL(getcwd, C_GETCWD, 0, -1, -1)
 SYSCALL(chdir, C_CHDIR, 0, -1, -1)
 SYSCALL(fchdir, C_FCHDIR, -1, -1, 0)
+/* x86_64's stat, lstat and fstat are these (glibc before 2.33 calls them: Debian 11's PHP 7.4) */
+SYSCALL(newstat, C_STAT, 0, -1, -1)
+SYSCALL(newlstat, C_LSTAT, 0, -1, -1)
+SYSCALL(newfstat, C_FSTAT, -1, -1, 0)
 
 static __always_inline int on_accept(struct trace_event_raw_sys_exit *ctx)
 {

@@ -70,7 +70,7 @@ def for_binaries(env: Env, binaries: list[str]) -> PhpLayout:
             raise Unknown("PHP binaries of different versions are probed together, and the "
                           "tracer reads one PHP's layout at a time")
     except Unknown as exc:
-        return PhpLayout(("--ops", "0"), f"{', '.join(rooted)}: {NOT_ATTRIBUTED}: {exc}")
+        return PhpLayout(("--ops", "0"), f"PHP at {', '.join(rooted)}: {NOT_ATTRIBUTED}: {exc}")
     fields = next(iter(layouts.values()))
     arg = ";".join(f"{k}={v}" for k, v in fields)
     version = dict(fields).get("VERSION_NUM", "0")
@@ -88,9 +88,7 @@ def layout_of(env: Env, binary: str) -> tuple[tuple[str, str], ...]:
     if headers is None:
         raise Unknown(f"its root {root} has no PHP headers (fetch them: statstorm lab php-root "
                       f"build VERSION)")
-    key = elf.build_id(binary) or hashlib.sha256(binary.encode()).hexdigest()[:16]
-    source_hash = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    cache = env.state_root / "php-layouts" / f"{key}-{headers.name}-{source_hash}.h"
+    cache = cache_path(env.state_root, binary)
     try:
         text = cache.read_text()
     except OSError:
@@ -104,7 +102,7 @@ def layout_of(env: Env, binary: str) -> tuple[tuple[str, str], ...]:
     values = dict(fields)
     build = values.get("BUILD_ID", "")
     if not build:
-        raise Unknown(f"its headers ({headers}) give no layout (a thread-safe PHP?)")
+        raise Unknown(f"its headers ({headers}) give no layout of it ({cache})")
     try:
         found = build.encode() in Path(binary).read_bytes()
     except OSError as exc:
@@ -112,6 +110,14 @@ def layout_of(env: Env, binary: str) -> tuple[tuple[str, str], ...]:
     if not found:
         raise Unknown(f"its root's headers ({headers}) are of another build than {build}")
     return fields
+
+
+def cache_path(state_root: Path, binary: str) -> Path:
+    """Where the layout of the PHP `binary` is kept once computed: by its build id and
+    php_layout.c's hash (a new program computes it again)."""
+    key = elf.build_id(binary) or hashlib.sha256(binary.encode()).hexdigest()[:16]
+    source_hash = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    return state_root / "php-layouts" / f"{key}-{source_hash}.h"
 
 
 def _compute(headers: Path) -> str:
