@@ -7,6 +7,7 @@ one line saying why."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -159,3 +160,35 @@ def test_unknown_php_build_is_counted_not_attributed(roots: Path, lab, state_hom
     assert len(notes) == 1 and "\n" not in notes[0]
     assert binary in notes[0] and "give no layout" in notes[0]
     assert elf.build_id(binary) in cache.name
+
+
+def test_a_root_built_before_gets_its_headers_on_next_use(roots: Path, state_home: Path
+                                                          ) -> None:
+    """A root without PHP's headers (made before they were part of a root) gets them the
+    next time it is used, reused as it is: phpV-dev downloaded by the root's apt, unpacked
+    into usr/include/php/<API>, not installed; once there, nothing is fetched again."""
+    need_root("7.4")
+    env = Env(state_root=state_home)
+    root = ROOTS / "7.4"
+    php_roots.build(env, "7.4")
+    headers = php_roots.headers(root)
+    assert headers is not None and (headers / "main/php.h").is_file()
+    aside = root / "var/tmp" / f"statstorm-test-headers-{state_home.name}"
+    headers.rename(aside)
+    try:
+        try:
+            debootstrap.check_mirror(debootstrap.mirror(), release("7.4"))
+        except DependencyError as exc:
+            pytest.skip(f"the headers cannot be fetched again: {exc}")
+        got, reused = php_roots.build(env, "7.4")
+        assert reused and got.php_version.startswith("7.4.")
+        assert php_roots.headers(root) == headers and (headers / "main/php.h").is_file()
+        status = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f", "${Status}",
+                                 "php7.4-dev"], capture_output=True, text=True, check=False)
+        assert "installed" not in status.stdout.replace("not-installed", "")
+        assert php_roots.unpack_headers(env, release("7.4"), root) == headers  # no fetch
+    finally:
+        if php_roots.headers(root) is None:
+            aside.rename(headers)
+        else:
+            shutil.rmtree(aside, ignore_errors=True)
