@@ -133,8 +133,9 @@ def test_trace_equals_strace_on_php_version(version: str, roots: Path, lab, stat
     assert all(name.startswith(code + "/") and name.endswith(".php") for name in includes)
     assert ops[("main_script", f"{st['docroot']}/index.php")] >= 12
     assert sum(n for (kind, _), n in ops.items() if kind == "file_probe") >= 12
-    scripts = {r.script for r in read_trace(tmp_path / "ebpf.sst.gz").requests.values()}
-    assert scripts == {f"{st['docroot']}/index.php"}
+    tr = read_trace(tmp_path / "ebpf.sst.gz")
+    assert {r.script for r in tr.requests.values()} == {f"{st['docroot']}/index.php"}
+    assert tr.header["php_layout"] == {"version": version, "attributed": True, "note": ""}
 
 
 def test_unknown_php_build_is_counted_not_attributed(roots: Path, lab, state_home: Path,
@@ -155,7 +156,9 @@ def test_unknown_php_build_is_counted_not_attributed(roots: Path, lab, state_hom
     assert full["requests"] == ref["requests"] == 8
     assert {k: full["totals"][k] for k in KEYS} == {k: ref["totals"][k] for k in KEYS}
     assert full["per_request"] == ref["per_request"]
-    assert not read_trace(tmp_path / "ebpf.sst.gz").operations  # never a wrong operation
+    tr = read_trace(tmp_path / "ebpf.sst.gz")
+    assert not tr.operations  # never a wrong operation
+    assert tr.header["php_layout"]["attributed"] is False
     notes = [w for w in full["warnings"] if "not attributed to PHP operations" in w]
     assert len(notes) == 1 and "\n" not in notes[0]
     assert binary in notes[0] and "give no layout" in notes[0]

@@ -49,6 +49,9 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
     layout = php_layouts.for_binaries(env, target.binaries)
     if layout.note and not opts.counts:
         warnings.append(layout.note)
+    if layout.args:  # a PHP root's: which layout it was traced with, or why none
+        head["php_layout"] = {"version": layout.version, "attributed": layout.attributes,
+                              "note": layout.note}
     spool_dir = Path(tempfile.mkdtemp(prefix="statstorm-trace-"))
     session = libbpf_trace.LoaderSession(
         bpftrace.Targets(tuple(target.pids), tuple(target.parents)), target.binaries,
