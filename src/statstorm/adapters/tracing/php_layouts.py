@@ -86,8 +86,9 @@ def layout_of(env: Env, binary: str) -> tuple[tuple[str, str], ...]:
         raise Unknown(f"{binary} is not in a PHP root")
     headers = php_roots.headers(root)
     if headers is None:
+        made = php_roots.load(root)
         raise Unknown(f"its root {root} has no PHP headers (fetch them: statstorm lab php-root "
-                      f"build VERSION)")
+                      f"build {made.version if made else 'VERSION'})")
     cache = cache_path(env.state_root, binary)
     try:
         text = cache.read_text()
