@@ -19,7 +19,8 @@ import pytest
 
 from statstorm.adapters.host import elf
 from statstorm.adapters.labs import debootstrap, php_roots
-from statstorm.adapters.tracing import php_layouts
+from statstorm.adapters.tracing import count_stream, php_layouts, trace_targets
+from statstorm.adapters.tracing.count_lines import Counted, ScriptStart
 from statstorm.env import Env
 from statstorm.errors import DependencyError
 from statstorm.results.php_root import release
@@ -195,3 +196,31 @@ def test_a_root_built_before_gets_its_headers_on_next_use(roots: Path, state_hom
             aside.rename(headers)
         else:
             shutil.rmtree(aside, ignore_errors=True)
+
+
+def test_counting_stream_names_php_84_scripts(roots: Path, lab, state_home: Path) -> None:
+    """The exporter's counting tracer on a PHP 8.4 lab (no USDT probe): given the state
+    root, it reads each request's script from the SAPI's globals with 8.4's layout, so every
+    counted request names its script (the exporter tells its own queries apart by it)."""
+    need_root("8.4")
+    st = lab("--app", "synthetic", "--workers", "2", "--php", "8.4")
+    url = str(st["url"]) + str(st.get("entry_path") or "/")
+    target = trace_targets.resolve(Env(state_root=state_home), lab=str(st["name"]))
+    seen: list[object] = []
+    stream = count_stream.new_stream("ebpf", [target], seen.append,
+                                     env=Env(state_root=state_home))
+    assert isinstance(stream, count_stream.CompiledCountStream)
+    assert stream.layout[:1] == ("--layout",)
+    stream.start()
+    try:
+        sender = send(url, 6)
+        deadline = time.monotonic() + 30
+        while sender.is_alive() and time.monotonic() < deadline:
+            stream.pump(0.2)
+        time.sleep(0.5)
+        stream.pump(0.2)
+    finally:
+        stream.stop()
+    scripts = [e.script for e in seen if isinstance(e, ScriptStart)]
+    assert scripts == [f"{st['docroot']}/index.php".encode()] * 6
+    assert sum(1 for e in seen if isinstance(e, Counted) and e.start_ns) == 6
