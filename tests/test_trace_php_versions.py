@@ -153,7 +153,10 @@ def test_unknown_php_build_is_counted_not_attributed(roots: Path, lab, state_hom
     cache = php_layouts.cache_path(state_home, binary)
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text("/* no layout */\n")
-    full, ref = trace_with_strace(state_home, tmp_path, st, 8)
+    try:
+        full, ref = trace_with_strace(state_home, tmp_path, st, 8)
+    finally:
+        cache.unlink()  # the state root's next trace computes the real layout
     assert full["requests"] == ref["requests"] == 8
     assert {k: full["totals"][k] for k in KEYS} == {k: ref["totals"][k] for k in KEYS}
     assert full["per_request"] == ref["per_request"]
