@@ -4,7 +4,7 @@
  * the PHP function probes follow one worker at a time (window.c).
  *
  *   statstorm-trace --out FILE [--pid N]... [--parent N]... [--binary PATH]... [--sample N]
- *                   [--counts 1] [--own 1]
+ *                   [--counts 1] [--own 1] [--layout NAME=VALUE;...] [--ops 0]
  *
  * --own 1: the uprobes are attached to the --pid processes only (at most OWN_MAX), not to every
  * process that maps the binaries: other processes running the same PHP take no trap (their
@@ -13,6 +13,11 @@
  * --counts 1: every request counted in the kernel (K records, with its script's U record),
  * nothing recorded, no PHP function probe attached; the records are flushed to FILE (a pipe:
  * statstorm exporter) as they come.
+ *
+ * --layout: the PHP layout of the --binary PHP (php_layout.c's names without PHP_, BUILD_ID
+ * among them), from its own version's headers, instead of the one compiled in (the host's).
+ * --ops 0: no PHP function probe (a PHP whose layout or signatures are not known): requests
+ * and their syscalls only.
  *
  * stdout, one line each: READY (attached), then once a second and at the end
  *   STAT records syscalls requests lost hits windows
@@ -139,7 +144,9 @@ int main(int argc, char **argv)
 	int pids[MAX_PIDS], parents[MAX_PIDS], npids = 0, nparents = 0, nbins = 0;
 	const char *bins[MAX_BINS], *outpath = NULL;
 	unsigned int sample = 1;
-	int counts = 0, own = 0;
+	int counts = 0, own = 0, ops = 1;
+	struct php_layout lay;
+	layout_builtin(&lay);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v)
@@ -158,13 +165,19 @@ int main(int argc, char **argv)
 			counts = atoi(v) != 0;
 		else if (!strcmp(a, "--own"))
 			own = atoi(v) != 0;
+		else if (!strcmp(a, "--ops"))
+			ops = atoi(v) != 0;
+		else if (!strcmp(a, "--layout")) {
+			if (layout_parse(v, &lay) != 0)
+				die("a --layout that does not give every field", v);
+		}
 		else
 			die("unknown argument", a);
 		i++;
 	}
 	if (!outpath)
 		die("usage: statstorm-trace --out FILE [--pid N]... [--parent N]... [--binary PATH]... "
-		    "[--sample N] [--counts 1] [--own 1]", NULL);
+		    "[--sample N] [--counts 1] [--own 1] [--layout NAME=VALUE;...] [--ops 0]", NULL);
 	if (own && (npids == 0 || npids > OWN_MAX || nparents > 0))
 		die("--own needs 1 to 64 --pid and no --parent", NULL);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -180,25 +193,33 @@ int main(int argc, char **argv)
 	/* Includes from PHP's included-files table when its layout is known for every binary
 	 * (else every include's zend_stream_open is probed) */
 	long long delta[MAX_BINS];
-	int tables = !counts && nbins > 0;
+	int fits = lay.known && nbins > 0;  /* the layout is every binary's */
 	for (int b = 0; b < nbins; b++)
-		tables &= (delta[b] = table_delta(bins[b])) != 0;
-#ifdef PHP_EG_INCLUDED
+		fits &= layout_fits(bins[b], &lay);
+	int tables = !counts && fits;
+	for (int b = 0; b < nbins; b++)
+		tables &= (delta[b] = table_delta(bins[b], &lay)) != 0;
 	if (tables) {
-		skel->rodata->inc_ardata = PHP_HT_ARDATA;
-		skel->rodata->inc_numused = PHP_HT_NUMUSED;
-		skel->rodata->inc_bucket = PHP_BUCKET_SIZE;
-		skel->rodata->inc_key = PHP_BUCKET_KEY;
-		skel->rodata->zstr_val = PHP_ZSTR_VAL;
-		skel->rodata->zstr_h = PHP_ZSTR_H;
-		skel->rodata->zstr_len = PHP_ZSTR_LEN;
-		skel->rodata->gc_info = PHP_GC_INFO;
-		skel->rodata->str_keep = PHP_STR_KEEP;
-		skel->rodata->fh_filename = PHP_FH_FILENAME;
-		skel->rodata->fh_opened = PHP_FH_OPENED;
-		skel->rodata->fh_type = PHP_FH_TYPE;
+		skel->rodata->inc_ardata = lay.ht_ardata;
+		skel->rodata->inc_numused = lay.ht_numused;
+		skel->rodata->inc_bucket = lay.bucket_size;
+		skel->rodata->inc_key = lay.bucket_key;
+		skel->rodata->zstr_val = lay.zstr_val;
+		skel->rodata->zstr_h = lay.zstr_h;
+		skel->rodata->zstr_len = lay.zstr_len;
+		skel->rodata->gc_info = lay.gc_info;
+		skel->rodata->str_keep = lay.str_keep;
 	}
-#endif
+	if (fits) {
+		skel->rodata->fh_filename = lay.fh_filename;
+		skel->rodata->fh_opened = lay.fh_opened;
+		skel->rodata->fh_type = lay.fh_type;
+	}
+	if (fits && lay.version) {
+		skel->rodata->old_args = lay.version < 80100;
+		skel->rodata->sg_path = lay.sg_path;
+		skel->rodata->sg_uri = lay.sg_uri;
+	}
 	if (counts)
 		sample = 1;  /* no windows: nothing is ever armed */
 	struct bpf_program *prog;
@@ -278,17 +299,20 @@ int main(int argc, char **argv)
 			int pid = own ? pids[k] : -1;
 			for (int i = 0; i < nevery; i++)
 				attach_uprobe(&every[i], bins[b], pid, tables && i == 0 ? delta[b] : 0);
-			for (int i = 0; i < nprobes && sample <= 1 && !counts; i++)
+			for (int i = 0; i < nprobes && sample <= 1 && !counts && ops; i++)
 				attach_uprobe(&probes[i], bins[b], pid, 0);
 			struct bpf_link *l = bpf_program__attach_usdt(
 				skel->progs.request_startup, pid, bins[b], "php", "request__startup", NULL);
-			if (!l)
-				die("could not attach to the USDT probe php:request__startup of", bins[b]);
-			keep_link(l);
+			if (!l) {  /* built without USDT probes: the function they are in */
+				struct probe start = {skel->progs.request_startup_fn, "php_request_startup", 0};
+				attach_uprobe(&start, bins[b], pid, sapi_delta(bins[b]));
+			} else {
+				keep_link(l);
+			}
 		}
 	}
 	if (sample > 1) {
-		sampler = sampler_new(probes, nprobes, bins, nbins, bpf_map__fd(skel->maps.targets),
+		sampler = sampler_new(probes, ops ? nprobes : 0, bins, nbins, bpf_map__fd(skel->maps.targets),
 		                      bpf_map__fd(skel->maps.armed), sample);
 		if (!sampler)
 			die("out of memory", NULL);

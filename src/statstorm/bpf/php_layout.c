@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Prints php_layout.h for the loader: where PHP keeps its included-files table (the
- * executor's globals) and how a HashTable's entries are laid out, from the PHP headers of the
- * PHP the project's setup installs (php8.2-dev, unpacked, not installed). Built and run by
- * build.sh; a thread-safe (ZTS) PHP has no executor_globals symbol and gets no layout. */
+ * executor's globals), how a HashTable's entries are laid out and where the SAPI keeps the
+ * request's script, from the PHP headers of one PHP version: the host's (php8.2-dev, unpacked
+ * by setup, compiled into the loader by build.sh), or a PHP root's (run by
+ * adapters/tracing/php_layouts.py and given to the loader as --layout). A thread-safe (ZTS)
+ * PHP has no executor_globals symbol and gets no layout. */
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdio.h>
 #include "php.h"
 #include "zend_globals.h"
 #include "zend_modules.h"
+#include "SAPI.h"
 
 int main(void)
 {
@@ -31,6 +34,11 @@ int main(void)
 	printf("#define PHP_FH_FILENAME %zu\n", offsetof(zend_file_handle, filename));
 	printf("#define PHP_FH_OPENED %zu\n", offsetof(zend_file_handle, opened_path));
 	printf("#define PHP_FH_TYPE %zu\n", offsetof(zend_file_handle, type));
+	/* the version (its function signatures: before 8.1 file names are C strings) and the
+	 * request's script and URI in the SAPI's globals (for a PHP built without USDT probes) */
+	printf("#define PHP_VERSION_NUM %d\n", PHP_VERSION_ID);
+	printf("#define PHP_SG_PATH %zu\n", offsetof(sapi_globals_struct, request_info.path_translated));
+	printf("#define PHP_SG_URI %zu\n", offsetof(sapi_globals_struct, request_info.request_uri));
 	return 0;
 #endif
 }

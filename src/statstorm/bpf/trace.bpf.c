@@ -121,6 +121,10 @@ const volatile __u32 zstr_val = 24;
 const volatile __u32 zstr_h = 8, zstr_len = 16, gc_info = 4, str_keep = 0;
 /* zend_file_handle: its filename, opened_path and type (0: a name, not opened yet) */
 const volatile __u32 fh_filename = 40, fh_opened = 48, fh_type = 56;
+/* PHP before 8.1: file names passed as C strings (php_stat's type third, compile_filename's
+ * name a zval, zend_stream_open's name first); the SAPI's request script and URI (0: not known) */
+const volatile __u8 old_args = 0;
+const volatile __u32 sg_path = 0, sg_uri = 0;
 volatile __u32 stopped = 0;  /* set by the loader when it stops: nothing more is recorded */
 __u64 unrecorded_hits = 0;   /* PHP function probes run in requests not recorded */
 
@@ -522,6 +526,10 @@ SYSCALL(readlinkat, C_READLINKAT, 1, -1, 0)
 SYSCALL(getcwd, C_GETCWD, 0, -1, -1)
 SYSCALL(chdir, C_CHDIR, 0, -1, -1)
 SYSCALL(fchdir, C_FCHDIR, -1, -1, 0)
+/* x86_64's stat, lstat and fstat are these (glibc before 2.33 calls them: Debian 11's PHP 7.4) */
+SYSCALL(newstat, C_STAT, 0, -1, -1)
+SYSCALL(newlstat, C_LSTAT, 0, -1, -1)
+SYSCALL(newfstat, C_FSTAT, -1, -1, 0)
 
 static __always_inline int on_accept(struct trace_event_raw_sys_exit *ctx)
 {
@@ -586,8 +594,19 @@ int on_process_exit(void *ctx)
 }
 
 /* -- PHP ---------------------------------------------------------------------------------- */
-SEC("usdt")
-int BPF_USDT(request_startup, void *file, void *uri)
+/* a request starts: its script and URI ("-" for none, as PHP's USDT probe says) */
+static __always_inline void dash_or_str(struct rec *r, __u64 ptr)
+{
+	if (ptr) {
+		emit_str(r, ptr);
+		return;
+	}
+	r->s[0] = '-'; r->s[1] = 0;
+	r->len = BODY + 1;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline int startup(__u64 file, __u64 uri)
 {
 	__u32 pid = tgid();
 	struct tstate *s = traced();
@@ -606,15 +625,35 @@ int BPF_USDT(request_startup, void *file, void *uri)
 	if (!r)
 		return 0;
 	r->tag = T_U; r->kind = 0; r->pid = pid; r->ts = now; r->a = 0;
-	emit_str(r, (__u64)file);
+	dash_or_str(r, file);
 	if (counts_only)
 		return 0;  /* the script only: the exporter leaves its own queries out */
 	r = new_rec();
 	if (!r)
 		return 0;
 	r->tag = T_V; r->pid = pid; r->ts = now;
-	emit_str(r, (__u64)uri);
+	dash_or_str(r, uri);
 	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(request_startup, void *file, void *uri)
+{ return startup((__u64)file, (__u64)uri); }
+
+/* php_request_startup, for a PHP built without USDT probes (PHP 8.4 in Debian 13): where its
+ * USDT probe would fire. The attach cookie: from the function to the SAPI's globals (the
+ * loader, from the binary's symbols), 0 when not known (the script and URI are then "-") */
+SEC("uprobe")
+int BPF_KPROBE(request_startup_fn)
+{
+	__s64 delta = (__s64)bpf_get_attach_cookie(ctx);
+	__u64 file = 0, uri = 0;
+	if (delta && sg_uri) {
+		__u64 sg = bpf_get_func_ip(ctx) + delta;
+		bpf_probe_read_user(&file, sizeof(file), (const void *)(sg + sg_path));
+		bpf_probe_read_user(&uri, sizeof(uri), (const void *)(sg + sg_uri));
+	}
+	return startup(file, uri);
 }
 
 SEC("uprobe")
@@ -774,20 +813,31 @@ int BPF_KPROBE(resolve_path, void *name, long len, void *include_path)
 
 SEC("uprobe")
 int BPF_KPROBE(compile_filename, long type, void *name)
-{ return op_enter(ctx, F_COMPILE, type, ZSTR(name), 0, 0); }
+{
+	__u64 str = (__u64)name;
+	if (old_args && (!name || bpf_probe_read_user(&str, sizeof(str), name)))
+		str = 0;  /* a zval: its string */
+	return op_enter(ctx, F_COMPILE, type, ZSTR(str), 0, 0);
+}
 
 SEC("uprobe")
 int BPF_KPROBE(stream_open, void *handle)
 {
 	__u64 name = 0;
+	if (old_args)  /* (const char *filename, zend_file_handle *handle) */
+		return op_enter(ctx, F_SOPEN, 0, (__u64)handle, 0, 0);
 	if (handle)
-		bpf_probe_read_user(&name, sizeof(name), handle + 40);
+		bpf_probe_read_user(&name, sizeof(name), handle + fh_filename);
 	return op_enter(ctx, F_SOPEN, 0, ZSTR(name), 0, 0);
 }
 
 SEC("uprobe")
-int BPF_KPROBE(php_stat, void *name, long type)
-{ return op_enter(ctx, F_STAT, type, ZSTR(name), 0, 0); }
+int BPF_KPROBE(php_stat, void *name, long type, long type_old)
+{
+	if (old_args)  /* (const char *filename, size_t len, int type, zval *return_value) */
+		return op_enter(ctx, F_STAT, type_old, (__u64)name, 0, 0);
+	return op_enter(ctx, F_STAT, type, ZSTR(name), 0, 0);
+}
 
 SEC("uprobe")
 int BPF_KPROBE(user_ini, void *dir, void *filename)

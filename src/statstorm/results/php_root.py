@@ -19,6 +19,7 @@ KIND = "php-root"
 VERSION = 1
 SCHEMA = f"statstorm.{KIND}/{VERSION}"
 MARKER = ".statstorm-php-root.json"
+HEADERS = "usr/include/php"  # in a root: <API>/main/php.h, unpacked from dev_package
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,12 @@ class PhpRelease:
     @property
     def cli(self) -> str:
         return f"/usr/bin/php{self.version}"
+
+    @property
+    def dev_package(self) -> str:
+        """The package of PHP's headers (unpacked in the root, not installed: the tracer
+        reads PHP's layout from them)."""
+        return f"php{self.version}-dev"
 
     def packages(self) -> tuple[str, ...]:
         """What a lab's apps need of PHP (as scripts/setup.sh installs for the host's),

@@ -1,5 +1,5 @@
-"""The executable segment of an ELF binary (what opcache.huge_code_pages moves), read from its
-program headers with `struct`."""
+"""An ELF binary's headers read with `struct`: its executable segment (what
+opcache.huge_code_pages moves) and its GNU build id (what the tracer keys a PHP's layout by)."""
 
 from __future__ import annotations
 
@@ -59,3 +59,40 @@ def read_text_segment(path: str) -> int | None:
         return None
     return text_segment_bytes(data)
 
+
+
+PT_NOTE = 4
+NT_GNU_BUILD_ID = 3
+
+
+def build_id(path: str) -> str:
+    """The GNU build id of the ELF binary at `path` (its PT_NOTE segments), as hex; '' when
+    it has none or cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+                return ""
+            end = "<" if head[5] == 1 else ">"
+            phoff, = struct.unpack_from(end + "Q", head, 0x20)
+            phentsize, phnum = struct.unpack_from(end + "HH", head, 0x36)
+            fh.seek(phoff)
+            table = fh.read(phentsize * phnum)
+            for i in range(phnum):
+                ptype, = struct.unpack_from(end + "I", table, i * phentsize)
+                if ptype != PT_NOTE:
+                    continue
+                offset, = struct.unpack_from(end + "Q", table, i * phentsize + 0x08)
+                size, = struct.unpack_from(end + "Q", table, i * phentsize + 0x20)
+                fh.seek(offset)
+                notes, pos = fh.read(min(size, 1 << 16)), 0
+                while pos + 12 <= len(notes):
+                    namesz, descsz, ntype = struct.unpack_from(end + "III", notes, pos)
+                    name_at = pos + 12
+                    desc_at = name_at + (namesz + 3) // 4 * 4
+                    if ntype == NT_GNU_BUILD_ID and notes[name_at:name_at + namesz] == b"GNU\0":
+                        return notes[desc_at:desc_at + descsz].hex()
+                    pos = desc_at + (descsz + 3) // 4 * 4
+    except (OSError, struct.error):
+        return ""
+    return ""

@@ -2,6 +2,10 @@
 once with debootstrap under the state root and reused by every later lab, whose php-fpm
 then runs chrooted in it (`lab up --php 8.4`) while the web server stays outside.
 
+A root also holds its PHP's headers (phpV-dev unpacked, not installed, in usr/include/php):
+the tracer computes PHP's layout from them (adapters/tracing/php_layouts.py). They are
+fetched when the root is made and, for a root made before, on its next use (`build`).
+
 Layout: `<roots>/<version>/` is the tree, `<roots>/<version>/.statstorm-php-root.json`
 its marker (results/php_root.py `PhpRoot`), written last: a tree without it is half-built
 and is made again. `<roots>` is `<state root>/php-roots` ($STATSTORM_PHP_ROOTS elsewhere,
@@ -17,6 +21,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -27,7 +32,8 @@ from statstorm.env import Env
 from statstorm.errors import BusyError, PrivilegeError, UsageError
 from statstorm.results.common import read_json
 from statstorm.results.lab import LabState
-from statstorm.results.php_root import MARKER, PhpRelease, PhpRoot, other_releases, release
+from statstorm.results.php_root import (HEADERS, MARKER, PhpRelease, PhpRoot, other_releases,
+                                        release)
 
 # A lab's mounts in the root besides its own state directory: what php-fpm needs of the host.
 SYSTEM_MOUNTS = (("proc", "/proc"), ("bind", "/dev"))
@@ -169,6 +175,9 @@ def build(env: Env, version: str, *, rebuild: bool = False) -> tuple[PhpRoot, bo
                          f"{', '.join(r.version for r in other_releases())}")
     path = root_dir(env, rel)
     if not rebuild and (done := load(path)) is not None:
+        if headers(path) is None:
+            with _lock(env):
+                unpack_headers(env, rel, path)
         return done, True
     debootstrap.require_tools(env)
     url = debootstrap.mirror()
@@ -186,7 +195,47 @@ def build(env: Env, version: str, *, rebuild: bool = False) -> tuple[PhpRoot, bo
                     + ("removing the old root…" if rebuild else
                        "a half-built root is there (a build that did not finish): removing it…"))
             shutil.rmtree(path)
-        return debootstrap.make(env, rel, path, url), False
+        made = debootstrap.make(env, rel, path, url)
+        unpack_headers(env, rel, path)
+        return made, False
+
+
+def headers(path: Path) -> Path | None:
+    """The PHP headers in the root at `path` (usr/include/php/<API>), None when not there."""
+    found = sorted(h.parent.parent for h in (path / HEADERS).glob("*/main/php.h"))
+    return found[-1] if found else None
+
+
+def unpack_headers(env: Env, rel: PhpRelease, path: Path) -> Path | None:
+    """PHP's headers unpacked into the root (its phpV-dev downloaded by the root's apt, then
+    unpacked, not installed), once: the tracer's layout of this PHP. None, with one line
+    saying so, when the mirror cannot give them (the tracer then counts, without
+    attributing)."""
+    if (done := headers(path)) is not None:
+        return done
+    with tempfile.TemporaryDirectory(prefix="statstorm-dev-", dir=path / "var/tmp") as tmp:
+        os.chmod(tmp, 0o755)  # apt downloads as the _apt user
+        inside = "/" + str(Path(tmp).relative_to(path))
+        res = env.run(["chroot", str(path), "sh", "-c", f"cd {inside} && apt-get download -q "
+                       f"{rel.dev_package}"], check=False, what=f"apt-get download {rel.dev_package}")
+        debs = sorted(Path(tmp).glob(f"{rel.dev_package}_*.deb"))
+        if res.returncode != 0 or not debs:
+            why = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+            env.log(f"php-root {rel.version}: could not fetch {rel.dev_package} ({why}); the "
+                    f"tracer counts this PHP's syscalls without attributing them")
+            return None
+        unpacked = Path(tmp) / "x"
+        env.run(["dpkg-deb", "-x", str(debs[-1]), str(unpacked)], what="dpkg-deb -x")
+        found = sorted(h.parent.parent for h in (unpacked / HEADERS).glob("*/main/php.h"))
+        if not found:
+            env.log(f"php-root {rel.version}: {rel.dev_package} holds no PHP headers; the "
+                    f"tracer counts this PHP's syscalls without attributing them")
+            return None
+        dest = path / HEADERS / found[-1].name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        found[-1].rename(dest)  # whole or not at all: headers() looks for main/php.h
+    env.log(f"php-root {rel.version}: {rel.dev_package}'s headers unpacked into {dest}")
+    return dest
 
 
 def remove(env: Env, version: str) -> bool:

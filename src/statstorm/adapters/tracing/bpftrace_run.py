@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from statstorm.adapters.labs import php_roots
 from statstorm.adapters.storage import round_trips
 from statstorm.adapters.tracing import bpftrace, count_lines, trace_targets
 from statstorm.adapters.tracing.bpftrace_session import BpftraceSession, EventFramer, Refused
@@ -37,6 +38,10 @@ def run_bpftrace(env: Env, opts: RecordOptions, target: trace_targets.Target, ou
                  ready_event: threading.Event | None = None,
                  stop: threading.Event | None = None) -> TraceRun:
     binary = bpftrace.find()
+    rooted = [b for b in target.binaries if php_roots.root_of(b) is not None]
+    if rooted:  # its program reads PHP 8.2's arguments and needs the USDT probe
+        raise Refused(f"bpftrace traces the host's PHP only, not a PHP root's ({rooted[0]}); "
+                      f"use --backend ebpf")
     network = round_trips.window_for(env, target.code)
     held = hold_command(target)
     head = header(TracerBackend.BPFTRACE, target, opts)

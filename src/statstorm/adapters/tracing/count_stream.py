@@ -27,10 +27,11 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from statstorm.adapters.tracing import bpftrace, count_lines, libbpf_trace
+from statstorm.adapters.tracing import bpftrace, count_lines, libbpf_trace, php_layouts
 from statstorm.adapters.tracing.bpftrace_session import BpftraceSession, EventFramer, Refused
 from statstorm.adapters.tracing.count_lines import CountLine
 from statstorm.adapters.tracing.trace_targets import Target
+from statstorm.env import Env
 from statstorm.model.events import Reorder
 
 ATTACH_TIMEOUT_S = 120.0
@@ -155,6 +156,7 @@ class CompiledCountStream(_Tracer):
         self.binaries = sorted({b for t in targets for b in t.binaries})
         self.on_event = on_event
         self.session: libbpf_trace.LoaderSession | None = None
+        self.layout: tuple[str, ...] = ()  # the loader's --layout for a PHP root's binaries
         self._rfd: int | None = None
         self._dir: str | None = None
         self._buf = b""
@@ -171,7 +173,8 @@ class CompiledCountStream(_Tracer):
             pass
         try:
             self.session = libbpf_trace.LoaderSession(self.targets, self.binaries,
-                                                      Path(self._dir) / "counts", counts_fd=wfd)
+                                                      Path(self._dir) / "counts", counts_fd=wfd,
+                                                      layout=self.layout)
             self.session.start(ATTACH_TIMEOUT_S)
         except libbpf_trace.Refused as exc:
             raise Refused(str(exc)) from None
@@ -241,8 +244,16 @@ def available(backend: str) -> str:
 
 
 def new_stream(backend: str, targets: Sequence[Target],
-               on_event: Callable[[CountLine], None]) -> CountStream | CompiledCountStream:
+               on_event: Callable[[CountLine], None], *,
+               env: Env | None = None) -> CountStream | CompiledCountStream:
+    """env: where a PHP root's layout is kept (adapters/tracing/php_layouts.py): given, the
+    compiled tracer reads a root's PHP request scripts with its own version's layout (PHP
+    8.4 has no USDT probe to give them)."""
     if backend == "ebpf":
         libbpf_trace.find()  # not built: the error names the fix
-        return CompiledCountStream(targets, on_event)
+        stream = CompiledCountStream(targets, on_event)
+        if env is not None:
+            layout = php_layouts.for_binaries(env, stream.binaries)
+            stream.layout = layout.args if layout.attributes else ()
+        return stream
     return CountStream(targets, on_event)

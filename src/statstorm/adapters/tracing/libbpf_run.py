@@ -14,7 +14,8 @@ from typing import Any, Callable
 
 from statstorm import faults
 from statstorm.adapters.storage import round_trips
-from statstorm.adapters.tracing import bpftrace, count_lines, libbpf_trace, trace_targets
+from statstorm.adapters.tracing import (bpftrace, count_lines, libbpf_trace, php_layouts,
+                                        trace_targets)
 from statstorm.adapters.tracing.trace_backends import (DEFAULT_DURATION_S, RecordOptions,
                                                        bound_reached, count_attributor,
                                                        event_attributor, finish_events, header,
@@ -43,11 +44,19 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
     head = header(TracerBackend.EBPF, target, opts)
     if opts.sample > 1:
         head["sampling"] = {"one_in": opts.sample}
+    # The layout of the PHP probed: from its own version's headers for a PHP root's; none
+    # known: its requests counted, no operation attributed, and one line saying why.
+    layout = php_layouts.for_binaries(env, target.binaries)
+    if layout.note and not opts.counts:
+        warnings.append(layout.note)
+    if layout.args:  # a PHP root's: which layout it was traced with, or why none
+        head["php_layout"] = {"version": layout.version, "attributed": layout.attributes,
+                              "note": layout.note}
     spool_dir = Path(tempfile.mkdtemp(prefix="statstorm-trace-"))
     session = libbpf_trace.LoaderSession(
         bpftrace.Targets(tuple(target.pids), tuple(target.parents)), target.binaries,
         spool_dir / "records.bin", sample=opts.sample, counts=opts.counts,
-        own=target.own_probes)
+        own=target.own_probes, layout=layout.args)
     stopped = "end"
 
     def command_ended() -> str | None:

@@ -97,11 +97,13 @@ class LoaderSession:
 
     def __init__(self, targets: bpftrace.Targets, binaries: list[str], spool: Path, *,
                  sample: int = 1, counts: bool = False, counts_fd: int | None = None,
-                 own: bool = False) -> None:
+                 own: bool = False, layout: tuple[str, ...] = ()) -> None:
         """counts: count every request, record nothing else (K, U, F and E records).
         counts_fd: the same, with the records written to this inherited file descriptor (a
         pipe) as they come, instead of to `spool`. own: PHP's functions probed in the
-        targets' PIDs only (not their children, nor other processes of the binaries)."""
+        targets' PIDs only (not their children, nor other processes of the binaries).
+        layout: the binaries' PHP layout for the loader (adapters/tracing/php_layouts.py:
+        `--layout ...` from their version's headers, `--ops 0` when none is known)."""
         out = str(spool) if counts_fd is None else f"/dev/fd/{counts_fd}"
         self.argv = [str(find()), "--out", out, "--sample", str(max(sample, 1))]
         self.pass_fds: tuple[int, ...] = ()
@@ -117,6 +119,7 @@ class LoaderSession:
             self.argv += ["--parent", str(p)]
         for b in binaries:
             self.argv += ["--binary", b]
+        self.argv += list(layout)
         self.spool = spool
         self.errlog = spool.with_suffix(".err")
         self.proc: subprocess.Popen[bytes] | None = None

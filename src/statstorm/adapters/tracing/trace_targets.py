@@ -42,8 +42,19 @@ class Target:
 
 def _php_target(env: Env, php: target.PhpTarget, mode: str, description: str) -> Target:
     return Target(mode=mode, description=description, pids=php.workers, parents=php.masters,
-                  binaries=php.binaries, pool=php.name, settings=php.settings(env),
+                  binaries=_own_binaries(php), pool=php.name, settings=php.settings(env),
                   allow=php.allow, settled=php.settled)
+
+
+def _own_binaries(php: target.PhpTarget) -> list[str]:
+    """A php-fpm pool's binaries as its processes run them (/proc/PID/exe: a chrooted
+    master's is its root's php-fpm), else the ones the target names."""
+    if not isinstance(php, php_targets.FpmPool):
+        return php.binaries
+    exes = (procs.exe(p) for p in [*php.masters, *php.workers])
+    own = [e for e in dict.fromkeys(exes)
+           if e and os.path.basename(e).startswith("php") and os.path.isfile(e)]
+    return own or php.binaries
 
 
 def _found(env: Env, php: target.PhpTarget) -> Target:
