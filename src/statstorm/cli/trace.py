@@ -231,7 +231,8 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
 
     result = trace_cmd.run(env, opts, progress=progress, ready=ready)
     for w in result.warnings:
-        err.print(f"warning: {w}", style="bold yellow" if "LOUD" in w else "yellow")
+        err.print(f"warning: {w}", style="bold yellow" if "LOUD" in w else "yellow",
+                  soft_wrap=True)  # one line, whatever the width
     summary = result.summary
     if as_json:
         click.echo(summary_json(summary, file=str(result.output)))

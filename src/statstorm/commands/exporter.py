@@ -175,7 +175,7 @@ class Exporter:
         if not watched:
             return
         stream = count_stream.new_stream(self.backend, [w.target for w in watched],
-                                         self.on_event)
+                                         self.on_event, env=self.env)
         try:
             stream.start()
         except Refused as exc:
