@@ -10,20 +10,26 @@ import pytest
 
 from conftest import leftovers, run_cli, unique_name
 from statstorm.results.trace import read_trace
+from test_php_root_check import root_of
 
 pytestmark = pytest.mark.root
 
 
-def test_demo_predicts_before_it_applies_and_leaves_nothing(state_home: Path,
-                                                           tmp_path: Path) -> None:
+def test_demo_predicts_before_it_applies_and_leaves_nothing(state_home: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """On PHP 8.4 from its root (the MediaWiki demo below runs the host's 8.2): both labs,
+    the trace, check and apply work on another version's php-fpm."""
     out = tmp_path / "demo"
     name = unique_name("dm")
-    proc = run_cli(["demo", "--app", "synthetic", "--rounds", "1", "--duration", "2",
-                    "--views", "3", "--name", name, "-o", str(out), "--json"], state_home,
-                   check=True)
+    monkeypatch.setenv("STATSTORM_PHP_ROOTS", str(root_of("8.4").parent))
+    proc = run_cli(["demo", "--app", "synthetic", "--php", "8.4", "--rounds", "1",
+                    "--duration", "2", "--views", "3", "--name", name, "-o", str(out),
+                    "--json"], state_home, check=True)
     result = json.loads(proc.stdout)
     assert result == json.loads((out / "demo.json").read_text())
-    assert result["schema"] == "statstorm.demo/1"
+    assert result["schema"] == "statstorm.demo/1" and result["php"] == "8.4"
+    assert "synthetic (PHP 8.4) on local disk" in (out / "report.html").read_text()
     for phase in ("before", "after"):
         for role in ("local", "network"):
             side = result[phase][role]

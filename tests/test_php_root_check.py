@@ -7,7 +7,9 @@ back; and the per-version table (model/php_versions.py) agrees with each root's 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -15,7 +17,9 @@ from typing import Iterator
 import pytest
 
 from conftest import invoke
-from statstorm.adapters.labs import php_roots
+from statstorm.adapters.labs import debootstrap, php_roots
+from statstorm.errors import DependencyError
+from statstorm.results.php_root import release
 from statstorm.model import php_versions
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -25,10 +29,18 @@ ROOTS = Path("/var/tmp/statstorm-php-roots")
 
 
 def root_of(version: str) -> Path:
+    """The version's shared root, built first when it is not (a few minutes, once per
+    machine); skipped only when it is not built and the Debian mirror cannot be reached."""
     path = ROOTS / version
     if php_roots.load(path) is None:
-        pytest.skip(f"PHP {version}'s root is not built: `statstorm lab php-root build "
-                    f"{version}` with STATSTORM_PHP_ROOTS={ROOTS}")
+        ROOTS.mkdir(mode=0o755, exist_ok=True)
+        try:
+            debootstrap.check_mirror(debootstrap.mirror(), release(version))
+        except DependencyError as exc:
+            pytest.skip(f"PHP {version}'s root is not built and {exc}")
+        env = dict(os.environ, STATSTORM_PHP_ROOTS=str(ROOTS))
+        subprocess.run([sys.executable, "-m", "statstorm", "lab", "php-root", "build",
+                        version], env=env, check=True, capture_output=True, timeout=1500)
     return path
 
 

@@ -15,6 +15,7 @@ from statstorm.model import storage_delay
 from statstorm.env import Env
 from statstorm.model import prediction_fit
 from statstorm.results.demo import DemoResult
+from statstorm.results.php_root import HOST_VERSION
 from statstorm.results.storage_kind import StorageKind
 
 
@@ -26,7 +27,7 @@ def _fmt(v: float | str | None, unit: str = "") -> str:
 
 def render(env: Env, r: DemoResult) -> None:
     con = Console(file=env.stdout, highlight=False, soft_wrap=True, width=110)
-    t = Table(title=f"{r.app}: {storage_delay.label(r.storage, r.storage_delay_us)} against "
+    t = Table(title=f"{r.app}{f' (PHP {r.php})' if r.php else ''}: {storage_delay.label(r.storage, r.storage_delay_us)} against "
                     "local disk, before and after the fix")
     for h in ("", "local req/s", f"{r.storage} req/s", "ratio", "local p50/p99 ms",
               f"{r.storage} p50/p99 ms", "p99 ratio"):
@@ -74,6 +75,9 @@ def render(env: Env, r: DemoResult) -> None:
 @click.option("--storage-delay", "storage_delay_text", default="0", metavar="DURATION",
               help="Delay every metadata call of the network lab's storage by this much "
                    "(`lab up --storage-delay`), e.g. 200us or 1ms [default: 0, none].")
+@click.option("--php", "php", default=HOST_VERSION, show_default=True, metavar="VERSION",
+              help="PHP both labs run: the host's, or 7.4 / 8.4 from a PHP root (`lab up "
+                   "--php`; built once, a few minutes, then reused).")
 @click.option("-o", "--output-dir", type=OutputPath(file_okay=False),
               default=Path("statstorm-demo"), show_default=True,
               help="Where the demo writes demo.json, the traces and check/apply results.")
@@ -90,8 +94,9 @@ def render(env: Env, r: DemoResult) -> None:
 @click.option("--keep", is_flag=True, help="Leave both labs running and print their URLs.")
 @click.option("--json", "as_json", is_flag=True, help="Print demo.json on stdout.")
 @click.pass_obj
-def demo(env: Env, app: str, storage: str, storage_delay_text: str, output_dir: Path, rounds: int, duration_s: float,
-         concurrency: int, views: int, name: str, keep: bool, as_json: bool) -> None:
+def demo(env: Env, app: str, storage: str, storage_delay_text: str, php: str, output_dir: Path,
+         rounds: int, duration_s: float, concurrency: int, views: int, name: str, keep: bool,
+         as_json: bool) -> None:
     """The main job on the built-in default: find, explain, fix and prove.
 
     MediaWiki on local disk and on GlusterFS (default mount and volume options, Debian's PHP
@@ -105,13 +110,15 @@ def demo(env: Env, app: str, storage: str, storage_delay_text: str, output_dir: 
       statstorm demo --keep --rounds 5 -o /var/tmp/demo
       statstorm demo --app synthetic --rounds 1 --duration 3
       statstorm demo --storage-delay 200us       # GlusterFS one LAN round trip away
+      statstorm demo --php 8.4                   # both labs on PHP 8.4 (a PHP root)
     """
     opts = demo_cmd.DemoOptions(name=name, app=app, storage=storage, output_dir=output_dir,
                                 rounds=rounds, duration_s=duration_s, concurrency=concurrency,
                                 views=views, keep=keep,
-                                storage_delay_us=storage_delay.parse(storage_delay_text))
+                                storage_delay_us=storage_delay.parse(storage_delay_text),
+                                php=php)
     demo_cmd.validate(env, opts)
-    started(env, "demo", f"{app} on local disk vs "
+    started(env, "demo", f"{app}{'' if php == HOST_VERSION else f' (PHP {php})'} on local disk vs "
             f"{storage_delay.label(storage, opts.storage_delay_us)} — measure, trace, check, "
             f"predict, apply, measure again ({rounds} rounds of {duration_s:g} s per lab and "
             f"phase); results in {output_dir}/. Ctrl-C stops it and removes the labs.")

@@ -43,6 +43,7 @@ from statstorm.results.apply import ApplyMode
 from statstorm.results.demo import (DemoResult, JsonObject, Lab, LabSettings, PerRequest, Phase,
                                     new_run_id, with_run_id)
 from statstorm.results.lab import LabState
+from statstorm.results.php_root import HOST_VERSION, release
 from statstorm.results.storage_kind import StorageKind
 
 ROLES = ("local", "network")
@@ -63,6 +64,7 @@ class DemoOptions:
     views: int = 10  # page views traced
     keep: bool = False
     storage_delay_us: int = 0  # the network lab's --storage-delay
+    php: str = HOST_VERSION  # both labs' PHP: the host's, or a version run from its PHP root
 
 
 def validate(env: Env, opts: DemoOptions) -> None:
@@ -70,6 +72,7 @@ def validate(env: Env, opts: DemoOptions) -> None:
         raise PrivilegeError("statstorm demo starts labs (php-fpm, nginx, GlusterFS) and "
                              "traces them: run it as root")
     storage_delay.check(opts.storage, opts.storage_delay_us)
+    release(opts.php)  # a version statstorm runs, or the one line naming those
     if not 1 <= opts.rounds <= 10:
         raise UsageError("--rounds must be between 1 and 10")
     if not 2 <= opts.duration_s <= 120:
@@ -180,7 +183,8 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
     out.mkdir(parents=True, exist_ok=True)
     run_id = new_run_id()  # in demo.json, its result files and its traces' headers
     demo = _Run(DemoResult(opts.app, opts.storage, str(out), run_id=run_id, kept=opts.keep,
-                           storage_delay_us=opts.storage_delay_us),
+                           storage_delay_us=opts.storage_delay_us,
+                           php="" if release(opts.php).host else release(opts.php).version),
                 out / "demo.json")
     states: dict[str, LabState] = {}
     t_start = time.monotonic()
@@ -204,6 +208,7 @@ def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -
             storage = "local" if role == "local" else opts.storage
             st = lab_build.up(env, lab_build.LabOptions(name=lab_name(opts, role), app=opts.app,
                                                     storage=storage, workers=opts.workers,
+                                                    php=opts.php,
                                                     storage_delay_us=0 if role == "local"
                                                     else opts.storage_delay_us))
             states[role] = st

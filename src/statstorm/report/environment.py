@@ -112,8 +112,9 @@ def command(kind: str, name: str, data: JsonObject, result: Typed = None) -> str
         rounds = len(result.before.local.rounds if result.before is not None else ()) or 3
         delay = (["--storage-delay", storage_delay.format_us(result.storage_delay_us)]
                  if result.storage_delay_us else [])
+        php = ["--php", result.php] if result.php else []
         return _q(["statstorm", "demo", "--app", result.app, "--storage", result.storage,
-                   *delay, "--rounds", str(rounds), "-o", result.output_dir or "statstorm-demo"])
+                   *delay, *php, "--rounds", str(rounds), "-o", result.output_dir or "statstorm-demo"])
     if kind == "trace-summary":
         return _q(["statstorm", "trace", "show", "TRACE", "--json"]) + f" > {name}"
     return ""
@@ -186,7 +187,9 @@ def environment(files: list[tuple[str, str, JsonObject, Typed]]) -> Section:
         elif isinstance(result, DemoResult):
             net = result.settings["network"] if "network" in result.settings else None
             mo = (net.mount_options if net is not None else None) or {}
-            sec.intro.append(f"{name}: {result.app} on local disk and {result.storage}"
+            sec.intro.append(f"{name}: {result.app}"
+                             + (f" (PHP {result.php})" if result.php else "")
+                             + f" on local disk and {result.storage}"
                              + (f" with {storage_delay.format_us(result.storage_delay_us)} "
                                 "added to every metadata call (--storage-delay)"
                                 if result.storage_delay_us else "")

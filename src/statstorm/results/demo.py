@@ -283,6 +283,7 @@ class DemoResult:
     kept: bool = False
     notes: tuple[str, ...] = ()
     storage_delay_us: int = 0  # the network lab's `--storage-delay` (0: none)
+    php: str = ""  # both labs' `--php` when not the host's own ('': the host's PHP)
 
     def round_trips(self) -> PerRequest:
         """Network round trips per request: measured before and after, and predicted."""
@@ -319,7 +320,8 @@ class DemoResult:
                 "findings_after": list(self.findings_after),
                 "files": dict(self.files), "timings_s": dict(self.timings_s),
                 "kept": self.kept, "notes": list(self.notes),
-                **({"storage_delay_us": self.storage_delay_us} if self.storage_delay_us else {})}
+                **({"storage_delay_us": self.storage_delay_us} if self.storage_delay_us else {}),
+                **({"php": self.php} if self.php else {})}
 
     @classmethod
     def from_json(cls, data: Json) -> DemoResult:
@@ -345,4 +347,5 @@ class DemoResult:
             findings_after=jr.strs(d, "findings_after"),
             files=jr.str_map(d, "files"), timings_s=jr.num_map(d, "timings_s"),
             kept=jr.bool_(d, "kept"), notes=jr.strs(d, "notes"),
-            storage_delay_us=jr.integer(d.get("storage_delay_us", 0), "storage_delay_us"))
+            storage_delay_us=jr.integer(d.get("storage_delay_us", 0), "storage_delay_us"),
+            php=jr.str_(d, "php") if "php" in d else "")
