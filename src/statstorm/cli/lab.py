@@ -120,7 +120,8 @@ def lab() -> None:
 @click.option("--app", type=click.Choice(lab_cmd.APPS), default="mediawiki", show_default=True,
               help="The application to serve.")
 @click.option("--storage", type=click.Choice(lab_cmd.STORAGES), default="local", show_default=True,
-              help="Where the code lives: local disk or a GlusterFS volume on loopback.")
+              help="Where the code lives: local disk, a GlusterFS volume on loopback or an "
+                   "OpenAFS cell of the lab's own (afs).")
 @click.option("--mount-opt", "mount_opts", multiple=True, metavar="K=V[,K=V]",
               help="GlusterFS FUSE mount option, e.g. attribute-timeout=600 (repeatable).")
 @click.option("--storage-delay", "storage_delay_text", default="0", metavar="DURATION",

@@ -102,8 +102,11 @@ TABLE: tuple[Storage, ...] = (
     # kernel client: capabilities from the MDS, not timeouts; ceph-fuse: FUSE's timeouts
     Storage(StorageKind.CEPHFS, "CephFS", ("ceph", "fuse.ceph-fuse", "fuse.ceph"),
             network=True, persist="/etc/fstab's mount options"),
+    # the kernel's client (or kAFS): type afs; afsd.fuse's mounts are type `fuse` (source
+    # `AFS`), a FUSE file system to the classifier. A lab's cell: adapters/storage/openafs.py
     Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs"), network=True,
-            persist="the client's cache manager settings (afsd)"),
+            client="afsd.fuse", persist="the client's cache manager settings (afsd)",
+            lab=True),
     Storage(StorageKind.SSHFS, "sshfs", ("fuse.sshfs",), network=True, client="sshfs",
             cache_keys=SSHFS_CACHE_KEYS, meanings=lambda v: sshfs_meanings(v.typed),
             cache_model=CacheModel.FUSE, persist="/etc/fstab's mount options"),
