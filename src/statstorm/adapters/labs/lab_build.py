@@ -5,9 +5,9 @@ A lab is a dedicated php-fpm master + pool behind a dedicated nginx on 127.0.0.1
 dedicated Apache with one MPM running PHP through php-fpm, mod_php or mod_fcgid's php-cgi
 (adapters/labs/apache_lab.py) — serving MediaWiki (from Debian) or the generated synthetic app,
 from local disk or from a single-brick GlusterFS volume on loopback mounted with the FUSE
-client, or from an OpenAFS cell of its own read through afsd.fuse (adapters/storage/openafs.py). Everything `up` starts is recorded in `<state root>/labs/<name>/lab.json` the moment
-it starts, so `down` (or the cleanup after a failed or interrupted `up`) ends exactly that,
-by PID.
+client, or from an OpenAFS cell of its own read through afsd.fuse (adapters/storage/openafs.py).
+Everything `up` starts is recorded in `<state root>/labs/<name>/lab.json` the moment it starts,
+so `down` (or the cleanup after a failed or interrupted `up`) ends exactly that, by PID.
 """
 
 from __future__ import annotations
