@@ -154,7 +154,7 @@ def start(env: Env, cell: Cell, record: Callable[[int], None]) -> list[int]:
         _afs(env, cell, PTS, "adduser", "-user", host, "-group", "system:administrators",
              what=f"pts adduser {host}")
     _afs(env, cell, VOS, "create", "-server", address, "-partition", str(PARTITION),
-         "-name", VOLUME, what=f"vos create {VOLUME}")
+         "-name", VOLUME, "-maxquota", "0", what=f"vos create {VOLUME}")  # 0: no quota
     return pids
 
 
