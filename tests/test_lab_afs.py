@@ -47,7 +47,7 @@ def afs_leftovers(state_dir: str) -> list[str]:
 
 def test_synthetic_on_afs_served_through_afsd_fuse(lab, state_home: Path) -> None:
     state = lab("--app", "synthetic", "--storage", "afs", "--workers", "2")
-    assert state["storage"] == "afs"
+    assert state["storage"] == "openafs"
     mount_point, code = str(state["mount_point"]), str(state["code_path"])
     assert code.startswith(mount_point + "/")
     # The cell's servers and its client run, all from the lab's directory.

@@ -191,7 +191,7 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
     elif opts.storage == StorageKind.OPENAFS:
         lab_servers.step(env, state, "starting an OpenAFS cell (database and file servers)…",
                          "volume")
-        cell = openafs.Cell(root / "afs")
+        cell = openafs.Cell(root / openafs.CELL_DIR)
         openafs.write_config(cell, openafs.host_address(env))
         for path in (cell.root, cell.mount_point):
             path.chmod(0o755)  # www-data reads the app through the mount below here
@@ -324,7 +324,7 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
     # WordPress's database, after its clients; found by its data directory as well.
     mariadb.stop(state.mariadb_pid, mariadb.Instance.under(root))
     mount_point = Path(state.mount_point) if state.mount_point else root / "mnt"
-    cell = openafs.Cell(root / "afs")
+    cell = openafs.Cell(root / openafs.CELL_DIR)
     if cell.root.exists():  # an OpenAFS lab, however far its up went: client, then servers
         mount_point = cell.mount_point
         openafs.unmount(env, cell)

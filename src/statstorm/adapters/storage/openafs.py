@@ -23,6 +23,7 @@ from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, DependencyError
 
 CELL = "statstorm.lab"
+CELL_DIR = "cell"  # the cell's files, in the lab's directory
 VOLUME = "root.cell"
 PARTITION = Path("/vicepis")  # the fileserver takes only /vicepXX partitions
 SERVER_BIN = Path("/usr/lib/openafs")
@@ -252,6 +253,6 @@ def record_pid(cell: Cell, pid: int) -> None:
         f.write(f"{pid}\n")
 
 
-__all__ = ["CELL", "Cell", "VOLUME", "check_free", "client_pids", "copy_in", "host_address", "is_mounted",
+__all__ = ["CELL", "CELL_DIR", "Cell", "VOLUME", "check_free", "client_pids", "copy_in", "host_address", "is_mounted",
            "mount", "record_pid", "recorded_pids", "require_installed", "server_argv",
            "server_pids", "start", "stop", "unmount", "write_config"]
