@@ -120,3 +120,13 @@ def test_second_afs_lab_is_refused_in_one_line(lab, state_home: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert "UDP port 7000" in lines[-1] and "lab down" in lines[-1]
     assert not (state_home / "labs" / name).exists()
+
+
+def test_mediawiki_on_afs(lab, state_home: Path) -> None:
+    state = lab("--app", "mediawiki", "--storage", "afs", "--workers", "2")
+    assert str(state["code_path"]).startswith(str(state["mount_point"]) + "/")
+    assert Path(str(state["code_path"]), "includes/WebStart.php").is_file()
+    status, body = get(f"{state['url']}/index.php?title=Main_Page")
+    assert status == 200 and "MediaWiki" in body
+    run_cli(["lab", "down", "--name", str(state["name"])], state_home, check=True)
+    assert afs_leftovers(str(state["state_dir"])) == []
