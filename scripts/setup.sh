@@ -4,10 +4,14 @@
 #   scripts/setup.sh            runtime (lab, trace, sweep, fsbench)
 #   scripts/setup.sh --dev      runtime + test dependencies (pytest, mypy, ruff, pytest-xdist:
 #                               everything `scripts/test.sh --fast` runs)
+#   scripts/setup.sh --afs      runtime + OpenAFS, for `statstorm lab up --storage afs`
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dev=0
-[[ "${1:-}" == "--dev" ]] && dev=1
+afs=0
+for arg in "$@"; do
+    case $arg in --dev) dev=1 ;; --afs) afs=1 ;; esac
+done
 
 if [[ $(id -u) -ne 0 ]]; then
     echo "statstorm setup: must run as root (try: sudo $0 $*)" >&2
@@ -32,6 +36,12 @@ debs=(
 # once (tests/test_php_root_lab.py), setup does not.
 dev_debs=(chromium linux-perf prometheus dokuwiki phpmyadmin debootstrap)
 ((dev)) && debs+=("${dev_debs[@]}")
+# --afs, and --dev (tests/test_lab_afs.py): OpenAFS's servers and its FUSE client, which
+# `lab up --storage afs` starts as a cell of the lab's own (vos and pts come with
+# openafs-client). Like glusterd, the packaged openafs-fileserver and openafs-client services
+# are kept from starting (policy-rc.d below); no Kerberos is needed: the cell runs unkeyed.
+afs_debs=(openafs-fileserver openafs-dbserver openafs-fuse openafs-client)
+((afs || dev)) && debs+=("${afs_debs[@]}")
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -57,7 +57,7 @@ def test_the_json_names_stay() -> None:
               "ext4": "local", "xfs": "local", "tmpfs": "local", "overlay": "local",
               "proc": "other"}
     assert {t: mounts.kind_of(t) for t in before} == before
-    assert matrix_grid.STORAGES == ("local", "glusterfs")
+    assert matrix_grid.STORAGES == ("local", "glusterfs", "openafs")
     assert str(StorageKind.GLUSTERFS) == "glusterfs" and f"{StorageKind.LOCAL}" == "local"
     assert set(finding.NETWORK_KINDS) >= {"nfs", "glusterfs-fuse", "sshfs", "fuse"}
     assert "local" not in finding.NETWORK_KINDS and "other" not in finding.NETWORK_KINDS
@@ -77,7 +77,8 @@ def test_cache_models_and_counters() -> None:
     assert "/etc/fstab" in STORAGE[StorageKind.NFS].set_live
     assert storage_kinds.mount_type(StorageKind.GLUSTERFS) == "glusterfs"
     assert STORAGE[StorageKind.GLUSTERFS].client == "glusterfs"
-    assert storage_kinds.lab_storages() == (StorageKind.LOCAL, StorageKind.GLUSTERFS)
+    assert storage_kinds.lab_storages() == (StorageKind.LOCAL, StorageKind.GLUSTERFS,
+                                            StorageKind.OPENAFS)
 
 
 # -- the disagreement the table settles: CephFS (and OpenAFS, SMB, 9p) are network storage

@@ -16,6 +16,7 @@ from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model import storage_delay
+from statstorm.model.storage_kinds import LAB_ALIASES
 from statstorm.results.lab import LabState
 from statstorm.results.php_root import HOST_VERSION, RELEASES
 from statstorm.results.serving import Handler
@@ -32,6 +33,8 @@ def key_values(values: tuple[str, ...], flag: str) -> dict[str, str]:
             out[key.strip()] = value.strip()
     return out
 
+
+STORAGE_ALIASES = {alias: str(kind) for alias, kind in LAB_ALIASES.items()}  # afs: openafs
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -119,8 +122,10 @@ def lab() -> None:
 @lab.command("up")
 @click.option("--app", type=click.Choice(lab_cmd.APPS), default="mediawiki", show_default=True,
               help="The application to serve.")
-@click.option("--storage", type=click.Choice(lab_cmd.STORAGES), default="local", show_default=True,
-              help="Where the code lives: local disk or a GlusterFS volume on loopback.")
+@click.option("--storage", type=click.Choice([*lab_cmd.STORAGES, *STORAGE_ALIASES]),
+              default="local", show_default=True,
+              help="Where the code lives: local disk, a GlusterFS volume on loopback or an "
+                   "OpenAFS cell of the lab's own (openafs, or afs).")
 @click.option("--mount-opt", "mount_opts", multiple=True, metavar="K=V[,K=V]",
               help="GlusterFS FUSE mount option, e.g. attribute-timeout=600 (repeatable).")
 @click.option("--storage-delay", "storage_delay_text", default="0", metavar="DURATION",
@@ -175,7 +180,7 @@ def up(env: Env, /, app: str, storage: str, mount_opts: tuple[str, ...], php_ini
       statstorm lab up --app synthetic --php 8.4 --name php84   # PHP 8.4 from its root
     """
     opts = lab_cmd.LabOptions(
-        name=name, app=app, storage=storage, mount_options=key_values(mount_opts, "--mount-opt"),
+        name=name, app=app, storage=STORAGE_ALIASES.get(storage, storage), mount_options=key_values(mount_opts, "--mount-opt"),
         php_ini=phpfpm.parse_ini_overrides(list(php_ini)), workers=workers, port=port,
         app_spec=_spec(spec), server=server, mpm=mpm or "", handler=handler,
         allow_override=allow_override or "",

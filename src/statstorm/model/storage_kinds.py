@@ -102,8 +102,11 @@ TABLE: tuple[Storage, ...] = (
     # kernel client: capabilities from the MDS, not timeouts; ceph-fuse: FUSE's timeouts
     Storage(StorageKind.CEPHFS, "CephFS", ("ceph", "fuse.ceph-fuse", "fuse.ceph"),
             network=True, persist="/etc/fstab's mount options"),
+    # the kernel's client (or kAFS): type afs; afsd.fuse's mounts are type `fuse` (source
+    # `AFS`), a FUSE file system to the classifier. A lab's cell: adapters/storage/openafs.py
     Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs"), network=True,
-            persist="the client's cache manager settings (afsd)"),
+            client="afsd.fuse", persist="the client's cache manager settings (afsd)",
+            lab=True),
     Storage(StorageKind.SSHFS, "sshfs", ("fuse.sshfs",), network=True, client="sshfs",
             cache_keys=SSHFS_CACHE_KEYS, meanings=lambda v: sshfs_meanings(v.typed),
             cache_model=CacheModel.FUSE, persist="/etc/fstab's mount options"),
@@ -116,6 +119,8 @@ TABLE: tuple[Storage, ...] = (
 )
 
 STORAGE: dict[StorageKind, Storage] = {s.kind: s for s in TABLE}
+# Other names `lab up --storage` takes for a kind: AFS users say afs.
+LAB_ALIASES: dict[str, StorageKind] = {"afs": StorageKind.OPENAFS}
 _BY_FSTYPE: dict[str, StorageKind] = {t: s.kind for s in TABLE for t in s.fstypes}
 FUSE_PREFIX = "fuse"  # `fuse`, `fuseblk`, `fuse.<client>`: a FUSE file system
 
@@ -187,7 +192,7 @@ def lab_storages() -> tuple[StorageKind, ...]:
     return tuple(s.kind for s in TABLE if s.lab)
 
 
-__all__ = ["CacheModel", "LiveChange", "RoundTrips", "STORAGE", "Storage", "StorageKind",
+__all__ = ["CacheModel", "LAB_ALIASES", "LiveChange", "RoundTrips", "STORAGE", "Storage", "StorageKind",
            "TABLE", "cache_model_of", "fstab_type", "is_network_fstype", "kind_of", "lab_storages",
            "mount_label", "mount_type", "network_labels", "network_mount_indexes",
            "option_meanings", "storage_of"]

@@ -1,8 +1,8 @@
 """The kinds of storage statstorm tells apart, as its results name them.
 
 A `StorageKind` is a plain string in JSON (`StrEnum`): a lab's and a matrix cell's `storage`
-("local", "glusterfs"). A mount record (fsbench, check) names its kind by the table's label,
-the same string except "glusterfs-fuse" for GlusterFS. What each kind is — the `/proc/mounts`
+("local", "glusterfs", "openafs"). A mount record (fsbench, check) names its kind by the
+table's label, the same string except "glusterfs-fuse" for GlusterFS. What each kind is — the `/proc/mounts`
 types that name it, whether it is network storage, its cache options, where its round trips
 are read, how its options are changed — is the table in `model/storage_kinds.py`; this module
 is only the names, so that every layer may use them.
@@ -18,7 +18,7 @@ class StorageKind(StrEnum):
     GLUSTERFS = "glusterfs"  # a GlusterFS volume through its FUSE client
     NFS = "nfs"
     CEPHFS = "cephfs"  # the kernel client or ceph-fuse
-    OPENAFS = "openafs"  # OpenAFS (or the kernel's kAFS): type afs
+    OPENAFS = "openafs"  # OpenAFS (or the kernel's kAFS): type afs; a lab's cell via afsd.fuse
     SSHFS = "sshfs"
     SMB = "smb"  # cifs / smb3
     NINEP = "9p"  # Plan 9 shares (virtio-9p, WSL)

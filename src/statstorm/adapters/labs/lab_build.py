@@ -5,9 +5,9 @@ A lab is a dedicated php-fpm master + pool behind a dedicated nginx on 127.0.0.1
 dedicated Apache with one MPM running PHP through php-fpm, mod_php or mod_fcgid's php-cgi
 (adapters/labs/apache_lab.py) — serving MediaWiki (from Debian) or the generated synthetic app,
 from local disk or from a single-brick GlusterFS volume on loopback mounted with the FUSE
-client. Everything `up` starts is recorded in `<state root>/labs/<name>/lab.json` the moment
-it starts, so `down` (or the cleanup after a failed or interrupted `up`) ends exactly that,
-by PID.
+client, or from an OpenAFS cell of its own read through afsd.fuse (adapters/storage/openafs.py).
+Everything `up` starts is recorded in `<state root>/labs/<name>/lab.json` the moment it starts,
+so `down` (or the cleanup after a failed or interrupted `up`) ends exactly that, by PID.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab, lab_servers, mariadb, phpfpm, state as labs
 from statstorm.adapters.php import target
 from statstorm.adapters.servers import nginx
-from statstorm.adapters.storage import gluster, mounts, tree_copy
+from statstorm.adapters.storage import gluster, mounts, openafs, tree_copy
 from statstorm.adapters.labs import lab_apps, php_roots
 from statstorm.apps import mediawiki, synthetic, wordpress
 from statstorm.env import Env
@@ -37,7 +37,7 @@ from statstorm.results.serving import Handler
 from statstorm.results.storage_kind import StorageKind
 
 APPS = ("mediawiki", "synthetic", "wordpress")
-STORAGES = tuple(str(k) for k in lab_storages())  # local, glusterfs
+STORAGES = tuple(str(k) for k in lab_storages())  # local, glusterfs, afs
 GLUSTER_CLIENT = STORAGE[StorageKind.GLUSTERFS].client  # its FUSE client's program
 SERVERS = ("nginx", "apache")
 VOLUME_PREFIX = "statstorm-"
@@ -109,6 +109,9 @@ def validate(env: Env, opts: LabOptions) -> None:
         gluster.require_installed()
         if opts.storage_delay_us:
             gluster.require_delay_translator()
+    if opts.storage == StorageKind.OPENAFS:
+        openafs.require_installed()
+        openafs.check_free()
     if opts.port is not None:
         procs.check_port_free(opts.port)
     _check_reachable(labs.labs_root(env))
@@ -185,6 +188,20 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
             env, state.volume, Path(state.mount_point), opts.mount_options))
         code = Path(state.mount_point) / "app"
         stage = root / "stage"
+    elif opts.storage == StorageKind.OPENAFS:
+        lab_servers.step(env, state, "starting an OpenAFS cell (database and file servers)…",
+                         "volume")
+        cell = openafs.Cell(root / openafs.CELL_DIR)
+        openafs.write_config(cell, openafs.host_address(env))
+        for path in (cell.root, cell.mount_point):
+            path.chmod(0o755)  # www-data reads the app through the mount below here
+        openafs.start(env, cell, lambda pid: openafs.record_pid(cell, pid))
+        state = rec.record(mount_point=str(cell.mount_point))
+        faults.phase("lab-up/mount")
+        state = rec.record(fuse_client_pid=openafs.mount(env, cell))
+        code = cell.code
+        code.mkdir()
+        stage = root / "stage"
     else:
         code = root / "code"
         stage = code
@@ -218,8 +235,12 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         docroot, entry, front = code / "public", "/" + app.entry, app.entry
         extra_ini = {"include_path": app.include_path_for(str(code))}
     if stage != code:
-        lab_servers.step(env, state, f"copying the app tree to {code} (GlusterFS)…", "copy")
-        tree_copy.copy_tree(stage, code, jobs=8)
+        title = STORAGE[StorageKind(opts.storage)].title
+        lab_servers.step(env, state, f"copying the app tree to {code} ({title})…", "copy")
+        if opts.storage == StorageKind.OPENAFS:
+            openafs.copy_in(env, stage, code)
+        else:
+            tree_copy.copy_tree(stage, code, jobs=8)
         shutil.rmtree(stage)
 
     # 3. php-fpm (unless Apache runs PHP itself) and the web server, our own masters.
@@ -303,6 +324,11 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
     # WordPress's database, after its clients; found by its data directory as well.
     mariadb.stop(state.mariadb_pid, mariadb.Instance.under(root))
     mount_point = Path(state.mount_point) if state.mount_point else root / "mnt"
+    cell = openafs.Cell(root / openafs.CELL_DIR)
+    if cell.root.exists():  # an OpenAFS lab, however far its up went: client, then servers
+        mount_point = cell.mount_point
+        openafs.unmount(env, cell)
+        openafs.stop(cell, openafs.recorded_pids(cell))
     # `statstorm apply` may have stacked clients with other options: unmount each, top first.
     clients = [pid for pid, _ in mounts.fuse_clients(str(mount_point), GLUSTER_CLIENT)]
     for pid in dict.fromkeys([*clients, state.fuse_client_pid]):
