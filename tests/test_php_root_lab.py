@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -72,6 +73,15 @@ def test_lab_on_php_84_from_its_root(roots: Path, lab, state_home: Path) -> None
                                check=True).stdout)
     assert again["reused"] is True and time.monotonic() - started < 10
     root = Path(again["path"])
+    # APCu unpacked beside its extensions (a root made before gets it on this reuse),
+    # enabled for no pool, and loadable by the root's own PHP
+    so = php_roots.apcu(root)
+    assert so is not None and not list(root.glob("etc/php/8.4/*/conf.d/*apcu*"))
+    inside = "/" + str(so.relative_to(root))
+    loaded = subprocess.run(["chroot", str(root), "php8.4", "-n", "-d", f"extension={inside}",
+                             "-r", "echo function_exists('apcu_fetch') ? 'apcu' : 'none';"],
+                            capture_output=True, text=True, timeout=60)
+    assert loaded.stdout == "apcu", loaded.stderr
 
     shared = mounts_under(root)  # another lab's, if one uses the root now
     state = lab("--app", "synthetic", "--workers", "2", "--php", "8.4")

@@ -48,6 +48,12 @@ class PhpRelease:
         reads PHP's layout from them)."""
         return f"php{self.version}-dev"
 
+    @property
+    def apcu_package(self) -> str:
+        """APCu for this release's PHP (its apcu.so unpacked in the root, not installed:
+        `apply` loads it into the one pool that needs it, as on the host)."""
+        return "php-apcu"
+
     def packages(self) -> tuple[str, ...]:
         """What a lab's apps need of PHP (as scripts/setup.sh installs for the host's),
         OPcache included."""

@@ -3,8 +3,10 @@ once with debootstrap under the state root and reused by every later lab, whose 
 then runs chrooted in it (`lab up --php 8.4`) while the web server stays outside.
 
 A root also holds its PHP's headers (phpV-dev unpacked, not installed, in usr/include/php):
-the tracer computes PHP's layout from them (adapters/tracing/php_layouts.py). They are
-fetched when the root is made and, for a root made before, on its next use (`build`).
+the tracer computes PHP's layout from them (adapters/tracing/php_layouts.py); and APCu's
+apcu.so (php-apcu unpacked beside the extensions, enabled for no pool: apply loads it into
+the one that needs it). Both are fetched when the root is made and, for a root made before,
+on its next use (`build`).
 
 Layout: `<roots>/<version>/` is the tree, `<roots>/<version>/.statstorm-php-root.json`
 its marker (results/php_root.py `PhpRoot`), written last: a tree without it is half-built
@@ -32,6 +34,7 @@ from statstorm.env import Env
 from statstorm.errors import BusyError, PrivilegeError, UsageError
 from statstorm.results.common import read_json
 from statstorm.results.lab import LabState
+from statstorm.adapters.php.apcu import SO as APCU_SO
 from statstorm.results.php_root import (HEADERS, MARKER, PhpRelease, PhpRoot, other_releases,
                                         release)
 
@@ -175,9 +178,10 @@ def build(env: Env, version: str, *, rebuild: bool = False) -> tuple[PhpRoot, bo
                          f"{', '.join(r.version for r in other_releases())}")
     path = root_dir(env, rel)
     if not rebuild and (done := load(path)) is not None:
-        if headers(path) is None:
+        if headers(path) is None or apcu(path) is None:  # a root made before them
             with _lock(env):
                 unpack_headers(env, rel, path)
+                unpack_apcu(env, rel, path)
         return done, True
     debootstrap.require_tools(env)
     url = debootstrap.mirror()
@@ -197,6 +201,7 @@ def build(env: Env, version: str, *, rebuild: bool = False) -> tuple[PhpRoot, bo
             shutil.rmtree(path)
         made = debootstrap.make(env, rel, path, url)
         unpack_headers(env, rel, path)
+        unpack_apcu(env, rel, path)
         return made, False
 
 
@@ -206,35 +211,76 @@ def headers(path: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def unpack_headers(env: Env, rel: PhpRelease, path: Path) -> Path | None:
-    """PHP's headers unpacked into the root (its phpV-dev downloaded by the root's apt, then
-    unpacked, not installed), once: the tracer's layout of this PHP. None, with one line
-    saying so, when the mirror cannot give them (the tracer then counts, without
-    attributing)."""
-    if (done := headers(path)) is not None:
-        return done
-    with tempfile.TemporaryDirectory(prefix="statstorm-dev-", dir=path / "var/tmp") as tmp:
+@contextmanager
+def _unpacked(env: Env, rel: PhpRelease, path: Path, package: str,
+              why: str) -> Iterator[Path | None]:
+    """`package` downloaded by the root's own apt and unpacked (not installed) in a scratch
+    directory of the root, removed afterwards; None, with one line saying so and what it
+    costs (`why`), when the mirror cannot give it."""
+    with tempfile.TemporaryDirectory(prefix="statstorm-deb-", dir=path / "var/tmp") as tmp:
         os.chmod(tmp, 0o755)  # apt downloads as the _apt user
         inside = "/" + str(Path(tmp).relative_to(path))
         res = env.run(["chroot", str(path), "sh", "-c", f"cd {inside} && apt-get download -q "
-                       f"{rel.dev_package}"], check=False, what=f"apt-get download {rel.dev_package}")
-        debs = sorted(Path(tmp).glob(f"{rel.dev_package}_*.deb"))
+                       f"{package}"], check=False, what=f"apt-get download {package}")
+        debs = sorted(Path(tmp).glob(f"{package}_*.deb"))
         if res.returncode != 0 or not debs:
-            why = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
-            env.log(f"php-root {rel.version}: could not fetch {rel.dev_package} ({why}); the "
-                    f"tracer counts this PHP's syscalls without attributing them")
-            return None
+            err = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+            env.log(f"php-root {rel.version}: could not fetch {package} ({err}); {why}")
+            yield None
+            return
         unpacked = Path(tmp) / "x"
         env.run(["dpkg-deb", "-x", str(debs[-1]), str(unpacked)], what="dpkg-deb -x")
+        yield unpacked
+
+
+def unpack_headers(env: Env, rel: PhpRelease, path: Path) -> Path | None:
+    """PHP's headers unpacked into the root (its phpV-dev), once: the tracer's layout of
+    this PHP. None, with one line saying so, when the mirror cannot give them (the tracer
+    then counts, without attributing)."""
+    if (done := headers(path)) is not None:
+        return done
+    why = "the tracer counts this PHP's syscalls without attributing them"
+    with _unpacked(env, rel, path, rel.dev_package, why) as unpacked:
+        if unpacked is None:
+            return None
         found = sorted(h.parent.parent for h in (unpacked / HEADERS).glob("*/main/php.h"))
         if not found:
-            env.log(f"php-root {rel.version}: {rel.dev_package} holds no PHP headers; the "
-                    f"tracer counts this PHP's syscalls without attributing them")
+            env.log(f"php-root {rel.version}: {rel.dev_package} holds no PHP headers; {why}")
             return None
         dest = path / HEADERS / found[-1].name
         dest.parent.mkdir(parents=True, exist_ok=True)
         found[-1].rename(dest)  # whole or not at all: headers() looks for main/php.h
     env.log(f"php-root {rel.version}: {rel.dev_package}'s headers unpacked into {dest}")
+    return dest
+
+
+def apcu(path: Path) -> Path | None:
+    """APCu's apcu.so in the root at `path` (usr/lib/php/<API>/apcu.so), None when not there."""
+    found = sorted((path / "usr/lib/php").glob(f"*/{APCU_SO}"))
+    return found[-1] if found else None
+
+
+def unpack_apcu(env: Env, rel: PhpRelease, path: Path) -> Path | None:
+    """APCu's apcu.so unpacked beside the root's PHP extensions, once, not enabled for any
+    pool (no conf.d file): `apply` loads it into the pool whose app needs an object cache
+    (adapters/php/apcu.py). None, with one line saying so, when the mirror cannot give it."""
+    if (done := apcu(path)) is not None:
+        return done
+    why = "an app's object cache (app-data-on-network) cannot be applied on this PHP"
+    with _unpacked(env, rel, path, rel.apcu_package, why) as unpacked:
+        if unpacked is None:
+            return None
+        found = sorted((unpacked / "usr/lib/php").glob(f"*/{APCU_SO}"))
+        if not found:
+            env.log(f"php-root {rel.version}: {rel.apcu_package} holds no {APCU_SO}; {why}")
+            return None
+        dest = path / "usr/lib/php" / found[-1].parent.name / APCU_SO
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        part = dest.with_name(f".{APCU_SO}.part")
+        shutil.copyfile(found[-1], part)
+        part.chmod(0o644)
+        os.replace(part, dest)  # whole or not at all
+    env.log(f"php-root {rel.version}: {rel.apcu_package}'s {APCU_SO} unpacked into {dest}")
     return dest
 
 
