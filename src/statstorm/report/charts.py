@@ -9,6 +9,7 @@ Pure functions of result data; no files.
 from __future__ import annotations
 
 import io
+import logging
 import re
 from dataclasses import dataclass, field
 from html import escape
@@ -17,6 +18,9 @@ from typing import Any, Sequence
 import matplotlib
 
 matplotlib.use("Agg")
+# its font cache, made on first use, says on stderr for each mathtext family it lacks that
+# DejaVu Sans stands in: harmless for these charts, noise in a verb's progress
+logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
 from matplotlib import rc_context  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
