@@ -51,8 +51,9 @@ class PhpRelease:
     @property
     def apcu_package(self) -> str:
         """APCu for this release's PHP (its apcu.so unpacked in the root, not installed:
-        `apply` loads it into the one pool that needs it, as on the host)."""
-        return "php-apcu"
+        `apply` loads it into the one pool that needs it, as on the host): trixie names it
+        by the version (php-apcu only depends on it there), bullseye had php-apcu alone."""
+        return "php-apcu" if self.release == "bullseye" else f"php{self.version}-apcu"
 
     def packages(self) -> tuple[str, ...]:
         """What a lab's apps need of PHP (as scripts/setup.sh installs for the host's),
