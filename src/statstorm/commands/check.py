@@ -15,13 +15,11 @@ from statstorm.adapters.tracing import last_trace
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model.checkfacts import AppliedChange, Facts, TraceOrigin, fsbench_p50
-from statstorm.model.php_versions import proposable, version_of
 from statstorm.model.rules import evaluate
 from statstorm.results.check import SCHEMA, SEVERITIES, CheckedPool, CheckResult, Finding
 from statstorm.results.check import Severity, by_severity
 from statstorm.results.common import read_json
 from statstorm.results.fsbench import FsbenchResult
-from statstorm.results.php_root import HOST_VERSION
 from statstorm.results.last_trace import LastTrace
 
 
@@ -172,8 +170,7 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
                         target_args=_target_args(opts, pool))
         checked.append(replace(checked_pool(facts, got.settings_source, got.notes + notes),
                                trace=evidence, trace_remembered=bool(origin and origin.remembered)))
-        # never a setting this pool's PHP version does not have (model/php_versions.py)
-        found += proposable(evaluate(facts), version_of(facts.php_binary) or HOST_VERSION)
+        found += evaluate(facts)
     return CheckResult(tuple(checked), list(by_severity(found)))
 
 

@@ -149,7 +149,7 @@ def proposable(findings: Iterable[Finding], version: str) -> list[Finding]:
         if not absent:
             out.append(f)
         elif len(absent) < len(named):
-            keep = tuple(line for line in f.change if not (settings_named([line])
-                                                           and settings_named([line])[0] in absent))
+            keep = tuple(line for line in f.change
+                         if not set(settings_named([line])) & set(absent))
             out.append(replace(f, change=keep))
     return out

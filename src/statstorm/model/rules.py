@@ -18,7 +18,9 @@ from statstorm.model import (rules_apache, rules_app, rules_evidence, rules_glus
                              rules_mirror, rules_php, rules_stack)
 from statstorm.model.checkfacts import Facts
 from statstorm.model.finding import Finding, Rule
+from statstorm.model.php_versions import proposable, version_of
 from statstorm.results.check import SEVERITIES, Severity, by_severity
+from statstorm.results.php_root import HOST_VERSION
 
 DOCS = "docs/check.md#"
 
@@ -31,10 +33,12 @@ def rank(severity: Severity | str) -> int:
 
 
 def evaluate(facts: Facts) -> list[Finding]:
-    """All findings for one pool, most severe first (stable order within a severity)."""
+    """All findings for one pool, most severe first (stable order within a severity);
+    never a setting the pool's PHP version does not have (model/php_versions.py)."""
     out = [replace(f, id=rule_id, pool=facts.pool, docs=DOCS + rule_id)
            for rule_id, fn in RULES.items() for f in fn(facts)]
-    return list(by_severity(out))
+    version = version_of(facts.php_binary) or HOST_VERSION
+    return list(by_severity(proposable(out, version)))
 
 
 __all__ = ["RULES", "SEVERITIES", "Severity", "evaluate", "rank"]
