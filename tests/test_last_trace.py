@@ -85,6 +85,14 @@ def test_the_record_a_trace_leaves_is_read_back(tmp_path: Path) -> None:
     assert last_trace.recall(env, "www") is None
 
 
+def test_a_trace_of_apaches_php_covers_each_of_its_sites() -> None:
+    assert last_trace.covers("www", "www")
+    assert last_trace.covers("apache", "apache:wiki.test:8080")
+    assert not last_trace.covers("www", "www2")
+    assert not last_trace.covers("www", "apache:wiki.test:8080")
+    assert not last_trace.covers("", "apache:wiki.test:8080")
+
+
 def test_times() -> None:
     assert last_trace.epoch("2025-01-01T00:00:01+00:00") == 1735689601.0
     assert last_trace.epoch("2025-01-01T00:00:01") == 1735689601.0  # no zone: UTC

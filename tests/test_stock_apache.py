@@ -98,6 +98,13 @@ def test_mod_php_two_vhosts_check_trace_apply(tmp_path: Path) -> None:
         assert set(statuses[:-1]) == {200}
         summary = finish(proc)  # exit 0: no "PID … is not running" for a replaced child
         assert summary["requests"] >= 6, summary
+        # the trace of Apache's whole PHP is the trace of each of its sites
+        res = run_cli(["check", "--apache", "--trace", str(out), "--json", "--no-query"],
+                      tmp_path, timeout=300)
+        assert res.returncode == 0, res.stderr
+        for p in json.loads(res.stdout)["pools"]:
+            assert p["trace"] and p["trace"]["path"] == str(out), p
+            assert not any("not used" in n for n in p["notes"]), p["notes"]
 
         # apply one PHP setting where Debian keeps mod_php's, then roll it back byte for byte
         before = tree_digest(PHP_ETC)

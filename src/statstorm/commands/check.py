@@ -147,13 +147,13 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
         evidence: LastTrace | None = None
         use: last_trace.LoadedTrace | None = None
         if given is not None and opts.trace is not None:
-            if len(pools) == 1 or given.pool == pool.name:
+            if len(pools) == 1 or last_trace.covers(given.pool, pool.name):
                 use = given
                 origin, evidence = _origin(opts.trace, given, pool.name, lab,
                                            last_trace.recall(env, pool.name, lab))
             if use is None:
                 notes.append(f"the trace is of pool {given.pool or '?'}, not this one: not used")
-            elif given.pool and given.pool != pool.name:
+            elif given.pool and not last_trace.covers(given.pool, pool.name):
                 notes.append(f"the trace is of pool {given.pool}: used anyway (one pool checked)")
         elif opts.remembered:
             got_last = _remembered(env, pool.name, lab, notes)

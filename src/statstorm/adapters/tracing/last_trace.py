@@ -92,6 +92,14 @@ def _read(path: Path) -> LastTrace | None:
         return None
 
 
+def covers(traced: str, pool: str) -> bool:
+    """Whether a trace of `traced` (its header's pool) is a trace of `pool`: the same name, or
+    the system Apache's whole PHP ("apache") for one of its sites ("apache:NAME:PORT"), whose
+    requests run in the same processes."""
+    return traced == pool or (bool(traced) and pool.split(":", 1)[0] == traced != pool
+                              and ":" in pool)
+
+
 def recall(env: Env, pool: str, lab: str = "") -> LastTrace | None:
     """The last trace of the pool (a lab's, when `lab`) whose file still exists; a site of
     the system Apache ("apache:NAME:PORT") falls back to the trace of its whole PHP."""
@@ -103,5 +111,5 @@ def recall(env: Env, pool: str, lab: str = "") -> LastTrace | None:
     return None
 
 
-__all__ = ["MODES", "LoadedTrace", "epoch", "load", "now", "recall", "record", "remember",
+__all__ = ["MODES", "LoadedTrace", "covers", "epoch", "load", "now", "recall", "record", "remember",
            "root"]
