@@ -17,18 +17,20 @@ from pathlib import Path
 
 import pytest
 
+from statstorm.adapters.host.procs import free_port
 from statstorm.adapters.php import fpm_master, php_targets
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import invoke, run_cli  # noqa: E402
+from test_apply_lab import Load  # noqa: E402
 from stock_host import (FPM_PIDFILE, StockHost, stock_host, tree_digest,  # noqa: E402
                         wait_for)
 
 ETC = (Path("/etc/php/8.2"), Path("/etc/nginx"))
 SOCK = "/run/php/php8.2-fpm.sock"
-PORT = 8089
+PORT = free_port(18089)  # labs take ports from 8080 up
 OWN_INI = Path("/etc/php/8.2/fpm/conf.d/99-statstorm.ini")
 # an admin's OPcache limit below DokuWiki's ~450 PHP files: check's opcache-max-files, a
 # setting only the master reads (statstorm's own file in the FPM SAPI's conf.d)
@@ -127,8 +129,10 @@ def _serve_dokuwiki(host: StockHost, style: str) -> int:
 
 
 # a request still running when php-fpm reloads: it says when it has started, then sleeps
+# (a signal cuts usleep short, php-fpm's SIGQUIT among them: the loop sleeps to the end)
 SLOW = ("<?php file_put_contents(sys_get_temp_dir() . '/statstorm-slow.started', '1');\n"
-        "usleep(5000000); echo 'slept';\n")
+        "$end = microtime(true) + (int) ($_GET['s'] ?? 5);\n"
+        "while (microtime(true) < $end) { usleep(50000); }\necho 'slept';\n")
 STARTED = Path("/tmp/statstorm-slow.started")
 
 
@@ -136,7 +140,8 @@ class SlowRequest:
     """/slow.php requested in a thread, started before the caller goes on; `status()` is its
     HTTP status once answered (nginx's 502 when php-fpm ended the worker serving it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, seconds: int = 5) -> None:
+        self.seconds = seconds
         STARTED.unlink(missing_ok=True)
         self.code, self.error = 0, ""
         self.thread = threading.Thread(target=self._get)
@@ -149,7 +154,8 @@ class SlowRequest:
 
     def _get(self) -> None:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/slow.php", timeout=60) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/slow.php?s={self.seconds}",
+                                        timeout=60) as r:
                 self.code = int(r.status) if r.read() == b"slept" else -1
         except urllib.error.HTTPError as exc:
             self.code = exc.code
@@ -181,6 +187,13 @@ def _serving_again(host: StockHost) -> bool:
         return False
 
 
+def _read_or_empty(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # gone meanwhile
+        return b""
+
+
 def _page() -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/doku.php", timeout=30) as r:
         return int(r.status)
@@ -210,15 +223,28 @@ def test_apply_and_rollback_on_debians_php_fpm(style: str, state_home: Path) -> 
         code = _reload_with_a_request_running(host)
         assert code == 502, f"the request running through the reload: {code}"
         old = host.fpm_master()
-        res = run_cli(["apply", "--all", "--yes", "--json", *([] if alone else ["--pool", "www"])],
-                      home)
+        nginx_before = tree_digest(Path("/etc/nginx"))
+        # this first reload cannot wait for the requests running (the master's timeout is 0):
+        # nginx hands them to a second master while the pool reloads, so none is ended, a
+        # long one running through the whole apply included
+        slow = SlowRequest(12)
+        with Load(f"http://127.0.0.1:{PORT}/doku.php") as load:
+            res = run_cli(["apply", "--all", "--yes", "--json",
+                           *([] if alone else ["--pool", "www"])], home)
         assert res.returncode == 0, res.stderr
+        assert slow.status() == 200, slow.error
+        assert load.ok > 0 and not load.failed, load.failed[:3]
+        assert "second php-fpm master" in res.stderr
+        assert tree_digest(Path("/etc/nginx")) == nginx_before  # its passes put back
+        assert not list(Path("/run/php").glob("statstorm-handover-*"))
+        assert not [p for p in Path("/proc").glob("[0-9]*/cmdline")  # the second master: gone
+                    if b"/handover/" in _read_or_empty(p)]
         out = json.loads(res.stdout)
         assert out["mode"] == "applied" and out["target"]["pool"] == "www"
         files = {f["path"]: f["created"] for f in out["files"]}
         assert files == {"/etc/php/8.2/fpm/pool.d/www.conf": False, str(OWN_INI): True,
                          "/etc/php/8.2/fpm/php-fpm.conf": False}
-        assert any("this reload ends the requests running then" in n for n in out["notes"])
+        assert any("hands them to a second php-fpm master" in n for n in out["notes"])
         new = host.fpm_master()
         if style == "init":  # re-executed and daemonized again: another PID, in the pid file
             assert new != old and int(FPM_PIDFILE.read_text()) == new

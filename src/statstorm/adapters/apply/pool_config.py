@@ -9,6 +9,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from statstorm.adapters.apply import fpm_handover
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab, phpfpm
 from statstorm.adapters.load import http
@@ -65,6 +66,13 @@ class Target:
             return ""
         graceful = any(c.kind == FPM_GLOBAL and c.key == "process_control_timeout"
                        for c in changes)
+        if fpm_handover.wanted(self):
+            return ("process_control_timeout = 0 in the running master: a reload would end "
+                    "the requests running, so nginx hands them to a second php-fpm master "
+                    "while the pool reloads; " + (
+                        "the reloads after it wait for them (the change above)" if graceful
+                        else "apply fpm-reload-ends-requests (or set "
+                        "`process_control_timeout = 10s` in [global]) for graceful reloads"))
         return ("process_control_timeout = 0 in the running master: this reload ends the "
                 "requests running then; " + (
                     "the reloads after it wait for them (the change above)" if graceful else
@@ -150,7 +158,8 @@ def reload(env: Env, target: Target, paths: list[Path], fpm: bool = False) -> st
         # an app's configuration file too: with opcache.validate_timestamps=0 the workers
         # would keep running the old one
         if fpm or any(p in fpm_files for p in paths) or app_files(target, paths):
-            lost = _fpm_reload(env, target)
+            lost = (fpm_handover.reload(env, target, _fpm_reload) if fpm_handover.wanted(target)
+                    else _fpm_reload(env, target))
         if target.apache_conf is not None and target.apache_conf in paths:
             _apache_graceful(env, target)
         if any(p in target.nginx_files for p in paths):
