@@ -21,7 +21,7 @@ def test_tree_beyond_the_default_cache_asks_for_room() -> None:
     [f] = rules_ceph.cephfs_client_cache_size(facts(20000))
     assert "16,384 inodes" in f.title and "20,000" in f.title
     assert "Ceph's default" in f.evidence[0]
-    assert f.change[-1] == ("ceph daemon <ceph-fuse admin socket> config set "
+    assert f.change[1] == ("ceph daemon <ceph-fuse admin socket> config set "
                             "client_cache_size 25600")
     assert f.predicted_gain is None and "measure" in f.gain_note
 
