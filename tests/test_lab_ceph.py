@@ -69,7 +69,7 @@ def test_synthetic_on_cephfs_served_through_ceph_fuse(lab, state_home: Path) -> 
     client = Path(f"/proc/{state['fuse_client_pid']}/cmdline").read_bytes().decode()
     assert "ceph-fuse" in client and state_dir in client
     # The OSD's block is a sparse file in the lab's directory; the monitor listens on loopback.
-    block = Path(state_dir, "ceph/osd-block")
+    block = Path(state_dir, "cluster/osd-block")
     assert block.stat().st_blocks * 512 < block.stat().st_size
     listening = subprocess.run(["ss", "-Hltn"], capture_output=True, text=True).stdout
     assert "127.0.0.1:6789" in listening and "127.0.0.1:3300" in listening

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from statstorm.model.checkfacts import Facts, MountFact
 from statstorm.model.finding import Finding, Rule, code_mounts, finding
-from statstorm.model.storage_kinds import CEPH_FUSE_CACHE_SIZE, STORAGE, StorageKind
+from statstorm.model.storage_kinds import CEPH_FUSE_CACHE_SIZE, STORAGE, StorageKind, mount_type
 from statstorm.results.check import Severity
 
 RULE_ID = "cephfs-client-cache-size"
@@ -59,7 +59,7 @@ def cephfs_client_cache_size(facts: Facts) -> list[Finding]:
     out = []
     label = STORAGE[StorageKind.CEPHFS].label
     for m in code_mounts(facts, label):
-        if not m.fstype.startswith("fuse"):
+        if m.fstype == mount_type(StorageKind.CEPHFS):
             continue  # the kernel client caches in the kernel's dcache: no such limit
         size = cache_size(m)
         if facts.tree_entries <= size:

@@ -109,8 +109,9 @@ def cephfs_meanings(fstype: str, opts: dict[str, str]) -> list[OptionMeaning]:
                       "context switch, no network) and is answered from its cache while it "
                       "holds the inode's capabilities; a deploy is seen at once"),
         OptionMeaning("client_cache_size", size, f"ceph-fuse keeps at most {size} inodes "
-                      "(files and directories); an app whose walk "
-                      "needs more loses them and asks the MDS again"),
+                      "(files and directories): a code tree with more loses whole directory "
+                      "listings, and PHP's probes of missing names there go to the MDS; a "
+                      "request's walk that needs more asks the MDS for all it lost"),
     ]
 
 

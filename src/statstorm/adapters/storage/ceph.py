@@ -24,7 +24,7 @@ from statstorm.adapters.storage import mounts
 from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, DependencyError
 
-CLUSTER_DIR = "ceph"  # the cluster's files, in the lab's directory
+CLUSTER_DIR = "cluster"  # the cluster's files, in the lab's directory
 FS_NAME = "statstorm"
 POOLS = ("statstorm_metadata", "statstorm_data")
 ADDRESS = "127.0.0.1"
@@ -166,7 +166,7 @@ def write_config(cluster: Cluster) -> None:
     cluster.conf.write_text(render_conf(cluster, str(uuid.uuid4())))
 
 
-def ceph(env: Env, cluster: Cluster, *args: str, what: str, check: bool = True,
+def ceph_cli(env: Env, cluster: Cluster, *args: str, what: str, check: bool = True,
          timeout: float = 60) -> str:
     """One `ceph` call on the cluster (never the machine's /etc/ceph)."""
     res = env.run([CEPH, "-c", str(cluster.conf), "--connect-timeout", str(CLI_TIMEOUT_S),
@@ -189,10 +189,10 @@ def start(env: Env, cluster: Cluster, record: Callable[[int], None]) -> list[int
     env.run(["/usr/bin/ceph-mon", "-c", str(cluster.conf), "-i", MON_ID, "--mkfs",
              "--monmap", str(monmap)], what="ceph-mon --mkfs", timeout=60)
     pids = [_spawn(cluster, "ceph-mon", MON_ID, record)]
-    ceph(env, cluster, "mon", "enable-msgr2", what="ceph mon enable-msgr2", check=False)
+    ceph_cli(env, cluster, "mon", "enable-msgr2", what="ceph mon enable-msgr2", check=False)
     pids.append(_spawn(cluster, "ceph-mgr", MGR_ID, record))
     osd_uuid = str(uuid.uuid4())
-    osd_id = ceph(env, cluster, "osd", "new", osd_uuid, what="ceph osd new").strip()
+    osd_id = ceph_cli(env, cluster, "osd", "new", osd_uuid, what="ceph osd new").strip()
     if osd_id != OSD_ID:
         raise ComponentError(f"the cluster's first OSD got id {osd_id!r}, not {OSD_ID}")
     (cluster.data / f"osd.{OSD_ID}").mkdir(exist_ok=True)
@@ -203,10 +203,10 @@ def start(env: Env, cluster: Cluster, record: Callable[[int], None]) -> list[int
     (cluster.data / f"mds.{MDS_ID}").mkdir(exist_ok=True)
     pids.append(_spawn(cluster, "ceph-mds", MDS_ID, record))
     for pool in POOLS:
-        ceph(env, cluster, "osd", "pool", "create", pool, "8", what=f"ceph osd pool create {pool}")
-        ceph(env, cluster, "osd", "pool", "set", pool, "size", "1", "--yes-i-really-mean-it",
+        ceph_cli(env, cluster, "osd", "pool", "create", pool, "8", what=f"ceph osd pool create {pool}")
+        ceph_cli(env, cluster, "osd", "pool", "set", pool, "size", "1", "--yes-i-really-mean-it",
              what=f"ceph osd pool set {pool} size 1")
-    ceph(env, cluster, "fs", "new", FS_NAME, *POOLS, what=f"ceph fs new {FS_NAME}")
+    ceph_cli(env, cluster, "fs", "new", FS_NAME, *POOLS, what=f"ceph fs new {FS_NAME}")
     _wait_active(env, cluster, pids)
     return pids
 
@@ -233,7 +233,7 @@ def _wait_active(env: Env, cluster: Cluster, pids: list[int]) -> None:
             if not procs.alive(pid):
                 raise ComponentError(f"the cluster's {name} ended at start: see "
                                      f"{cluster.log}/{name.removeprefix('ceph-')}.*.log")
-        out = ceph(env, cluster, "status", "--format", "json", what="ceph status", check=False)
+        out = ceph_cli(env, cluster, "status", "--format", "json", what="ceph status", check=False)
         try:
             status = json.loads(out)
             state = _fs_state(status)
@@ -344,7 +344,7 @@ def record_pid(cluster: Cluster, pid: int) -> None:
         f.write(f"{pid}\n")
 
 
-__all__ = ["CLUSTER_DIR", "Cluster", "FS_NAME", "MON_PORTS", "check_free", "ceph",
+__all__ = ["CLUSTER_DIR", "Cluster", "FS_NAME", "MON_PORTS", "check_free", "ceph_cli",
            "client_pids", "daemon_argv", "daemon_pids", "fuse_argv", "is_mounted", "mount",
            "record_pid", "recorded_pids", "render_conf", "require_installed", "start", "stop",
            "unmount", "write_config"]

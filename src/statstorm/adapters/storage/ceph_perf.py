@@ -31,7 +31,7 @@ from statstorm.errors import ComponentError, UsageError
 from statstorm.model.storage_kinds import STORAGE
 from statstorm.results.storage_kind import StorageKind
 
-CEPH = "ceph"
+CEPH = "/usr/bin/ceph"  # ceph-common's tool
 FIX = "give the JSON `ceph --admin-daemon <client asok> perf dump` prints"
 MDS, OSD, OSD_READ, OSD_WRITE = "mds_requests", "osd_ops", "osd_reads", "osd_writes"
 _COUNTED = (MDS, OSD)  # the parts of a round trip; reads and writes are inside OSD
