@@ -13,6 +13,8 @@ Research notes: docs/lab-ceph-notes.md.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import uuid
 from dataclasses import dataclass
@@ -319,15 +321,19 @@ def daemon_pids(cluster: Cluster) -> list[int]:
 
 
 def stop(cluster: Cluster, recorded: list[int]) -> None:
-    """End the cluster's daemons by PID, the MDS first and the monitor last."""
-    order = {d: i for i, d in enumerate(reversed(DAEMONS))}
-
-    def rank(pid: int) -> int:
-        argv = procs.cmdline(pid)
-        name = Path(argv[0]).name if argv else ""
-        return order.get(name, -1)
-
-    for pid in sorted(dict.fromkeys([*recorded, *daemon_pids(cluster)]), key=rank):
+    """End the cluster's daemons by PID: SIGTERM to all at once (the file system is unmounted
+    and the cluster is thrown away, so no order is needed), then each waited for, SIGKILL
+    after 30 s. Only processes running on the cluster's config: a recorded PID the system
+    gave to another process since is left alone."""
+    conf = str(cluster.conf)
+    pids = [p for p in dict.fromkeys([*recorded, *daemon_pids(cluster)])
+            if procs.alive(p) and conf in " ".join(procs.cmdline(p))]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for pid in pids:
         procs.terminate(pid, timeout=30)
 
 
