@@ -102,3 +102,23 @@ def test_kernel_client_meanings_follow_dcache() -> None:
     assert [m.option for m in on] == ["caps", "dcache"]
     assert on[1].value == "on" and "without the MDS" in on[1].meaning
     assert off[1].value == "off" and "MDS round trip" in off[1].meaning
+
+
+def test_cluster_config_keeps_every_path_in_the_lab(tmp_path: Path) -> None:
+    """The config the daemons run on: no cephx, one copy, loopback, and every path it names
+    under the cluster's own directory (nothing in /var/lib/ceph, /var/log/ceph, /run/ceph)."""
+    from statstorm.adapters.storage import ceph
+
+    cluster = ceph.Cluster(tmp_path / ceph.CLUSTER_DIR)
+    ceph.write_config(cluster)
+    conf = cluster.conf.read_text()
+    values = dict(line.split(" = ", 1) for line in conf.splitlines() if " = " in line)
+    for key in ("auth_cluster_required", "auth_service_required", "auth_client_required"):
+        assert values[key] == "none"
+    assert values["osd_pool_default_size"] == "1" and values["public_addr"] == "127.0.0.1"
+    paths = [v for v in values.values() if v.startswith("/")]
+    assert len(paths) >= 10 and all(p.startswith(str(cluster.root) + "/") for p in paths)
+    assert "/var/" not in conf and "/etc/ceph" not in conf
+    argv = ceph.fuse_argv(cluster, {"client_cache_size": "65536"})
+    assert argv[-1] == str(cluster.mount_point) and "--client_cache_size=65536" in argv
+    assert argv[argv.index("-c") + 1] == str(cluster.conf)

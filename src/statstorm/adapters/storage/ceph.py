@@ -55,8 +55,9 @@ def check_free() -> None:
     """The monitor's ports are fixed: one cluster per machine."""
     for port in MON_PORTS:
         if procs.port_in_use(port, ADDRESS):
-            raise BusyError(f"TCP port {port} on {ADDRESS} is taken: another Ceph monitor runs "
-                            "here; stop it (a CephFS lab: `statstorm lab down --name NAME`)")
+            raise BusyError(f"TCP port {port} on {ADDRESS} is taken, a Ceph monitor's: stop "
+                            "what holds it (another CephFS lab: `statstorm lab down --name "
+                            f"NAME`; else see `ss -ltnp 'sport = :{port}'`)")
 
 
 @dataclass(frozen=True)
