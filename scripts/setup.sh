@@ -5,12 +5,14 @@
 #   scripts/setup.sh --dev      runtime + test dependencies (pytest, mypy, ruff, pytest-xdist:
 #                               everything `scripts/test.sh --fast` runs)
 #   scripts/setup.sh --afs      runtime + OpenAFS, for `statstorm lab up --storage afs`
+#   scripts/setup.sh --ceph     runtime + Ceph, for `statstorm lab up --storage cephfs`
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dev=0
 afs=0
+ceph=0
 for arg in "$@"; do
-    case $arg in --dev) dev=1 ;; --afs) afs=1 ;; esac
+    case $arg in --dev) dev=1 ;; --afs) afs=1 ;; --ceph) ceph=1 ;; esac
 done
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -42,6 +44,13 @@ dev_debs=(chromium linux-perf prometheus dokuwiki phpmyadmin debootstrap)
 # are kept from starting (policy-rc.d below); no Kerberos is needed: the cell runs unkeyed.
 afs_debs=(openafs-fileserver openafs-dbserver openafs-fuse openafs-client)
 ((afs || dev)) && debs+=("${afs_debs[@]}")
+# --ceph, and --dev (tests/test_lab_ceph.py): a monitor, a manager, an OSD, an MDS and the FUSE
+# client, which `lab up --storage cephfs` starts as a cluster of the lab's own on its own
+# config (the `ceph` tool comes with ceph-common). The packaged ceph services are kept from
+# starting like glusterd's (policy-rc.d below); no cephx keys are made: the cluster runs
+# with `auth_*_required = none`.
+ceph_debs=(ceph-mon ceph-osd ceph-mds ceph-mgr ceph-fuse)
+((ceph || dev)) && debs+=("${ceph_debs[@]}")
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -73,6 +73,48 @@ class Storage:
         return self.mount_label or str(self.kind)
 
 
+# ---------------------------------------------------------------- CephFS
+# What the CephFS entry reads (ceph-fuse's settings: its `--client_…=` arguments or ceph.conf;
+# the kernel client's: mount options). Sources: ceph's src/client/fuse_ll.cc (every FUSE
+# reply carries 0 s entry and attribute timeouts), src/common/options (client_cache_size
+# 16384), the kernel's fs/ceph/super.c (dcache on by default). docs/lab-ceph-notes.md.
+CEPHFS_CACHE_KEYS = ("client_cache_size", "client_cache_mid", "client_caps_release_delay",
+                     "fuse_use_invalidate_cb", "dcache", "nodcache", "caps_max")
+CEPH_FUSE_CACHE_SIZE = 16384  # client_cache_size's default: inodes ceph-fuse keeps
+
+
+def cephfs_meanings(fstype: str, opts: dict[str, str]) -> list[OptionMeaning]:
+    """What a CephFS mount's caching means to PHP: the client answers a stat or a lookup
+    itself while the MDS lets it hold the inode's (or the directory's) capabilities, and
+    goes to the MDS otherwise; no timeout is involved, so a deploy is seen at once."""
+    if fstype == "ceph":  # the kernel client
+        dcache = "nodcache" not in opts
+        out = [OptionMeaning("caps", "from the MDS", "the kernel answers stat and lookup from "
+                             "its caches while it holds the inode's capabilities; another "
+                             "client's change revokes them, so a deploy is seen at once")]
+        out.append(OptionMeaning(
+            "dcache", "on" if dcache else "off",
+            "a missing file in a directory whose Fs capability the client holds and whose "
+            "listing it has in full is answered ENOENT without the MDS (PHP's include_path "
+            "and autoloader probes)" if dcache else
+            "every lookup of a missing file is an MDS round trip (nodcache)"))
+        if "caps_max" in opts:
+            out.append(OptionMeaning("caps_max", opts["caps_max"], "the client keeps at most "
+                                     "this many capabilities; files beyond it go to the MDS"))
+        return out
+    size = opts.get("client_cache_size", str(CEPH_FUSE_CACHE_SIZE))
+    return [
+        OptionMeaning("entry/attr timeout", "0 s", "ceph-fuse replies to FUSE with 0 s "
+                      "timeouts: every PHP stat and path lookup crosses into ceph-fuse (a "
+                      "context switch, no network) and is answered from its cache while it "
+                      "holds the inode's capabilities; a deploy is seen at once"),
+        OptionMeaning("client_cache_size", size, f"ceph-fuse keeps at most {size} inodes "
+                      "(files and directories): a code tree with more loses whole directory "
+                      "listings, and PHP's probes of missing names there go to the MDS; a "
+                      "request's walk that needs more asks the MDS for all it lost"),
+    ]
+
+
 NOT_MODELLED = "metadata caching of this file system is not modelled; measure it"
 
 TABLE: tuple[Storage, ...] = (
@@ -99,9 +141,16 @@ TABLE: tuple[Storage, ...] = (
                      "mounted anew: put them in /etc/fstab and remount it while the site is "
                      "quiet",
             persist="/etc/fstab's mount options"),
-    # kernel client: capabilities from the MDS, not timeouts; ceph-fuse: FUSE's timeouts
+    # Capabilities from the MDS, not timeouts, decide what both clients answer alone
+    # (cephfs_meanings below). A lab's cluster: adapters/storage/ceph.py
     Storage(StorageKind.CEPHFS, "CephFS", ("ceph", "fuse.ceph-fuse", "fuse.ceph"),
-            network=True, persist="/etc/fstab's mount options"),
+            network=True, client="ceph-fuse", cache_keys=CEPHFS_CACHE_KEYS,
+            meanings=lambda v: cephfs_meanings(v.fstype, {**v.options, **v.cache}),
+            set_live="ceph-fuse: `ceph daemon <its admin socket> config set client_cache_size "
+                     "N`; the kernel client's dcache/caps_max only when mounted anew",
+            persist="ceph.conf's [client] section (ceph-fuse); /etc/fstab's mount options "
+                    "(the kernel client)",
+            lab=True),
     # the kernel's client (or kAFS): type afs; afsd.fuse's mounts are type `fuse` (source
     # `AFS`), a FUSE file system to the classifier. A lab's cell: adapters/storage/openafs.py
     Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs"), network=True,

@@ -5,7 +5,8 @@ A lab is a dedicated php-fpm master + pool behind a dedicated nginx on 127.0.0.1
 dedicated Apache with one MPM running PHP through php-fpm, mod_php or mod_fcgid's php-cgi
 (adapters/labs/apache_lab.py) — serving MediaWiki (from Debian) or the generated synthetic app,
 from local disk or from a single-brick GlusterFS volume on loopback mounted with the FUSE
-client, or from an OpenAFS cell of its own read through afsd.fuse (adapters/storage/openafs.py).
+client, or from an OpenAFS cell of its own read through afsd.fuse (adapters/storage/openafs.py),
+or from a single-node Ceph cluster of its own read through ceph-fuse (adapters/storage/ceph.py).
 Everything `up` starts is recorded in `<state root>/labs/<name>/lab.json` the moment it starts,
 so `down` (or the cleanup after a failed or interrupted `up`) ends exactly that, by PID.
 """
@@ -23,7 +24,7 @@ from statstorm.adapters.host import procs
 from statstorm.adapters.labs import apache_lab, lab_servers, mariadb, phpfpm, state as labs
 from statstorm.adapters.php import target
 from statstorm.adapters.servers import nginx
-from statstorm.adapters.storage import gluster, mounts, openafs, tree_copy
+from statstorm.adapters.storage import ceph, gluster, mounts, openafs, tree_copy
 from statstorm.adapters.labs import lab_apps, php_roots
 from statstorm.apps import mediawiki, synthetic, wordpress
 from statstorm.env import Env
@@ -37,7 +38,7 @@ from statstorm.results.serving import Handler
 from statstorm.results.storage_kind import StorageKind
 
 APPS = ("mediawiki", "synthetic", "wordpress")
-STORAGES = tuple(str(k) for k in lab_storages())  # local, glusterfs, afs
+STORAGES = tuple(str(k) for k in lab_storages())  # local, glusterfs, cephfs, openafs
 GLUSTER_CLIENT = STORAGE[StorageKind.GLUSTERFS].client  # its FUSE client's program
 SERVERS = ("nginx", "apache")
 VOLUME_PREFIX = "statstorm-"
@@ -112,6 +113,9 @@ def validate(env: Env, opts: LabOptions) -> None:
     if opts.storage == StorageKind.OPENAFS:
         openafs.require_installed()
         openafs.check_free()
+    if opts.storage == StorageKind.CEPHFS:
+        ceph.require_installed()
+        ceph.check_free()
     if opts.port is not None:
         procs.check_port_free(opts.port)
     _check_reachable(labs.labs_root(env))
@@ -201,6 +205,22 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         state = rec.record(fuse_client_pid=openafs.mount(env, cell))
         code = cell.code
         code.mkdir()
+        stage = root / "stage"
+    elif opts.storage == StorageKind.CEPHFS:
+        lab_servers.step(env, state, "starting a Ceph cluster on loopback (mon, mgr, OSD, "
+                         "MDS)…", "volume")
+        cluster = ceph.Cluster(root / ceph.CLUSTER_DIR)
+        ceph.write_config(cluster)
+        for path in (cluster.root, cluster.mount_point):
+            path.chmod(0o755)  # www-data reads the app through the mount below here
+        ceph.start(env, cluster, lambda pid: ceph.record_pid(cluster, pid))
+        state = rec.record(mount_point=str(cluster.mount_point))
+        faults.phase("lab-up/mount")
+        state = rec.record(fuse_client_pid=ceph.mount(
+            cluster, lambda pid: ceph.record_pid(cluster, pid)))
+        code = cluster.code
+        code.mkdir()
+        code.chmod(0o755)
         stage = root / "stage"
     else:
         code = root / "code"
@@ -329,6 +349,11 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
         mount_point = cell.mount_point
         openafs.unmount(env, cell)
         openafs.stop(cell, openafs.recorded_pids(cell))
+    cluster = ceph.Cluster(root / ceph.CLUSTER_DIR)
+    if cluster.root.exists():  # a CephFS lab, however far its up went: client, then daemons
+        mount_point = cluster.mount_point
+        ceph.unmount(env, cluster)
+        ceph.stop(cluster, ceph.recorded_pids(cluster))
     # `statstorm apply` may have stacked clients with other options: unmount each, top first.
     clients = [pid for pid, _ in mounts.fuse_clients(str(mount_point), GLUSTER_CLIENT)]
     for pid in dict.fromkeys([*clients, state.fuse_client_pid]):
