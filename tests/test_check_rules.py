@@ -447,3 +447,12 @@ def test_mirror_rules_need_network_bound_code_or_a_mirror() -> None:
     busy = dataclasses.replace(TRACE, network_time_share=0.9)
     assert "code-local-mirror" not in ids(facts(trace=busy))  # the code is on local disk
     assert "mirror-stale" not in ids(facts(trace=busy))
+
+
+def test_cephfs_client_cache_size_through_evaluate() -> None:
+    """A ceph-fuse mount whose code tree outgrows the client's inode cache (the rule's own
+    cases: tests/test_rules_ceph.py)."""
+    mount = MountFact("docroot", "/srv/app/public", "/srv/app", "fuse.ceph-fuse", "cephfs")
+    f = Facts(pool="www", settings={}, tree_entries=30000, mounts=(mount,))
+    assert "cephfs-client-cache-size" in ids(f)
+    assert "cephfs-client-cache-size" not in ids(dataclasses.replace(f, tree_entries=100))

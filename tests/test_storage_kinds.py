@@ -57,7 +57,7 @@ def test_the_json_names_stay() -> None:
               "ext4": "local", "xfs": "local", "tmpfs": "local", "overlay": "local",
               "proc": "other"}
     assert {t: mounts.kind_of(t) for t in before} == before
-    assert matrix_grid.STORAGES == ("local", "glusterfs", "openafs")
+    assert matrix_grid.STORAGES == ("local", "glusterfs", "cephfs", "openafs")
     assert str(StorageKind.GLUSTERFS) == "glusterfs" and f"{StorageKind.LOCAL}" == "local"
     assert set(finding.NETWORK_KINDS) >= {"nfs", "glusterfs-fuse", "sshfs", "fuse"}
     assert "local" not in finding.NETWORK_KINDS and "other" not in finding.NETWORK_KINDS
@@ -70,15 +70,16 @@ def test_cache_models_and_counters() -> None:
     assert network_forecast.caches_of("nfs", None) == network_forecast.NFS_DEFAULT
     assert STORAGE[StorageKind.GLUSTERFS].round_trips is RoundTrips.GLUSTER_PROFILE
     assert STORAGE[StorageKind.NFS].round_trips is RoundTrips.NFS_MOUNTSTATS
+    assert STORAGE[StorageKind.CEPHFS].round_trips is RoundTrips.CEPH_ADMIN_SOCKET
     assert all(s.round_trips is RoundTrips.NONE for s in TABLE
-               if s.kind not in (StorageKind.GLUSTERFS, StorageKind.NFS))
+               if s.kind not in (StorageKind.GLUSTERFS, StorageKind.NFS, StorageKind.CEPHFS))
     assert STORAGE[StorageKind.GLUSTERFS].live_change is LiveChange.STACKED_CLIENT
     assert STORAGE[StorageKind.NFS].live_change is LiveChange.REMOUNT
     assert "/etc/fstab" in STORAGE[StorageKind.NFS].set_live
     assert storage_kinds.mount_type(StorageKind.GLUSTERFS) == "glusterfs"
     assert STORAGE[StorageKind.GLUSTERFS].client == "glusterfs"
     assert storage_kinds.lab_storages() == (StorageKind.LOCAL, StorageKind.GLUSTERFS,
-                                            StorageKind.OPENAFS)
+                                            StorageKind.CEPHFS, StorageKind.OPENAFS)
 
 
 # -- the disagreement the table settles: CephFS (and OpenAFS, SMB, 9p) are network storage
@@ -89,7 +90,8 @@ def test_network_everywhere(fstype: str, kind: StorageKind) -> None:
     entry = mounts.MountEntry("mon1:6789:/", "/srv", fstype, "rw,relatime")
     info = mounts.describe("/srv/app", entry)
     assert info.storage is kind and info.kind == str(kind)
-    assert info.meanings[0].meaning == storage_kinds.NOT_MODELLED  # measured, not modelled
+    if kind is not StorageKind.CEPHFS:  # CephFS's meanings: model/storage_kinds.py
+        assert info.meanings[0].meaning == storage_kinds.NOT_MODELLED  # measured, not modelled
     # check: the code on it is code on the network; its trace's calls are network calls
     code = MountFact(role="docroot", path="/srv/app", mount_point="/srv", fstype=fstype,
                      kind=info.kind)

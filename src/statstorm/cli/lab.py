@@ -124,8 +124,9 @@ def lab() -> None:
               help="The application to serve.")
 @click.option("--storage", type=click.Choice([*lab_cmd.STORAGES, *STORAGE_ALIASES]),
               default="local", show_default=True,
-              help="Where the code lives: local disk, a GlusterFS volume on loopback or an "
-                   "OpenAFS cell of the lab's own (openafs, or afs).")
+              help="Where the code lives: local disk, a GlusterFS volume on loopback, a "
+                   "single-node Ceph cluster's CephFS read through ceph-fuse, or an OpenAFS "
+                   "cell of the lab's own (openafs, or afs).")
 @click.option("--mount-opt", "mount_opts", multiple=True, metavar="K=V[,K=V]",
               help="GlusterFS FUSE mount option, e.g. attribute-timeout=600 (repeatable).")
 @click.option("--storage-delay", "storage_delay_text", default="0", metavar="DURATION",

@@ -1,7 +1,7 @@
 """The rules of `statstorm check`: Facts in, graded findings out. Pure code.
 
 Each rule is a function `Facts -> list[Finding]` listed under its stable id in its module's
-RULES (model.rules_php, model.rules_stack, model.rules_gluster, model.rules_apache,
+RULES (model.rules_php, model.rules_stack, model.rules_gluster, model.rules_ceph, model.rules_apache,
 model.rules_app, model.rules_mirror, then model.rules_evidence); RULES here is all of them, in the order they
 are evaluated. The id is the anchor of its section in docs/check.md (a test fails if a rule
 has none). A finding (model.finding) carries the evidence (settings and measured figures),
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from statstorm.model import (rules_apache, rules_app, rules_evidence, rules_gluster,
-                             rules_mirror, rules_php, rules_stack)
+from statstorm.model import (rules_apache, rules_app, rules_ceph, rules_evidence,
+                             rules_gluster, rules_mirror, rules_php, rules_stack)
 from statstorm.model.checkfacts import Facts
 from statstorm.model.finding import Finding, Rule
 from statstorm.model.php_versions import proposable, version_of
@@ -25,7 +25,8 @@ from statstorm.results.php_root import HOST_VERSION
 DOCS = "docs/check.md#"
 
 RULES: dict[str, Rule] = dict(rules_php.RULES + rules_stack.RULES + rules_gluster.RULES
-                              + rules_apache.RULES + rules_app.RULES + rules_mirror.RULES + rules_evidence.RULES)
+                              + rules_ceph.RULES + rules_apache.RULES + rules_app.RULES
+                              + rules_mirror.RULES + rules_evidence.RULES)
 
 
 def rank(severity: Severity | str) -> int:

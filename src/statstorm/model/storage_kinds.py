@@ -36,6 +36,7 @@ class RoundTrips(StrEnum):
 
     GLUSTER_PROFILE = "gluster volume profile"  # adapters/storage/gluster_profile.py
     NFS_MOUNTSTATS = "/proc/self/mountstats"  # adapters/storage/nfs_mountstats.py
+    CEPH_ADMIN_SOCKET = "ceph-fuse admin socket"  # adapters/storage/ceph_perf.py
     NONE = ""  # local (none made) or no counter read yet
 
 
@@ -150,7 +151,7 @@ TABLE: tuple[Storage, ...] = (
                      "N`; the kernel client's dcache/caps_max only when mounted anew",
             persist="ceph.conf's [client] section (ceph-fuse); /etc/fstab's mount options "
                     "(the kernel client)",
-            lab=True),
+            round_trips=RoundTrips.CEPH_ADMIN_SOCKET, lab=True),
     # the kernel's client (or kAFS): type afs; afsd.fuse's mounts are type `fuse` (source
     # `AFS`), a FUSE file system to the classifier. A lab's cell: adapters/storage/openafs.py
     Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs"), network=True,

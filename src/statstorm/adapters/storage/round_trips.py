@@ -5,7 +5,8 @@ Which counter a kind of storage has is its entry in model/storage_kinds.py. A Gl
 mount whose volume this machine manages: the volume's profile (gluster_profile.py here;
 profiling is started and stays on, a cheap volume option a later window needs too). An NFS
 mount: the client's counters in /proc/self/mountstats (nfs_mountstats.py here; every
-process's traffic on the mount counts). Anything else: none (local disks make no round trips;
+process's traffic on the mount counts). A ceph-fuse mount: the client's admin-socket counters
+(ceph_perf.py here). Anything else: none (local disks make no round trips;
 other network file systems have no counter statstorm reads yet).
 """
 
@@ -15,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from statstorm.adapters.storage import gluster_profile, mounts, nfs_mountstats
+from statstorm.adapters.storage import ceph_perf, gluster_profile, mounts, nfs_mountstats
 from statstorm.env import Env
 from statstorm.errors import StatstormError
 from statstorm.model.storage_kinds import STORAGE, RoundTrips
@@ -63,6 +64,17 @@ def gluster(env: Env, volume: str) -> Window:
                   gluster_profile.round_trips)
 
 
+def ceph(env: Env, mount_point: str) -> Window | None:
+    """The requests ceph-fuse sent to the MDS and the operations to the OSDs (its admin
+    socket's counters); None when the client has no socket."""
+    asok = ceph_perf.asok_for_mount(mount_point)
+    if asok is None:
+        return None
+    return Window({"mount": mount_point, "admin_socket": str(asok)},
+                  lambda: ceph_perf.snapshot(env, asok), ceph_perf.delta, "by_kind",
+                  ceph_perf.total)
+
+
 def nfs(mount_point: str, *, source: Path = nfs_mountstats.MOUNTSTATS) -> Window:
     """The operations the NFS client sent on the mount."""
     return Window({"mount": mount_point},
@@ -84,4 +96,6 @@ def window_for(env: Env, path: str) -> Window | None:
         return gluster(env, name) if name else None
     if source is RoundTrips.NFS_MOUNTSTATS:
         return nfs(info.mount_point)
+    if source is RoundTrips.CEPH_ADMIN_SOCKET:
+        return ceph(env, info.mount_point)
     return None
