@@ -1,0 +1,142 @@
+"""`statstorm tune --yes`'s escalation: after `apply --all`, while the pool stays below 0.90x of
+its shadow, the changes check proposed that `apply --all` leaves out tried one at a time, least
+invasive first (GlusterFS content caches, OPcache's timestamps off, the code mirror), each kept
+only when the ratio rises by more than KEEP_MARGIN over the ratio without it, else rolled back;
+tune.json records every trial and every change not tried, with why. Fakes for the system
+(tests/test_tune_unit.py's), no root."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from test_tune_unit import URL, Fakes, RootEnv, phase
+
+from statstorm.commands import apply as apply_cmd, check as check_cmd
+from statstorm.commands import tune as tune_cmd
+from statstorm.env import Env
+from statstorm.model import escalation
+from statstorm.model.applyplan import NAMED_ONLY
+from statstorm.results.check import CheckResult, Finding, Severity
+from statstorm.results.demo import Phase
+from statstorm.results.tune import TuneResult
+
+CONTENT, OFF, MIRROR = escalation.ESCALATION
+
+
+def found(rule_id: str) -> Finding:
+    return Finding(id=rule_id, severity=Severity.INFO, title="t", evidence=("e",),
+                   change=("x",), tradeoff="t", predicted_gain=None, gain_note="")
+
+
+def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratios: dict[str, float],
+             reported: tuple[str, ...] = escalation.ESCALATION, mirror: bool = True,
+             nothing: tuple[str, ...] = ()) -> tuple[TuneResult, Fakes]:
+    """tune --yes with check reporting `reported`; each phase's ratio from `ratios` (by its
+    label: before, after, with ID); apply of an id in `nothing` makes nothing."""
+    fakes = Fakes(tmp_path)
+    base = fakes.steps()
+
+    def check(env: Env, opts: check_cmd.CheckOptions) -> CheckResult:
+        fakes.event("check")
+        return CheckResult(pools=(), findings=[found(i) for i in reported])
+
+    def measure(env: Env, local: Any, network: Any, load: Any, label: str, say: Any) -> Phase:
+        fakes.event(f"measure {label}")
+        return phase(100, 100 * ratios[label])
+
+    def apply(env: Env, opts: apply_cmd.ApplyOptions) -> apply_cmd.ApplyResult:
+        fakes.event("apply --rollback" if opts.rollback else
+                    f"apply {','.join(opts.findings) or '--all'}")
+        fakes.applied.append(opts)
+        mode = (apply_cmd.ApplyMode.ROLLED_BACK if opts.rollback else
+                apply_cmd.ApplyMode.NOTHING if set(opts.findings) & set(nothing)
+                else apply_cmd.ApplyMode.APPLIED)
+        return apply_cmd.ApplyResult(mode, None)
+
+    steps = tune_cmd.Steps(resolve=base.resolve, shadow=base.shadow, measure=measure,
+                           window=base.window, trace=base.trace, check=check,
+                           predict=base.predict, apply=apply, mirror=base.mirror)
+    monkeypatch.setattr(tune_cmd.Wrk, "available", lambda self: "wrk 4")
+    opts = tune_cmd.TuneOptions("www", (URL,), yes=True, output_dir=tmp_path / "out",
+                                mirror=mirror)
+    r = tune_cmd.run(RootEnv(stderr=io.StringIO(), state_root=tmp_path), opts,
+                     lambda line: None, steps)
+    return r, fakes
+
+
+def after_all(fakes: Fakes) -> list[str]:
+    """The events after the `after` measurement, the shadow's removal left out."""
+    ev = fakes.events
+    return [e for e in ev[ev.index("measure after") + 1:] if e != "shadow down"]
+
+
+def test_the_order_is_least_invasive_first_and_none_is_in_apply_all() -> None:
+    assert escalation.ESCALATION == ("glusterfs-content-caching", "opcache-timestamps-off",
+                                     "code-local-mirror")
+    assert all(i in NAMED_ONLY for i in escalation.ESCALATION)
+    tried, skipped = escalation.plan(["code-local-mirror", "opcache-timestamps-off", "x"])
+    assert tried == ["opcache-timestamps-off", "code-local-mirror"]
+    assert skipped == [("glusterfs-content-caching", "check did not propose it for this pool")]
+    assert escalation.plan([MIRROR], mirror=False) == (
+        [], [(CONTENT, "check did not propose it for this pool"),
+             (OFF, "check did not propose it for this pool"), (MIRROR, "left out by --no-mirror")])
+    assert not escalation.reached(0.89) and escalation.reached(0.9)
+    assert "statstorm mirror sync --pool www" in escalation.price(MIRROR, "www")
+    assert "statstorm opcache reset --pool www" in escalation.price(OFF, "www")
+
+
+def test_each_is_tried_alone_kept_or_rolled_back_until_the_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r, fakes = run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.5,
+                                                f"with {CONTENT}": 0.51,  # +2 %: rolled back
+                                                f"with {OFF}": 0.6,  # +20 %: kept
+                                                f"with {MIRROR}": 0.97})  # over 0.6: kept
+    assert after_all(fakes) == [f"apply {CONTENT}", f"measure with {CONTENT}", "apply --rollback",
+                                f"apply {OFF}", f"measure with {OFF}",
+                                f"apply {MIRROR}", f"measure with {MIRROR}"]
+    assert [(t.finding, t.kept) for t in r.trials] == [(CONTENT, False), (OFF, True),
+                                                       (MIRROR, True)]
+    content, off, mirror = r.trials
+    assert content.ratio_without == 0.5 and "rolled back" in content.why
+    assert off.ratio_without == 0.5 and mirror.ratio_without == 0.6  # judged on the last kept
+    assert "statstorm mirror sync --pool www" in mirror.price
+    assert r.applied[-2:] == (OFF, MIRROR) and CONTENT not in r.applied
+    assert r.final() is mirror.phase and r.skipped == ()
+    data = json.loads((tmp_path / "out/tune.json").read_text())
+    assert [t["finding"] for t in data["measure_first"]] == [CONTENT, OFF, MIRROR]
+    assert data["measure_first"][2]["price"].startswith("a copy of the code")
+    assert TuneResult.from_json(data).trials == r.trials
+
+
+def test_the_escalation_stops_once_the_pool_reaches_the_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r, fakes = run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.5,
+                                                f"with {CONTENT}": 0.95})
+    assert after_all(fakes) == [f"apply {CONTENT}", f"measure with {CONTENT}"]
+    assert [(s.finding, "reached 0.95x" in s.why) for s in r.skipped] == [(OFF, True),
+                                                                         (MIRROR, True)]
+
+
+def test_nothing_is_tried_when_apply_all_reached_it(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    r, fakes = run_with(tmp_path, monkeypatch, {"before": 0.3, "after": 0.92})
+    assert after_all(fakes) == [] and r.trials == ()
+    assert {s.finding for s in r.skipped} == set(escalation.ESCALATION)
+    assert all("0.92x" in s.why for s in r.skipped)
+
+
+def test_no_mirror_and_unproposed_and_empty_changes_are_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r, fakes = run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.5}, mirror=False,
+                        reported=(CONTENT, OFF, MIRROR), nothing=(CONTENT, OFF))
+    assert after_all(fakes) == [f"apply {CONTENT}", f"apply {OFF}"]  # nothing made: not measured
+    why = {s.finding: s.why for s in r.skipped}
+    assert why[MIRROR] == "left out by --no-mirror"
+    assert why[CONTENT].startswith("apply made nothing (nothing") and "not measured" in why[OFF]
+    again = TuneResult.from_json(json.loads((tmp_path / "out/tune.json").read_text()))
+    assert again.skipped == r.skipped
