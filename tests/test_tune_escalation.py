@@ -7,6 +7,7 @@ tune.json records every trial and every change not tried, with why. Fakes for th
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -14,13 +15,14 @@ from typing import Any
 
 import pytest
 
+from test_app_cache import facts, found, trace
 from test_tune_unit import URL, Fakes, RootEnv, phase
 
 from statstorm.commands import apply as apply_cmd, check as check_cmd
 from statstorm.commands import tune as tune_cmd
 from statstorm.env import Env
 from statstorm.model import escalation
-from statstorm.model.applyplan import NAMED_ONLY
+from statstorm.model.applyplan import NAMED_ONLY, POOL_INI, classify
 from statstorm.results.check import CheckResult, Finding, Severity
 from statstorm.results.demo import Phase
 from statstorm.results.tune import TuneResult
@@ -140,3 +142,19 @@ def test_no_mirror_and_unproposed_and_empty_changes_are_recorded(
     assert why[CONTENT].startswith("apply made nothing (nothing") and "not measured" in why[OFF]
     again = TuneResult.from_json(json.loads((tmp_path / "out/tune.json").read_text()))
     assert again.skipped == r.skipped
+
+
+def test_opcache_timestamps_off_is_proposed_with_its_deploy_step_on_network_code() -> None:
+    on = {"opcache.enable": "1"}
+    revalidating = dataclasses.replace(trace(share=0.1), revalidate_per_request=3.0)
+    f = found(facts(settings=on, trace=revalidating))[OFF]
+    assert [(c.kind, c.key, c.value) for c in classify(f, {})] == [  # type: ignore[arg-type]
+        (POOL_INI, "opcache.validate_timestamps", "0")]
+    assert "statstorm opcache reset --pool www" in f.tradeoff  # type: ignore[attr-defined]
+    assert "measure first" in f.gain_note  # type: ignore[attr-defined]
+    assert OFF in found(facts(settings=on, trace=trace(share=0.7)))  # network-bound alone
+    assert OFF not in found(facts(settings=on, trace=trace(share=0.1)))  # nothing to remove
+    assert OFF not in found(facts(settings={**on, "opcache.validate_timestamps": "0"},
+                                  trace=revalidating))
+    assert OFF not in found(facts(settings={}, trace=revalidating))  # OPcache off
+    assert OFF not in found(facts(settings=on, trace=None))
