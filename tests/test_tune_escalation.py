@@ -30,7 +30,7 @@ from statstorm.results.tune import TuneResult
 CONTENT, OFF, MIRROR = escalation.ESCALATION
 
 
-def found(rule_id: str) -> Finding:
+def reported_finding(rule_id: str) -> Finding:
     return Finding(id=rule_id, severity=Severity.INFO, title="t", evidence=("e",),
                    change=("x",), tradeoff="t", predicted_gain=None, gain_note="")
 
@@ -45,7 +45,7 @@ def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratios: dict[str, 
 
     def check(env: Env, opts: check_cmd.CheckOptions) -> CheckResult:
         fakes.event("check")
-        return CheckResult(pools=(), findings=[found(i) for i in reported])
+        return CheckResult(pools=(), findings=[reported_finding(i) for i in reported])
 
     def measure(env: Env, local: Any, network: Any, load: Any, label: str, say: Any) -> Phase:
         fakes.event(f"measure {label}")
