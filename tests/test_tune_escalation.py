@@ -18,14 +18,15 @@ import pytest
 from test_app_cache import facts, found, trace
 from test_tune_unit import URL, Fakes, RootEnv, phase
 
+from statstorm.adapters.apply.mirror import unreachable
 from statstorm.commands import apply as apply_cmd, check as check_cmd
 from statstorm.commands import tune as tune_cmd
 from statstorm.env import Env
 from statstorm.model import escalation
 from statstorm.model.applyplan import NAMED_ONLY, POOL_INI, classify
 from statstorm.results.check import CheckResult, Finding, Severity
-from statstorm.results.demo import Phase
-from statstorm.results.tune import TuneResult
+from statstorm.results.demo import Phase, Round, Side
+from statstorm.results.tune import TuneResult, judge
 
 CONTENT, OFF, MIRROR = escalation.ESCALATION
 
@@ -158,3 +159,18 @@ def test_opcache_timestamps_off_is_proposed_with_its_deploy_step_on_network_code
                                   trace=revalidating))
     assert OFF not in found(facts(settings={}, trace=revalidating))  # OPcache off
     assert OFF not in found(facts(settings=on, trace=None))
+
+
+def test_a_change_that_makes_requests_fail_is_rolled_back_however_fast() -> None:
+    broken = Phase(Side((Round(100, 10, 20, 0, 100),)), Side((Round(9000, 1, 2, 4000, 9000),)))
+    t = judge(MIRROR, broken, phase(100, 50))
+    assert not t.kept and "4000 more failed request(s)" in t.why
+
+
+def test_a_mirror_root_other_users_cannot_enter_is_refused(tmp_path: Path) -> None:
+    closed = tmp_path / "closed"
+    (closed / "open").mkdir(parents=True)
+    closed.chmod(0o700)
+    assert unreachable(closed / "open" / "www" / "x") == closed
+    closed.chmod(0o755)
+    assert unreachable(Path("/var/tmp/statstorm-no-such/www/x")) is None  # /var/tmp: 1777

@@ -56,12 +56,18 @@ class Trial:
 
 def judge(finding: str, phase: Phase, baseline: Phase | None, price: str = "") -> Trial:
     """Keep the change only where it raised the pool's ratio to its shadow by more than
-    KEEP_MARGIN over `baseline`'s (the phase measured without it)."""
+    KEEP_MARGIN over `baseline`'s (the phase measured without it) and the pool answered as
+    well as without it: a change that makes requests fail is rolled back, however fast."""
     without = baseline.ratio_rps if baseline is not None else None
     with_ = phase.ratio_rps
     if without is None or with_ is None:
         return Trial(finding, phase, without, False, "not measured on both sides: rolled back",
                      price)
+    failed = phase.network.errors - (baseline.network.errors if baseline is not None else 0)
+    if failed > 0:
+        return Trial(finding, phase, without, False,
+                     f"{failed} more failed request(s) on the pool with it (errors or non-2xx "
+                     "answers): rolled back", price)
     gain = with_ / without - 1 if without else 0.0
     kept = gain > KEEP_MARGIN
     return Trial(finding, phase, without, kept,

@@ -6,10 +6,12 @@ writes those like its other nginx edits (`nginx -t`, graceful reload, backup set
 
 Refused in one line: a root built from variables (which tree it serves is known only per
 request), a root set at `http` level (shared with servers that do not pass to the pool), an
-`alias`, a mirror already there, a disk without room for the copy."""
+`alias`, a mirror already there, a disk without room for the copy, a mirror root under a
+directory other users may not enter (the pool's workers could not read the copy)."""
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from statstorm.adapters.apply.pool_config import Target
@@ -86,6 +88,12 @@ def plan(env: Env, target: Target, changes: list[Change],
         if dest.exists() or dest.is_symlink():
             raise UsageError(f"{dest} exists: a mirror of {source} is there already "
                              f"(`statstorm mirror sync --pool {target.pool}` refreshes it)")
+        closed = unreachable(dest)
+        if closed is not None:
+            raise UsageError(f"{closed} is closed to other users (mode "
+                             f"{stat.S_IMODE(closed.stat().st_mode):o}): the pool's workers "
+                             f"could not reach the mirror under it; set STATSTORM_MIRROR_ROOT "
+                             "to a directory other users may enter")
         entries, size = code_mirror.tree_size(source)
         code_mirror.check_space(source, dest, size)
         steps.append(StorageStep(MIRROR, str(dest), {"source": str(source)},
@@ -100,6 +108,19 @@ def plan(env: Env, target: Target, changes: list[Change],
             if Path(r.file) not in target.nginx_files:
                 target.nginx_files.append(Path(r.file))
     return out, steps, []
+
+
+def unreachable(dest: Path) -> Path | None:
+    """The first existing directory above `dest` that other users may not enter (the pool's
+    workers run as its own user, and would answer 404 for a tree they cannot reach)."""
+    for parent in reversed(dest.parents):
+        try:
+            mode = parent.stat().st_mode
+        except FileNotFoundError:
+            return None  # made by the copy, with the copy's modes
+        if not mode & stat.S_IXOTH:
+            return parent
+    return None
 
 
 def do(env: Env, st: StorageStep) -> None:
