@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -167,10 +169,16 @@ def test_a_change_that_makes_requests_fail_is_rolled_back_however_fast() -> None
     assert not t.kept and "4000 more failed request(s)" in t.why
 
 
-def test_a_mirror_root_other_users_cannot_enter_is_refused(tmp_path: Path) -> None:
-    closed = tmp_path / "closed"
-    (closed / "open").mkdir(parents=True)
-    closed.chmod(0o700)
-    assert unreachable(closed / "open" / "www" / "x") == closed
-    closed.chmod(0o755)
+def test_a_mirror_root_other_users_cannot_enter_is_refused() -> None:
+    base = Path(tempfile.mkdtemp(dir="/var/tmp"))  # /var/tmp: 1777, tmp_path: 0700
+    try:
+        base.chmod(0o755)
+        closed = base / "closed"
+        (closed / "open").mkdir(parents=True)
+        closed.chmod(0o700)
+        assert unreachable(closed / "open" / "www" / "x") == closed
+        closed.chmod(0o755)
+        assert unreachable(closed / "open" / "www" / "x") is None
+    finally:
+        shutil.rmtree(base)
     assert unreachable(Path("/var/tmp/statstorm-no-such/www/x")) is None  # /var/tmp: 1777
