@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from test_app_cache import facts, found, trace
-from test_tune_unit import URL, Fakes, RootEnv, phase
+from test_tune_unit import URL, Fakes, RootEnv, phase, result
 
 from statstorm.adapters.apply.mirror import unreachable
+from statstorm.cli.tune import render
 from statstorm.commands import apply as apply_cmd, check as check_cmd
 from statstorm.commands import tune as tune_cmd
 from statstorm.env import Env
@@ -28,7 +29,7 @@ from statstorm.model import escalation
 from statstorm.model.applyplan import NAMED_ONLY, POOL_INI, classify
 from statstorm.results.check import CheckResult, Finding, Severity
 from statstorm.results.demo import Phase, Round, Side
-from statstorm.results.tune import TuneResult, judge
+from statstorm.results.tune import Skipped, TuneResult, judge
 
 CONTENT, OFF, MIRROR = escalation.ESCALATION
 
@@ -182,3 +183,20 @@ def test_a_mirror_root_other_users_cannot_enter_is_refused() -> None:
     finally:
         shutil.rmtree(base)
     assert unreachable(Path("/var/tmp/statstorm-no-such/www/x")) is None  # /var/tmp: 1777
+
+
+def test_the_text_output_shows_each_trial_its_price_and_what_was_not_tried(
+        tmp_path: Path) -> None:
+    mirror = judge(MIRROR, phase(100, 90), phase(100, 60), escalation.price(MIRROR, "www"))
+    content = judge(CONTENT, phase(100, 61), phase(100, 60), escalation.price(CONTENT, "www"))
+    r = dataclasses.replace(result(tmp_path), trials=(content, mirror),
+                   skipped=(Skipped(OFF, "check did not propose it for this pool"),))
+    out = io.StringIO()
+    render(Env(stdout=out), r)
+    text = out.getvalue()
+    assert f"escalation: {CONTENT}: ratio 0.6x → 0.61x (+2%): rolled back" in text
+    assert f"escalation: {MIRROR}: ratio 0.6x → 0.9x (+50%): kept" in text
+    assert "its price: a copy of the code on local disk that every deploy must sync" in text
+    assert f"escalation: {OFF}: check did not propose it for this pool" in text
+    assert "the escalation's kept changes (code-local-mirror) were made after the prediction" \
+        in text
