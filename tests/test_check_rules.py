@@ -447,3 +447,8 @@ def test_mirror_rules_need_network_bound_code_or_a_mirror() -> None:
     busy = dataclasses.replace(TRACE, network_time_share=0.9)
     assert "code-local-mirror" not in ids(facts(trace=busy))  # the code is on local disk
     assert "mirror-stale" not in ids(facts(trace=busy))
+
+
+def test_opcache_timestamps_off_is_in_the_registry() -> None:
+    # its behaviour: tests/test_tune_escalation.py (tune's escalation, a measure-first change)
+    assert "opcache-timestamps-off" in RULES

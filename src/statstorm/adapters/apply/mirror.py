@@ -11,6 +11,7 @@ directory other users may not enter (the pool's workers could not read the copy)
 
 from __future__ import annotations
 
+import re
 import stat
 from pathlib import Path
 
@@ -22,6 +23,9 @@ from statstorm.errors import ComponentError, UsageError
 from statstorm.model.applyplan import MANUAL, MIRROR, NGINX_ROOT, Change
 from statstorm.model.mirror import inside, mirror_dir, served_root
 from statstorm.results.apply import StorageStep
+
+
+_USER = re.compile(r"^[ \t]*user[ \t]*=[ \t]*([^\s;]+)", re.M)
 
 
 def cannot(target: Target) -> str:
@@ -88,7 +92,7 @@ def plan(env: Env, target: Target, changes: list[Change],
         if dest.exists() or dest.is_symlink():
             raise UsageError(f"{dest} exists: a mirror of {source} is there already "
                              f"(`statstorm mirror sync --pool {target.pool}` refreshes it)")
-        closed = unreachable(dest)
+        closed = unreachable(dest) if workers_user(target) not in ("", "root") else None
         if closed is not None:
             raise UsageError(f"{closed} is closed to other users (mode "
                              f"{stat.S_IMODE(closed.stat().st_mode):o}): the pool's workers "
@@ -108,6 +112,16 @@ def plan(env: Env, target: Target, changes: list[Change],
             if Path(r.file) not in target.nginx_files:
                 target.nginx_files.append(Path(r.file))
     return out, steps, []
+
+
+def workers_user(target: Target) -> str:
+    """The `user` the pool's workers run as, from its pool file ('' where it does not say)."""
+    try:
+        text = target.pool_file.read_text(errors="replace")
+    except OSError:
+        return ""
+    m = _USER.search(text)
+    return m.group(1) if m else ""
 
 
 def unreachable(dest: Path) -> Path | None:
