@@ -456,3 +456,8 @@ def test_cephfs_client_cache_size_through_evaluate() -> None:
     f = Facts(pool="www", settings={}, tree_entries=30000, mounts=(mount,))
     assert "cephfs-client-cache-size" in ids(f)
     assert "cephfs-client-cache-size" not in ids(dataclasses.replace(f, tree_entries=100))
+
+
+def test_opcache_timestamps_off_is_in_the_registry() -> None:
+    # its behaviour: tests/test_tune_escalation.py (tune's escalation, a measure-first change)
+    assert "opcache-timestamps-off" in RULES

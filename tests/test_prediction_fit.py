@@ -44,7 +44,13 @@ def test_closing_notes_one_per_figure_that_did_not_come_true() -> None:
     rt = PerRequest(300.0, 38.0, 40.0)  # within 15 %: nothing said
     notes = closing_notes(calls, rt, PREDICTED)
     assert len(notes) == 1 and notes[0].startswith("metadata calls per request: not predicted")
-    assert closing_notes(PerRequest(540.0, 380.0, 393.0), rt, PREDICTED) == []
+    # near the prediction, but with the app's object cache made: a coincidence, not predicted
+    (near,) = closing_notes(PerRequest(540.0, 380.0, 393.0), rt, PREDICTED)
+    assert near.startswith("metadata calls per request: not predicted") and "object cache" in near
+    php_only = Prediction(("realpath_cache_ttl=600",), 393.0, 540.0, 300.0, 20.0, 40.0,
+                          ("realpath_cache_ttl = 600",), not_modelled_calls=(),
+                          not_modelled_round_trips=())
+    assert closing_notes(PerRequest(540.0, 380.0, 393.0), rt, php_only) == []
     assert Prediction.from_json(PREDICTED.to_json()) == PREDICTED  # the lists round-trip
 
 

@@ -1,11 +1,16 @@
 """`statstorm tune` on a stock Debian host (tests/stock_host.py): Debian's php-fpm www pool,
 an nginx site serving DokuWiki from a GlusterFS volume mounted by hand. The dry run measures
 the pool against its shadow, traces, checks and predicts, changes no file under /etc and
-leaves no shadow behind; `--yes` applies and measures again."""
+leaves no shadow behind; `--yes` applies, measures again and runs the escalation (each change
+tried alone, kept or rolled back), the page answering throughout."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import threading
+import uuid
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -13,6 +18,7 @@ import pytest
 
 from conftest import run_cli
 from statstorm.adapters.host import procs
+from statstorm.model import escalation
 from stock_host import TREES, StockHost, stock_host, tree_digest
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -79,14 +85,69 @@ def test_a_dry_run_measures_predicts_and_changes_nothing(state_home: Path,
         _no_shadow_left(state_home)
 
 
-def test_yes_applies_and_measures_again(state_home: Path, tmp_path: Path) -> None:
+class Poller:
+    """The pool's page asked every 0.2 s while tune runs: every answer's status kept."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.codes: list[int] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.2):
+            try:
+                with urllib.request.urlopen(self.url, timeout=20) as r:
+                    self.codes.append(r.status)
+            except urllib.error.HTTPError as exc:
+                self.codes.append(exc.code)
+            except OSError:
+                self.codes.append(0)
+
+    def __enter__(self) -> "Poller":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+def test_yes_applies_measures_again_and_escalates(state_home: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """DokuWiki on GlusterFS stays far below its shadow after apply --all: tune's escalation
+    tries the changes check proposed one at a time and tune.json records each trial; the page
+    answers 200 throughout; rolled back afterwards, nothing of the run is left."""
+    mirrors = Path(f"/var/tmp/statstorm-test-mirror-{uuid.uuid4().hex[:8]}")  # www-data enters
+    monkeypatch.setenv("STATSTORM_MIRROR_ROOT", str(mirrors))
     with stock_host() as host:
         _wiki_on_gluster(host)
-        res = run_cli(["tune", "--pool", "www", "--url", URL, "-o", str(tmp_path / "out"),
-                       "--yes", "--json", *SHORT], state_home, timeout=900)
+        with Poller(URL) as poll:
+            res = run_cli(["tune", "--pool", "www", "--url", URL, "-o", str(tmp_path / "out"),
+                           "--yes", "--json", *SHORT], state_home, timeout=900)
         assert res.returncode == 0, res.stderr
         r = json.loads(res.stdout)
+        trials = [(t["finding"], t["ratio_without"], t["ratio_with"], t["kept"])
+                  for t in r["measure_first"]]
         print(f"tune --yes: ratio_rps {r['before']['ratio_rps']} -> {r['after']['ratio_rps']}; "
-              f"round trips/request {r['round_trips_per_request']}; applied {r['applied']}")
+              f"round trips/request {r['round_trips_per_request']}; applied {r['applied']}; "
+              f"trials {trials}; skipped {r['escalation_skipped']}; {len(poll.codes)} polls")
         assert r["dry_run"] is False and r["after"]["ratio_rps"] and r["applied"]
+        assert r["after"]["ratio_rps"] < escalation.TARGET_RATIO  # settings alone stop short
+        tried = [t["finding"] for t in r["measure_first"]]
+        skipped = [x["finding"] for x in r["escalation_skipped"]]
+        assert tried, r["escalation_skipped"]
+        assert sorted(tried + skipped) == sorted(escalation.ESCALATION)
+        assert tried == [i for i in escalation.ESCALATION if i in tried]  # in order
+        for t in r["measure_first"]:
+            assert t["why"] and t["phase"]["network"]["rps"] > 0
+            assert ("kept" in t["why"]) == t["kept"]
+            assert (tmp_path / "out" / f"apply-{t['finding']}.json").exists()
+        assert poll.codes and set(poll.codes) == {200}, poll.codes
         _no_shadow_left(state_home)
+        # every change undone, newest first: apply --all's set and each kept trial's
+        for _ in range(1 + sum(t["kept"] for t in r["measure_first"])):
+            run_cli(["apply", "--rollback", "--pool", "www"], state_home, check=True)
+        assert b"DokuWiki" in urllib.request.urlopen(URL, timeout=20).read()
+        assert not any(mirrors.glob("www/*")), "a mirror left behind"
+    shutil.rmtree(mirrors, ignore_errors=True)

@@ -44,8 +44,9 @@ def render(env: Env, r: DemoResult) -> None:
     t2 = Table(title="per request, on the network lab")
     for h in ("", "before", "predicted", "after"):
         t2.add_column(h, justify="left" if not h else "right")
-    t2.add_row("network round trips", _fmt(rt.before), _fmt(rt.predicted), _fmt(rt.after))
-    t2.add_row("metadata calls (traced)", _fmt(mc.before), _fmt(mc.predicted), _fmt(mc.after))
+    pc, pr = prediction_fit.predicted_cells(mc, rt, r.predicted)  # marked: not predicted
+    t2.add_row("network round trips", _fmt(rt.before), pr, _fmt(rt.after))
+    t2.add_row("metadata calls (traced)", _fmt(mc.before), pc, _fmt(mc.after))
     con.print(t2)
     for line in prediction_fit.closing_notes(mc, rt, r.predicted):
         con.print(line)

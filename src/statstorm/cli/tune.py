@@ -41,16 +41,26 @@ def render(env: Env, r: TuneResult) -> None:
                   f"{ph.network.p50_ms:g} / {ph.network.p99_ms:g}", _fmt(ph.ratio_p99, "x"))
     con.print(t)
     for trial in r.trials:
-        con.print(f"measure first: {trial.finding}: {trial.why}")
+        con.print(f"escalation: {trial.finding}: {trial.why}"
+                  + (f"; its price: {trial.price}" if trial.kept and trial.price else ""))
+    for skip in r.skipped:
+        con.print(f"escalation: {skip.finding}: {skip.why}")
     rt, mc = r.round_trips(), r.metadata_calls_per_request
     t2 = Table(title=f"per request, on pool {r.pool}")
     for h in ("", "before", "predicted", "after"):
         t2.add_column(h, justify="left" if not h else "right")
-    t2.add_row("network round trips", _fmt(rt.before), _fmt(rt.predicted), _fmt(rt.after))
-    t2.add_row("metadata calls (traced)", _fmt(mc.before), _fmt(mc.predicted), _fmt(mc.after))
+    pc, pr = prediction_fit.predicted_cells(mc, rt, r.predicted)  # marked: not predicted
+    t2.add_row("network round trips", _fmt(rt.before), pr, _fmt(rt.after))
+    t2.add_row("metadata calls (traced)", _fmt(mc.before), pc, _fmt(mc.after))
     con.print(t2)
     for line in prediction_fit.closing_notes(mc, rt, r.predicted):
         con.print(line)
+    kept = [t for t in r.trials if t.kept]
+    if kept:
+        con.print("not predicted: the escalation's kept changes ("
+                  + ", ".join(t.finding for t in kept) + ") were made after the prediction; "
+                  f"with them, {_fmt(kept[-1].phase.network.round_trips_per_request)} round "
+                  "trips per request measured (their rows above)")
     if r.findings_before:
         con.print("check: " + "; ".join(r.findings_before))
     if r.dry_run:
@@ -87,10 +97,12 @@ def render(env: Env, r: TuneResult) -> None:
               help="Concurrent users (wrk connections) in every round.")
 @click.option("--views", type=int, default=10, show_default=True,
               help="Page views traced.")
+@click.option("--no-mirror", "no_mirror", is_flag=True,
+              help="Leave the local mirror of the code out of the escalation (--yes).")
 @click.option("--json", "as_json", is_flag=True, help="Print tune.json on stdout.")
 @click.pass_obj
 def tune(env: Env, pool: str, urls: tuple[str, ...], yes: bool, output_dir: Path, rounds: int,
-         duration_s: float, warmup_s: float, concurrency: int, views: int,
+         duration_s: float, warmup_s: float, concurrency: int, views: int, no_mirror: bool,
          as_json: bool) -> None:
     """The main job on your own running pool: measure, find, predict, fix and prove.
 
@@ -98,8 +110,11 @@ def tune(env: Env, pool: str, urls: tuple[str, ...], yes: bool, output_dir: Path
     settings) behind a loopback nginx: the reference. Pool and shadow are measured side by
     side, the pool is traced while the pages are viewed and checked, the fix is predicted
     and printed; without --yes the run stops there with the diffs apply would make. With
-    --yes every finding is applied and both are measured again. The shadow is removed at
-    the end, whatever happens.
+    --yes every finding is applied and both are measured again; then, while the pool stays
+    below 0.90x of its shadow, the changes apply --all leaves out are tried one at a time,
+    least invasive first (GlusterFS content caches, OPcache's timestamps off, last a local
+    mirror of the code a deploy must sync), each kept only where it measures a gain. The
+    shadow is removed at the end, whatever happens.
 
     \b
     Examples:
@@ -107,10 +122,11 @@ def tune(env: Env, pool: str, urls: tuple[str, ...], yes: bool, output_dir: Path
       statstorm tune --pool www --url http://127.0.0.1:8080/doku.php --json > tune.json
       statstorm tune --pool www --url http://127.0.0.1/ --url http://127.0.0.1/doku.php?id=wiki --yes
       statstorm tune --pool www --url http://127.0.0.1/ --rounds 1 -d 3 --warmup 1 --views 3
+      statstorm tune --pool www --url http://127.0.0.1:8080/doku.php --yes --no-mirror
     """
     opts = tune_cmd.TuneOptions(pool=pool, urls=urls, yes=yes, output_dir=output_dir,
                                 rounds=rounds, duration_s=duration_s, warmup_s=warmup_s,
-                                concurrency=concurrency, views=views)
+                                concurrency=concurrency, views=views, mirror=not no_mirror)
     tune_cmd.validate(env, opts)
     found = tune_cmd.resolve(env, opts)
     started(env, "tune", f"pool {pool} against a shadow of its code on local disk — measure, "

@@ -12,11 +12,13 @@ copied, a php-fpm with the pool's own settings, a loopback nginx), then, as the 
 5. **fix**: without `yes`, `apply --all` as a dry run (its diffs) and the run ends there;
    with `yes`, `apply --all --yes` on the pool and the same PHP and app settings on the shadow;
 6. **after**: the same interleaved measurement again;
-7. **measure first** (with `yes`, when check reported one): each change whose gain must be
-   measured (model/rules_gluster.py `MEASURE_FIRST`, left out of `apply --all`) applied alone
-   by name, both sides measured again, and the change kept only when the pool's throughput
-   over its shadow's rose by more than `results.tune.KEEP_MARGIN` (5 %) over step 6's; else
-   `apply --rollback` undoes it (its backup set is the last one).
+7. **escalation** (with `yes`, while the pool is below 0.90x of its shadow): the changes
+   `apply --all` leaves out that check proposed (model/escalation.py: GlusterFS's content
+   caches, OPcache's timestamps off with its deploy step, last a local mirror of the code
+   unless `mirror` is off), least invasive first, each applied alone by name, both sides
+   measured again, and kept only when the pool's throughput over its shadow's rose by more
+   than `results.tune.KEEP_MARGIN` (5 %) over the ratio without it; else `apply --rollback`
+   undoes it (its backup set is the last one).
 
 `tune.json` is rewritten after every step; the shadow is removed whatever happens.
 """
@@ -43,8 +45,7 @@ from statstorm.commands import apply as apply_cmd, check as check_cmd
 from statstorm.commands import trace as trace_cmd, whatif as whatif_cmd
 from statstorm.env import Env
 from statstorm.errors import DependencyError, PrivilegeError, UsageError
-from statstorm.model import applyplan
-from statstorm.model.rules_gluster import MEASURE_FIRST
+from statstorm.model import applyplan, escalation
 from statstorm.results.apply import ApplyMode
 from statstorm.results.common import write_json_atomic
 from statstorm.results.check import CheckResult
@@ -52,7 +53,7 @@ from statstorm.results.demo import Lab, PerRequest, Phase, Prediction, new_run_i
 from statstorm.results.jsontypes import JsonObject
 from statstorm.results.lab import LabState
 from statstorm.results.sites import Site
-from statstorm.results.tune import KEEP_MARGIN, TuneResult, judge
+from statstorm.results.tune import KEEP_MARGIN, Skipped, TuneResult, judge
 
 LOOPBACK_FIX = ("tune loads and copies a pool of this machine only: give its site's URL on "
                 "127.0.0.1, ::1 or localhost")
@@ -69,6 +70,7 @@ class TuneOptions:
     warmup_s: float = 3.0
     concurrency: int = 4
     views: int = 10  # page views traced
+    mirror: bool = True  # the escalation may end with a local mirror of the code (--no-mirror)
 
     def load(self) -> interleaved.Load:
         return interleaved.Load(self.rounds, self.duration_s, self.warmup_s, self.concurrency)
@@ -313,35 +315,64 @@ def run(env: Env, opts: TuneOptions, say: Callable[[str], None] | None = None,
             after = steps.measure(env, local, network, opts.load(), "after", log)
             tune.save(after=after, timings_s=dict(timings))
 
-            trial_ids = [i for i in dict.fromkeys(f.id for f in chk.findings)
-                         if i in MEASURE_FIRST]
-            step(7, "measure first: " + (", ".join(trial_ids) + " applied alone, both measured "
-                                         f"again, kept only when the ratio rises by more than "
-                                         f"{KEEP_MARGIN:.0%}…" if trial_ids
-                                         else "no such change reported"))
-            for rule_id in trial_ids:
-                tried = steps.apply(env, apply_cmd.ApplyOptions(
-                    pool=opts.pool, findings=(rule_id,), yes=True, trace=trace_path))
-                files[f"apply_{rule_id}"] = tune.write(f"apply-{rule_id}.json", tried.to_json())
-                if tried.mode != ApplyMode.APPLIED:
-                    tune.save(notes=(*tune.result.notes, f"{rule_id}: apply made nothing "
-                                     f"({ApplyMode(tried.mode).value}); not measured"),
-                              files=dict(files))
-                    continue
-                phase = steps.measure(env, local, network, opts.load(), f"with {rule_id}", log)
-                trial = judge(rule_id, phase, after)
-                if not trial.kept:
-                    steps.apply(env, apply_cmd.ApplyOptions(pool=opts.pool, rollback=True))
-                log(f"{rule_id}: {trial.why}")
-                tune.save(trials=(*tune.result.trials, trial), files=dict(files),
-                          timings_s=dict(timings),
-                          applied=(*tune.result.applied, rule_id) if trial.kept
-                          else tune.result.applied)
+            escalate(env, opts, steps, tune, files, timings, chk, trace_path, local, network,
+                     after, lambda text: step(7, text), log)
     finally:
         timings["total"] = round(time.monotonic() - t0, 1)
         if out.is_dir():
             tune.save(timings_s=dict(timings), files=dict(files))
     return tune.result
+
+
+def escalate(env: Env, opts: TuneOptions, steps: Steps, tune: _Run, files: dict[str, str],
+             timings: dict[str, float], chk: CheckResult, trace_path: Path,
+             local: interleaved.Target, network: interleaved.Target, after: Phase,
+             step: Callable[[str], None], log: Callable[[str], None]) -> None:
+    """Step 7: while the pool stays below TARGET_RATIO of its shadow, each change of the
+    escalation check proposed (model/escalation.py, least invasive first) applied alone by
+    name, both sides measured again, kept only when the ratio rose by more than KEEP_MARGIN
+    over the ratio without it; else `apply --rollback` undoes it at once."""
+    todo, left_out = escalation.plan([f.id for f in chk.findings], opts.mirror)
+    skipped = [Skipped(i, why) for i, why in left_out]
+    baseline = after
+    if escalation.reached(after.ratio_rps):
+        skipped += [Skipped(i, f"the pool was at {after.ratio_rps:g}x of its shadow after "
+                               f"apply --all: at or above {escalation.TARGET_RATIO:g}x, not "
+                               "tried") for i in todo]
+        todo = []
+    step("escalation: " + (", ".join(todo) + " tried one at a time, least invasive first, "
+                           f"while the ratio is below {escalation.TARGET_RATIO:g}x; each kept only "
+                           f"when the ratio rises by more than {KEEP_MARGIN:.0%}…" if todo
+                           else "no change to try"))
+    tune.save(skipped=tuple(skipped))
+    for n, rule_id in enumerate(todo):
+        if escalation.reached(baseline.ratio_rps):
+            skipped += [Skipped(i, f"the pool reached {baseline.ratio_rps:g}x of its shadow: "
+                                   "not tried") for i in todo[n:]]
+            break
+        price = escalation.price(rule_id, opts.pool)
+        log(f"{rule_id}: trying it; its price: {price}")
+        tried = steps.apply(env, apply_cmd.ApplyOptions(
+            pool=opts.pool, findings=(rule_id,), yes=True, trace=trace_path))
+        files[f"apply_{rule_id}"] = tune.write(f"apply-{rule_id}.json", tried.to_json())
+        if tried.mode != ApplyMode.APPLIED:
+            skipped.append(Skipped(rule_id, f"apply made nothing ({ApplyMode(tried.mode).value}"
+                                   + (f": {tried.reason}" if tried.reason else "")
+                                   + "); not measured"))
+            tune.save(skipped=tuple(skipped), files=dict(files))
+            continue
+        phase = steps.measure(env, local, network, opts.load(), f"with {rule_id}", log)
+        trial = judge(rule_id, phase, baseline, price)
+        if trial.kept:
+            baseline = phase
+        else:
+            steps.apply(env, apply_cmd.ApplyOptions(pool=opts.pool, rollback=True))
+        log(f"{rule_id}: {trial.why}")
+        tune.save(trials=(*tune.result.trials, trial), files=dict(files),
+                  timings_s=dict(timings), skipped=tuple(skipped),
+                  applied=(*tune.result.applied, rule_id) if trial.kept
+                  else tune.result.applied)
+    tune.save(skipped=tuple(skipped))
 
 
 def _record_apply(tune: _Run, files: dict[str, str], result: apply_cmd.ApplyResult, name: str,

@@ -16,8 +16,10 @@ it can place exactly and lists the rest as manual steps:
 - `name=value,…` after `# mount options for MOUNT POINT:` → options of that mount, one change
   each (GlusterFS FUSE mounts take them live; see commands.apply);
 - `gluster volume set VOLUME KEY VALUE` → that volume option;
-- `$name = value;` after `# in FILE.php:` → that setting in the app's PHP configuration file
-  (MediaWiki's LocalSettings.php), appended in a block of statstorm's own;
+- `$name = value;` (or `$name['a']['b'] = value;`) after `# in FILE.php:` → that setting in
+  the app's PHP configuration file (MediaWiki's LocalSettings.php, Drupal's settings.php),
+  appended in a block of statstorm's own; `KEY=value` after `# in DIR/.env:` (Laravel) and
+  `a.b.c: value` after `# in FILE.yaml:` (Symfony) → that setting in that file;
 - `extension = PATH` → `php_admin_value[extension] = PATH` in the pool: php-fpm loads an
   extension named there into that pool's workers only;
 - `mirror APP_TREE` → a local copy of the app's tree, served by switching the `root` of the
@@ -56,6 +58,9 @@ NAMED_ONLY = {
     "glusterfs-content-caching": "glusterfs-content-caching is not part of --all: its gain "
                                  "must be measured (on the MediaWiki lab it removed no round "
                                  "trip); name it, or let `statstorm tune` measure it",
+    "opcache-timestamps-off": "opcache-timestamps-off is not part of --all: every deploy must "
+                              "then reset OPcache, and its gain must be measured; name it, or "
+                              "let `statstorm tune` measure it",
     "code-local-mirror": "code-local-mirror is not part of --all: a local mirror of the code "
                          "needs a sync at every deploy; name it to apply it",
 }
@@ -73,8 +78,11 @@ _PARAM_LINE = re.compile(r"^fastcgi_param\s+([A-Z_]+)\s+([^;\s]+);$")
 _MOUNT_HEAD = re.compile(r"^# (?:mount|/etc/fstab) options for (/\S*?):?$")
 _MOUNT_OPTS = re.compile(r"^[a-z][a-z0-9-]*(?:=[^,\s]+)?(?:,[a-z][a-z0-9-]*(?:=[^,\s]+)?)*$")
 _VOLUME_SET = re.compile(r"^gluster volume set (\S+) (\S+) (\S+)$")
-_APP_HEAD = re.compile(r"^# in (/\S+\.php):$")
-_PHP_ASSIGN = re.compile(r"^(\$[A-Za-z_]\w*)\s*=\s*([A-Za-z0-9_:'\" .-]+);$")
+_APP_HEAD = re.compile(r"^# in (/\S+(?:\.php|/\.env|\.ya?ml)):$")
+_PHP_ASSIGN = re.compile(r"^(\$[A-Za-z_]\w*(?:\['[A-Za-z0-9_.-]+'\])*)\s*=\s*"
+                         r"([A-Za-z0-9_:'\" .-]+);$")
+_ENV_ASSIGN = re.compile(r"^([A-Z][A-Z0-9_]*)=([A-Za-z0-9_./:-]*)$")
+_YAML_SET = re.compile(r"^([a-z_]+(?:\.[a-z_]+)+): ([A-Za-z0-9_./-]+)$")
 _MIRROR_LINE = re.compile(r"^mirror (/\S*)$")
 _APACHE_HEAD = re.compile(r"^# apache (?:<Directory (/\S*?)>|server config):$")
 _APACHE_LINE = re.compile(r"^(AllowOverride|Options|MaxRequestWorkers|ServerLimit|"
@@ -138,7 +146,8 @@ def classify(f: Finding, settings: dict[str, str] | None = None) -> list[Change]
         if mirror:
             out.append(Change(f.id, MIRROR, "mirror", mirror.group(1), line, f.title))
             continue
-        a = _PHP_ASSIGN.match(line)
+        a = (_PHP_ASSIGN if app_file.endswith(".php") else
+             _ENV_ASSIGN if app_file.endswith("/.env") else _YAML_SET).match(line)
         if app_file and a:
             out.append(Change(f.id, APP, a.group(1), a.group(2).strip(), line, f.title,
                               where=app_file))
@@ -256,9 +265,24 @@ def edit_ini(text: str, changes: list[Change]) -> str:
 
 
 def edit_app(text: str, changes: list[Change]) -> str:
-    """An app's PHP configuration file (MediaWiki's LocalSettings.php) with its APP changes:
-    each setting once, in a block of statstorm's own at the end (after the app's own lines,
-    so it wins); a setting already in that block is replaced."""
+    """An app's configuration file with its APP changes, by the file's kind (the changes'
+    `where`): a PHP file (MediaWiki's LocalSettings.php, Drupal's settings.php) gets each
+    setting once, in a block of statstorm's own at the end (after the app's own lines, so it
+    wins; a setting already in that block is replaced); a .env (Laravel) its KEY=value, and a
+    YAML file (Symfony's cache.yaml) its dotted key, each where it stands or added."""
+    where = next((c.where for c in changes if c.kind == APP), "")
+    if where.endswith("/.env"):
+        lines = config_edit.Lines.split(text, config_edit.LF_EOL)
+        for c in changes:
+            if c.kind == APP:
+                config_edit.env_setting(lines, c.key, c.value, APP_MARK)
+        return lines.text()
+    if where.endswith((".yaml", ".yml")):
+        lines = config_edit.Lines.split(text, config_edit.LF_EOL)
+        for c in changes:
+            if c.kind == APP:
+                config_edit.yaml_setting(lines, c.key, c.value, APP_MARK)
+        return lines.text()
     lines = config_edit.Lines.split(text)
     tail = [ln.strip() for ln in lines.body if not config_edit.blank(ln)][-3:]
     if any("?>" in ln for ln in tail):

@@ -166,6 +166,99 @@ def app_setting(lines: Lines, start: int, key: str, value: str) -> None:
         lines.insert(len(lines.body), new)
 
 
+_ENV_LINE = re.compile(r"^([ \t]*(?:export[ \t]+)?)([A-Za-z_][A-Za-z0-9_]*)[ \t]*=")
+_ENV_VALUE = re.compile(r"[A-Za-z0-9_./:,+@-]*")
+
+
+def env_setting(lines: Lines, key: str, value: str, mark: str) -> None:
+    """`KEY=value` in a dotenv file (Laravel's .env, read by phpdotenv): every assignment of
+    KEY replaced where it stands (so no other one can win), else appended in statstorm's
+    block (after the line `mark`, made at the end when missing)."""
+    if not _ENV_VALUE.fullmatch(value):
+        raise ValueError(f"cannot write {value!r} to a .env file unquoted")
+    hits = [i for i, ln in enumerate(lines.body)
+            if (m := _ENV_LINE.match(ln)) and m.group(2) == key]
+    for i in hits:
+        m = _ENV_LINE.match(lines.body[i])
+        assert m is not None
+        lines.body[i] = f"{m.group(1)}{key}={value}"
+    if hits:
+        return
+    try:
+        at = lines.body.index(mark) + 1
+    except ValueError:
+        lines.insert(len(lines.body), mark)
+        at = len(lines.body)
+    while at < len(lines.body) and _ENV_LINE.match(lines.body[at]):
+        at += 1
+    lines.insert(at, f"{key}={value}")
+
+
+_YAML_KEY = re.compile(r"^([ ]*)([A-Za-z_][A-Za-z0-9_.-]*):(?:[ \t]+(.*?))?[ \t]*$")
+YAML_STEP = 4  # the indentation Symfony's recipes use
+
+
+def _yaml_significant(line: str) -> bool:
+    s = line.strip(_BLANK)
+    return bool(s) and not s.startswith("#")
+
+
+def _yaml_block(lines: Lines, parent: int) -> tuple[int, int, int]:
+    """The lines of the mapping under the key on line `parent` (-1: the document): first,
+    end, and its keys' indentation (the parent's + YAML_STEP when it has none yet)."""
+    base = -1 if parent < 0 else len(indent(lines.body[parent]))
+    end = parent + 1
+    child = None
+    while end < len(lines.body):
+        ln = lines.body[end]
+        if _yaml_significant(ln):
+            ind = len(indent(ln))
+            if ind <= base:
+                break
+            child = ind if child is None else child
+        end += 1
+    return parent + 1, end, (child if child is not None else max(base, 0) + (YAML_STEP if parent >= 0 else 0))
+
+
+def yaml_setting(lines: Lines, path: str, value: str, mark: str) -> None:
+    """`a.b.c: value` in a YAML file of block mappings (Symfony's config/packages/*.yaml):
+    the key's line replaced (marked with a `mark` comment), else the missing keys added under
+    the deepest one there. A key on the way holding a scalar or a flow mapping, a tab or an
+    anchor: ValueError (the file is left for a person)."""
+    if not _ENV_VALUE.fullmatch(value):
+        raise ValueError(f"cannot write {value!r} to a YAML file unquoted")
+    keys = path.split(".")
+    parent = -1
+    for depth, key in enumerate(keys):
+        lo, hi, ind = _yaml_block(lines, parent)
+        found = None
+        for i in range(lo, hi):
+            m = _YAML_KEY.match(lines.body[i])
+            if "\t" in indent(lines.body[i]):
+                raise ValueError("the YAML file is indented with tabs: add the setting by hand")
+            if m and len(m.group(1)) == ind and m.group(2) == key:
+                found = (i, m)
+                break
+        last = depth == len(keys) - 1
+        if found is None:
+            at = parent + 1
+            for j, k in enumerate(keys[depth:]):
+                tail = f" {value} {mark}" if depth + j == len(keys) - 1 else ""
+                lines.insert(at + j, " " * (ind + j * YAML_STEP) + f"{k}:{tail}")
+            return
+        i, m = found
+        rest = (m.group(3) or "").strip()
+        if last:
+            lines.body[i] = f"{m.group(1)}{key}: {value} {mark}"
+            return
+        if rest and not rest.startswith("#") and rest not in ("~", "null"):
+            raise ValueError(f"{'.'.join(keys[:depth + 1])} holds {rest!r} in the YAML file: "
+                             "add the setting by hand")
+        if rest in ("~", "null"):
+            lines.body[i] = f"{m.group(1)}{key}:"
+        parent = i
+
+
 # -- nginx ---------------------------------------------------------------------------------------
 _NGX_SPACE = " \t\r\n"
 
@@ -259,6 +352,7 @@ def fstab_options(text: str, changes: dict[str, str]) -> str:
     return ",".join(opts)
 
 
-__all__ = ["LF_EOL", "Lines", "PHP_EOL", "Statement", "app_setting", "fstab_fields",
+__all__ = ["LF_EOL", "Lines", "PHP_EOL", "Statement", "app_setting", "env_setting", "fstab_fields",
            "fstab_options", "ini_comment", "ini_setting", "ini_value", "line_end_after", "line_indent_at",
-           "nginx_statements", "pool_setting", "section_bounds", "set_line", "unescape_fstab"]
+           "nginx_statements", "pool_setting", "section_bounds", "set_line", "unescape_fstab",
+           "yaml_setting"]

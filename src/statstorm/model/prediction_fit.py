@@ -7,13 +7,62 @@ that change (metadata calls per request); the network forecast replays the mount
 entry and negative caches and an app cache of data files (round trips per request). Any
 other change (an app's own object cache, an nginx parameter, a GlusterFS volume option, a
 PHP setting in the round-trip forecast) acts outside them: the prediction is then of the
-modelled changes alone, and a measured figure far from it is said to be not predicted."""
+modelled changes alone, and a measured figure far from it is said to be not predicted. Some
+of those changes remove work no model sees at all (`unseen`: an app's object cache, a local
+mirror of the code, GlusterFS's content caches): once one is made, the figure is said to be not
+predicted even where it lands near the prediction, since the match is then a coincidence."""
 
 from __future__ import annotations
+
+import re
 
 from statstorm.results.demo import PerRequest, Prediction
 
 TOLERANCE = 0.15  # of the figure measured after
+NOT_PREDICTED = "not predicted"  # what the closing table's cell says
+# The changes no model sees, by their change line, and what each is in words.
+UNSEEN: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^\$\w+(?:\[[^]]*\])*\s*=|^[A-Z][A-Z0-9_]*=|^[a-z_]+(?:\.[a-z_]+)+:\s"),
+     "the app's own object cache removes work inside the app, which the PHP model does not see"),
+    (re.compile(r"^mirror /"),
+     "the local mirror of the code moves its files off the network storage, which the models "
+     "do not replay"),
+    (re.compile(r"^gluster volume set \S+ performance\.(?:quick-read|qr-|io-cache|open-behind|"
+                r"readdir-ahead|read-ahead|quick-read-cache)|fopen-keep-cache"),
+     "GlusterFS's content caches answer opens and reads on the client, which the forecast "
+     "of the metadata caches does not replay"),
+)
+
+
+def unseen(changes: tuple[str, ...] | None) -> list[str]:
+    """Why the changes among `changes` that no model sees make a figure unpredictable: one
+    reason per kind, in words."""
+    out: list[str] = []
+    for line in changes or ():
+        for pat, why in UNSEEN:
+            if pat.search(line.strip()) and why not in out:
+                out.append(why)
+    return out
+
+
+def is_prediction(pred: float | None, measured: float | None,
+              not_modelled: tuple[str, ...] | None) -> bool:
+    """Whether the closing table may show `pred` as a prediction of `measured`: False (the cell
+    says NOT_PREDICTED) when it is more than TOLERANCE off, or a change no model sees was made."""
+    if pred is None:
+        return False
+    if measured is None:
+        return True
+    return fits(pred, measured) and not unseen(not_modelled)
+
+
+def cell(pred: float | None, measured: float | None, not_modelled: tuple[str, ...] | None,
+         fmt: str = "{:,.2f}") -> str:
+    """The closing table's `predicted` cell: the figure, marked when it is not a prediction."""
+    if pred is None:
+        return "-"
+    shown = fmt.format(pred)
+    return shown if is_prediction(pred, measured, not_modelled) else f"{shown} ({NOT_PREDICTED})"
 
 
 def fits(predicted: float, measured: float, tolerance: float = TOLERANCE) -> bool:
@@ -32,11 +81,12 @@ def verdict(figure: str, predicted: float | None, measured: float | None,
         return ""
     if predicted is None:
         return f"{figure}: not predicted (no prediction was made before the change)"
-    if fits(predicted, measured):
-        return ""
     off = (f"measured {measured:g} after, {predicted:g} predicted "
            f"({(measured - predicted) / predicted:+.0%})" if predicted else
            f"measured {measured:g} after, {predicted:g} predicted")
+    blind = unseen(not_modelled)
+    if fits(predicted, measured) and not blind:
+        return ""
     if not_modelled is None:
         return (f"{figure}: not predicted — {off}; this result does not record which changes "
                 "the models left out (written by an older statstorm)")
@@ -44,7 +94,8 @@ def verdict(figure: str, predicted: float | None, measured: float | None,
         shown = ", ".join(not_modelled[:4]) + (f" and {len(not_modelled) - 4} more"
                                                if len(not_modelled) > 4 else "")
         return (f"{figure}: not predicted — {off}: the prediction covers the modelled changes "
-                f"only, and {shown} act outside the model")
+                f"only, and {shown} act outside the model"
+                + "".join(f"; {why}" for why in blind))
     return (f"{figure}: off the prediction by more than {TOLERANCE:.0%} — {off}, with every "
             "change inside the model: the measured figure stands")
 
@@ -58,3 +109,11 @@ def closing_notes(calls: PerRequest, round_trips: PerRequest,
            verdict("network round trips per request", round_trips.predicted, round_trips.after,
                    predicted.not_modelled_round_trips if predicted else ())]
     return [x for x in out if x]
+
+
+def predicted_cells(calls: PerRequest, round_trips: PerRequest,
+                    predicted: Prediction | None) -> tuple[str, str]:
+    """The closing table's `predicted` cells of metadata calls and round trips per request."""
+    return (cell(calls.predicted, calls.after, predicted.not_modelled_calls if predicted else None),
+            cell(round_trips.predicted, round_trips.after,
+                 predicted.not_modelled_round_trips if predicted else ()))

@@ -5,7 +5,9 @@ stays on the network mount whatever the settings. Pure code."""
 from __future__ import annotations
 
 from statstorm.model.checkfacts import Facts
-from statstorm.model.finding import Finding, Rule, code_on_network, finding
+from statstorm.model.checkfacts import ini_bool
+from statstorm.model.finding import (Finding, Rule, code_on_network, finding, opcache_on,
+                                     opcache_reset_step, setting)
 from statstorm.model.php_versions import version_of
 from statstorm.results.check import Gain, Severity
 from statstorm.results.php_root import HOST_VERSION
@@ -14,14 +16,31 @@ from statstorm.results.php_root import HOST_VERSION
 DATA_OPENS_MIN = 2.0
 # Share of request time in metadata calls on network mounts that makes a pool network-bound.
 NETWORK_SHARE = 0.5
-# The object-cache setting of each app statstorm can change, and the alternatives for the rest.
-APP_SETTING = {"mediawiki": ("$wgMainCacheType", "CACHE_ACCEL")}
+# The object-cache settings of each app statstorm can change in the app's own configuration
+# file (adapters/php/php_apps.py finds it): the lines after `# in FILE:` (model.applyplan APP
+# changes), each needing APCu in the pool. Drupal's core has an APCu cache backend; Laravel's
+# `apc` store (CACHE_STORE from 11, CACHE_DRIVER before); Symfony's `cache.adapter.apcu`.
+APP_SETTING: dict[str, tuple[str, ...]] = {
+    "mediawiki": ("$wgMainCacheType = CACHE_ACCEL;",),
+    "drupal": ("$settings['cache']['default'] = 'cache.backend.apcu';",),
+    "laravel": ("CACHE_STORE=apc", "CACHE_DRIVER=apc"),
+    "symfony": ("framework.cache.app: cache.adapter.apcu",),
+}
+# What an app needs after its configuration changed, before it reads the new setting.
+APP_AFTER = {
+    "laravel": "Laravel reads .env only when its configuration is not cached: where "
+               "bootstrap/cache/config.php exists, run `php artisan config:cache` after apply "
+               "(and after a rollback)",
+    "symfony": "Symfony compiles its configuration: run `php bin/console cache:clear` with the "
+               "app's environment after apply (and after a rollback)",
+}
 APP_ADVICE = {
     "wordpress": "# install a persistent object cache drop-in (wp-content/object-cache.php: "
                  "APCu, Redis or memcached)",
     "drupal": "# in settings.php: $settings['cache']['default'] = 'cache.backend.apcu'; "
               "(the apcu module) or a Redis/memcached backend",
-    "laravel": "# CACHE_DRIVER=apc (or redis) in .env, then `php artisan config:cache`",
+    "laravel": "# CACHE_STORE=apc (CACHE_DRIVER before Laravel 11) in .env, then "
+               "`php artisan config:cache`",
     "symfony": "# framework.cache.app: cache.adapter.apcu in config/packages/cache.yaml",
 }
 
@@ -45,7 +64,6 @@ def app_data_on_network(facts: Facts) -> list[Finding]:
                 "keep their own copy, and a deploy must clear it (reload php-fpm)")
     loaded = facts.extensions is not None and "apcu" in {e.lower() for e in facts.extensions}
     if facts.app in APP_SETTING and facts.app_config:
-        key, value = APP_SETTING[facts.app]
         change = []
         if not loaded:
             if not facts.apcu_path:
@@ -57,10 +75,11 @@ def app_data_on_network(facts: Facts) -> list[Finding]:
                                  "package), then run statstorm check again"], tradeoff, gain)]
             ev.append("APCu is not loaded in the pool: statstorm loads it for this pool only")
             change.append(f"extension = {facts.apcu_path}")
-        change += [f"# in {facts.app_config}:", f"{key} = {value};"]
+        change += [f"# in {facts.app_config}:", *APP_SETTING[facts.app]]
+        after = APP_AFTER.get(facts.app, "")
         return [finding(Severity.WARNING, f"{facts.app} re-reads its data files from network storage "
                         "on every request: give it a local object cache", ev, change,
-                        tradeoff, gain)]
+                        tradeoff + (f"; {after}" if after else ""), gain)]
     what = APP_ADVICE.get(facts.app, "# give the app a local object cache (APCu, Redis, "
                                      "memcached) for its configuration and templates")
     return [finding(Severity.WARNING, "the app re-reads its data files from network storage on every "
@@ -96,7 +115,43 @@ def network_bound(facts: Facts) -> list[Finding]:
                     "remove it")]
 
 
+# -- OPcache's timestamps off, paired with its deploy step ---------------------------------------
+# A measure-first change of `statstorm tune`'s escalation: with opcache.revalidate_freq = 60
+# (opcache-revalidate, part of `apply --all`) few revalidation stats are left, so whether turning
+# them off helps is known only by measuring; `apply --all` leaves it out (applyplan.NAMED_ONLY).
+TIMESTAMPS_OFF = "opcache-timestamps-off"  # tune's escalation (model/escalation.py)
+
+
+def opcache_timestamps_off(facts: Facts) -> list[Finding]:
+    t = facts.trace
+    if t is None or not opcache_on(facts):
+        return []
+    if not ini_bool(setting(facts, "opcache.validate_timestamps"), True):
+        return []
+    net = [m for m in code_on_network(facts) if m.role == "docroot"]
+    share = t.network_time_share or 0.0
+    if not net or (t.revalidate_per_request <= 0 and share < NETWORK_SHARE):
+        return []
+    step = opcache_reset_step(facts)
+    ev = [f"opcache.validate_timestamps = 1 with the code on {net[0].kind} "
+          f"({net[0].mount_point}): OPcache stats a cached file again every "
+          f"revalidate_freq + 1 s, each a lookup through the network client"]
+    if t.revalidate_per_request > 0:
+        ev.append(f"measured: {t.revalidate_per_request:g} OPcache revalidation stat per request")
+    if share >= NETWORK_SHARE:
+        ev.append(f"{share:.0%} of the traced requests' time is spent in metadata calls on "
+                  "network mounts")
+    return [finding(Severity.INFO, "OPcache still revalidates code on network storage "
+                    "(measure first)", ev,
+                    ["opcache.validate_timestamps = 0",
+                     f"# after each deploy: {step} (the old code is served until then)"],
+                    f"a changed file is never picked up by itself: every deploy must run {step}",
+                    None, "measure first: with revalidate_freq = 60 few stats remain; "
+                    "`statstorm tune` keeps this change only where its measurement shows a gain")]
+
+
 RULES: tuple[tuple[str, Rule], ...] = (
     ("app-data-on-network", app_data_on_network),
     ("network-bound", network_bound),
+    (TIMESTAMPS_OFF, opcache_timestamps_off),
 )

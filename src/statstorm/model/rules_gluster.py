@@ -21,12 +21,13 @@ from __future__ import annotations
 from statstorm.model.checkfacts import Facts, MountFact
 from statstorm.model.finding import Finding, Rule, code_mounts, finding
 from statstorm.model.mount_options import GLUSTER_CONTENT_CLIENT
+from statstorm.model.rules_app import TIMESTAMPS_OFF
 from statstorm.results.check import Severity
 
 RULE_ID = "glusterfs-content-caching"
 # Findings whose gain is not predicted but must be measured: `apply --all` leaves them out
 # (model.applyplan.NAMED_ONLY) and `statstorm tune` keeps one only where it measured a gain.
-MEASURE_FIRST = frozenset({RULE_ID})
+MEASURE_FIRST = frozenset({RULE_ID, TIMESTAMPS_OFF})
 # The metadata tier this rule follows (glusterfs-mount-caching asks for 600 s; 60 s is enough).
 METADATA_MIN_S = 60.0
 QR_SECONDS = 600  # quick-read's revalidation period asked for: md-cache's

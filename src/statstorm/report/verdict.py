@@ -127,6 +127,12 @@ def findings(checks: list[tuple[str, CheckResult]],
 
 
 # -- predicted against measured -----------------------------------------------------------------
+def _marked(shown: str, not_predicted: bool) -> str:
+    """A predicted figure as the table shows it: marked when the closing notes say why it is
+    not a prediction (model/prediction_fit.py)."""
+    return f"{shown} ({prediction_fit.NOT_PREDICTED})" if not_predicted and shown != "–" else shown
+
+
 def outcome(demo_data: DemoData | None, whatifs: list[tuple[str, WhatifResult]],
             verifies: list[tuple[str, Verify]],
             trace_totals: list[tuple[str, float]]) -> Outcome:
@@ -134,11 +140,13 @@ def outcome(demo_data: DemoData | None, whatifs: list[tuple[str, WhatifResult]],
     if demo_data is not None:
         demo = as_demo(demo_data)
         calls, rt = demo.metadata_calls_per_request, demo.round_trips()
+        marks = [prediction_fit.NOT_PREDICTED in c
+                 for c in prediction_fit.predicted_cells(calls, rt, demo.predicted)]
         out.rows.append(("metadata calls per request", fmt(calls.before),
-                         fmt(calls.predicted), fmt(calls.after),
+                         _marked(fmt(calls.predicted), marks[0]), fmt(calls.after),
                          "demo (whatif of the PHP settings; traces)"))
         out.rows.append(("network round trips per request", fmt(rt.before),
-                         fmt(rt.predicted), fmt(rt.after),
+                         _marked(fmt(rt.predicted), marks[1]), fmt(rt.after),
                          "demo (forecast of the mount and app changes; volume profile)"))
         out.notes += prediction_fit.closing_notes(calls, rt, demo.predicted)
         for ratio, what in ((ratio_rps, "throughput, network / local"),

@@ -17,21 +17,23 @@ from statstorm.results.demo import DemoResult, Lab, PerRequest, Phase, Predictio
 from statstorm.results.jsontypes import JsonObject, JsonValue
 
 SCHEMA = "statstorm.tune/1"
-KEEP_MARGIN = 0.05  # a measure-first change is kept when it raises the ratio by more than this
+KEEP_MARGIN = 0.05  # an escalation's change is kept when it raises the ratio by more than this
 
 
 @dataclass(frozen=True)
 class Trial:
-    """A measure-first change (model/rules_gluster.py MEASURE_FIRST) tried after the others:
-    applied alone, both sides measured again with rounds interleaved, and kept only when the
-    pool's throughput over its shadow's rose by more than KEEP_MARGIN over the `after` phase's
-    (a ratio, so the machine's other load, which both sides share, cancels); else rolled back."""
+    """A change of tune's escalation (model/escalation.py: measure-first ones, then the code
+    mirror) tried after the others: applied alone, both sides measured again with rounds
+    interleaved, and kept only when the pool's throughput over its shadow's rose by more than
+    KEEP_MARGIN over the ratio before it (the `after` phase's, or the last kept trial's: a
+    ratio, so the machine's other load, which both sides share, cancels); else rolled back."""
 
     finding: str
     phase: Phase  # measured with the change made
-    ratio_without: float | None  # the `after` phase's ratio_rps
+    ratio_without: float | None  # the ratio before it (`after`, or the last kept trial's)
     kept: bool
     why: str  # said to the user
+    price: str = ""  # what the change asks of the user (a deploy step, staleness)
 
     @property
     def ratio_with(self) -> float | None:
@@ -40,7 +42,7 @@ class Trial:
     def to_json(self) -> JsonObject:
         return {"finding": self.finding, "phase": self.phase.to_json(),
                 "ratio_without": self.ratio_without, "ratio_with": self.ratio_with,
-                "kept": self.kept, "why": self.why}
+                "kept": self.kept, "why": self.why, "price": self.price}
 
     @classmethod
     def from_json(cls, data: JsonValue) -> Trial:
@@ -48,20 +50,47 @@ class Trial:
         without = d.get("ratio_without")
         return cls(jr.str_(d, "finding"), Phase.from_json(jr.sub(d, "phase")),
                    float(without) if isinstance(without, (int, float)) else None,
-                   jr.bool_(d, "kept"), jr.str_(d, "why"))
+                   jr.bool_(d, "kept"), jr.str_(d, "why"),
+                   jr.str_(d, "price"))
 
 
-def judge(finding: str, phase: Phase, after: Phase | None) -> Trial:
-    """Keep the change only where it raised the pool's ratio to its shadow by KEEP_MARGIN."""
-    without = after.ratio_rps if after is not None else None
+def judge(finding: str, phase: Phase, baseline: Phase | None, price: str = "") -> Trial:
+    """Keep the change only where it raised the pool's ratio to its shadow by more than
+    KEEP_MARGIN over `baseline`'s (the phase measured without it) and the pool answered as
+    well as without it: a change that makes requests fail is rolled back, however fast."""
+    without = baseline.ratio_rps if baseline is not None else None
     with_ = phase.ratio_rps
     if without is None or with_ is None:
-        return Trial(finding, phase, without, False, "not measured on both sides: rolled back")
+        return Trial(finding, phase, without, False, "not measured on both sides: rolled back",
+                     price)
+    failed = phase.network.errors - (baseline.network.errors if baseline is not None else 0)
+    if failed > 0:
+        return Trial(finding, phase, without, False,
+                     f"{failed} more failed request(s) on the pool with it (errors or non-2xx "
+                     "answers): rolled back", price)
     gain = with_ / without - 1 if without else 0.0
     kept = gain > KEEP_MARGIN
     return Trial(finding, phase, without, kept,
                  f"ratio {without:g}x → {with_:g}x ({gain:+.0%}): "
-                 + ("kept" if kept else f"rolled back (not more than {KEEP_MARGIN:.0%} better)"))
+                 + ("kept" if kept else f"rolled back (not more than {KEEP_MARGIN:.0%} better)"),
+                 price)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A change of the escalation not tried, and why (check did not propose it, --no-mirror,
+    the target ratio already reached, apply made nothing)."""
+
+    finding: str
+    why: str
+
+    def to_json(self) -> JsonObject:
+        return {"finding": self.finding, "why": self.why}
+
+    @classmethod
+    def from_json(cls, data: JsonValue) -> Skipped:
+        d = jr.obj(data, "escalation_skipped entry")
+        return cls(jr.str_(d, "finding"), jr.str_(d, "why"))
 
 
 @dataclass(frozen=True)
@@ -95,7 +124,13 @@ class TuneResult:
     files: dict[str, str] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    trials: tuple[Trial, ...] = ()  # measure-first changes tried after `after`, each judged
+    trials: tuple[Trial, ...] = ()  # the escalation's changes tried after `after`, each judged
+    skipped: tuple[Skipped, ...] = ()  # the escalation's changes not tried, and why
+
+    def final(self) -> Phase | None:
+        """The last phase with every kept change made: the last kept trial's, else `after`."""
+        kept = [t.phase for t in self.trials if t.kept]
+        return kept[-1] if kept else self.after
 
     def round_trips(self) -> PerRequest:
         """Network round trips per request: measured before and after, and predicted."""
@@ -138,7 +173,8 @@ class TuneResult:
                 "manual": list(self.manual), "findings_before": list(self.findings_before),
                 "files": dict(self.files), "timings_s": dict(self.timings_s),
                 "notes": list(self.notes),
-                "measure_first": [t.to_json() for t in self.trials]}
+                "measure_first": [t.to_json() for t in self.trials],
+                "escalation_skipped": [x.to_json() for x in self.skipped]}
 
     @classmethod
     def from_json(cls, data: JsonValue) -> TuneResult:
@@ -163,7 +199,8 @@ class TuneResult:
                 jr.sub(d, "metadata_calls_per_request")),
             files=jr.str_map(d, "files"), timings_s=jr.num_map(d, "timings_s"),
             notes=jr.strs(d, "notes"),
-            trials=tuple(Trial.from_json(t) for t in _list(d.get("measure_first"))))
+            trials=tuple(Trial.from_json(t) for t in _list(d.get("measure_first"))),
+            skipped=tuple(Skipped.from_json(x) for x in _list(d.get("escalation_skipped"))))
 
 
 def _list(value: JsonValue | None) -> list[JsonValue]:
@@ -171,5 +208,5 @@ def _list(value: JsonValue | None) -> list[JsonValue]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ValueError("tune.json: measure_first is not a list")
+        raise ValueError("tune.json: measure_first or escalation_skipped is not a list")
     return value

@@ -6,10 +6,13 @@ writes those like its other nginx edits (`nginx -t`, graceful reload, backup set
 
 Refused in one line: a root built from variables (which tree it serves is known only per
 request), a root set at `http` level (shared with servers that do not pass to the pool), an
-`alias`, a mirror already there, a disk without room for the copy."""
+`alias`, a mirror already there, a disk without room for the copy, a mirror root under a
+directory other users may not enter (the pool's workers could not read the copy)."""
 
 from __future__ import annotations
 
+import re
+import stat
 from pathlib import Path
 
 from statstorm.adapters.apply.pool_config import Target
@@ -20,6 +23,9 @@ from statstorm.errors import ComponentError, UsageError
 from statstorm.model.applyplan import MANUAL, MIRROR, NGINX_ROOT, Change
 from statstorm.model.mirror import inside, mirror_dir, served_root
 from statstorm.results.apply import StorageStep
+
+
+_USER = re.compile(r"^[ \t]*user[ \t]*=[ \t]*([^\s;]+)", re.M)
 
 
 def cannot(target: Target) -> str:
@@ -86,6 +92,12 @@ def plan(env: Env, target: Target, changes: list[Change],
         if dest.exists() or dest.is_symlink():
             raise UsageError(f"{dest} exists: a mirror of {source} is there already "
                              f"(`statstorm mirror sync --pool {target.pool}` refreshes it)")
+        closed = unreachable(dest) if workers_user(target) not in ("", "root") else None
+        if closed is not None:
+            raise UsageError(f"{closed} is closed to other users (mode "
+                             f"{stat.S_IMODE(closed.stat().st_mode):o}): the pool's workers "
+                             f"could not reach the mirror under it; set STATSTORM_MIRROR_ROOT "
+                             "to a directory other users may enter")
         entries, size = code_mirror.tree_size(source)
         code_mirror.check_space(source, dest, size)
         steps.append(StorageStep(MIRROR, str(dest), {"source": str(source)},
@@ -100,6 +112,29 @@ def plan(env: Env, target: Target, changes: list[Change],
             if Path(r.file) not in target.nginx_files:
                 target.nginx_files.append(Path(r.file))
     return out, steps, []
+
+
+def workers_user(target: Target) -> str:
+    """The `user` the pool's workers run as, from its pool file ('' where it does not say)."""
+    try:
+        text = target.pool_file.read_text(errors="replace")
+    except OSError:
+        return ""
+    m = _USER.search(text)
+    return m.group(1) if m else ""
+
+
+def unreachable(dest: Path) -> Path | None:
+    """The first existing directory above `dest` that other users may not enter (the pool's
+    workers run as its own user, and would answer 404 for a tree they cannot reach)."""
+    for parent in reversed(dest.parents):
+        try:
+            mode = parent.stat().st_mode
+        except FileNotFoundError:
+            return None  # made by the copy, with the copy's modes
+        if not mode & stat.S_IXOTH:
+            return parent
+    return None
 
 
 def do(env: Env, st: StorageStep) -> None:

@@ -1,0 +1,202 @@
+"""`statstorm tune --yes`'s escalation: after `apply --all`, while the pool stays below 0.90x of
+its shadow, the changes check proposed that `apply --all` leaves out tried one at a time, least
+invasive first (GlusterFS content caches, OPcache's timestamps off, the code mirror), each kept
+only when the ratio rises by more than KEEP_MARGIN over the ratio without it, else rolled back;
+tune.json records every trial and every change not tried, with why. Fakes for the system
+(tests/test_tune_unit.py's), no root."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from test_app_cache import facts, found, trace
+from test_tune_unit import URL, Fakes, RootEnv, phase, result
+
+from statstorm.adapters.apply.mirror import unreachable
+from statstorm.cli.tune import render
+from statstorm.commands import apply as apply_cmd, check as check_cmd
+from statstorm.commands import tune as tune_cmd
+from statstorm.env import Env
+from statstorm.model import escalation
+from statstorm.model.applyplan import NAMED_ONLY, POOL_INI, classify
+from statstorm.results.check import CheckResult, Finding, Severity
+from statstorm.results.demo import Phase, Round, Side
+from statstorm.results.tune import Skipped, TuneResult, judge
+
+CONTENT, OFF, MIRROR = escalation.ESCALATION
+
+
+def reported_finding(rule_id: str) -> Finding:
+    return Finding(id=rule_id, severity=Severity.INFO, title="t", evidence=("e",),
+                   change=("x",), tradeoff="t", predicted_gain=None, gain_note="")
+
+
+def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratios: dict[str, float],
+             reported: tuple[str, ...] = escalation.ESCALATION, mirror: bool = True,
+             nothing: tuple[str, ...] = ()) -> tuple[TuneResult, Fakes]:
+    """tune --yes with check reporting `reported`; each phase's ratio from `ratios` (by its
+    label: before, after, with ID); apply of an id in `nothing` makes nothing."""
+    fakes = Fakes(tmp_path)
+    base = fakes.steps()
+
+    def check(env: Env, opts: check_cmd.CheckOptions) -> CheckResult:
+        fakes.event("check")
+        return CheckResult(pools=(), findings=[reported_finding(i) for i in reported])
+
+    def measure(env: Env, local: Any, network: Any, load: Any, label: str, say: Any) -> Phase:
+        fakes.event(f"measure {label}")
+        return phase(100, 100 * ratios[label])
+
+    def apply(env: Env, opts: apply_cmd.ApplyOptions) -> apply_cmd.ApplyResult:
+        fakes.event("apply --rollback" if opts.rollback else
+                    f"apply {','.join(opts.findings) or '--all'}")
+        fakes.applied.append(opts)
+        mode = (apply_cmd.ApplyMode.ROLLED_BACK if opts.rollback else
+                apply_cmd.ApplyMode.NOTHING if set(opts.findings) & set(nothing)
+                else apply_cmd.ApplyMode.APPLIED)
+        return apply_cmd.ApplyResult(mode, None)
+
+    steps = tune_cmd.Steps(resolve=base.resolve, shadow=base.shadow, measure=measure,
+                           window=base.window, trace=base.trace, check=check,
+                           predict=base.predict, apply=apply, mirror=base.mirror)
+    monkeypatch.setattr(tune_cmd.Wrk, "available", lambda self: "wrk 4")
+    opts = tune_cmd.TuneOptions("www", (URL,), yes=True, output_dir=tmp_path / "out",
+                                mirror=mirror)
+    r = tune_cmd.run(RootEnv(stderr=io.StringIO(), state_root=tmp_path), opts,
+                     lambda line: None, steps)
+    return r, fakes
+
+
+def after_all(fakes: Fakes) -> list[str]:
+    """The events after the `after` measurement, the shadow's removal left out."""
+    ev = fakes.events
+    return [e for e in ev[ev.index("measure after") + 1:] if e != "shadow down"]
+
+
+def test_the_order_is_least_invasive_first_and_none_is_in_apply_all() -> None:
+    assert escalation.ESCALATION == ("glusterfs-content-caching", "opcache-timestamps-off",
+                                     "code-local-mirror")
+    assert all(i in NAMED_ONLY for i in escalation.ESCALATION)
+    tried, skipped = escalation.plan(["code-local-mirror", "opcache-timestamps-off", "x"])
+    assert tried == ["opcache-timestamps-off", "code-local-mirror"]
+    assert skipped == [("glusterfs-content-caching", "check did not propose it for this pool")]
+    assert escalation.plan([MIRROR], mirror=False) == (
+        [], [(CONTENT, "check did not propose it for this pool"),
+             (OFF, "check did not propose it for this pool"), (MIRROR, "left out by --no-mirror")])
+    assert not escalation.reached(0.89) and escalation.reached(0.9)
+    assert "statstorm mirror sync --pool www" in escalation.price(MIRROR, "www")
+    assert "statstorm opcache reset --pool www" in escalation.price(OFF, "www")
+
+
+def test_each_is_tried_alone_kept_or_rolled_back_until_the_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r, fakes = run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.5,
+                                                f"with {CONTENT}": 0.51,  # +2 %: rolled back
+                                                f"with {OFF}": 0.6,  # +20 %: kept
+                                                f"with {MIRROR}": 0.97})  # over 0.6: kept
+    assert after_all(fakes) == [f"apply {CONTENT}", f"measure with {CONTENT}", "apply --rollback",
+                                f"apply {OFF}", f"measure with {OFF}",
+                                f"apply {MIRROR}", f"measure with {MIRROR}"]
+    assert [(t.finding, t.kept) for t in r.trials] == [(CONTENT, False), (OFF, True),
+                                                       (MIRROR, True)]
+    content, off, mirror = r.trials
+    assert content.ratio_without == 0.5 and "rolled back" in content.why
+    assert off.ratio_without == 0.5 and mirror.ratio_without == 0.6  # judged on the last kept
+    assert "statstorm mirror sync --pool www" in mirror.price
+    assert r.applied[-2:] == (OFF, MIRROR) and CONTENT not in r.applied
+    assert r.final() is mirror.phase and r.skipped == ()
+    data = json.loads((tmp_path / "out/tune.json").read_text())
+    assert [t["finding"] for t in data["measure_first"]] == [CONTENT, OFF, MIRROR]
+    assert data["measure_first"][2]["price"].startswith("a copy of the code")
+    assert TuneResult.from_json(data).trials == r.trials
+
+
+def test_the_escalation_stops_once_the_pool_reaches_the_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r, fakes = run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.5,
+                                                f"with {CONTENT}": 0.95})
+    assert after_all(fakes) == [f"apply {CONTENT}", f"measure with {CONTENT}"]
+    assert [(s.finding, "reached 0.95x" in s.why) for s in r.skipped] == [(OFF, True),
+                                                                         (MIRROR, True)]
+
+
+def test_nothing_is_tried_when_apply_all_reached_it(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    r, fakes = run_with(tmp_path, monkeypatch, {"before": 0.3, "after": 0.92})
+    assert after_all(fakes) == [] and r.trials == ()
+    assert {s.finding for s in r.skipped} == set(escalation.ESCALATION)
+    assert all("0.92x" in s.why for s in r.skipped)
+
+
+def test_no_mirror_and_unproposed_and_empty_changes_are_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r, fakes = run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.5}, mirror=False,
+                        reported=(CONTENT, OFF, MIRROR), nothing=(CONTENT, OFF))
+    assert after_all(fakes) == [f"apply {CONTENT}", f"apply {OFF}"]  # nothing made: not measured
+    why = {s.finding: s.why for s in r.skipped}
+    assert why[MIRROR] == "left out by --no-mirror"
+    assert why[CONTENT].startswith("apply made nothing (nothing") and "not measured" in why[OFF]
+    again = TuneResult.from_json(json.loads((tmp_path / "out/tune.json").read_text()))
+    assert again.skipped == r.skipped
+
+
+def test_opcache_timestamps_off_is_proposed_with_its_deploy_step_on_network_code() -> None:
+    on = {"opcache.enable": "1"}
+    revalidating = dataclasses.replace(trace(share=0.1), revalidate_per_request=3.0)
+    f = found(facts(settings=on, trace=revalidating))[OFF]
+    assert [(c.kind, c.key, c.value) for c in classify(f, {})] == [  # type: ignore[arg-type]
+        (POOL_INI, "opcache.validate_timestamps", "0")]
+    assert "statstorm opcache reset --pool www" in f.tradeoff  # type: ignore[attr-defined]
+    assert "measure first" in f.gain_note  # type: ignore[attr-defined]
+    assert OFF in found(facts(settings=on, trace=trace(share=0.7)))  # network-bound alone
+    assert OFF not in found(facts(settings=on, trace=trace(share=0.1)))  # nothing to remove
+    assert OFF not in found(facts(settings={**on, "opcache.validate_timestamps": "0"},
+                                  trace=revalidating))
+    assert OFF not in found(facts(settings={}, trace=revalidating))  # OPcache off
+    assert OFF not in found(facts(settings=on, trace=None))
+
+
+def test_a_change_that_makes_requests_fail_is_rolled_back_however_fast() -> None:
+    broken = Phase(Side((Round(100, 10, 20, 0, 100),)), Side((Round(9000, 1, 2, 4000, 9000),)))
+    t = judge(MIRROR, broken, phase(100, 50))
+    assert not t.kept and "4000 more failed request(s)" in t.why
+
+
+def test_a_mirror_root_other_users_cannot_enter_is_refused() -> None:
+    base = Path(tempfile.mkdtemp(dir="/var/tmp"))  # /var/tmp: 1777, tmp_path: 0700
+    try:
+        base.chmod(0o755)
+        closed = base / "closed"
+        (closed / "open").mkdir(parents=True)
+        closed.chmod(0o700)
+        assert unreachable(closed / "open" / "www" / "x") == closed
+        closed.chmod(0o755)
+        assert unreachable(closed / "open" / "www" / "x") is None
+    finally:
+        shutil.rmtree(base)
+    assert unreachable(Path("/var/tmp/statstorm-no-such/www/x")) is None  # /var/tmp: 1777
+
+
+def test_the_text_output_shows_each_trial_its_price_and_what_was_not_tried(
+        tmp_path: Path) -> None:
+    mirror = judge(MIRROR, phase(100, 90), phase(100, 60), escalation.price(MIRROR, "www"))
+    content = judge(CONTENT, phase(100, 61), phase(100, 60), escalation.price(CONTENT, "www"))
+    r = dataclasses.replace(result(tmp_path), trials=(content, mirror),
+                   skipped=(Skipped(OFF, "check did not propose it for this pool"),))
+    out = io.StringIO()
+    render(Env(stdout=out), r)
+    text = out.getvalue()
+    assert f"escalation: {CONTENT}: ratio 0.6x → 0.61x (+2%): rolled back" in text
+    assert f"escalation: {MIRROR}: ratio 0.6x → 0.9x (+50%): kept" in text
+    assert "its price: a copy of the code on local disk that every deploy must sync" in text
+    assert f"escalation: {OFF}: check did not propose it for this pool" in text
+    assert "the escalation's kept changes (code-local-mirror) were made after the prediction" \
+        in text
