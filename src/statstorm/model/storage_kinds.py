@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Callable, Iterable
 
+from statstorm.model.afs_cache import AFS_CACHE_KEYS, afs_meanings
 from statstorm.model.mount_options import (
     GLUSTER_FUSE_KEYS, GLUSTER_VOLUME_CACHE_KEYS, NFS_CACHE_KEYS, SSHFS_CACHE_KEYS, CacheView,
     OptionMeaning, gluster_meanings, local_meanings, nfs_meanings, sshfs_meanings)
@@ -36,6 +37,7 @@ class RoundTrips(StrEnum):
 
     GLUSTER_PROFILE = "gluster volume profile"  # adapters/storage/gluster_profile.py
     NFS_MOUNTSTATS = "/proc/self/mountstats"  # adapters/storage/nfs_mountstats.py
+    AFS_XSTAT = "xstat_fs_test"  # the file server's RPC counts: adapters/storage/afs_stats.py
     NONE = ""  # local (none made) or no counter read yet
 
 
@@ -102,10 +104,17 @@ TABLE: tuple[Storage, ...] = (
     # kernel client: capabilities from the MDS, not timeouts; ceph-fuse: FUSE's timeouts
     Storage(StorageKind.CEPHFS, "CephFS", ("ceph", "fuse.ceph-fuse", "fuse.ceph"),
             network=True, persist="/etc/fstab's mount options"),
-    # the kernel's client (or kAFS): type afs; afsd.fuse's mounts are type `fuse` (source
-    # `AFS`), a FUSE file system to the classifier. A lab's cell: adapters/storage/openafs.py
-    Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs"), network=True,
-            client="afsd.fuse", persist="the client's cache manager settings (afsd)",
+    # the kernel's client (or kAFS): type afs. afsd.fuse's mounts are plain `fuse` (source
+    # `AFS`) unless started with `-o subtype=afs`, as a lab's are (adapters/storage/openafs.py):
+    # `fuse.afs`. Its caches: model/afs_cache.py; its round trips: the file server's xstat.
+    Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs", "fuse.afs"), network=True,
+            client="afsd.fuse", cache_keys=AFS_CACHE_KEYS, meanings=afs_meanings,
+            round_trips=RoundTrips.AFS_XSTAT,
+            set_live="the cache manager takes its cache sizes only when it starts: restart "
+                     "the client with the new afsd options while the site is quiet (a lab: "
+                     "afsd.fuse unmounted and started again)",
+            persist="afsd's OPTIONS in /etc/openafs/afs.conf.client (Debian: "
+                    "/etc/openafs/afs.conf), then `systemctl restart openafs-client`",
             lab=True),
     Storage(StorageKind.SSHFS, "sshfs", ("fuse.sshfs",), network=True, client="sshfs",
             cache_keys=SSHFS_CACHE_KEYS, meanings=lambda v: sshfs_meanings(v.typed),
