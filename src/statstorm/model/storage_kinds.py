@@ -108,7 +108,9 @@ TABLE: tuple[Storage, ...] = (
     # `AFS`) unless started with `-o subtype=afs`, as a lab's are (adapters/storage/openafs.py):
     # `fuse.afs`. Its caches: model/afs_cache.py; its round trips: the file server's xstat.
     Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs", "fuse.afs"), network=True,
-            client="afsd.fuse", cache_keys=AFS_CACHE_KEYS, meanings=afs_meanings,
+            client="afsd.fuse", cache_keys=AFS_CACHE_KEYS,
+            meanings=lambda v: afs_meanings(v) if v.cache else [
+                OptionMeaning(v.fstype, "?", NOT_MODELLED)],
             round_trips=RoundTrips.AFS_XSTAT,
             set_live="the cache manager takes its cache sizes only when it starts: restart "
                      "the client with the new afsd options while the site is quiet (a lab: "

@@ -182,10 +182,10 @@ def _wait_ready(env: Env, cell: Cell, address: str, pids: list[int]) -> None:
         time.sleep(1.0)
 
 
-# `-o subtype=afs`: /proc/mounts shows the mount as `fuse.afs`, which model/storage_kinds.py
+# `-osubtype=afs`: /proc/mounts shows the mount as `fuse.afs`, which model/storage_kinds.py
 # names OpenAFS (plain `fuse` would be any FUSE file system); -mountdir last, so the client
 # is found as every FUSE client is, by the mount point ending its command line.
-SUBTYPE = ("-o", "subtype=afs")
+SUBTYPE = ("-osubtype=afs",)  # one word: afsd.fuse hands what afsd does not know to FUSE
 
 
 def client_argv(cell: Cell, cache_args: tuple[str, ...] = ()) -> list[str]:
