@@ -16,6 +16,7 @@ from pathlib import Path
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.storage import afs_stats, mounts, openafs
+from statstorm.adapters.storage.afs_options import DEFAULT_CONF, cache_options
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model import afs_cache
@@ -23,7 +24,6 @@ from statstorm.model.storage_kinds import STORAGE, kind_of
 from statstorm.results.storage_kind import StorageKind
 
 CLIENT = STORAGE[StorageKind.OPENAFS].client  # afsd.fuse
-DEFAULT_CONF = Path("/etc/openafs")  # afsd's -confdir when none is given (Debian)
 DEBIAN_CONF = Path("/etc/openafs/afs.conf.client")
 SIZE_FLAGS = tuple(f"-{k}" for k in afs_cache.AFS_CACHE_KEYS)
 
@@ -51,24 +51,6 @@ def servers_of(mount_point: str) -> list[str]:
     conf = Path(afs_cache.afsd_flags(found[1]).get("confdir") or DEFAULT_CONF) if found \
         else DEFAULT_CONF
     return afs_stats.cell_servers(conf)
-
-
-def cacheinfo_blocks(conf_dir: Path) -> int | None:
-    """The third field of the client's cacheinfo (`mount:cachedir:blocks`)."""
-    try:
-        text = (conf_dir / "cacheinfo").read_text().strip()
-        return int(text.split(":")[2])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def cache_options(argv: list[str]) -> dict[str, str]:
-    """The cache sizes a client with this command line runs with (the autotuned ones too)."""
-    flags = afs_cache.afsd_flags(argv)
-    conf = Path(flags.get("confdir") or DEFAULT_CONF)
-    out = afs_cache.effective(flags, cacheinfo_blocks(conf))
-    out[afs_cache.CLIENT] = Path(argv[0]).name if argv else ""
-    return out
 
 
 def mount_cache_options(mount_point: str) -> dict[str, str]:
@@ -166,6 +148,5 @@ def is_afs(mount_point: str) -> bool:
         or (entry.fstype == "fuse" and entry.source == "AFS"))
 
 
-__all__ = ["ClientRestart", "afs_conf_text", "apply", "cache_options", "cacheinfo_blocks",
-           "client_of", "is_afs", "mount_cache_options", "restart", "servers_of", "size_args", "undo",
+__all__ = ["ClientRestart", "afs_conf_text", "apply", "cache_options", "client_of", "is_afs", "mount_cache_options", "restart", "servers_of", "size_args", "undo",
            "with_sizes"]
