@@ -124,6 +124,43 @@ def undo(env: Env, cell: openafs.Cell, step: ClientRestart) -> int:
     return pid
 
 
+def lab_cell(mount_point: str) -> openafs.Cell | None:
+    """The lab cell whose afsd.fuse serves `mount_point` (its -confdir is the cell's client
+    directory beside the mount point), or None: a host's client, which statstorm does not
+    restart."""
+    found = client_of(mount_point)
+    if found is None:
+        return None
+    cell = openafs.Cell(Path(mount_point).parent)
+    confdir = afs_cache.afsd_flags(found[1]).get("confdir", "")
+    return cell if confdir.rstrip("/") == str(cell.client) else None
+
+
+def live_step(mount_point: str, options: dict[str, str]
+              ) -> tuple[dict[str, str], list[str]] | str:
+    """What apply needs to restart a lab's client with these cache sizes: the sizes it runs
+    with now (as `options` names them) and its command line; or, for a client statstorm does
+    not restart, the line that gives them to it by hand."""
+    found = client_of(mount_point)
+    if found is None or lab_cell(mount_point) is None:
+        return (f"{STORAGE[StorageKind.OPENAFS].set_live}: {afs_conf_text(options)} in "
+                f"{DEBIAN_CONF} (Debian), then `systemctl restart openafs-client`")
+    now = cache_options(found[1])
+    return {k: now.get(k, "") for k in options}, found[1]
+
+
+def restart_with(env: Env, mount_point: str, argv: list[str], options: dict[str, str]) -> int:
+    """Restart the lab's client that ran with `argv` with these cache sizes; its PID."""
+    cell = lab_cell(mount_point) or openafs.Cell(Path(mount_point).parent)
+    return restart(env, cell, with_sizes(size_args(argv), options))
+
+
+def restore(env: Env, mount_point: str, argv: list[str]) -> int:
+    """Restart the lab's client with the cache sizes of `argv` (what it ran with before)."""
+    cell = lab_cell(mount_point) or openafs.Cell(Path(mount_point).parent)
+    return restart(env, cell, size_args(argv))
+
+
 def afs_conf_text(options: dict[str, str], current: str = "") -> str:
     """Debian's afs.conf.client line that gives a kernel client these cache sizes at its next
     start (`current`: the OPTIONS it has, kept but for the sizes changed)."""
@@ -148,5 +185,6 @@ def is_afs(mount_point: str) -> bool:
         or (entry.fstype == "fuse" and entry.source == "AFS"))
 
 
-__all__ = ["ClientRestart", "afs_conf_text", "apply", "cache_options", "client_of", "is_afs", "mount_cache_options", "restart", "servers_of", "size_args", "undo",
-           "with_sizes"]
+__all__ = ["ClientRestart", "afs_conf_text", "apply", "cache_options", "client_of", "is_afs",
+           "lab_cell", "live_step", "mount_cache_options", "restart", "restart_with", "restore",
+           "servers_of", "size_args", "undo", "with_sizes"]
