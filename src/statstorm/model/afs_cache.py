@@ -20,13 +20,10 @@ autotuned from the cache size as afsd.c (OpenAFS 1.8) does it: `effective()` her
 
 from __future__ import annotations
 
-from statstorm.model.mount_options import CacheView, OptionMeaning
-
-# afsd's flags that size its caches, as statstorm names them (the flag without its dash)
-AFS_CACHE_KEYS = ("stat", "dcache", "volumes", "blocks", "files", "chunksize")
-AUTOTUNED = "autotuned"  # the key listing the options afsd computed itself
-MEMCACHE = "memcache"
-CLIENT = "client"  # afsd.fuse or the kernel module (afs)
+# the option names and what they mean to PHP live with the OpenAFS entry of the storage table
+from statstorm.model.storage_kinds import AFS_AUTOTUNED as AUTOTUNED
+from statstorm.model.storage_kinds import AFS_CACHE_KEYS, AFS_CLIENT as CLIENT
+from statstorm.model.storage_kinds import AFS_MEMCACHE as MEMCACHE
 VOLUMES_DEFAULT = 200  # afsd's vCacheSize
 DCACHE_MIN, DCACHE_MAX = 2000, 10000  # afsd clamps its autotuned dcache to these
 FILES_MIN = 1000
@@ -120,32 +117,5 @@ def stat_cache_for(entries: int) -> int:
     return n
 
 
-def afs_meanings(view: CacheView) -> list[OptionMeaning]:
-    """What an AFS client's cache options mean to PHP."""
-    c = view.cache
-    if not c:
-        return [OptionMeaning("afsd", "?", "the cache manager's options were not read: its stat "
-                              "cache decides whether a warm stat costs a round trip")]
-    auto = set(c.get(AUTOTUNED, "").split(","))
-
-    def how(key: str) -> str:
-        return f"{c.get(key, '?')}" + (" (autotuned)" if key in auto else "")
-    out = [OptionMeaning("-stat", how("stat"), "status entries (one per file or directory): "
-                         "while they hold every file PHP touches, a warm stat, realpath or "
-                         "OPcache check costs no RPC (the file server's callback keeps the "
-                         "status valid until the file changes; a deploy is seen at once); a "
-                         "tree larger than this is fetched again, file by file, every request"),
-           OptionMeaning("-dcache", how("dcache"), "chunk entries in memory: which file chunks "
-                         "the disk cache holds; PHP's reads of uncached code and data miss "
-                         "beyond this (OPcache keeps the code itself)"),
-           OptionMeaning("-volumes", how("volumes"), "volume location entries: one per volume "
-                         "the tree crosses; more volumes than this re-ask the VL server"),
-           OptionMeaning("-blocks", how("blocks"), "KiB of cache "
-                         + ("in memory" if MEMCACHE in c else "on disk")
-                         + ": the file contents the client keeps"),
-           OptionMeaning("-files", how("files"), "cache files (chunks on disk)")]
-    return out
-
-
-__all__ = ["AFS_CACHE_KEYS", "AUTOTUNED", "CLIENT", "MEMCACHE", "afs_meanings", "afsd_flags",
-           "effective", "stat_cache_for", "stat_entries"]
+__all__ = ["AFS_CACHE_KEYS", "AUTOTUNED", "CLIENT", "MEMCACHE", "afsd_flags", "effective",
+           "stat_cache_for", "stat_entries"]

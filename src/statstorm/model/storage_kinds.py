@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Callable, Iterable
 
-from statstorm.model.afs_cache import AFS_CACHE_KEYS, afs_meanings
 from statstorm.model.mount_options import (
     GLUSTER_FUSE_KEYS, GLUSTER_VOLUME_CACHE_KEYS, NFS_CACHE_KEYS, SSHFS_CACHE_KEYS, CacheView,
     OptionMeaning, gluster_meanings, local_meanings, nfs_meanings, sshfs_meanings)
@@ -76,6 +75,41 @@ class Storage:
 
 
 NOT_MODELLED = "metadata caching of this file system is not modelled; measure it"
+
+# OpenAFS: afsd's flags that size its caches (the flag without its dash), as a mount's cache
+# options name them; model/afs_cache.py computes the ones afsd autotunes.
+AFS_CACHE_KEYS = ("stat", "dcache", "volumes", "blocks", "files", "chunksize")
+AFS_AUTOTUNED = "autotuned"  # the key listing the options afsd computed itself
+AFS_MEMCACHE = "memcache"
+AFS_CLIENT = "client"  # afsd.fuse, or the kernel module's afsd
+
+
+def afs_meanings(view: CacheView) -> list[OptionMeaning]:
+    """What an AFS client's cache options mean to PHP."""
+    c = view.cache
+    if not c:
+        return [OptionMeaning("afsd", "?", "the cache manager's options were not read: its stat "
+                              "cache decides whether a warm stat costs a round trip")]
+    auto = set(c.get(AFS_AUTOTUNED, "").split(","))
+
+    def how(key: str) -> str:
+        return f"{c.get(key, '?')}" + (" (autotuned)" if key in auto else "")
+    out = [OptionMeaning("-stat", how("stat"), "status entries (one per file or directory): "
+                         "while they hold every file PHP touches, a warm stat, realpath or "
+                         "OPcache check costs no RPC (the file server's callback keeps the "
+                         "status valid until the file changes; a deploy is seen at once); a "
+                         "tree larger than this is fetched again, file by file, every request"),
+           OptionMeaning("-dcache", how("dcache"), "chunk entries in memory: which file chunks "
+                         "the disk cache holds; PHP's reads of uncached code and data miss "
+                         "beyond this (OPcache keeps the code itself)"),
+           OptionMeaning("-volumes", how("volumes"), "volume location entries: one per volume "
+                         "the tree crosses; more volumes than this re-ask the VL server"),
+           OptionMeaning("-blocks", how("blocks"), "KiB of cache "
+                         + ("in memory" if AFS_MEMCACHE in c else "on disk")
+                         + ": the file contents the client keeps"),
+           OptionMeaning("-files", how("files"), "cache files (chunks on disk)")]
+    return out
+
 
 TABLE: tuple[Storage, ...] = (
     Storage(StorageKind.LOCAL, "local disk",
@@ -203,7 +237,9 @@ def lab_storages() -> tuple[StorageKind, ...]:
     return tuple(s.kind for s in TABLE if s.lab)
 
 
-__all__ = ["CacheModel", "LAB_ALIASES", "LiveChange", "RoundTrips", "STORAGE", "Storage", "StorageKind",
+__all__ = ["AFS_AUTOTUNED", "AFS_CACHE_KEYS", "AFS_CLIENT", "AFS_MEMCACHE", "CacheModel",
+           "LAB_ALIASES", "LiveChange", "RoundTrips", "STORAGE", "Storage", "StorageKind",
+           "afs_meanings",
            "TABLE", "cache_model_of", "fstab_type", "is_network_fstype", "kind_of", "lab_storages",
            "mount_label", "mount_type", "network_labels", "network_mount_indexes",
            "option_meanings", "storage_of"]
