@@ -109,6 +109,7 @@ def _facts(stat: str, tree: int, trace: TraceFacts | None = None) -> Facts:
 
 def test_stat_cache_rule() -> None:
     # MediaWiki's tree (~23,000 files and directories) against the autotuned 3000
+    assert rules_afs.RULE_ID == "openafs-stat-cache"
     found = rules_afs.openafs_stat_cache(_facts("", 23_000))
     assert len(found) == 1
     f = found[0]
