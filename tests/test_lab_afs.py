@@ -60,10 +60,10 @@ def test_synthetic_on_afs_served_through_afsd_fuse(lab, state_home: Path) -> Non
     # The code lives on afsd.fuse's mount, and a worker sees that mount.
     fstype, source = subprocess.run(["findmnt", "-no", "FSTYPE,SOURCE", "--target", code],
                                     capture_output=True, text=True, check=True).stdout.split()
-    assert (fstype, source) == ("fuse", "AFS")
+    assert (fstype, source) == ("fuse.afs", "AFS")  # -osubtype=afs: named OpenAFS, not any FUSE
     worker = state["worker_pids"][0]  # type: ignore[index]
     mountinfo = Path(f"/proc/{worker}/mountinfo").read_text()
-    assert any(f" {mount_point} " in line and " - fuse AFS " in line
+    assert any(f" {mount_point} " in line and " - fuse.afs AFS " in line
                for line in mountinfo.splitlines())
     assert Path(code, "public/index.php").is_file()
     status, body = get(f"{state['url']}/index.php?format=json")

@@ -70,9 +70,10 @@ def render(env: Env, r: DemoResult) -> None:
 @cli.command()
 @click.option("--app", type=click.Choice(["mediawiki", "synthetic"]), default="mediawiki",
               show_default=True, help="The application both labs serve.")
-@click.option("--storage", type=click.Choice([StorageKind.GLUSTERFS.value]),
-              default=StorageKind.GLUSTERFS.value,
-              show_default=True, help="The network storage compared with local disk.")
+@click.option("--storage", type=click.Choice(demo_cmd.STORAGES), metavar="[glusterfs|afs]",
+              default=StorageKind.GLUSTERFS.value, show_default=True,
+              help="The network storage compared with local disk: GlusterFS, or an OpenAFS "
+                   "cell of the lab's own (afs, also openafs).")
 @click.option("--storage-delay", "storage_delay_text", default="0", metavar="DURATION",
               help="Delay every metadata call of the network lab's storage by this much "
                    "(`lab up --storage-delay`), e.g. 200us or 1ms [default: 0, none].")
@@ -112,7 +113,9 @@ def demo(env: Env, app: str, storage: str, storage_delay_text: str, php: str, ou
       statstorm demo --app synthetic --rounds 1 --duration 3
       statstorm demo --storage-delay 200us       # GlusterFS one LAN round trip away
       statstorm demo --php 8.4                   # both labs on PHP 8.4 (a PHP root)
+      statstorm demo --storage afs --app synthetic   # OpenAFS: round trips by RPC counts
     """
+    storage = demo_cmd.storage_of(storage)
     opts = demo_cmd.DemoOptions(name=name, app=app, storage=storage, output_dir=output_dir,
                                 rounds=rounds, duration_s=duration_s, concurrency=concurrency,
                                 views=views, keep=keep,

@@ -37,6 +37,7 @@ class RoundTrips(StrEnum):
     GLUSTER_PROFILE = "gluster volume profile"  # adapters/storage/gluster_profile.py
     NFS_MOUNTSTATS = "/proc/self/mountstats"  # adapters/storage/nfs_mountstats.py
     CEPH_ADMIN_SOCKET = "ceph-fuse admin socket"  # adapters/storage/ceph_perf.py
+    AFS_XSTAT = "xstat_fs_test"  # the file server's RPC counts: adapters/storage/afs_stats.py
     NONE = ""  # local (none made) or no counter read yet
 
 
@@ -118,6 +119,41 @@ def cephfs_meanings(fstype: str, opts: dict[str, str]) -> list[OptionMeaning]:
 
 NOT_MODELLED = "metadata caching of this file system is not modelled; measure it"
 
+# OpenAFS: afsd's flags that size its caches (the flag without its dash), as a mount's cache
+# options name them; model/afs_cache.py computes the ones afsd autotunes.
+AFS_CACHE_KEYS = ("stat", "dcache", "volumes", "blocks", "files", "chunksize")
+AFS_AUTOTUNED = "autotuned"  # the key listing the options afsd computed itself
+AFS_MEMCACHE = "memcache"
+AFS_CLIENT = "client"  # afsd.fuse, or the kernel module's afsd
+
+
+def afs_meanings(view: CacheView) -> list[OptionMeaning]:
+    """What an AFS client's cache options mean to PHP."""
+    c = view.cache
+    if not c:
+        return [OptionMeaning("afsd", "?", "the cache manager's options were not read: its stat "
+                              "cache decides whether a warm stat costs a round trip")]
+    auto = set(c.get(AFS_AUTOTUNED, "").split(","))
+
+    def how(key: str) -> str:
+        return f"{c.get(key, '?')}" + (" (autotuned)" if key in auto else "")
+    out = [OptionMeaning("-stat", how("stat"), "status entries (one per file or directory): "
+                         "while they hold every file PHP touches, a warm stat, realpath or "
+                         "OPcache check costs no RPC (the file server's callback keeps the "
+                         "status valid until the file changes; a deploy is seen at once); a "
+                         "tree larger than this is fetched again, file by file, every request"),
+           OptionMeaning("-dcache", how("dcache"), "chunk entries in memory: which file chunks "
+                         "the disk cache holds; PHP's reads of uncached code and data miss "
+                         "beyond this (OPcache keeps the code itself)"),
+           OptionMeaning("-volumes", how("volumes"), "volume location entries: one per volume "
+                         "the tree crosses; more volumes than this re-ask the VL server"),
+           OptionMeaning("-blocks", how("blocks"), "KiB of cache "
+                         + ("in memory" if AFS_MEMCACHE in c else "on disk")
+                         + ": the file contents the client keeps"),
+           OptionMeaning("-files", how("files"), "cache files (chunks on disk)")]
+    return out
+
+
 TABLE: tuple[Storage, ...] = (
     Storage(StorageKind.LOCAL, "local disk",
             ("ext4", "ext2", "ext3", "xfs", "btrfs", "tmpfs", "zfs", "f2fs", "overlay"),
@@ -156,6 +192,20 @@ TABLE: tuple[Storage, ...] = (
     # `AFS`), a FUSE file system to the classifier. A lab's cell: adapters/storage/openafs.py
     Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs"), network=True,
             client="afsd.fuse", persist="the client's cache manager settings (afsd)",
+            network=True, persist="/etc/fstab's mount options"),
+    # the kernel's client (or kAFS): type afs. afsd.fuse's mounts are plain `fuse` (source
+    # `AFS`) unless started with `-o subtype=afs`, as a lab's are (adapters/storage/openafs.py):
+    # `fuse.afs`. Its caches: model/afs_cache.py; its round trips: the file server's xstat.
+    Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs", "fuse.afs"), network=True,
+            client="afsd.fuse", cache_keys=AFS_CACHE_KEYS,
+            meanings=lambda v: afs_meanings(v) if v.cache else [
+                OptionMeaning(v.fstype, "?", NOT_MODELLED)],
+            round_trips=RoundTrips.AFS_XSTAT,
+            set_live="the cache manager takes its cache sizes only when it starts: restart "
+                     "the client with the new afsd options while the site is quiet (a lab: "
+                     "afsd.fuse unmounted and started again)",
+            persist="afsd's OPTIONS in /etc/openafs/afs.conf.client (Debian: "
+                    "/etc/openafs/afs.conf), then `systemctl restart openafs-client`",
             lab=True),
     Storage(StorageKind.SSHFS, "sshfs", ("fuse.sshfs",), network=True, client="sshfs",
             cache_keys=SSHFS_CACHE_KEYS, meanings=lambda v: sshfs_meanings(v.typed),
@@ -242,7 +292,9 @@ def lab_storages() -> tuple[StorageKind, ...]:
     return tuple(s.kind for s in TABLE if s.lab)
 
 
-__all__ = ["CacheModel", "LAB_ALIASES", "LiveChange", "RoundTrips", "STORAGE", "Storage", "StorageKind",
+__all__ = ["AFS_AUTOTUNED", "AFS_CACHE_KEYS", "AFS_CLIENT", "AFS_MEMCACHE", "CacheModel",
+           "LAB_ALIASES", "LiveChange", "RoundTrips", "STORAGE", "Storage", "StorageKind",
+           "afs_meanings",
            "TABLE", "cache_model_of", "fstab_type", "is_network_fstype", "kind_of", "lab_storages",
            "mount_label", "mount_type", "network_labels", "network_mount_indexes",
            "option_meanings", "storage_of"]

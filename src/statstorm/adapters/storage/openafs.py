@@ -182,14 +182,24 @@ def _wait_ready(env: Env, cell: Cell, address: str, pids: list[int]) -> None:
         time.sleep(1.0)
 
 
-def mount(env: Env, cell: Cell) -> int:
+# `-osubtype=afs`: /proc/mounts shows the mount as `fuse.afs`, which model/storage_kinds.py
+# names OpenAFS (plain `fuse` would be any FUSE file system); -mountdir last, so the client
+# is found as every FUSE client is, by the mount point ending its command line.
+SUBTYPE = ("-osubtype=afs",)  # one word: afsd.fuse hands what afsd does not know to FUSE
+
+
+def client_argv(cell: Cell, cache_args: tuple[str, ...] = ()) -> list[str]:
+    """afsd.fuse's command line for the lab's mount, with `cache_args` (`-stat N`, …)."""
+    return [AFSD, "-confdir", str(cell.client), "-cachedir", str(cell.cache), "-dynroot",
+            "-fakestat", *cache_args, *SUBTYPE, "-mountdir", str(cell.mount_point)]
+
+
+def mount(env: Env, cell: Cell, cache_args: tuple[str, ...] = ()) -> int:
     """Mount the cell with afsd.fuse (it forks into the background); return its PID."""
-    env.run([AFSD, "-confdir", str(cell.client), "-cachedir", str(cell.cache), "-mountdir",
-             str(cell.mount_point), "-dynroot", "-fakestat"], what="mounting AFS with afsd.fuse",
-            timeout=60)
+    env.run(client_argv(cell, cache_args), what="mounting AFS with afsd.fuse", timeout=60)
     if not is_mounted(cell.mount_point):
         raise ComponentError(f"afsd.fuse did not mount {cell.mount_point}")
-    pids = procs.find_pids([AFSD, str(cell.cache)])
+    pids = client_pids(cell)
     return pids[0] if pids else 0
 
 
@@ -253,6 +263,6 @@ def record_pid(cell: Cell, pid: int) -> None:
         f.write(f"{pid}\n")
 
 
-__all__ = ["CELL", "CELL_DIR", "Cell", "VOLUME", "check_free", "client_pids", "copy_in", "host_address", "is_mounted",
-           "mount", "record_pid", "recorded_pids", "require_installed", "server_argv",
+__all__ = ["CELL", "CELL_DIR", "Cell", "SUBTYPE", "VOLUME", "check_free", "client_argv",
+           "client_pids", "copy_in", "host_address", "is_mounted", "mount", "record_pid", "recorded_pids", "require_installed", "server_argv",
            "server_pids", "start", "stop", "unmount", "write_config"]

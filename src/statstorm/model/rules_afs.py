@@ -1,0 +1,89 @@
+"""`statstorm check` rule for OpenAFS clients: a stat cache smaller than the code tree the pool
+touches. Pure code; see model.rules for the registry.
+
+An AFS client answers a stat from its stat cache (vcache) without a round trip for as long as
+the file server's callback on the file holds, which is until the file changes. That makes AFS
+the network file system where warm PHP metadata can be free, but only while every file and
+directory PHP touches has an entry: afsd autotunes `-stat` from the cache size (3000 entries
+for Debian's 50 MB disk cache), and MediaWiki alone is ~23,000 files. A smaller stat cache
+recycles entries every request, and each recycled file costs a FetchStatus (or a bulk status)
+again; the file server's RPC counts show it (adapters/storage/afs_stats.py).
+"""
+
+from __future__ import annotations
+
+from statstorm.model import afs_cache
+from statstorm.model.checkfacts import Facts, MountFact
+from statstorm.model.finding import Finding, Rule, code_mounts, finding
+from statstorm.model.storage_kinds import STORAGE
+from statstorm.results.check import Severity
+from statstorm.results.storage_kind import StorageKind
+
+RULE_ID = "openafs-stat-cache"
+LABEL = STORAGE[StorageKind.OPENAFS].label
+TRADEOFF = ("each stat cache entry is about 1 KiB of the client's memory (32768 entries: ~32 "
+            "MiB), and the file server keeps a callback per entry for this client; the "
+            "client's cache sizes change only when it restarts: AFS paths fail for the "
+            "second in between, so restart it while the site is quiet")
+GAIN_NOTE = ("measure it: the round trips per request the file server counts (statstorm "
+             "trace on an AFS mount reads them from its xstat statistics) before and after")
+
+
+def touched(facts: Facts) -> tuple[int, str]:
+    """The files and directories the pool touches, and where that figure comes from: the
+    trace's working set when there is one, else the code tree under the docroot."""
+    t = facts.trace
+    if t is not None and t.working_set_entries:
+        return t.working_set_entries, "files and directories the traced requests touched"
+    if facts.tree_entries:
+        return facts.tree_entries, "PHP files and their directories under the docroot"
+    if facts.php_files:
+        return facts.php_files, "PHP files under the docroot"
+    return 0, ""
+
+
+def stat_cache_gap(m: MountFact, need: int) -> int | None:
+    """The -stat to ask for when the client's stat cache is smaller than `need` (None: it is
+    not, or its size is not known)."""
+    have = afs_cache.stat_entries(m.cache_options)
+    if have is None or need <= have:
+        return None
+    return afs_cache.stat_cache_for(need)
+
+
+def openafs_stat_cache(facts: Facts) -> list[Finding]:
+    need, source = touched(facts)
+    if not need:
+        return []
+    out = []
+    for m in code_mounts(facts, LABEL):
+        want = stat_cache_gap(m, need)
+        if want is None:
+            continue
+        c = m.cache_options
+        auto = "stat" in c.get(afs_cache.AUTOTUNED, "").split(",")
+        ev = [f"{m.mount_point} (OpenAFS, {c.get(afs_cache.CLIENT) or 'client'}): the stat cache "
+              f"holds {c['stat']} entries" + (" (afsd autotuned it from the "
+                                             f"{c.get('blocks', '?')} KiB cache)" if auto else ""),
+              f"the pool touches {need} {source}: more than the stat cache holds, so entries "
+              "are recycled every request and their status fetched from the file server again"]
+        t = facts.trace
+        if t is not None and t.round_trips_per_request is not None:
+            ev.append(f"{t.round_trips_per_request:g} RPCs per request counted at the file "
+                      "server while tracing")
+        conf = f'OPTIONS="-stat {want}"'
+        change = [f"# mount options for {m.mount_point}:", f"stat={want}",
+                  f"# the client's flag: -stat {want}; a kernel client on Debian: {conf} in "
+                  "/etc/openafs/afs.conf.client (keep its other flags), then "
+                  "`systemctl restart openafs-client` while the site is quiet"]
+        out.append(finding(Severity.WARNING, f"OpenAFS mount {m.mount_point}: the client's stat "
+                           f"cache ({c['stat']}) is smaller than the code the pool touches "
+                           f"({need})", ev, change, TRADEOFF, None, GAIN_NOTE))
+    return out
+
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    (RULE_ID, openafs_stat_cache),
+)
+
+__all__ = ["RULES", "RULE_ID", "openafs_stat_cache", "stat_cache_gap", "touched"]
