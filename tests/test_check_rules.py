@@ -420,7 +420,8 @@ def test_evidence_rules_compare_the_times_they_are_given() -> None:
 
 def test_every_rule_has_a_test_here() -> None:
     here = Path(__file__).parent
-    text = open(__file__).read() + (here / "test_apache_rules.py").read_text()
+    text = open(__file__).read() + (here / "test_apache_rules.py").read_text() + (
+        here / "test_afs_model.py").read_text()
     for rule_id in RULES:
         assert f'"{rule_id}"' in text, rule_id
 

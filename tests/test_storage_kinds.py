@@ -72,7 +72,8 @@ def test_cache_models_and_counters() -> None:
     assert STORAGE[StorageKind.NFS].round_trips is RoundTrips.NFS_MOUNTSTATS
     assert STORAGE[StorageKind.CEPHFS].round_trips is RoundTrips.CEPH_ADMIN_SOCKET
     assert all(s.round_trips is RoundTrips.NONE for s in TABLE
-               if s.kind not in (StorageKind.GLUSTERFS, StorageKind.NFS, StorageKind.CEPHFS))
+               if s.kind not in (StorageKind.GLUSTERFS, StorageKind.NFS, StorageKind.CEPHFS,
+                                 StorageKind.OPENAFS))
     assert STORAGE[StorageKind.GLUSTERFS].live_change is LiveChange.STACKED_CLIENT
     assert STORAGE[StorageKind.NFS].live_change is LiveChange.REMOUNT
     assert "/etc/fstab" in STORAGE[StorageKind.NFS].set_live

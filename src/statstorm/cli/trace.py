@@ -96,6 +96,8 @@ def render(env: Env, s: TraceSummary, title: str) -> None:
         out.print(f"network round trips: {net.per_request:,.2f} per request "
                   f"({net.round_trips:,} in all, " + (
                       f"GlusterFS profile of volume {net.volume})" if net.volume
+                      else f"OpenAFS file server {net.server}'s RPC counts, every client's "
+                           "traffic)" if net.server
                       else f"NFS counters of {net.mount}, every process's traffic)"))
     if s.detail == Detail.COUNTS:
         out.print("counted in the kernel (--counts): no paths, mounts or PHP operations")

@@ -32,7 +32,7 @@ from statstorm.adapters.apply import (apply_steps, apply_target, backups, mirror
                                       storage_steps)
 from statstorm.adapters.load import http
 from statstorm.adapters.php import by_site
-from statstorm.adapters.storage import fstab
+from statstorm.adapters.storage import afs_client, fstab
 from statstorm.adapters.apply.pool_config import ApplyFailed, Target
 from statstorm.adapters.tracing.trace_thread import Tracer
 from statstorm.commands import check as check_cmd
@@ -173,7 +173,7 @@ def plan_storage(env: Env, target: Target, changes: list[Change], keep: bool = T
         if made.before != made.after:
             steps.append(made)
     persist = [fstab.Persist(st.where, st.after, storage_steps.live_options(st))
-               for st in steps if st.kind == MOUNT]
+               for st in steps if st.kind == MOUNT and not afs_client.is_afs(st.where)]
     edit = fstab.plan(target.fstab, persist) if target.fstab and persist and keep else None
     out, copies, notes = mirror.plan(env, target, out)  # a local mirror of the code
     return out, steps + copies, [edit] if edit else [], notes

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from statstorm.model import (rules_apache, rules_app, rules_ceph, rules_evidence,
-                             rules_gluster, rules_mirror, rules_php, rules_stack)
+from statstorm.model import (rules_afs, rules_apache, rules_app, rules_ceph,
+                             rules_evidence, rules_gluster, rules_mirror, rules_php,
+                             rules_stack)
 from statstorm.model.checkfacts import Facts
 from statstorm.model.finding import Finding, Rule
 from statstorm.model.php_versions import proposable, version_of
@@ -25,8 +26,8 @@ from statstorm.results.php_root import HOST_VERSION
 DOCS = "docs/check.md#"
 
 RULES: dict[str, Rule] = dict(rules_php.RULES + rules_stack.RULES + rules_gluster.RULES
-                              + rules_ceph.RULES + rules_apache.RULES + rules_app.RULES
-                              + rules_mirror.RULES + rules_evidence.RULES)
+                              + rules_ceph.RULES + rules_afs.RULES + rules_apache.RULES
+                              + rules_app.RULES + rules_mirror.RULES + rules_evidence.RULES)
 
 
 def rank(severity: Severity | str) -> int:

@@ -188,11 +188,6 @@ TABLE: tuple[Storage, ...] = (
             persist="ceph.conf's [client] section (ceph-fuse); /etc/fstab's mount options "
                     "(the kernel client)",
             round_trips=RoundTrips.CEPH_ADMIN_SOCKET, lab=True),
-    # the kernel's client (or kAFS): type afs; afsd.fuse's mounts are type `fuse` (source
-    # `AFS`), a FUSE file system to the classifier. A lab's cell: adapters/storage/openafs.py
-    Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs"), network=True,
-            client="afsd.fuse", persist="the client's cache manager settings (afsd)",
-            network=True, persist="/etc/fstab's mount options"),
     # the kernel's client (or kAFS): type afs. afsd.fuse's mounts are plain `fuse` (source
     # `AFS`) unless started with `-o subtype=afs`, as a lab's are (adapters/storage/openafs.py):
     # `fuse.afs`. Its caches: model/afs_cache.py; its round trips: the file server's xstat.

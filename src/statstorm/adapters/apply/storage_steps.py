@@ -13,7 +13,7 @@ from pathlib import Path
 
 from statstorm.adapters.apply import mirror
 from statstorm.adapters.labs import state as labs
-from statstorm.adapters.storage import gluster, mounts
+from statstorm.adapters.storage import afs_client, gluster, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model.mount_options import (GLUSTER_CONTENT_CLIENT, GLUSTER_FUSE_DEFAULTS,
@@ -35,6 +35,10 @@ def mount_step(mp: str, options: dict[str, str]) -> StorageStep | str:
     if info.mount_point.rstrip("/") != mp.rstrip("/"):
         return f"{mp} is not a mount point now"
     storage = STORAGE[info.storage]
+    if info.storage is StorageKind.OPENAFS:
+        made = afs_client.live_step(mp, options)
+        return made if isinstance(made, str) else StorageStep(MOUNT, mp, made[0], dict(options),
+                                                              made[1])
     if storage.live_change is LiveChange.REMOUNT:
         return storage.set_live
     if storage.live_change is not LiveChange.STACKED_CLIENT:
@@ -65,6 +69,8 @@ def client_options(options: dict[str, str]) -> dict[str, str]:
 def live_options(st: StorageStep) -> dict[str, str]:
     """The cache options a MOUNT step's mount was given before (its client's command line):
     what an fstab line added for it keeps besides the step's own."""
+    if afs_client.is_afs(st.where):
+        return {}
     given = gluster_client_options(st.client_argv)
     return {k: given[k] for k in GLUSTER_FUSE_KEYS if k in given}
 
@@ -96,6 +102,15 @@ def do(env: Env, st: StorageStep, lab: str = "") -> None:
                 gluster.set_volume_option(env, st.where, key, value)
         except ComponentError as exc:
             raise StepFailed(str(exc)) from None
+        return
+    if afs_client.lab_cell(st.where) is not None:  # a lab's OpenAFS client: restarted
+        try:
+            st.client_pid = afs_client.restart_with(env, st.where, st.client_argv, st.after)
+        except ComponentError as exc:
+            raise StepFailed(f"the restart of {st.where}'s AFS client failed ({exc})") from None
+        st.done = True
+        if lab:
+            labs.record_mount(env, lab, st.after, st.client_pid)
         return
     mp = Path(st.where)
     listing = sorted(os.listdir(mp))
@@ -129,6 +144,10 @@ def undo(env: Env, st: StorageStep, lab: str = "") -> None:
                 gluster.set_volume_option(env, st.where, key, value)
             else:
                 gluster.reset_volume_option(env, st.where, key)
+    elif afs_client.lab_cell(st.where) is not None:
+        pid = afs_client.restore(env, st.where, st.client_argv)
+        if lab:
+            labs.record_mount(env, lab, st.before, pid)
     else:
         top = mounts.fuse_client(st.where, GLUSTER_CLIENT)
         if top is None or top[0] != st.client_pid:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from statstorm.adapters.host import procs
+from statstorm.adapters.storage import afs_options
 from statstorm.adapters.storage.nfs_mountstats import unescape
 from statstorm.model import storage_kinds
 from statstorm.model.mount_options import (
@@ -115,6 +116,8 @@ def describe(path: str, entry: MountEntry, *, client_argv: list[str] | None = No
                           if k in copts})
             cache["volume"] = gluster_volume_name(copts, entry.source)
         vol = gluster_cache_volume_options(volume_options or {})
+    elif kind is StorageKind.OPENAFS and client_argv is not None:  # afsd.fuse's sizes
+        cache = afs_options.cache_options(client_argv)
     elif kind is StorageKind.SSHFS:
         if client_argv is None:
             extra.append("sshfs process not found: cache options shown are the defaults")

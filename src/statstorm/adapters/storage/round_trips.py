@@ -16,7 +16,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from statstorm.adapters.storage import ceph_perf, gluster_profile, mounts, nfs_mountstats
+from statstorm.adapters.storage import (afs_client, afs_stats, ceph_perf, gluster_profile,
+                                        mounts, nfs_mountstats)
 from statstorm.env import Env
 from statstorm.errors import StatstormError
 from statstorm.model.storage_kinds import STORAGE, RoundTrips
@@ -82,6 +83,15 @@ def nfs(mount_point: str, *, source: Path = nfs_mountstats.MOUNTSTATS) -> Window
                   nfs_mountstats.delta, "by_op", nfs_mountstats.round_trips)
 
 
+def afs(env: Env, mount_point: str) -> Window | None:
+    """The RPCs the OpenAFS file server of the mount's cell served (its xstat counts)."""
+    servers = afs_client.servers_of(mount_point)
+    if not servers:
+        return None
+    return Window({"server": servers[0]}, lambda: afs_stats.snapshot(env, servers[0]),
+                  afs_stats.delta, "by_rpc", afs_stats.round_trips)
+
+
 def window_for(env: Env, path: str) -> Window | None:
     """The round-trip counter of the storage holding `path`, or None."""
     if not path:
@@ -98,4 +108,6 @@ def window_for(env: Env, path: str) -> Window | None:
         return nfs(info.mount_point)
     if source is RoundTrips.CEPH_ADMIN_SOCKET:
         return ceph(env, info.mount_point)
+    if source is RoundTrips.AFS_XSTAT:
+        return afs(env, info.mount_point)
     return None

@@ -120,11 +120,13 @@ class NetworkCount:
     per_request: float | None
     volume: str | None = None  # GlusterFS
     mount: str | None = None  # NFS
+    server: str | None = None  # OpenAFS: the file server whose RPC counts were read
 
     @classmethod
     def from_json(cls, d: Mapping[str, JsonValue]) -> NetworkCount:
         return cls(round_trips=_int(d, "round_trips"), per_request=_opt_float(d, "per_request"),
-                   volume=_opt_str(d, "volume"), mount=_opt_str(d, "mount"))
+                   volume=_opt_str(d, "volume"), mount=_opt_str(d, "mount"),
+                   server=_opt_str(d, "server"))
 
 
 @dataclass(frozen=True)
