@@ -44,7 +44,7 @@ def test_several_versions_are_an_axis_named_in_ids_and_labels() -> None:
     results = [CellResult(id=c.id, server=c.server, mpm=c.mpm, handler=c.handler,
                           opcache=c.opcache, huge_code_pages=c.huge_code_pages,
                           storage=c.storage, php=c.php) for c in cells]
-    assert results[1].label == "nginx / fpm / opcache on / glusterfs / php8.4"
+    assert results[1].label == "nginx / fpm / opcache on / huge code pages off / glusterfs / php8.4"
     assert differs_in(results[0], results[1]) == ["php"]
     # the file keeps the version and reads it back
     back = MatrixResult.from_json(MatrixResult("synthetic", "measured", {}, "",
