@@ -1,7 +1,7 @@
 """`statstorm trace --lab` on labs of PHP 8.4 and 7.4 (php-fpm chrooted in its Debian root):
 the compiled tracer probes the root's own binary with the layout of that version's headers
 (unpacked in the root), and strace, tracing the same requests at the same time, sees the same
-calls request by request; a PHP whose layout is not known is counted, not attributed, with
+calls request by request, for the synthetic app and for MediaWiki; a PHP whose layout is not known is counted, not attributed, with
 one line saying why."""
 
 from __future__ import annotations
@@ -134,6 +134,34 @@ def test_trace_equals_strace_on_php_version(version: str, roots: Path, lab, stat
     assert all(name.startswith(code + "/") and name.endswith(".php") for name in includes)
     assert ops[("main_script", f"{st['docroot']}/index.php")] >= 12
     assert sum(n for (kind, _), n in ops.items() if kind == "file_probe") >= 12
+    tr = read_trace(tmp_path / "ebpf.sst.gz")
+    assert {r.script for r in tr.requests.values()} == {f"{st['docroot']}/index.php"}
+    assert tr.header["php_layout"] == {"version": version, "attributed": True, "note": ""}
+
+
+@pytest.mark.parametrize("version", ["8.4", "7.4"])
+def test_mediawiki_trace_equals_strace_on_php_version(version: str, roots: Path, lab,
+                                                       state_home: Path, tmp_path: Path) -> None:
+    """A typical complete MediaWiki request (Main_Page, its SQLite database and caches on
+    local disk) on a `--php VERSION` lab: the compiled tracer and strace, tracing the same
+    page views at once, see the same calls, request by request and call by call; the
+    tracer attributes MediaWiki's includes to PHP operations with that version's layout."""
+    need_root(version)
+    st = lab("--app", "mediawiki", "--workers", "2", "--php", version)
+    assert st["php_version"] == version
+    full, ref = trace_with_strace(state_home, tmp_path, st, 8)
+    assert full["source"] == "ebpf" and ref["source"] == "strace"
+    assert full["requests"] == ref["requests"] == 8
+    assert full["trace"]["dropped"] == 0
+    assert not [w for w in full["warnings"] if "not attributed" in w]
+    assert {k: full["totals"][k] for k in KEYS} == {k: ref["totals"][k] for k in KEYS}
+    assert full["totals"]["total"] > 8 * 20  # a real page view, not an error page
+    ebpf, strace = (calls_by_request(tmp_path / f) for f in ("ebpf.sst.gz", "strace.sst.gz"))
+    assert ebpf == strace
+    ops = ops_of(tmp_path / "ebpf.sst.gz")
+    code = str(st["code_path"])
+    includes = [name for (kind, name) in ops if kind == "include"]
+    assert len(includes) > 50 and all(n.startswith(code + "/") for n in includes)
     tr = read_trace(tmp_path / "ebpf.sst.gz")
     assert {r.script for r in tr.requests.values()} == {f"{st['docroot']}/index.php"}
     assert tr.header["php_layout"] == {"version": version, "attributed": True, "note": ""}

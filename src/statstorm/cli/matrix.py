@@ -16,10 +16,12 @@ from statstorm.cli.paths import InputPath, OutputPath
 from statstorm.commands import matrix as matrix_cmd
 from statstorm.commands import matrix_import
 from statstorm.model import storage_delay
-from statstorm.model.matrix_grid import ARCHS, MatrixOptions, parse_arch, parse_knob, parse_on_off
+from statstorm.model.matrix_grid import (ARCHS, MatrixOptions, parse_arch, parse_knob,
+                                         parse_on_off, parse_php)
 from statstorm.model.matrix_summary import shown
 from statstorm.env import Env
 from statstorm.errors import EXIT_FAILURE
+from statstorm.results.php_root import release
 from statstorm.results.matrix import CellSummary, FailedBy, MatrixResult, RpsInterval
 
 
@@ -110,6 +112,11 @@ def render(result: MatrixResult, all_pairs: bool = False) -> None:
               help="GlusterFS: one more axis, the delay added to every metadata call the brick "
                    "serves (as `lab up --storage-delay`), e.g. 0,200us,1ms; 0 is none. Local "
                    "storage takes part with 0 only.")
+@click.option("--php", "php_text", default="", metavar="V1,V2,…",
+              help="PHP versions, comma-separated (7.4, 8.2, 8.4: another than the host's runs "
+                   "php-fpm from its PHP root, as `lab up --php`); several make one more axis  "
+                   "[default: the host's; with a root's version, --arch defaults to the fpm "
+                   "architectures]")
 @click.option("--cells", default="", metavar="ID1,ID2,…",
               help="Only these cells (ids as --dry-run prints them; globs allowed).")
 @click.option("--rounds", type=int, default=5, show_default=True,
@@ -146,16 +153,16 @@ def render(result: MatrixResult, all_pairs: bool = False) -> None:
 @click.option("--test-break", multiple=True, hidden=True, metavar="CELL=N")
 @click.pass_context
 def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, storage: str,
-           storage_delay_text: str, cells: str, rounds: int, precision_pct: float, max_rounds: int, duration: float, warmup: float, round_warmup: float,
+           storage_delay_text: str, php_text: str, cells: str, rounds: int, precision_pct: float, max_rounds: int, duration: float, warmup: float, round_warmup: float,
            concurrency: int, workers: int, timeout: float, marker: str, length_tolerance: float,
            alpha: float, output: Path | None, resume: Path | None, all_pairs: bool,
            dry_run: bool, as_json: bool, test_spin: tuple[str, ...],
            test_break: tuple[str, ...]) -> None:
     """One app under a grid of serving architectures and PHP settings, measured with variance.
 
-    Every cell (architecture × OPcache × huge code pages × storage × storage delay) is its
-    own lab, all up at once; after a primer request and a warm-up, cells are measured one at a time, round after
-    round (interleaved, so drift hits all alike). wrk validates every answer (status, length
+    Every cell (architecture × PHP version × OPcache × huge code pages × storage × storage
+    delay) is its own lab, all up at once; after a primer request and a warm-up, cells are
+    measured one at a time, round after round (interleaved, so drift hits all alike). wrk validates every answer (status, length
     within --length-tolerance of the primer's, the app's marker text): failures are counted
     and shown. Per cell: the median of the rounds' good answers/s and its 95 % interval,
     p50/p99 of all requests, PSS of the server and PHP processes, and whether the PHP workers
@@ -171,6 +178,7 @@ def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, stor
       sudo statstorm matrix --app mediawiki --arch nginx-fpm,apache-event-fpm --opcache on --precision 2
       sudo statstorm matrix --arch nginx-fpm --opcache on --storage local,glusterfs --storage-delay 0,200us,1ms
       sudo statstorm matrix --app synthetic --arch nginx-fpm --cells 'nginx-fpm/*' --rounds 3 -d 5 --json
+      sudo statstorm matrix --arch nginx-fpm --opcache on --storage glusterfs --php 7.4,8.2,8.4
       sudo statstorm matrix --resume mw.json
       statstorm matrix import post.txt --json
     """
@@ -179,8 +187,14 @@ def matrix(ctx: click.Context, app: str, arch: str, opcache: str, hcp: str, stor
     env: Env = ctx.obj
     knobs = tuple(parse_knob(t, "spin") for t in test_spin) + tuple(
         parse_knob(t, "break") for t in test_break)
+    php = parse_php(php_text) if php_text else ()
+    archs = tuple(parse_arch(a) for a in _list(arch))
+    rooted = any(not release(v).host for v in php)
+    if rooted and ctx.get_parameter_source("arch") == click.core.ParameterSource.DEFAULT:
+        # a root runs php-fpm only: the architectures that pass PHP to it
+        archs = tuple(a for a in archs if a.endswith("-fpm"))
     opts = MatrixOptions(
-        app=app, archs=tuple(parse_arch(a) for a in _list(arch)),
+        app=app, archs=archs, php=php,
         opcache=parse_on_off(opcache, "--opcache"), huge_code_pages=parse_on_off(hcp, "--huge-code-pages"),
         storages=storage_delay.axis(_list(storage), storage_delay.parse_list(storage_delay_text)),
         cells=_list(cells), rounds=rounds, duration_s=duration,

@@ -99,10 +99,15 @@ def render(env: Env, r: TuneResult) -> None:
               help="Page views traced.")
 @click.option("--no-mirror", "no_mirror", is_flag=True,
               help="Leave the local mirror of the code out of the escalation (--yes).")
+@click.option("--php", default="", metavar="VERSION",
+              help="The shadow's PHP: 7.4, 8.2 or 8.4 (another than the host's from its PHP "
+                   "root, `lab php-root build`)  [default: the pool's own, in its PHP root when "
+                   "it runs in one]")
 @click.option("--json", "as_json", is_flag=True, help="Print tune.json on stdout.")
 @click.pass_obj
 def tune(env: Env, pool: str, urls: tuple[str, ...], yes: bool, output_dir: Path, rounds: int,
          duration_s: float, warmup_s: float, concurrency: int, views: int, no_mirror: bool,
+         php: str,
          as_json: bool) -> None:
     """The main job on your own running pool: measure, find, predict, fix and prove.
 
@@ -123,10 +128,12 @@ def tune(env: Env, pool: str, urls: tuple[str, ...], yes: bool, output_dir: Path
       statstorm tune --pool www --url http://127.0.0.1/ --url http://127.0.0.1/doku.php?id=wiki --yes
       statstorm tune --pool www --url http://127.0.0.1/ --rounds 1 -d 3 --warmup 1 --views 3
       statstorm tune --pool www --url http://127.0.0.1:8080/doku.php --yes --no-mirror
+      statstorm tune --pool statstorm-p84 --url http://127.0.0.1:8084/index.php   # a lab of PHP 8.4
     """
     opts = tune_cmd.TuneOptions(pool=pool, urls=urls, yes=yes, output_dir=output_dir,
                                 rounds=rounds, duration_s=duration_s, warmup_s=warmup_s,
-                                concurrency=concurrency, views=views, mirror=not no_mirror)
+                                concurrency=concurrency, views=views, mirror=not no_mirror,
+                                php=php)
     tune_cmd.validate(env, opts)
     found = tune_cmd.resolve(env, opts)
     started(env, "tune", f"pool {pool} against a shadow of its code on local disk — measure, "

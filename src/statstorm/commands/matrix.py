@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from statstorm.adapters.host import memory
-from statstorm.adapters.labs import lab_build, lab_memory
+from statstorm.adapters.labs import lab_build, lab_memory, php_roots
 from statstorm.adapters.load import http, wrk_checked
 from statstorm.adapters.load.loadgen import load_lock
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, PrivilegeError, UsageError
 from statstorm.model.matrix_grid import (APPS, MAX_CELLS, MAX_ROUNDS, STORAGES, Cell, Knob,
-                                         MatrixOptions, Plan, estimate, grid, lab_name, remaining,
-                                         round_order)
+                                         MatrixOptions, Plan, check_php, estimate, grid, lab_name,
+                                         remaining, round_order)
 from statstorm.model import storage_delay
 from statstorm.model.matrix_summary import precision, refresh
 from statstorm.results import jsonread as jr
@@ -84,6 +84,7 @@ def validate(env: Env, opts: MatrixOptions) -> None:
         storage_delay.check(storage, delay_us)
     if not opts.archs or not opts.storages:
         raise UsageError("--arch and --storage need at least one value each")
+    check_php(opts)
     if not 1 <= opts.rounds <= MAX_ROUNDS:
         raise UsageError(f"--rounds must be between 1 and {MAX_ROUNDS}")
     if not 0 <= opts.precision <= 0.5:
@@ -117,6 +118,8 @@ def validate(env: Env, opts: MatrixOptions) -> None:
         raise PrivilegeError("statstorm matrix needs root (it starts labs): run it with sudo")
     if not wrk_checked.binary():
         raise DependencyError("wrk is not installed: run scripts/setup.sh as root (Debian package wrk)")
+    for version in opts.php:  # each root there, or one that can be made
+        php_roots.require(env, version)
 
 
 def output_path(opts: MatrixOptions, started: str) -> Path:
@@ -279,7 +282,7 @@ def _start_result(p: Plan) -> MatrixResult:
         prev = MatrixResult(app=opts.app, source="measured", options={}, started=_now())
     new = tuple(CellResult(
         id=c.id, server=c.server, mpm=c.mpm, handler=c.handler, opcache=c.opcache,
-        huge_code_pages=c.huge_code_pages, storage=c.storage,
+        huge_code_pages=c.huge_code_pages, storage=c.storage, php=c.php,
         knob={k: v for k, v in dataclasses.asdict(c.knob).items() if v})
         for c in p.cells if prev.cell(c.id) is None)
     return dataclasses.replace(prev, options=options_to_json(opts),
@@ -293,7 +296,8 @@ def _lab_options(env: Env, opts: MatrixOptions, cell: Cell, name: str,
         ini["auto_prepend_file"] = str(_write_knob(env, knob_dir, name, cell.knob))
     storage, delay_us = storage_delay.split(cell.storage)
     kw: dict[str, Any] = {"name": name, "app": opts.app, "storage": storage,
-                          "storage_delay_us": delay_us, "php_ini": ini, "workers": opts.workers}
+                          "storage_delay_us": delay_us, "php_ini": ini, "workers": opts.workers,
+                          "php": opts.php_of(cell)}
     fields = {f.name for f in dataclasses.fields(lab_build.LabOptions)}
     if "server" in fields:
         kw.update(server=cell.server, mpm=cell.mpm, handler=cell.handler)

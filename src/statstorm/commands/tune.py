@@ -34,7 +34,7 @@ import urllib.parse
 
 from statstorm import faults
 from statstorm.adapters.apply import apply_target
-from statstorm.adapters.labs import shadow as shadows
+from statstorm.adapters.labs import php_roots, shadow as shadows
 from statstorm.adapters.load import http, interleaved
 from statstorm.adapters.load.wrk import Wrk
 from statstorm.adapters.php import by_site, php_targets
@@ -52,6 +52,7 @@ from statstorm.results.check import CheckResult
 from statstorm.results.demo import Lab, PerRequest, Phase, Prediction, new_run_id, with_run_id
 from statstorm.results.jsontypes import JsonObject
 from statstorm.results.lab import LabState
+from statstorm.results.php_root import release
 from statstorm.results.sites import Site
 from statstorm.results.tune import KEEP_MARGIN, Skipped, TuneResult, judge
 
@@ -71,6 +72,7 @@ class TuneOptions:
     concurrency: int = 4
     views: int = 10  # page views traced
     mirror: bool = True  # the escalation may end with a local mirror of the code (--no-mirror)
+    php: str = ""  # the shadow's PHP version ('' = the pool's own, in its root if it has one)
 
     def load(self) -> interleaved.Load:
         return interleaved.Load(self.rounds, self.duration_s, self.warmup_s, self.concurrency)
@@ -95,6 +97,8 @@ def validate_options(opts: TuneOptions) -> None:
         raise UsageError("--concurrency must be between 1 and 64")
     if not 1 <= opts.views <= 200:
         raise UsageError("--views must be between 1 and 200")
+    if opts.php:
+        release(opts.php)  # one of the versions statstorm runs
     out = opts.output_dir
     if out.exists() and not out.is_dir():
         raise UsageError(f"-o {out}: a file of that name exists; choose a directory")
@@ -155,11 +159,33 @@ def resolve(env: Env, opts: TuneOptions) -> Resolved:
     site = site_of(opts.pool, listen, nginx.sites_passing_to(None, listen) if listen else (),
                    opts.urls)
     ini, notes = shadows.master_ini(php_targets.settings_args(pool.argv))
+    binary = shadow_binary(env, pool.binary, opts.php)
+    notes.append(shadows.php_note(binary) if binary == pool.binary else
+                 f"{shadows.php_note(binary).removesuffix(', as the pool does')}; the pool runs "
+                 f"PHP {shadows.php_of(pool.binary)[0] or '?'}: the ratio measures the PHP "
+                 "versions as well as the storage")
     return Resolved(site, shadows.ShadowPlan(
         pool=opts.pool, lab=shadows.lab_name(opts.pool), source=site.known_docroot,
-        binary=pool.binary, ini=ini, directives=directives,
+        binary=binary, ini=ini, directives=directives,
         workers=shadows.workers_of(directives), user=directives.get("user") or "www-data",
         front=front_controller(opts.urls[0]), notes=tuple(notes)))
+
+
+def shadow_binary(env: Env, pool_binary: str, version: str) -> str:
+    """The shadow's php-fpm: the pool's own; with --php another version's (the host's, or
+    from its PHP root, which must be built)."""
+    if not version:
+        return pool_binary
+    rel = release(version)
+    if rel.version == shadows.php_of(pool_binary)[0]:
+        return pool_binary
+    if rel.host:
+        return f"/usr/sbin/php-fpm{rel.version}"
+    root = php_roots.root_dir(env, rel)
+    if php_roots.load(root) is None:
+        raise UsageError(f"--php {rel.version}: its PHP root is not built: run `statstorm lab "
+                         f"php-root build {rel.version}` first")
+    return str(root / rel.fpm.lstrip("/"))
 
 
 def shadow_urls(shadow_url: str, urls: tuple[str, ...]) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from statstorm.errors import UsageError
 from statstorm.model import storage_delay
 from statstorm.model.storage_kinds import lab_storages
+from statstorm.results.php_root import HOST_VERSION, release
 from statstorm.results.storage_kind import StorageKind
 
 # server-MPM-handler, as the --arch flag names them.
@@ -51,6 +52,7 @@ class Cell:
     huge_code_pages: bool
     storage: str
     knob: Knob = Knob()
+    php: str = ""  # the PHP version when --php names several (an axis), else ''
 
     @property
     def server(self) -> str:
@@ -70,7 +72,8 @@ class Cell:
         php = f"opcache-{'on' if self.opcache else 'off'}"
         if self.huge_code_pages:
             php += "+huge-pages"
-        return f"{self.arch}/{php}/{self.storage}" + ("+knob" if self.knob.twin else "")
+        version = f"/php{self.php}" if self.php else ""
+        return f"{self.arch}/{php}/{self.storage}{version}" + ("+knob" if self.knob.twin else "")
 
     def php_ini(self) -> dict[str, str]:
         ini = {"opcache.enable": "1" if self.opcache else "0"}
@@ -85,6 +88,7 @@ class MatrixOptions:
     opcache: tuple[bool, ...] = (True, False)
     huge_code_pages: tuple[bool, ...] = (False,)
     storages: tuple[str, ...] = (StorageKind.LOCAL,)
+    php: tuple[str, ...] = ()  # PHP versions (--php); () = the host's own
     cells: tuple[str, ...] = ()  # cell ids or glob patterns; () = all
     rounds: int = 5
     duration_s: float = 10.0
@@ -110,6 +114,11 @@ class MatrixOptions:
             return self.rounds
         return self.max_rounds or min(MAX_ROUNDS, PRECISION_ROUNDS * self.rounds)
 
+    def php_of(self, cell: Cell) -> str:
+        """The PHP version of the cell's lab: its own when --php names several, else the one
+        --php names, else the host's."""
+        return cell.php or (self.php[0] if self.php else HOST_VERSION)
+
     def identity(self) -> dict[str, object]:
         """What must match for a result file to be continued (rounds may grow)."""
         return {"app": self.app, "cells": [c.id for c in grid(self)],
@@ -117,7 +126,8 @@ class MatrixOptions:
                 "workers": self.workers, "marker": self.marker,
                 "length_tolerance": self.length_tolerance,
                 "knobs": {p + ("+" if k.twin else ""): [k.spin_us, k.break_every]
-                          for p, k in self.knobs}}
+                          for p, k in self.knobs},
+                **({"php": list(self.php)} if self.php else {})}
 
 
 @dataclass(frozen=True)
@@ -133,7 +143,8 @@ class Plan:
     def lines(self) -> list[str]:
         """The plan as printed by --dry-run and before a run starts."""
         o = self.options
-        out = [f"matrix of {len(self.cells)} cell(s) on {o.app}, {o.rounds} interleaved "
+        php = f" on PHP {', '.join(o.php)}" if o.php else ""
+        out = [f"matrix of {len(self.cells)} cell(s) on {o.app}{php}, {o.rounds} interleaved "
                f"round(s) of {o.duration_s:g} s at {o.concurrency} connections "
                f"({o.workers} PHP workers per lab):"]
         for i, c in enumerate(self.cells, 1):
@@ -194,17 +205,38 @@ def parse_knob(text: str, kind: str) -> tuple[str, Knob]:
     return pattern, Knob(spin_us=n, twin=twin) if kind == "spin" else Knob(break_every=n, twin=twin)
 
 
+def parse_php(text: str) -> tuple[str, ...]:
+    """--php's versions (`7.4,8.2,8.4`), each as the version table names it, in order, once."""
+    versions = [release(p).version for p in (p.strip() for p in text.split(",")) if p]
+    if not versions:
+        raise UsageError("--php is empty: name one or more versions, e.g. --php 7.4,8.2,8.4")
+    return tuple(dict.fromkeys(versions))
+
+
+def check_php(opts: MatrixOptions) -> None:
+    """Another PHP than the host's runs in php-fpm from its root: fpm architectures only."""
+    rooted = [v for v in opts.php if not release(v).host]
+    other = [a for a in opts.archs if not a.endswith("-fpm")]
+    if rooted and other:
+        raise UsageError(f"--php {','.join(rooted)} runs php-fpm from a PHP root, which "
+                         f"{', '.join(other)} cannot use (PHP {HOST_VERSION} in the server): "
+                         "pick fpm architectures with --arch, e.g. --arch nginx-fpm")
+
+
 def grid(opts: MatrixOptions) -> list[Cell]:
     """Every cell of the grid (huge code pages only with OPcache on: they are an OPcache
-    setting), filtered by --cells, with the test knobs attached."""
+    setting; the PHP version an axis when --php names several), filtered by --cells, with
+    the test knobs attached."""
     cells = []
+    versions = opts.php if len(opts.php) > 1 else ("",)
     for storage in opts.storages:
         for arch in opts.archs:
-            for opcache in opts.opcache:
-                for hcp in opts.huge_code_pages:
-                    if hcp and not opcache:
-                        continue
-                    cells.append(Cell(arch, opcache, hcp, storage))
+            for php in versions:
+                for opcache in opts.opcache:
+                    for hcp in opts.huge_code_pages:
+                        if hcp and not opcache:
+                            continue
+                        cells.append(Cell(arch, opcache, hcp, storage, php=php))
     if opts.cells:
         picked = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in opts.cells)]
         unmatched = [p for p in opts.cells if not any(fnmatch.fnmatchcase(c.id, p) for c in cells)]
@@ -222,7 +254,7 @@ def grid(opts: MatrixOptions) -> list[Cell]:
             spin = max((k.spin_us for k in mine), default=0)
             brk = max((k.break_every for k in mine), default=0)
             out.append(Cell(c.arch, c.opcache, c.huge_code_pages, c.storage,
-                            Knob(spin, brk, twin)))
+                            Knob(spin, brk, twin), c.php))
     return out
 
 

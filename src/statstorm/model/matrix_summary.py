@@ -12,7 +12,7 @@ from statstorm.model import stats
 from statstorm.results.matrix import (Cell, CellSummary, FailedBy, HugePages, MatrixResult,
                                       PssMb, RpsInterval)
 
-PARAMS = ("server", "mpm", "handler", "opcache", "huge_code_pages", "storage")
+PARAMS = ("server", "mpm", "handler", "opcache", "huge_code_pages", "storage", "php")
 
 
 def _mb(kb: float) -> float:

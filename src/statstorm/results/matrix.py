@@ -204,6 +204,7 @@ class Cell:
     huge_code_pages: bool | None
     storage: str
     knob: dict[str, int] = field(default_factory=dict)  # test knobs, shown, never hidden
+    php: str = ""  # the PHP version when the matrix has several (an axis), else ''
     primer: JsonObject = field(default_factory=dict)  # status, length, marker
     rounds: tuple[Round, ...] = ()
     summary: CellSummary | None = None  # None: no round yet
@@ -211,21 +212,22 @@ class Cell:
     def to_json(self) -> JsonObject:
         return {"id": self.id, "server": self.server, "mpm": self.mpm, "handler": self.handler,
                 "opcache": self.opcache, "huge_code_pages": self.huge_code_pages,
-                "storage": self.storage,
+                "storage": self.storage, **({"php": self.php} if self.php else {}),
                 **(self.summary.to_json() if self.summary is not None else {}),
                 "knob": dict(self.knob), "primer": dict(self.primer),
                 "rounds": [r.to_json() for r in self.rounds]}
 
     @property
     def label(self) -> str:
-        """The cell's parameters in a few words ("nginx / fpm / opcache on / local")."""
+        """The cell's parameters in a few words ("nginx / fpm / opcache on / local"), its PHP
+        version last when the matrix has several ("… / glusterfs / php8.4")."""
         parts = []
-        for k in ("server", "mpm", "handler", "opcache", "huge_code_pages", "storage"):
+        for k in ("server", "mpm", "handler", "opcache", "huge_code_pages", "storage", "php"):
             v = getattr(self, k)
             if v in (None, "", "-"):
                 continue
             parts.append(f"{k.replace('_', ' ')} {'on' if v else 'off'}" if isinstance(v, bool)
-                         else str(v))
+                         else f"php{v}" if k == "php" else str(v))
         return " / ".join(parts) or "?"
 
     @classmethod

@@ -11,10 +11,11 @@ import secrets
 from pathlib import Path
 from typing import Callable
 
-from statstorm.adapters.labs import mariadb
+from statstorm.adapters.labs import mariadb, php_roots
 from statstorm.adapters.storage import tree_copy
 from statstorm.apps import mediawiki, wordpress
 from statstorm.env import Env
+from statstorm.results.php_root import HOST_VERSION, release
 
 
 def copy_package_tree(env: Env, source: Path, excludes: tuple[str, ...], dest: Path) -> None:
@@ -31,9 +32,17 @@ def copy_wordpress(env: Env, dest: Path) -> None:
     copy_package_tree(env, wordpress.SOURCE, wordpress.EXCLUDES, dest)
 
 
-def require_wordpress() -> None:
-    """WordPress, its theme, PHP's mysqli and MariaDB: a one-line error naming the fix."""
-    wordpress.require_installed()
+def require_wordpress(env: Env | None = None, php: str = HOST_VERSION) -> None:
+    """WordPress, its theme, PHP's mysqli and MariaDB: a one-line error naming the fix.
+    `php`: the lab's PHP version; another than the host's runs from its PHP root, whose own
+    mysqli is checked when the root is built (one made by this `lab up` gets it with the
+    rest of its PHP packages)."""
+    rel = release(php)
+    root = php_roots.root_dir(env, rel) if env is not None and not rel.host else None
+    if root is not None and php_roots.load(root) is not None:
+        wordpress.require_installed(rel.version, str(root))
+    else:
+        wordpress.require_installed()
     mariadb.require_installed()
 
 

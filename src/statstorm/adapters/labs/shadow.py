@@ -4,7 +4,10 @@ The pool's code tree (the docroot of the site serving it) copied under statstorm
 root, a php-fpm master of the same binary with the pool's own directives (its php_value and
 php_admin_value lines, env, limits; paths into the code rewritten to the copy) and the
 master's -d options, on its own socket, behind a loopback-only nginx on a free port serving
-the copy with the same URL paths. It is registered as a lab (`app` "shadow", named
+the copy with the same URL paths. A pool of another PHP than the host's (a lab made with
+`lab up --php 8.4`) runs chrooted in its PHP root: its shadow's php-fpm runs there too, with
+the shadow's directory (copy, configuration, socket) mounted in the root at the same path,
+as a lab's own is (adapters/labs/php_roots.py). It is registered as a lab (`app` "shadow", named
 `tune-POOL`), so `statstorm lab list` shows a leftover and `statstorm lab down` removes it;
 `running()` removes it whatever happens (an error, Ctrl-C, SIGTERM).
 """
@@ -20,11 +23,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from statstorm.adapters.host import procs
-from statstorm.adapters.labs import lab_build, lab_servers, phpfpm, state as labs
+from statstorm.adapters.labs import lab_build, lab_servers, php_roots, phpfpm, state as labs
 from statstorm.adapters.storage import tree_copy
 from statstorm.env import Env
 from statstorm.errors import BusyError, UsageError
 from statstorm.results.lab import LabState
+from statstorm.results.php_root import release
 
 APP = "shadow"  # the `app` of a shadow's lab state
 MAX_WORKERS = 32
@@ -49,6 +53,36 @@ class ShadowPlan:
     user: str = "www-data"
     front: str = "index.php"  # the front controller nginx falls back to
     notes: tuple[str, ...] = ()
+
+
+def php_of(binary: str) -> tuple[str, str]:
+    """The PHP version of a php-fpm binary ('' when its name carries none) and the PHP root
+    holding it ('' for the host's)."""
+    return phpfpm.version_of(binary), phpfpm.root_of(binary)
+
+
+def php_note(binary: str) -> str:
+    """One line saying which PHP the shadow runs."""
+    version, root = php_of(binary)
+    where = f"from its PHP root {root}" if root else "the host's"
+    return f"the shadow runs PHP {version or '?'} ({where}, {binary}), as the pool does"
+
+
+def _enter_root(env: Env, rec: labs.LabRecord, binary: str) -> str:
+    """The binary the shadow runs: the pool's own. For a PHP root's, the root is statstorm's
+    root of that version and the shadow's directory is mounted in it at the same path (each
+    mount recorded in its state, so `lab down` undoes it)."""
+    version, root = php_of(binary)
+    if not root:
+        rec.record(php_version=version)
+        return binary
+    rel = release(version, "the pool's php-fpm")
+    mine = php_roots.root_dir(env, rel)
+    if Path(root) != mine:
+        raise UsageError(f"the pool runs {binary}, from a PHP root other than statstorm's "
+                         f"{mine}: set STATSTORM_PHP_ROOTS={Path(root).parent} so the shadow "
+                         "runs in the pool's root")
+    return php_roots.lab_fpm(env, rec, rel.version, binary)
 
 
 def lab_name(pool: str) -> str:
@@ -199,15 +233,17 @@ def up(env: Env, plan: ShadowPlan, say: Callable[[str], None]) -> LabState:
         state = rec.record(pool=f"statstorm-{plan.lab}", fpm_socket=str(root / "run/php-fpm.sock"))
         conf = phpfpm.lab_conf(state)
         conf.write_text(render_fpm_conf(plan, root, code))
-        phpfpm.test_config(env, plan.binary, conf, plan.ini)
+        binary = _enter_root(env, rec, plan.binary)  # in the pool's PHP root, if it has one
+        phpfpm.test_config(env, binary, conf, plan.ini)
         state = rec.record(effective_ini=phpfpm.effective_ini(
-            env, plan.binary, conf, plan.ini, sorted({*lab_servers.REPORTED_INI, *plan.ini})))
-        say(f"shadow of pool {plan.pool}: starting php-fpm ({plan.workers} workers) and nginx…")
+            env, binary, conf, plan.ini, sorted({*lab_servers.REPORTED_INI, *plan.ini})))
+        say(f"shadow of pool {plan.pool}: starting php-fpm ({plan.workers} workers, PHP "
+            f"{rec.state.php_version or '?'}) and nginx…")
 
         def record_fpm(pid: int) -> None:
             rec.record(fpm_master_pid=pid)
         labs.php_ini_file(state).parent.mkdir(parents=True, exist_ok=True)
-        phpfpm.start(env, plan.binary, conf, plan.ini, root / "log/php-fpm.out", plan.workers,
+        phpfpm.start(env, binary, conf, plan.ini, root / "log/php-fpm.out", plan.workers,
                      record_fpm, ini_dir=labs.php_ini_file(state).parent)
         rec.record(worker_pids=tuple(phpfpm.worker_pids(rec.state.fpm_master_pid)))
         lab_servers.start_nginx(env, rec, code, plan.front, fixed_port=False)
