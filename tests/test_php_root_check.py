@@ -140,3 +140,29 @@ def test_the_version_table_agrees_with_the_roots_php(roots: Path, version: str) 
         assert (key in real) == facts.has(key), key
         if key in real and key in facts.defaults:
             assert real[key] == facts.defaults[key], (key, real[key])
+
+
+def test_a_mount_apply_stacks_is_the_one_the_roots_php_reads(roots: Path, lab,
+                                                            state_home: Path) -> None:
+    """apply's GlusterFS mount change stacks a new client on the lab's mount point: the
+    root's php-fpm must read through it too (its copy of the lab's directory follows later
+    mounts), and rollback takes it away in both views; lab down leaves no mount behind."""
+    from conftest import leftovers
+    from statstorm.adapters.storage import gluster
+    root = root_of("8.4")
+    state = lab("--app", "synthetic", "--workers", "2", "--php", "8.4", "--storage",
+                "glusterfs")
+    name, d = str(state["name"]), str(state["state_dir"])
+    mnt, seen = Path(d, "mnt"), Path(str(root) + d, "mnt")
+    assert gluster.mount_depth(mnt) == 1 and gluster.mount_depth(seen) == 1
+    done = invoke(["apply", "--lab", name, "glusterfs-mount-caching", "--yes"], state_home)
+    assert done.returncode == 0, done.stderr
+    assert gluster.mount_depth(mnt) == 2 and gluster.mount_depth(seen) == 2
+    assert get(f"{state['url']}/index.php")
+    back = invoke(["apply", "--lab", name, "--rollback"], state_home)
+    assert back.returncode == 0, back.stderr
+    assert gluster.mount_depth(mnt) == 1 and gluster.mount_depth(seen) == 1
+    down = invoke(["lab", "down", "--name", name], state_home)
+    assert down.returncode == 0, down.stderr
+    assert leftovers(d, str(state.get("volume") or "")) == []
+    assert not [m for m in Path("/proc/self/mounts").read_text().splitlines() if d in m]

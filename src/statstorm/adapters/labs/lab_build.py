@@ -105,7 +105,7 @@ def validate(env: Env, opts: LabOptions) -> None:
     if opts.app == "mediawiki":
         mediawiki.require_installed()
     if opts.app == "wordpress":
-        lab_apps.require_wordpress()
+        lab_apps.require_wordpress(env, opts.php)
     if opts.storage == StorageKind.GLUSTERFS:
         gluster.require_installed()
         if opts.storage_delay_us:
@@ -175,6 +175,8 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
     fpm = phpfpm.find_binary()
     php = phpfpm.php_cli_for(fpm)
     state = rec.record(fpm_binary=fpm)
+    php_roots.share_lab_dir(env, rec, opts.php)  # another PHP: its root sees later mounts
+    state = rec.state
 
     # 1. Where the code will live.
     if opts.storage == StorageKind.GLUSTERFS:
@@ -370,6 +372,7 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
                 gluster.GLUSTERD_PIDFILE.unlink(missing_ok=True)
             elif not gluster.list_volumes(env):
                 gluster.stop_glusterd(env)
+    php_roots.unshare_lab_dir(env, state)
     if gluster.is_mounted(mount_point):
         raise ComponentError(f"{mount_point} is still mounted; unmount it and run "
                              f"`statstorm lab down --name {name}` again")

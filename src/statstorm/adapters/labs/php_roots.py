@@ -312,6 +312,31 @@ def require(env: Env, version: str) -> None:
 
 # --- a lab's php-fpm in a root --------------------------------------------------------------
 
+def share_lab_dir(env: Env, rec: labs.LabRecord, version: str) -> None:
+    """For a lab of another PHP version, before anything is mounted in its state directory:
+    the directory bound onto itself and made shared, so that every mount made in it later
+    (its storage's client, and the clients `apply` stacks on it) is seen in the PHP root's
+    copy too (lab_fpm binds it there as a slave). Without it, the root's php-fpm would keep
+    reading the storage through the client it saw at start-up: a changed mount would not
+    reach it. Recorded first, undone last (`unshare_lab_dir`)."""
+    if release(version).host:
+        return
+    d = rec.state.state_dir
+    env.run(["mount", "--bind", d, d], what="mount --bind the lab's directory onto itself")
+    rec.record(root_mounts=[*rec.state.root_mounts, d])
+    env.run(["mount", "--make-rshared", d], what="mount --make-rshared")
+
+
+def unshare_lab_dir(env: Env, state: LabState) -> None:
+    """Undo `share_lab_dir`, once everything mounted in the directory is unmounted."""
+    d = state.state_dir
+    if not d or d not in state.root_mounts or d not in {m.mount_point for m in mounts.current()}:
+        return
+    res = env.run(["umount", "-R", d], check=False, what="umount")
+    if res.returncode != 0:
+        env.run(["umount", "-R", "-l", d], what=f"umount -l {d}")
+
+
 def lab_fpm(env: Env, rec: labs.LabRecord, version: str, host_fpm: str) -> str:
     """The php-fpm binary a lab runs: the host's for its own PHP; for another version the
     root's (built first if it is not there), with /proc, /dev and the lab's state directory
@@ -342,6 +367,8 @@ def lab_fpm(env: Env, rec: labs.LabRecord, version: str, host_fpm: str) -> str:
 def release_lab(env: Env, state: LabState) -> None:
     """Unmount what the lab mounted in its root, last first (after its processes ended)."""
     for target in reversed(state.root_mounts):
+        if target == state.state_dir:  # the lab's own directory: unshare_lab_dir, last
+            continue
         if target not in {m.mount_point for m in mounts.current()}:
             continue
         res = env.run(["umount", "-R", target], check=False, what="umount")
