@@ -104,6 +104,14 @@ def facts_of(version: str) -> PhpVersion | None:
     return VERSIONS.get(".".join(parts[:2])) if len(parts) >= 2 else None
 
 
+def nearest(version: str) -> str:
+    """The version of the table nearest to `version` ("8.3" → "8.2", "8.5" → "8.4", "7.3" →
+    "7.4"): the newest at or below it, else the oldest."""
+    known = sorted(VERSIONS, key=_key)
+    below = [v for v in known if _key(v) <= _key(version)]
+    return below[-1] if below else known[0]
+
+
 def has_setting(version: str, key: str) -> bool:
     """Whether PHP `version` has the setting `key` (True for a version not in the table)."""
     found = facts_of(version)
