@@ -14,7 +14,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from statstorm.model import include_resolution, open_basedir, stat_family, user_ini
+from statstorm.model import include_resolution, open_basedir, php_versions, stat_family, user_ini
 from statstorm.model.open_basedir import E_BASEDIR
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.fs_view import FsView
@@ -82,6 +82,8 @@ class Engine:
         self._counts: list[int] = [0] * (2 * NCALLS)
         self._now = 0
         self.basedirs = open_basedir.entries(settings.open_basedir)
+        # what the PHP version modelled does differently (model/php_versions.py)
+        self.lock_file_open = php_versions.mechanisms(settings.php_version).opcache_lock_file_open
         self.recorded_include_path: str | None = None
         self._validated: str | None = None  # the script of the last include's revalidation
         # the last include: a *_once of an included script (script, name, cwd, ip, fallback)
@@ -198,7 +200,8 @@ class Engine:
                 self._primary(w, ev[2], ev[3], ev[4], ev[5])
             elif kind == E_OPC_CLI:
                 if self.s.opcache:  # the lock file's open; the primary script's timestamp
-                    self.emit("open", ev[2], False)
+                    if self.lock_file_open:
+                        self.emit("open", ev[2], False)
                     self.emit("fstat", ev[3], False)
             elif kind == E_INI:
                 w.own_ip = True
