@@ -83,7 +83,9 @@ class Engine:
         self._now = 0
         self.basedirs = open_basedir.entries(settings.open_basedir)
         # what the PHP version modelled does differently (model/php_versions.py)
-        self.lock_file_open = php_versions.mechanisms(settings.php_version).opcache_lock_file_open
+        mech = php_versions.mechanisms(settings.php_version)
+        self.lock_file_open = mech.opcache_lock_file_open
+        self.lstat_fills_stat = mech.lstat_fills_stat_cache
         self.recorded_include_path: str | None = None
         self._validated: str | None = None  # the script of the last include's revalidation
         # the last include: a *_once of an included script (script, name, cwd, ip, fallback)
@@ -396,7 +398,8 @@ class Engine:
                 if self.fs.exists(script):
                     return
         check = (lambda: self.basedir_ok(w, name, cwd)) if self.basedirs else None
-        stat_family.probe(w, self.fs, self.emit, check, name, func, abspath)
+        stat_family.probe(w, self.fs, self.emit, check, name, func, abspath,
+                          self.lstat_fills_stat)
 
     # -- results -------------------------------------------------------------------------
     def all_workers(self) -> list[Worker]:

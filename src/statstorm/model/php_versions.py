@@ -72,6 +72,11 @@ class Mechanisms:
     # with mkstemp() under opcache.lockfile_path (an `open` of /tmp/.ZendSem.XXXXXX, which
     # a CLI run pays once); 8.3 and later take a memfd_create() first on Linux: no open.
     opcache_lock_file_open: bool = True
+    # The stat family's one-entry caches: from 8.1 php_stat (ext/standard/filestat.c) keeps
+    # them itself and a successful lstat of a non-link fills the stat cache too (is_link()
+    # then is_file() of a directory: one call); 7.4 keeps them in _php_stream_stat_path
+    # (main/streams/streams.c), where an lstat fills the lstat cache only.
+    lstat_fills_stat_cache: bool = True
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,8 @@ def _version(version: str, defaults: Mapping[str, str],
 
 # The one table of per-version facts (results/php_root.py lists the versions labs run).
 VERSIONS: dict[str, PhpVersion] = {
-    "7.4": _version("7.4", {"opcache.consistency_checks": "0"}),
+    "7.4": _version("7.4", {"opcache.consistency_checks": "0"},
+                    Mechanisms(lstat_fills_stat_cache=False)),
     "8.2": _version("8.2", {"opcache.consistency_checks": "0", "opcache.jit": "tracing",
                             "opcache.jit_buffer_size": "0", "opcache.record_warnings": "0"}),
     "8.4": _version("8.4", {"opcache.jit": "disable", "opcache.jit_buffer_size": "64M",
