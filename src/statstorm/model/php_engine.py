@@ -86,6 +86,7 @@ class Engine:
         mech = php_versions.mechanisms(settings.php_version)
         self.lock_file_open = mech.opcache_lock_file_open
         self.lstat_fills_stat = mech.lstat_fills_stat_cache
+        self.compile_clears_stat = mech.compile_clears_stat_cache
         self.recorded_include_path: str | None = None
         self._validated: str | None = None  # the script of the last include's revalidation
         # the last include: a *_once of an included script (script, name, cwd, ip, fallback)
@@ -330,6 +331,8 @@ class Engine:
         self.emit("fstat", resolved, False)
         if by_name and once and resolved in w.included:
             return  # opened by its name, found included already: not compiled, no key
+        if self.compile_clears_stat:  # PHP 8.4: compiling a file clears the stat cache
+            w.stat_file = w.lstat_file = None
         w.included.add(resolved)
         if s.opcache and not self._fresh(w, resolved):
             if resolved not in self.opc_scripts:
