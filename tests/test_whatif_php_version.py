@@ -5,11 +5,17 @@ it modelled, and the version of a traced binary."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from statstorm.adapters.tracing import trace_backends, trace_targets
 from statstorm.commands.whatif import modelled_php
 from statstorm.model import php_versions
-from statstorm.model.phpsettings import defaults, from_recorded
+from statstorm.model.fs_view import DIR, FILE, FsView
+from statstorm.model.php_engine import E_INCLUDE, E_OPC_CLI, E_PROBE, E_REQ, Engine
+from statstorm.model.phpsettings import PhpSettings, defaults, from_recorded
+from statstorm.model.replay_limits import limits
+from statstorm.results.trace.vocabulary import CALLS
 from statstorm.results.trace.header import PhpIdentity, TraceHeader
 from statstorm.results.whatif import ModelledPhp
 
@@ -69,3 +75,51 @@ def test_version_of_a_traced_binary(tmp_path: Path) -> None:
     assert ident(None, both) == PhpIdentity()
     none = trace_targets.Target(mode="cmd", description="", binaries=[str(tmp_path / "sh")])
     assert ident(None, none) == PhpIdentity()
+
+
+def _calls(version: str, events: list[tuple[object, ...]], fs: FsView,
+           opcache: bool = False) -> dict[str, int]:
+    eng = Engine(PhpSettings(php_version=version, opcache=opcache), fs)
+    eng.run(1, list(events), [1] * len(events))
+    counts = eng.tally.per_req[0]
+    return {c: counts[2 * i] + counts[2 * i + 1] for i, c in enumerate(CALLS)}
+
+
+def test_lstat_fills_the_stat_cache_from_8_1_only() -> None:
+    """filemtime(f), is_link(dir), filemtime(f): on 7.4 the lstat leaves the stat cache
+    holding f (one stat); from 8.1 it takes the directory's place (two)."""
+    fs = FsView()
+    fs.observe("/d/f.php", FILE)
+    fs.observe("/d", DIR)
+    fs.finish()
+    evs = [(E_REQ, 0, ""), (E_PROBE, 0, "/d/f.php", "filemtime", "/d/f.php", "/"),
+           (E_PROBE, 0, "/d", "is_link", "/d", "/"),
+           (E_PROBE, 0, "/d/f.php", "filemtime", "/d/f.php", "/")]
+    assert _calls("7.4", evs, fs)["stat"] == 1
+    assert _calls("8.2", evs, fs)["stat"] == 2
+    assert _calls("8.4", evs, fs)["stat"] == 2
+
+
+def test_opcache_lock_file_and_compile_clears_per_version() -> None:
+    """A CLI run with OPcache opens its lock file on 7.4 and 8.2, not on 8.4 (a memfd); 8.4
+    clears the stat cache while it compiles an included file."""
+    fs = FsView()
+    fs.observe("/s.php", FILE)
+    fs.observe("/i.php", FILE)
+    fs.finish()
+    start = [(E_REQ, 0, ""), (E_OPC_CLI, 0, "/tmp/.ZendSem.x", "/s.php")]
+    assert _calls("7.4", start, fs, opcache=True)["open"] == 1
+    assert _calls("8.2", start, fs, opcache=True)["open"] == 1
+    assert _calls("8.4", start, fs, opcache=True)["open"] == 0
+    probe = (E_PROBE, 0, "/s.php", "is_file", "/s.php", "/")
+    evs = [(E_REQ, 0, ""), probe, (E_INCLUDE, 0, "/i.php", False, "/", "", ""), probe]
+    assert _calls("8.2", evs, fs)["stat"] == 1
+    assert _calls("8.4", evs, fs)["stat"] == 2
+
+
+def test_open_basedir_named_a_limit_on_7_4() -> None:
+    prep: Any = SimpleNamespace(wipes=0)  # what limits() reads of a prepared trace here
+    on = PhpSettings(php_version="7.4", open_basedir="/srv")
+    assert "open-basedir-version" in [x["id"] for x in limits(prep, on, on)]
+    on82 = PhpSettings(php_version="8.2", open_basedir="/srv")
+    assert "open-basedir-version" not in [x["id"] for x in limits(prep, on82, on82)]
