@@ -12,9 +12,15 @@ of the trace (model/replay_limits.py: something PHP does under the proposed sett
 leaves no mark in a trace under the recorded ones) is counted apart as not determined; the
 goal is every replay and every determined prediction exact.
 
+`--php 7.4|8.4` runs the scenarios on that PHP version's Debian root (`statstorm lab
+php-root build VERSION`; found in $STATSTORM_PHP_ROOTS, else /var/tmp/statstorm-php-roots):
+its binary chrooted in the root, the scenarios' directory mounted there for the run, and
+the model replays as that version (the trace's header says which). 8.2 is the host's PHP.
+
 Needs root (the tracer). Not a timing benchmark: it may run beside other work.
 
     python3 bench/whatif_fidelity.py                 # 500 seeds, every feature
+    python3 bench/whatif_fidelity.py --php 8.4 --seeds 100
     python3 bench/whatif_fidelity.py --seeds 50 --features include,probe,cache
     python3 bench/whatif_fidelity.py --json out.json
 """
@@ -22,6 +28,7 @@ Needs root (the tracer). Not a timing benchmark: it may run beside other work.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -72,6 +79,8 @@ def main() -> int:
                         sorted(ps.FEATURES)) + ")")
     ap.add_argument("--jobs", type=int, default=3, help="scenarios at once (default 3)")
     ap.add_argument("--json", type=Path, help="write every comparison to this file")
+    ap.add_argument("--php", default="8.2", choices=("7.4", "8.2", "8.4"),
+                    help="the PHP version to run the scenarios on (default 8.2, the host's)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("whatif_fidelity: needs root (it traces with eBPF); run it with sudo",
@@ -81,6 +90,12 @@ def main() -> int:
     unknown = feats - ps.FEATURES
     if unknown:
         print(f"whatif_fidelity: unknown features {sorted(unknown)}", file=sys.stderr)
+        return 2
+    roots = Path(os.environ.get("STATSTORM_PHP_ROOTS") or "/var/tmp/statstorm-php-roots")
+    try:
+        php = ps.root_of_version(args.php, roots)
+    except FileNotFoundError as exc:
+        print(f"whatif_fidelity: {exc}", file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="statstorm-fidelity-", dir="/var/tmp"))
     os.chmod(work, 0o755)
@@ -93,15 +108,17 @@ def main() -> int:
     used: dict[int, set[str]] = {}
 
     def one(seed: int) -> tuple[int, list[ps.Comparison] | str]:
-        sc = ps.generate(seed, work / "cases", feats)
+        sc = ps.generate(seed, work / "cases", feats, php)
         used[seed] = features_of(sc)
         try:
             return seed, ps.check_scenario(sc, home)
         except Exception as exc:  # a scenario that could not run is reported, not hidden
             return seed, f"{type(exc).__name__}: {exc}"
 
+    (work / "cases").mkdir()
+    mounted = ps.root_mounted(php[1], work / "cases") if php[1] else contextlib.nullcontext()
     try:
-        with ThreadPoolExecutor(args.jobs) as pool:
+        with mounted, ThreadPoolExecutor(args.jobs) as pool:
             for n, (seed, out) in enumerate(pool.map(one, seeds), 1):
                 if isinstance(out, str):
                     errors.append((seed, out))
@@ -119,7 +136,7 @@ def main() -> int:
     for c in results:
         kinds["replay" if c.what == "replay" else
               "tracer vs strace" if c.what == "strace vs tracer" else "prediction"].append(c)
-    print(f"whatif fidelity: {len(seeds)} scenarios ({args.features}), "
+    print(f"whatif fidelity: PHP {args.php}, {len(seeds)} scenarios ({args.features}), "
           f"{len(results)} comparisons, {elapsed:.0f} s")
     for kind, cs in kinds.items():
         exact = sum(c.exact for c in cs)

@@ -16,6 +16,11 @@ its own settings (must give what the tracer measured), runs real PHP under strac
 setting, and compares the model's prediction with it call type by call type. Used by
 tests/test_whatif_fidelity.py (a fixed set of seeds) and bench/whatif_fidelity.py (hundreds).
 
+A scenario runs on the host's PHP (Debian 12's 8.2) or on a PHP root's (`php_root`: 7.4 or
+8.4, adapters/labs/php_roots.py): the root's binary runs chrooted in it, the scenarios'
+directory mounted in the root at the same path (`root_mounted`), traced by tests/root_trace.py,
+and the model replays it as that version (the trace's header says which).
+
 Not varied: realpath_cache_ttl (it needs the run to outlast the ttl: real waiting, covered by
 tests/test_whatif_real.py) and pm.max_requests (php-fpm only).
 """
@@ -28,9 +33,12 @@ import shlex
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+from root_trace import chrooted
 
 from statstorm.adapters.tracing.strace_log import import_file
 from statstorm.adapters.tracing.strace_session import SYSCALLS
@@ -59,6 +67,8 @@ class Scenario:
     ip_entries: list[str] = field(default_factory=list)
     relative_primary: bool = False
     settings: list[dict[str, str]] = field(default_factory=list)  # [0]: recorded
+    php_root: str = ""  # a PHP root's directory ('' the host's PHP)
+    php_version: str = ""  # its version ("8.4"; '' the host's)
 
     def build(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -78,11 +88,24 @@ class Scenario:
             for n in filenames + dirnames:
                 os.utime(Path(dirpath, n), (OLD, OLD), follow_symlinks=False)
 
-    def php_argv(self, settings: dict[str, str]) -> list[str]:
-        argv = ["php", "-n", "-d", "zend_extension=opcache"]
+    def php_args(self, settings: dict[str, str]) -> list[str]:
+        """PHP's options and script under `settings` (after the binary)."""
+        argv = ["-n", "-d", "zend_extension=opcache"]
         for k, v in settings.items():
             argv += ["-d", f"{k}={v}"]
         return argv + [self.script if self.relative_primary else str(self.root / self.script)]
+
+    def php_argv(self, settings: dict[str, str]) -> list[str]:
+        """The command running the scenario under `settings`, from its root directory: the
+        host's `php`, or the root's binary chrooted in its root (in the same directory)."""
+        if self.php_root:
+            return chrooted(self.php_root, self.binary, self.php_args(settings), str(self.root))
+        return ["php", *self.php_args(settings)]
+
+    @property
+    def binary(self) -> str:
+        """The PHP binary as the scenario's PHP sees it."""
+        return f"/usr/bin/php{self.php_version}" if self.php_root else "php"
 
     def changes(self, settings: dict[str, str]) -> list[str]:
         """`--set` items taking the recorded settings to `settings`."""
@@ -287,8 +310,11 @@ class _Gen:
             self.sc.settings.append(s)
 
 
-def generate(seed: int, base: Path, features: frozenset[str] = FEATURES) -> Scenario:
+def generate(seed: int, base: Path, features: frozenset[str] = FEATURES,
+             php: tuple[str, str] = ("", "")) -> Scenario:
+    """Scenario `seed` under `base`; `php`: (version, root) of a PHP root to run it on."""
     g = _Gen(seed, base, features)
+    g.sc.php_version, g.sc.php_root = php
     g.tree()
     g.include_path()
     g.script()
@@ -298,13 +324,53 @@ def generate(seed: int, base: Path, features: frozenset[str] = FEATURES) -> Scen
 
 
 # -- running ------------------------------------------------------------------------------------
+@contextmanager
+def root_mounted(root: str, base: Path) -> Iterator[None]:
+    """`base` (the scenarios' directory) bind-mounted in the PHP root at the same path, for
+    as long as the block runs (unmounted, and the directories made for it removed, whatever
+    happens)."""
+    target = Path(root + str(base))
+    made = [d for d in (target, *target.parents) if not d.exists()]
+    target.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run(["mount", "--bind", str(base), str(target)], check=True, timeout=30)
+        try:
+            yield
+        finally:
+            if subprocess.run(["umount", str(target)], timeout=30).returncode != 0:
+                subprocess.run(["umount", "-l", str(target)], timeout=30)
+    finally:
+        for d in made:  # deepest first; never through a mount still there
+            try:
+                d.rmdir()
+            except OSError:
+                break
+
+
+def root_of_version(version: str, roots: Path) -> tuple[str, str]:
+    """(version, root directory) for `--php VERSION` ('' and the host's: ('', ''))."""
+    if not version or version == "8.2":
+        return "", ""
+    root = roots / version
+    if not (root / "usr" / "bin" / f"php{version}").is_file():
+        raise FileNotFoundError(f"no PHP {version} root at {root}: build it with "
+                                f"`statstorm lab php-root build {version}`")
+    return version, str(root)
+
+
 def record(sc: Scenario, home: Path, out: Path) -> Path:
-    """Trace the scenario under its recorded settings with `statstorm trace --cmd`."""
+    """Trace the scenario under its recorded settings with `statstorm trace --cmd` (a PHP
+    root's with tests/root_trace.py)."""
     env = dict(os.environ, STATSTORM_HOME=str(home))
-    cmd = " ".join(shlex.quote(a) for a in sc.php_argv(sc.settings[0]))
-    proc = subprocess.run([sys.executable, "-m", "statstorm", "trace", "--cmd", cmd, "-o",
-                           str(out), "--json"], capture_output=True, text=True, env=env,
-                          cwd=sc.root, timeout=300)
+    if sc.php_root:
+        argv = [sys.executable, str(Path(__file__).with_name("root_trace.py")), str(out),
+                sc.php_root, sc.binary, *sc.php_args(sc.settings[0])]
+    else:
+        cmd = " ".join(shlex.quote(a) for a in sc.php_argv(sc.settings[0]))
+        argv = [sys.executable, "-m", "statstorm", "trace", "--cmd", cmd, "-o", str(out),
+                "--json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=sc.root,
+                          timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(f"seed {sc.seed}: trace failed: {proc.stderr.strip()[-400:]}")
     return out
@@ -328,7 +394,7 @@ def predict(trace: Any, sc: Scenario, settings: dict[str, str]) -> tuple[dict[st
     """The model's per-request counts under `settings`, and the ids of the limits
     (model.replay_limits) that leave the prediction not determined by the trace."""
     recorded = trace.header["settings"]
-    rec = from_recorded(recorded)
+    rec = from_recorded(recorded, trace.head.php.version)
     s = with_changes(rec, recorded, parse_set(sc.changes(settings)))
     prep = prepare(trace)
     res = replay(prep, s)

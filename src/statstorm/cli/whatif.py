@@ -122,6 +122,8 @@ def whatif(env: Env, trace_file: Path, sets: tuple[str, ...], profile: str,
                 meas = _fmt(res.network.measured_per_request)
             t.add_row(label, meas, _fmt(a_n), _fmt(b_n), f"{b_n - a_n:+,.1f}")
     out.print(t)
+    if res.php is not None:
+        out.print(res.php.line())
     out.print(f"latency profile ({res.profile_kind}): {res.profile_source}")
     if res.network is not None:
         mounts = ", ".join(f"{mp} {_caches(c)} → {_caches(pn.mounts[mp])}"

@@ -17,7 +17,7 @@ from typing import Any
 from statstorm.adapters.tracing import whatif_input
 from statstorm.adapters.tracing.whatif_input import CachedInput, new_input
 from statstorm.errors import UsageError
-from statstorm.model import applyplan
+from statstorm.model import applyplan, php_versions
 from statstorm.model.finding import Finding
 from statstorm.model.phpsettings import SETTABLE
 from statstorm.model.storage_kinds import network_mount_indexes
@@ -33,8 +33,9 @@ from statstorm.results.demo import Prediction as Forecast
 from statstorm.results.trace import read_trace
 from statstorm.results.trace.header import TraceHeader
 from statstorm.results.trace.raw import TraceRecords, read_records
-from statstorm.results.whatif import (CacheBytes, FindMin, Limit, NetworkBasis, NetworkSide,
-                                      Side, WhatifResult)
+from statstorm.results.php_root import HOST_VERSION
+from statstorm.results.whatif import (CacheBytes, FindMin, Limit, ModelledPhp, NetworkBasis,
+                                      NetworkSide, Side, WhatifResult)
 
 WhatifRun = WhatifResult  # the name the verb's callers knew
 FIND_MIN = ("realpath_cache_size",)
@@ -168,7 +169,8 @@ def run(opts: WhatifOptions) -> WhatifResult:
     prep = cached.prep
     head = TraceHeader.from_json(cached.header)
     recorded = dict(head.settings)
-    current_s = from_recorded(recorded)
+    php = modelled_php(head)
+    current_s = from_recorded(recorded, php.as_version or php.version)
     proposed_s = with_changes(current_s, recorded, changes)
     profile, kind = load_profile(opts, cached)
     cur = replay(prep, current_s)
@@ -205,7 +207,17 @@ def run(opts: WhatifOptions) -> WhatifResult:
         changes_all.append(("app:data-cache", "on"))
     return WhatifResult(current, proposed, cached.measured,
                         profile.source or opts.profile, tuple(changes_all), fm,
-                        tuple(notes), kind, network)
+                        tuple(notes), kind, network, php)
+
+
+def modelled_php(head: TraceHeader) -> ModelledPhp:
+    """The PHP version to replay as: the trace's (its header), else the host's, assumed; a
+    version the model's table does not know is replayed with the nearest one's facts."""
+    if not head.php.known:
+        return ModelledPhp(HOST_VERSION, "assumed")
+    version = head.php.version
+    return ModelledPhp(version, "traced", head.php.full,
+                       "" if php_versions.facts_of(version) else php_versions.nearest(version))
 
 
 def network_plan(cached: CachedInput, mount_changes: list[tuple[str, str]], app_cache: bool,

@@ -14,7 +14,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from statstorm.model import include_resolution, open_basedir, stat_family, user_ini
+from statstorm.model import include_resolution, open_basedir, php_versions, stat_family, user_ini
 from statstorm.model.open_basedir import E_BASEDIR
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.fs_view import FsView
@@ -82,6 +82,11 @@ class Engine:
         self._counts: list[int] = [0] * (2 * NCALLS)
         self._now = 0
         self.basedirs = open_basedir.entries(settings.open_basedir)
+        # what the PHP version modelled does differently (model/php_versions.py)
+        mech = php_versions.mechanisms(settings.php_version)
+        self.lock_file_open = mech.opcache_lock_file_open
+        self.lstat_fills_stat = mech.lstat_fills_stat_cache
+        self.compile_clears_stat = mech.compile_clears_stat_cache
         self.recorded_include_path: str | None = None
         self._validated: str | None = None  # the script of the last include's revalidation
         # the last include: a *_once of an included script (script, name, cwd, ip, fallback)
@@ -198,7 +203,8 @@ class Engine:
                 self._primary(w, ev[2], ev[3], ev[4], ev[5])
             elif kind == E_OPC_CLI:
                 if self.s.opcache:  # the lock file's open; the primary script's timestamp
-                    self.emit("open", ev[2], False)
+                    if self.lock_file_open:
+                        self.emit("open", ev[2], False)
                     self.emit("fstat", ev[3], False)
             elif kind == E_INI:
                 w.own_ip = True
@@ -325,6 +331,8 @@ class Engine:
         self.emit("fstat", resolved, False)
         if by_name and once and resolved in w.included:
             return  # opened by its name, found included already: not compiled, no key
+        if self.compile_clears_stat:  # PHP 8.4: compiling a file clears the stat cache
+            w.stat_file = w.lstat_file = None
         w.included.add(resolved)
         if s.opcache and not self._fresh(w, resolved):
             if resolved not in self.opc_scripts:
@@ -393,7 +401,8 @@ class Engine:
                 if self.fs.exists(script):
                     return
         check = (lambda: self.basedir_ok(w, name, cwd)) if self.basedirs else None
-        stat_family.probe(w, self.fs, self.emit, check, name, func, abspath)
+        stat_family.probe(w, self.fs, self.emit, check, name, func, abspath,
+                          self.lstat_fills_stat)
 
     # -- results -------------------------------------------------------------------------
     def all_workers(self) -> list[Worker]:

@@ -15,6 +15,9 @@ The facts that touch the rules:
 - `opcache.revalidate_path`, `file_cache`, `huge_code_pages`, `enable_file_override`,
   `file_update_protection`, `lockfile_path` exist in all three with the same defaults.
 
+What the what-if model replays differently per version is each entry's `Mechanisms` (the
+rest was found the same: docs/whatif.md, "PHP versions").
+
 A new version is one entry of `VERSIONS`; a version not in it is not second-guessed (every
 setting is taken to exist).
 """
@@ -59,11 +62,41 @@ def _has(version: str, key: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Mechanisms:
+    """What the what-if model (model/php_engine.py, model/replay_*.py) replays differently
+    per version; every mechanism not named here was found the same in 7.4, 8.2 and 8.4
+    (docs/whatif.md, "PHP versions": the php-src evidence, and the fidelity runs on each
+    version's own binary)."""
+
+    # OPcache's lock file at start-up (zend_shared_alloc_create_lock): 7.4 and 8.2 make it
+    # with mkstemp() under opcache.lockfile_path (an `open` of /tmp/.ZendSem.XXXXXX, which
+    # a CLI run pays once); 8.3 and later take a memfd_create() first on Linux: no open.
+    opcache_lock_file_open: bool = True
+    # The stat family's one-entry caches: from 8.1 php_stat (ext/standard/filestat.c) keeps
+    # them itself and a successful lstat of a non-link fills the stat cache too (is_link()
+    # then is_file() of a directory: one call); 7.4 keeps them in _php_stream_stat_path
+    # (main/streams/streams.c), where an lstat fills the lstat cache only.
+    lstat_fills_stat_cache: bool = True
+    # open_basedir's checks as the model makes them (model/open_basedir.py, read on 8.2):
+    # 7.4 checks more (an include's path, an autoloaded file, file_put_contents()'s, twice
+    # where 8.2 checks once: the fidelity runs on 7.4.33 make 10-20 % more lstat than the
+    # replay); not modelled, so whatif names a limit for 7.4 with open_basedir.
+    open_basedir_modelled: bool = True
+    # 8.4 clears the stat family's caches while it compiles an included file (its traces
+    # show two stat-cache clears in each compile, and real 8.4 stats again a name it had
+    # just stat'ed before the include): a probe repeated across an include costs its call
+    # again; an OPcache hit, which compiles nothing, does not clear.
+    compile_clears_stat_cache: bool = False
+
+
+@dataclass(frozen=True)
 class PhpVersion:
-    """One PHP version's facts: the settings statstorm knows it lacks, and its defaults."""
+    """One PHP version's facts: the settings statstorm knows it lacks, its defaults, and
+    what the what-if model replays differently for it."""
 
     version: str  # "8.4"
     defaults: Mapping[str, str] = field(default_factory=dict)  # built in, before any ini
+    mechanisms: Mechanisms = field(default_factory=Mechanisms)
 
     @property
     def lacks(self) -> frozenset[str]:
@@ -74,18 +107,21 @@ class PhpVersion:
         return key not in self.lacks
 
 
-def _version(version: str, **defaults: str) -> PhpVersion:
+def _version(version: str, defaults: Mapping[str, str],
+             mechanisms: Mechanisms = Mechanisms()) -> PhpVersion:
     spans = {k: "" for k in _SPANS if _has(version, k)}
-    return PhpVersion(version, {**_COMMON, **spans, **defaults})
+    return PhpVersion(version, {**_COMMON, **spans, **defaults}, mechanisms)
 
 
 # The one table of per-version facts (results/php_root.py lists the versions labs run).
 VERSIONS: dict[str, PhpVersion] = {
-    "7.4": _version("7.4", **{"opcache.consistency_checks": "0"}),
-    "8.2": _version("8.2", **{"opcache.consistency_checks": "0", "opcache.jit": "tracing",
-                              "opcache.jit_buffer_size": "0", "opcache.record_warnings": "0"}),
-    "8.4": _version("8.4", **{"opcache.jit": "disable", "opcache.jit_buffer_size": "64M",
-                              "opcache.record_warnings": "0"}),
+    "7.4": _version("7.4", {"opcache.consistency_checks": "0"},
+                    Mechanisms(lstat_fills_stat_cache=False, open_basedir_modelled=False)),
+    "8.2": _version("8.2", {"opcache.consistency_checks": "0", "opcache.jit": "tracing",
+                            "opcache.jit_buffer_size": "0", "opcache.record_warnings": "0"}),
+    "8.4": _version("8.4", {"opcache.jit": "disable", "opcache.jit_buffer_size": "64M",
+                            "opcache.record_warnings": "0"},
+                    Mechanisms(opcache_lock_file_open=False, compile_clears_stat_cache=True)),
 }
 TRACKED = frozenset(_COMMON) | frozenset(_SPANS)  # the settings the table speaks for
 
@@ -102,6 +138,21 @@ def facts_of(version: str) -> PhpVersion | None:
     """The facts of `version` ("8.4", also "8.4.11"); None for a version not in the table."""
     parts = version.split(".")
     return VERSIONS.get(".".join(parts[:2])) if len(parts) >= 2 else None
+
+
+def nearest(version: str) -> str:
+    """The version of the table nearest to `version` ("8.3" → "8.2", "8.5" → "8.4", "7.3" →
+    "7.4"): the newest at or below it, else the oldest."""
+    known = sorted(VERSIONS, key=_key)
+    below = [v for v in known if _key(v) <= _key(version)]
+    return below[-1] if below else known[0]
+
+
+def mechanisms(version: str) -> Mechanisms:
+    """What the model replays for PHP `version` ('' the host's; a version not in the table:
+    the nearest one's)."""
+    found = facts_of(version or HOST_VERSION) or VERSIONS[nearest(version or HOST_VERSION)]
+    return found.mechanisms
 
 
 def has_setting(version: str, key: str) -> bool:

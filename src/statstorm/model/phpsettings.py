@@ -7,6 +7,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Callable, Mapping
 
 from statstorm.errors import UsageError
+from statstorm.model import php_versions
+from statstorm.results.php_root import HOST_VERSION
 from statstorm.results.jsontypes import JsonValue
 
 TRUE = ("1", "on", "yes", "true")
@@ -52,9 +54,30 @@ class PhpSettings:
     cgi_fix_pathinfo: bool = True
     max_requests: int = 0  # pm.max_requests (0: workers never recycle)
     workers: int = 0  # pm.max_children for replay (0: as traced)
+    php_version: str = ""  # the PHP modelled ("7.4", "8.4"; '' the host's), not a setting
 
     def describe(self) -> dict[str, str | int | float | bool]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The settings (the PHP version is said apart: results/whatif.py `ModelledPhp`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "php_version"}
+
+
+# The model's fields whose built-in default comes from the PHP version's (model/php_versions.py).
+_VERSION_DEFAULTS = ("realpath_cache_size", "realpath_cache_ttl", "opcache.validate_timestamps",
+                     "opcache.revalidate_freq", "opcache.revalidate_path",
+                     "opcache.enable_file_override", "opcache.file_update_protection",
+                     "user_ini.filename", "user_ini.cache_ttl")
+
+
+def defaults(php_version: str = "", sapi: str = "cli") -> PhpSettings:
+    """The model's settings before any ini: PHP `php_version`'s built-in defaults (the host's
+    version when '')."""
+    s = PhpSettings(sapi=sapi, php_version=php_version)
+    version = php_version or HOST_VERSION
+    for key in _VERSION_DEFAULTS:
+        value = php_versions.default(version, key, "")
+        if value:
+            s = _KEYS[key](s, key, value)
+    return s
 
 
 def _count(value: str, key: str) -> int:
@@ -99,9 +122,10 @@ def _apply(s: PhpSettings, key: str, value: str, loaded: dict[str, str]) -> PhpS
     return setter(s, key, value)
 
 
-def from_recorded(recorded: Mapping[str, JsonValue]) -> PhpSettings:
-    """The settings stored in a trace header (`php -i` / `php-fpm -i` values)."""
-    s = PhpSettings(sapi=str(recorded.get("sapi", "cli")))
+def from_recorded(recorded: Mapping[str, JsonValue], php_version: str = "") -> PhpSettings:
+    """The settings stored in a trace header (`php -i` / `php-fpm -i` values), over PHP
+    `php_version`'s defaults (the trace's PHP; '' the host's)."""
+    s = defaults(php_version, str(recorded.get("sapi", "cli")))
     opc: dict[str, str] = {}
     for key, value in recorded.items():
         if key in ("sapi",) or not isinstance(value, (str, int)):

@@ -9,6 +9,8 @@ one goes.
 from __future__ import annotations
 
 import operator
+import posixpath
+import re
 from typing import Any
 
 from statstorm.model.php_engine import E_OPC_CLI, E_PASS, E_REALPATH, E_REQ
@@ -54,8 +56,14 @@ def cli_request(timeline: dict[int, list[tuple[int, Any]]], argv: list[str], opc
     return first_request
 
 
+_PHP = re.compile(r"php(?:-cgi)?\d*(?:\.\d+)?")
+
+
 def script_arg(argv: list[str]) -> str:
-    """The script of a `php [options] script.php` command line ('' if none)."""
+    """The script of a `php [options] script.php` command line ('' if none); a wrapped one
+    (`chroot ROOT env -C DIR /usr/bin/php8.4 …`: a PHP root's) from its PHP binary on."""
+    start = next((i for i, a in enumerate(argv) if _PHP.fullmatch(posixpath.basename(a))), 0)
+    argv = argv[start:]
     i = 1
     while i < len(argv):
         a = argv[i]

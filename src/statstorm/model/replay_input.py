@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import open_basedir, replay_cli, replay_fs, replay_ops
+from statstorm.model import open_basedir, php_versions, replay_cli, replay_fs, replay_ops
 from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_INCLUDE, E_INI,
                                         E_PASS, E_PROBE, E_REALPATH, E_REQ, E_RESOLVE,
                                         E_USER_INI, Event)
@@ -280,7 +280,10 @@ def _prepare(t: TraceRecords) -> Prepared:
     if rec.opcache and not rec.opcache_revalidate_path and rec.opcache_file_update_protection:
         for path, made in replay_fs.recompiled(t).items():
             fs.created[path] = sorted(fs.created.get(path, []) + [made])
-    opc_skip, opc_sem, opc_script = replay_ops.cli_opcache_calls(t, single and rec.opcache)
+    opc_skip, opc_sem, opc_script = replay_ops.cli_opcache_calls(
+        t, single and rec.opcache, php_versions.mechanisms(
+            head.php.version).opcache_lock_file_open)
+    compiled_fstats = replay_ops.compile_fstats(t, dropped)
     chdir_calls: list[tuple[int, int, int, str, bool]] = []
     # OPcache's chdir() fetches the new cwd (the engine makes that getcwd; with revalidate_path
     # no key by the name: no cwd). CLI only: php-fpm's own chdir() is not told from a script's
@@ -289,6 +292,8 @@ def _prepare(t: TraceRecords) -> Prepared:
     for s in t.syscalls:
         _, ts, pid, req, op, call, _, path_id, ret, _, _, skind = s
         if opc_skip and (call == "open" or call == "fstat") and (ts, pid, call) in opc_skip:
+            continue
+        if compiled_fstats and call == "fstat" and (ts, pid) in compiled_fstats:
             continue
         if after_chdir and pid in after_chdir:
             after_chdir.discard(pid)

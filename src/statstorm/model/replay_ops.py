@@ -252,11 +252,13 @@ class Chdirs:
         return p
 
 
-def cli_opcache_calls(t: TraceRecords, opcache: bool) -> tuple[set[tuple[int, int, str]], str, str]:
+def cli_opcache_calls(t: TraceRecords, opcache: bool, lock_file_open: bool = True
+                      ) -> tuple[set[tuple[int, int, str]], str, str]:
     """OPcache's own calls in a PHP CLI run, made only when it is enabled: the open of its
-    lock file (`/tmp/.ZendSem.XXXXXX`, at start-up) and one more fstat of the primary
-    script (its timestamp). For a trace recorded with OPcache on: the (ts, pid, call) of
-    those recorded calls (the engine makes them), the lock file's path and the script's."""
+    lock file (`/tmp/.ZendSem.XXXXXX`, at start-up; not in PHP 8.3+, `lock_file_open`
+    False: a memfd) and one more fstat of the primary script (its timestamp). For a trace
+    recorded with OPcache on: the (ts, pid, call) of those recorded calls (the engine makes
+    them), the lock file's path and the script's."""
     pget = t.paths.get
     sem = script = ""
     skip: set[tuple[int, int, str]] = set()
@@ -267,7 +269,7 @@ def cli_opcache_calls(t: TraceRecords, opcache: bool) -> tuple[set[tuple[int, in
         if call == "open" and not sem and s[S_RET] >= 0 and "/.ZendSem." in pget(s[S_PATH], ""):
             sem = pget(s[S_PATH], "")
             skip.add((s[S_TS], s[S_PID], call))
-        elif call == "fstat" and sem and not script:
+        elif call == "fstat" and (sem or not lock_file_open) and not script and s[S_OP] < 0:
             path = pget(s[S_PATH], "")
             if path.endswith(".php"):
                 script = path
@@ -313,3 +315,27 @@ def mark_probe_resolutions(tl: list[tuple[int, Any]]) -> None:
         if ev[0] == E_INCLUDE and ev[3] is True and nxt[0] == E_PASS and len(nxt) == 6 \
                 and nxt[5] == "revalidate":
             tl[i] = (tl[i][0], ev[:3] + (PROBE_ONCE,) + ev[4:])
+
+
+def compile_fstats(t: TraceRecords, dropped: set[int] | frozenset[int]) -> set[tuple[int, int]]:
+    """(ts, pid) of the compile's `fstat` of an included file recorded outside its include
+    operation: the engine makes it with the include's `open`. PHP 7.4 and 8.4 (their
+    tracer layouts) end a `*_once` include's operation at its stream open, so the fstat of
+    `zend_stream_fixup` that follows in `zend_compile_file` is the process's next call, on
+    the same path, in no operation; in 8.2 it lies inside the operation (and is dropped
+    with it)."""
+    ops = t.operations
+    pget = t.paths.get
+    opened: dict[int, Any] = {}  # pid → the path its last call opened in a dropped include
+    out: set[tuple[int, int]] = set()
+    for s in t.syscalls:
+        pid, op, call, path_id = s[S_PID], s[S_OP], s[S_CALL], s[S_PATH]
+        last = opened.pop(pid, None) if opened else None
+        if last is not None and call == "fstat" and op < 0 and path_id == last:
+            out.add((s[S_TS], pid))
+            continue
+        if call == "open" and op in dropped and s[S_RET] >= 0:
+            o = ops.get(op)
+            if o is not None and o[O_KIND] == "include" and pget(path_id, ""):
+                opened[pid] = path_id
+    return out

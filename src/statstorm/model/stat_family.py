@@ -4,7 +4,8 @@ engine (`model.php_engine`): which call a probe makes and its one-entry stat cac
 `file_exists`/`is_readable`/`is_writable`/`is_executable` make one `access`, never cached;
 `is_link`/`lstat` one `lstat`, unless the same name was the last successful one (its own
 one-entry cache); the others (`is_file`, `is_dir`, `filemtime`, …) one `stat`, unless the
-same name was the last successful `stat` (or a successful `lstat` of a non-link). Both
+same name was the last successful `stat` (or, since PHP 8.1, a successful `lstat` of a
+non-link). Both
 caches are per worker, reset per request, by `clearstatcache()` and, for relative names,
 by `chdir()`. An open_basedir check comes before the call.
 """
@@ -22,9 +23,11 @@ Emit = Callable[[str, str, bool], None]
 
 
 def probe(w: Any, fs: FsView, emit: Emit, allowed: Callable[[], bool] | None, name: str,
-          func: str, abspath: str) -> None:
+          func: str, abspath: str, lstat_fills_stat: bool = True) -> None:
     """The calls of `func(name)` for worker `w` (its `stat_file`/`lstat_file` caches);
-    `abspath`: the name made absolute; `allowed`: the open_basedir check, if any."""
+    `abspath`: the name made absolute; `allowed`: the open_basedir check, if any;
+    `lstat_fills_stat`: a successful lstat of a non-link fills the stat cache too (PHP 8.1
+    and later; not 7.4, model/php_versions.py)."""
     if func in ACCESS_FUNCS:
         if allowed is not None and not allowed():
             return
@@ -39,7 +42,7 @@ def probe(w: Any, fs: FsView, emit: Emit, allowed: Callable[[], bool] | None, na
         emit("lstat", abspath, kind == MISSING)
         if kind != MISSING:
             w.lstat_file = name
-            if kind != LINK:
+            if kind != LINK and lstat_fills_stat:
                 w.stat_file = name
         return
     if w.stat_file == name:

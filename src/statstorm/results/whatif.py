@@ -4,7 +4,7 @@ Two sides, "current" (the trace's recorded settings) and "proposed" (with the `-
 changes), each with its calls per request, realpath cache bytes, metadata time and, when the
 trace holds a network mount, the round trips under the mount's caches; the trace's own
 counts ("measured"), the latency profile that priced them, and the notes and limits of the
-prediction. `to_json` writes exactly what `whatif --json` prints; `from_json` reads it back.
+prediction, and the PHP version the model replayed as. `to_json` writes exactly what `whatif --json` prints; `from_json` reads it back.
 """
 
 from __future__ import annotations
@@ -164,6 +164,37 @@ class FindMin:
 
 
 @dataclass(frozen=True)
+class ModelledPhp:
+    """The PHP version the model replayed as: the traced one (the trace's header says it),
+    or the host's, assumed, when the trace does not say (a trace written before traces
+    did, an import); `as_version`: the version whose facts the model used, when the table
+    (model/php_versions.py) has no entry for the traced one."""
+
+    version: str  # "8.4"
+    basis: str  # "traced" | "assumed"
+    full: str = ""  # "8.4.11" when the trace says
+    as_version: str = ""
+
+    def line(self) -> str:
+        """`modelled PHP 8.4 (traced: 8.4.11)`, `modelled PHP 8.2 (assumed: the trace does
+        not say)`."""
+        why = ("traced" + (f": {self.full}" if self.full else "") if self.basis == "traced"
+               else "assumed: the trace does not say")
+        if self.as_version:
+            why += f"; replayed with PHP {self.as_version}'s mechanisms, the nearest known"
+        return f"modelled PHP {self.version} ({why})"
+
+    def to_json(self) -> JsonObject:
+        return {"version": self.version, "full": self.full, "basis": self.basis,
+                **({"as_version": self.as_version} if self.as_version else {})}
+
+    @classmethod
+    def from_json(cls, data: JsonValue) -> ModelledPhp:
+        d = jr.obj(data, "ModelledPhp")
+        return cls(**known_fields(cls, d))
+
+
+@dataclass(frozen=True)
 class WhatifResult:
     """The whole prediction. `profile_kind` None: a file written before whatif named it."""
 
@@ -182,6 +213,7 @@ class WhatifResult:
     notes: tuple[str, ...] = ()
     profile_kind: str | None = "built-in"  # trace | file | built-in
     network: NetworkBasis | None = None  # the mount layer: basis, measured round trips
+    php: ModelledPhp | None = None  # None: a file written before whatif said
 
     def to_json(self) -> JsonObject:
         net = self.network
@@ -194,16 +226,18 @@ class WhatifResult:
                 **({"profile_kind": self.profile_kind} if self.profile_kind is not None else {}),
                 **({"network": net.to_json()} if net is not None else {}),
                 **({"find_min": self.find_min.to_json()} if self.find_min is not None else {}),
-                **({"notes": list(self.notes)} if self.notes else {})}
+                **({"notes": list(self.notes)} if self.notes else {}),
+                **({"php": self.php.to_json()} if self.php is not None else {})}
 
     @classmethod
     def from_json(cls, data: JsonValue) -> WhatifResult:
         d = jr.obj(data, "WhatifResult")
-        net, fm = jr.opt_obj(d, "network"), jr.opt_obj(d, "find_min")
+        net, fm, php = jr.opt_obj(d, "network"), jr.opt_obj(d, "find_min"), jr.opt_obj(d, "php")
         return cls(current=Side.from_json(d["current"]), proposed=Side.from_json(d["proposed"]),
                    measured=jr.num_map(jr.sub(d, "measured"), "per_request"),
                    profile_source=jr.str_(d, "profile"),
                    changes=tuple(jr.str_map(d, "changes").items()),
                    find_min=FindMin.from_json(fm) if fm is not None else None,
                    notes=jr.strs(d, "notes"), profile_kind=jr.opt_str(d, "profile_kind"),
-                   network=NetworkBasis.from_json(net) if net is not None else None)
+                   network=NetworkBasis.from_json(net) if net is not None else None,
+                   php=ModelledPhp.from_json(php) if php is not None else None)

@@ -44,7 +44,7 @@ def run_bpftrace(env: Env, opts: RecordOptions, target: trace_targets.Target, ou
                       f"use --backend ebpf")
     network = round_trips.window_for(env, target.code)
     held = hold_command(target)
-    head = header(TracerBackend.BPFTRACE, target, opts)
+    head = header(TracerBackend.BPFTRACE, target, opts, env)
     make = bpftrace.count_program if opts.counts else bpftrace.program
     session = BpftraceSession(binary, make(bpftrace.Targets(tuple(target.pids),
                                                             tuple(target.parents)),

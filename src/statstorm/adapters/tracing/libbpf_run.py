@@ -28,6 +28,7 @@ from statstorm.model.events import feed_record
 from statstorm.model.sampling import CountedRequests
 from statstorm.model.tracestats import SummaryBuilder
 from statstorm.results.trace import TraceWriter
+from statstorm.results.trace.header import PhpIdentity
 from statstorm.results.trace.summary import TraceSummary
 from statstorm.results.trace.vocabulary import TracerBackend
 from statstorm.results.trace_run import TraceRun
@@ -41,7 +42,7 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
     and attributed once the trace has stopped (adapters/tracing/libbpf_trace.py)."""
     network = round_trips.window_for(env, target.code)
     held = hold_command(target)
-    head = header(TracerBackend.EBPF, target, opts)
+    head = header(TracerBackend.EBPF, target, opts, env)
     if opts.sample > 1:
         head["sampling"] = {"one_in": opts.sample}
     # The layout of the PHP probed: from its own version's headers for a PHP root's; none
@@ -52,6 +53,8 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
     if layout.args:  # a PHP root's: which layout it was traced with, or why none
         head["php_layout"] = {"version": layout.version, "attributed": layout.attributes,
                               "note": layout.note}
+        if layout.version and not head["php"]["version"]:  # the build id's layout says
+            head["php"] = PhpIdentity(layout.version, source="layout").to_json()
     spool_dir = Path(tempfile.mkdtemp(prefix="statstorm-trace-"))
     session = libbpf_trace.LoaderSession(
         bpftrace.Targets(tuple(target.pids), tuple(target.parents)), target.binaries,

@@ -56,7 +56,7 @@ def run_strace(env: Env, opts: RecordOptions, target: trace_targets.Target, out:
         except (KeyboardInterrupt, Interrupted):
             stopped = "interrupted"
         trace = strace_log.import_file(session.stop(), requests=None)
-        head = header(TracerBackend.STRACE, target, opts)
+        head = header(TracerBackend.STRACE, target, opts, env)
         head["import"] = trace.header.get("import", {})
         master = set(target.parents)
         summary = SummaryBuilder(head)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import socket
 import threading
 import time
@@ -20,14 +21,18 @@ from typing import Any, Callable
 
 from statstorm import faults
 from statstorm.adapters.host import procs
+from statstorm.adapters.labs import phpfpm
 from statstorm.adapters.php import php_targets
 from statstorm.adapters.storage import mounts, round_trips
 from statstorm.adapters.tracing import trace_targets, whatif_input
 from statstorm.env import Env
+from statstorm.model import php_versions
 from statstorm.model.attribution import Attributor
 from statstorm.model.count_attribution import CountAttributor
 from statstorm.model.tracestats import SummaryBuilder, Tee
 from statstorm.results.trace import TraceWriter, new_header
+from statstorm.results.php_root import HOST_VERSION
+from statstorm.results.trace.header import PhpIdentity
 from statstorm.results.trace.summary import TraceSummary
 from statstorm.results.trace.vocabulary import TracerBackend
 
@@ -55,7 +60,8 @@ def cwd_of(pid: int) -> str:
 
 
 def header(source: TracerBackend, target: trace_targets.Target,
-           opts: RecordOptions) -> dict[str, Any]:
+           opts: RecordOptions, env: Env | None = None) -> dict[str, Any]:
+    """The trace's header; with `env`, the traced PHP's full version is asked of its binary."""
     targets: dict[str, Any] = {"mode": target.mode, "description": target.description,
                                "pids": target.pids}
     if target.pool:
@@ -73,7 +79,34 @@ def header(source: TracerBackend, target: trace_targets.Target,
                              for m in entries]
     if opts.run_id:
         head["run_id"] = opts.run_id
+    head["php"] = php_identity(env, target).to_json()
     return head
+
+
+def php_identity(env: Env | None, target: trace_targets.Target) -> PhpIdentity:
+    """The PHP the trace is of: a lab's version from its state, else the version the traced
+    binaries' Debian names carry (php-fpm8.4, libphp8.2.so; the host's for a `php` that
+    names none); the full version from the binary's `-v` (with `env`), run as the target
+    runs it (chrooted in its PHP root). Unknown ('') when no PHP binary is traced or they
+    are of several versions."""
+    binaries = [os.path.realpath(b) for b in target.binaries
+                if os.path.basename(b).startswith(("php", "libphp")) and os.path.isfile(b)]
+    version, source = target.php_version, "lab" if target.php_version else ""
+    if not version and binaries:
+        named = {php_versions.version_of(b) for b in binaries}
+        if len(named) == 1:
+            version, source = named.pop() or HOST_VERSION, "binary"
+    if not version:
+        return PhpIdentity()
+    full = ""
+    runnable = [b for b in binaries if os.path.basename(b).startswith("php")]
+    if env is not None and runnable:
+        res = env.run([*phpfpm.command(runnable[0]), "-v"], check=False, timeout=30,
+                      what=f"{os.path.basename(runnable[0])} -v")
+        m = re.match(r"PHP (\d+\.\d+\.\d+\S*)", res.stdout)
+        if m and m.group(1).startswith(version + "."):
+            full = m.group(1)
+    return PhpIdentity(version, full, source)
 
 
 def build_input(env: Env, progress: Callable[[str], None] | None, path: Path) -> None:

@@ -38,6 +38,7 @@ class Target:
     # PHP's functions probed in these processes only, not in every process of the binary
     # (php-fpm workers given by PID: they start no PHP children, and others stay untouched)
     own_probes: bool = False
+    php_version: str = ""  # a lab's PHP as its state says ("8.4"; '' for the others)
 
 
 def _php_target(env: Env, php: target.PhpTarget, mode: str, description: str) -> Target:
@@ -87,6 +88,7 @@ def resolve(env: Env, *, lab: str | None = None, pool: str | None = None,
         t = _php_target(env, php, "lab", f"lab {lab} ({php.label})")
         t.settings["lab"] = lab
         t.code = state.docroot
+        t.php_version = state.php_version
         return t
     if pool:
         fpm = php_targets.find_pool(pool)

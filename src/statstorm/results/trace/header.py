@@ -1,5 +1,5 @@
 """A trace file's header and trailer read as typed records: what the tracer says of its run
-(backend, detail, targets, settings, mounts, sampling) and of its end (how it stopped, what it
+(backend, detail, targets, settings, mounts, sampling, the PHP version traced) and of its end (how it stopped, what it
 lost, the sample, the network round trips).
 
 The header and trailer stay JSON objects in the file and in `Trace` (their writers add keys
@@ -10,6 +10,7 @@ as written, keys in the writer's order).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,6 +157,36 @@ class TraceTrailer:
                    network=NetworkCount.from_json(net) if isinstance(net, dict) else None)
 
 
+_MAJOR_MINOR = re.compile(r"(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class PhpIdentity:
+    """The PHP a trace traced (the header's "php"): its version as major.minor ("8.4"), the
+    full version string when known ("8.4.11"), and where the version was taken from (a
+    lab's state, the traced binary, the tracer's layout of its build). A trace written
+    before traces said, or of a target whose PHP could not be told, reads as unknown ('')."""
+
+    version: str = ""
+    full: str = ""
+    source: str = ""  # "lab" | "binary" | "layout" ('' when unknown)
+
+    @property
+    def known(self) -> bool:
+        return bool(self.version)
+
+    def to_json(self) -> JsonObject:
+        return {"version": self.version, "full": self.full, "from": self.source}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, JsonValue]) -> PhpIdentity:
+        full = _text(d, "full")
+        m = _MAJOR_MINOR.match(_text(d, "version")) or _MAJOR_MINOR.match(full)
+        version = f"{int(m.group(1))}.{int(m.group(2))}" if m else ""
+        return cls(version=version, full=full if version else "",
+                   source=_text(d, "from") if version else "")
+
+
 @dataclass(frozen=True)
 class TraceHeader:
     """The header of a trace, typed for its readers (the file keeps the JSON object)."""
@@ -173,6 +204,7 @@ class TraceHeader:
     import_complete: bool = True
     import_unreadable: tuple[str, ...] = ()
     run_id: str = ""  # the run the trace belongs to (a demo's traces); '' when none
+    php: PhpIdentity = field(default_factory=PhpIdentity)  # the PHP traced
 
     @property
     def target_pool(self) -> str:
@@ -211,7 +243,8 @@ class TraceHeader:
                    requests_hint=_truthy_int(d, "requests_hint"),
                    import_complete="complete" not in imp or bool(imp["complete"]),
                    import_unreadable=tuple(str(n) for n in _seq(imp, "unreadable") or ()),
-                   run_id=_text(d, "run_id"))
+                   run_id=_text(d, "run_id"),
+                   php=PhpIdentity.from_json(obj_or_empty(d, "php")))
 
 
 class Framed:
