@@ -15,6 +15,7 @@ import pytest
 
 from conftest import invoke
 from statstorm.adapters.labs import shadow
+from statstorm.adapters.labs import shadow_site
 from statstorm.commands import apply as apply_cmd, check as check_cmd, tune as tune_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
@@ -62,29 +63,29 @@ def site(port: int, docroot: str = "/srv/wiki", names: tuple[str, ...] = ("_",),
 
 def test_a_pool_no_site_passes_to_is_refused() -> None:
     with pytest.raises(UsageError, match="no nginx site passes PHP to pool www"):
-        tune_cmd.site_of("www", "/run/php/php8.2-fpm.sock", (), (URL,))
+        shadow_site.site_of("www", "/run/php/php8.2-fpm.sock", (), (URL,))
 
 
 def test_a_url_no_site_of_the_pool_serves_is_refused() -> None:
     with pytest.raises(UsageError, match=r"--url http://127.0.0.1:9999/x.php: no site of pool www"):
-        tune_cmd.site_of("www", "x", (site(8081),), ("http://127.0.0.1:9999/x.php",))
+        shadow_site.site_of("www", "x", (site(8081),), ("http://127.0.0.1:9999/x.php",))
 
 
 def test_pages_of_two_sites_and_a_variable_root_are_refused() -> None:
     with pytest.raises(UsageError, match="different sites"):
-        tune_cmd.site_of("www", "x", (site(8081), site(8082, line=9)),
+        shadow_site.site_of("www", "x", (site(8081), site(8082, line=9)),
                          (URL, "http://127.0.0.1:8082/"))
     with pytest.raises(UsageError, match=r"sets its root with \$host"):
-        tune_cmd.site_of("www", "x", (site(8081, docroot="/srv/$host", unknown="$host"),), (URL,))
+        shadow_site.site_of("www", "x", (site(8081, docroot="/srv/$host", unknown="$host"),), (URL,))
 
 
 def test_the_site_on_the_urls_port_is_chosen() -> None:
-    chosen = tune_cmd.site_of("www", "x", (site(80, "/srv/a"), site(8081, "/srv/b", line=9)),
+    chosen = shadow_site.site_of("www", "x", (site(80, "/srv/a"), site(8081, "/srv/b", line=9)),
                               (URL, "http://127.0.0.1:8081/doku.php?id=start"))
     assert chosen.docroot == "/srv/b"
-    assert tune_cmd.front_controller(URL) == "doku.php"
-    assert tune_cmd.front_controller("http://127.0.0.1/") == "index.php"
-    assert tune_cmd.shadow_urls("http://127.0.0.1:9000", (URL, "http://127.0.0.1:8081/a?b=c")) \
+    assert shadow_site.front_controller(URL) == "doku.php"
+    assert shadow_site.front_controller("http://127.0.0.1/") == "index.php"
+    assert shadow_site.shadow_urls("http://127.0.0.1:9000", (URL, "http://127.0.0.1:8081/a?b=c")) \
         == ("http://127.0.0.1:9000/doku.php", "http://127.0.0.1:9000/a?b=c")
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import invoke
 from statstorm.model import latency_profile as lp
-from statstorm.model.php_engine import (E_CLEAR, E_INCLUDE, E_PROBE, E_REALPATH, E_REQ,
-                                        E_USER_INI, Engine, Event)
+from statstorm.model.php_engine import Engine
+from statstorm.model.engine_events import E_CLEAR, E_INCLUDE, E_PROBE, E_REALPATH, E_REQ, E_USER_INI, Event
 from statstorm.model.phpsettings import PhpSettings, from_recorded, parse_set, with_changes
 from statstorm.model.fs_view import DIR, FILE, LINK, MISSING, FsView
 from statstorm.model.realpath_cache import (CHAINS, FILEPATH, REALPATH, RealpathCache, Resolver,

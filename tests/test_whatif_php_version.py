@@ -12,7 +12,8 @@ from statstorm.adapters.tracing import trace_backends, trace_targets
 from statstorm.commands.whatif import modelled_php
 from statstorm.model import php_versions
 from statstorm.model.fs_view import DIR, FILE, FsView
-from statstorm.model.php_engine import E_INCLUDE, E_OPC_CLI, E_PROBE, E_REQ, Engine
+from statstorm.model.php_engine import Engine
+from statstorm.model.engine_events import E_INCLUDE, E_OPC_CLI, E_PROBE, E_REQ
 from statstorm.model.phpsettings import PhpSettings, defaults, from_recorded
 from statstorm.model.replay_limits import limits
 from statstorm.results.trace.vocabulary import CALLS

@@ -30,14 +30,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, ContextManager
-import urllib.parse
 
 from statstorm import faults
 from statstorm.adapters.apply import apply_target
-from statstorm.adapters.labs import php_roots, shadow as shadows
+from statstorm.adapters.labs import php_roots, shadow as shadows, shadow_site
 from statstorm.adapters.load import http, interleaved
 from statstorm.adapters.load.wrk import Wrk
-from statstorm.adapters.php import by_site, php_targets
+from statstorm.adapters.php import php_targets
 from statstorm.adapters.servers import nginx
 from statstorm.adapters.storage import round_trips
 from statstorm.adapters.tracing import page_views
@@ -122,41 +121,11 @@ class Resolved:
     plan: shadows.ShadowPlan
 
 
-def front_controller(url: str) -> str:
-    """The script nginx falls back to in the shadow: the URL's own .php, else index.php."""
-    name = Path(urllib.parse.urlsplit(url).path).name
-    return name if name.endswith(".php") else "index.php"
-
-
-def site_of(pool: str, listen: str, sites: tuple[Site, ...], urls: tuple[str, ...]) -> Site:
-    """The one site among the pool's `sites` serving every URL; one-line errors otherwise."""
-    if not sites:
-        raise UsageError(f"no nginx site passes PHP to pool {pool} (listen = {listen or '?'}): "
-                         "tune copies the code of the site a pool serves; give a pool an nginx "
-                         "server passes to")
-    chosen = []
-    for url in urls:
-        site = by_site.site_for(sites, url)
-        if site is None:
-            ports = sorted({x for s in sites for x in s.listen})
-            raise UsageError(f"--url {url}: no site of pool {pool} serves it (its sites listen "
-                             f"on {', '.join(ports) or '?'}): give a page of one of them")
-        chosen.append(site)
-    if len({(s.config_file, s.config_line) for s in chosen}) > 1:
-        raise UsageError("--url: the pages belong to different sites of the pool; give pages "
-                         "of one site (tune copies one docroot)")
-    if not chosen[0].known_docroot:
-        raise UsageError(f"the site at {chosen[0].config_file}:{chosen[0].config_line} sets its "
-                         f"root with {chosen[0].docroot_unknown}: tune needs a fixed root to "
-                         "copy; write the path in the server's root")
-    return chosen[0]
-
-
 def resolve(env: Env, opts: TuneOptions) -> Resolved:
     pool = php_targets.find_pool(opts.pool)
     directives = pool.directives(env)
     listen = directives.get("listen", "")
-    site = site_of(opts.pool, listen, nginx.sites_passing_to(None, listen) if listen else (),
+    site = shadow_site.site_of(opts.pool, listen, nginx.sites_passing_to(None, listen) if listen else (),
                    opts.urls)
     ini, notes = shadows.master_ini(php_targets.settings_args(pool.argv))
     binary = shadow_binary(env, pool.binary, opts.php)
@@ -168,7 +137,7 @@ def resolve(env: Env, opts: TuneOptions) -> Resolved:
         pool=opts.pool, lab=shadows.lab_name(opts.pool), source=site.known_docroot,
         binary=binary, ini=ini, directives=directives,
         workers=shadows.workers_of(directives), user=directives.get("user") or "www-data",
-        front=front_controller(opts.urls[0]), notes=tuple(notes)))
+        front=shadow_site.front_controller(opts.urls[0]), notes=tuple(notes)))
 
 
 def shadow_binary(env: Env, pool_binary: str, version: str) -> str:
@@ -186,15 +155,6 @@ def shadow_binary(env: Env, pool_binary: str, version: str) -> str:
         raise UsageError(f"--php {rel.version}: its PHP root is not built: run `statstorm lab "
                          f"php-root build {rel.version}` first")
     return str(root / rel.fpm.lstrip("/"))
-
-
-def shadow_urls(shadow_url: str, urls: tuple[str, ...]) -> tuple[str, ...]:
-    """The same paths and queries on the shadow."""
-    out = []
-    for url in urls:
-        parts = urllib.parse.urlsplit(url)
-        out.append(shadow_url + (parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
-    return tuple(out)
 
 
 def mirror(env: Env, applied: apply_cmd.ApplyResult, docroot: str, state: LabState) -> list[str]:
@@ -285,7 +245,7 @@ def run(env: Env, opts: TuneOptions, say: Callable[[str], None] | None = None,
                 "with its settings behind a loopback nginx…")
         with steps.shadow(env, plan, log) as shadow:
             tune.save(shadow=Lab(shadow.name, shadow.url), timings_s=dict(timings))
-            local = interleaved.Target("local", shadow_urls(shadow.url, opts.urls))
+            local = interleaved.Target("local", shadow_site.shadow_urls(shadow.url, opts.urls))
             network = interleaved.Target("network", opts.urls,
                                          lambda: steps.window(env, docroot))
 

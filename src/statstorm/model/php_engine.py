@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from statstorm.model import include_resolution, open_basedir, php_versions, stat_family, user_ini
+from statstorm.model.engine_events import (E_CHDIR, E_CLEAR, E_INCLUDE, E_INI, E_OPC_CLI,
+                                           E_PASS, E_PROBE, E_REALPATH, E_REQ, E_RESOLVE,
+                                           E_USER_INI, PROBE_ONCE, Event)
 from statstorm.model.open_basedir import E_BASEDIR
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.fs_view import FsView
@@ -29,22 +32,6 @@ assert NCALLS <= 8  # a tally code keeps the slot (call index and failed) in 4 b
 
 OVERRIDE_FUNCS = frozenset(("file_exists", "is_file", "is_readable"))
 
-# Logical events: tuples whose first item is one of these, second the request id (-1: none).
-E_REQ = 0  # (E_REQ, req, "relative" if the CLI's primary script was given relative)
-E_PASS = 1  # (E_PASS, req, call, path, failed)
-E_REALPATH = 2  # (E_REALPATH, req, path, cwd, mode, before_ini)
-E_INCLUDE = 3  # (E_INCLUDE, req, name, once, cwd, include_path, fallback_dir)
-E_PROBE = 4  # (E_PROBE, req, name, func, abspath, cwd)
-E_CLEAR = 5  # (E_CLEAR, req, realpath, filename)
-E_USER_INI = 6  # (E_USER_INI, req, script_dir, dirs)
-E_RESOLVE = 7  # (E_RESOLVE, req, name, cwd, include_path, fallback_dir): the primary script
-E_CHDIR = 8  # (E_CHDIR, req, succeeded, PHP's chdir()): stat cache; OPcache's getcwd
-E_OPC_CLI = 9  # (E_OPC_CLI, req, lock file, script): a CLI run's calls of OPcache itself
-PROBE_ONCE = 2  # an E_INCLUDE's `once` when it was enable_file_override's probe's (replay_ops)
-# E_BASEDIR = 10: (E_BASEDIR, req, path, cwd), an open_basedir check (model.open_basedir)
-E_INI = 11  # (E_INI, req): the script set its include_path (then kept, whatever its value)
-
-Event = tuple[Any, ...]
 
 
 @dataclass

@@ -14,7 +14,8 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from statstorm.model.php_engine import E_REQ, NCALLS, Engine, Event
+from statstorm.model.php_engine import NCALLS, Engine
+from statstorm.model.engine_events import E_REQ, Event
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.fs_view import LINK
 from statstorm.model.replay_input import Prepared, build_fs, prepare

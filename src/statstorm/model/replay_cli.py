@@ -13,7 +13,7 @@ import posixpath
 import re
 from typing import Any
 
-from statstorm.model.php_engine import E_OPC_CLI, E_PASS, E_REALPATH, E_REQ
+from statstorm.model.engine_events import E_OPC_CLI, E_PASS, E_REALPATH, E_REQ
 from statstorm.model.realpath_cache import FILEPATH
 
 _TIME = operator.itemgetter(0)

@@ -24,9 +24,8 @@ from typing import Any
 
 from statstorm.errors import UsageError
 from statstorm.model import open_basedir, php_versions, replay_cli, replay_fs, replay_ops
-from statstorm.model.php_engine import (CALL_INDEX, E_CHDIR, E_CLEAR, E_INCLUDE, E_INI,
-                                        E_PASS, E_PROBE, E_REALPATH, E_REQ, E_RESOLVE,
-                                        E_USER_INI, Event)
+from statstorm.model.php_engine import CALL_INDEX
+from statstorm.model.engine_events import E_CHDIR, E_CLEAR, E_INCLUDE, E_INI, E_PASS, E_PROBE, E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, Event
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.fs_view import FsView
 from statstorm.model.realpath_cache import EXPAND, FILEPATH, REALPATH

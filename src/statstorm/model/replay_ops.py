@@ -12,7 +12,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from statstorm.model.php_engine import E_INCLUDE, E_PASS, E_PROBE, OVERRIDE_FUNCS, PROBE_ONCE
+from statstorm.model.php_engine import OVERRIDE_FUNCS
+from statstorm.model.engine_events import E_INCLUDE, E_PASS, E_PROBE, PROBE_ONCE
 from statstorm.results.trace.raw import (O_ARGS, O_ID, O_KIND, O_REQ, O_START, R_SCRIPT, S_CALL,
                                          S_OP, S_PATH, S_PID, S_RET, S_TS, TraceRecords)
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import (fs_view, include_resolution, latency_profile, mount_options,
+from statstorm.model import (engine_events, fs_view, include_resolution, latency_profile, mount_options,
                              network_forecast, open_basedir, php_engine, php_versions,
                              phpsettings,
                              realpath_cache, replay, replay_cli, replay_fs, replay_input,
@@ -63,7 +63,7 @@ _CODE = (vocabulary, trace_header, trace_summary, jsonl, sidecar, raw, sys.modul
          tracestats, replay, replay_input, replay_fs, replay_ops, replay_cli, replay_tally,
          realpath_cache, fs_view, php_engine, stat_family, include_resolution, open_basedir,
          user_ini, phpsettings, latency_profile, network_forecast, stats, storage_kinds,
-         mount_options, php_versions)
+         mount_options, php_versions, engine_events)
 
 
 @dataclass
