@@ -19,13 +19,20 @@ otherwise it goes to the storage (one or more round trips).
   (`cto`, the default) every open revalidates the file with the server; `nocto` lets a cached
   file open without a round trip.
 
+A path whose walk passes through a symlink on a FUSE mount costs one READLINK round trip per
+symlink, whatever the timeouts: the kernel reads a FUSE symlink's target from the client on
+every walk through it (fs/fuse/dir.c `fuse_get_link`) unless the client asked for
+FUSE_CACHE_SYMLINKS at FUSE_INIT, which the GlusterFS client does not. Which paths are
+symlinks is an input (`symlinks_of_calls` from the trace's own readlink calls, or what the
+adapter found on the live tree); a call carries how many it walks through (`walks`).
+
 The trace is run through the caches several times and only the last pass counted: the steady
 state of a server that serves the same pages again and again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from statstorm.errors import UsageError
@@ -37,6 +44,8 @@ from statstorm.results.trace.vocabulary import CALLS
 PATH_CALLS = frozenset(("stat", "lstat", "access", "readlink", "open"))
 PATH_INDEXES = frozenset(CALLS.index(c) for c in PATH_CALLS)
 OPEN = CALLS.index("open")
+LSTAT = CALLS.index("lstat")
+READLINK = CALLS.index("readlink")
 FUSE, NFS = CacheModel.FUSE, CacheModel.NFS
 FUSE_KEYS = GLUSTER_FUSE_KEYS
 NFS_KEYS = NFS_CACHE_KEYS
@@ -182,14 +191,39 @@ def parse_mount_sets(sets: Iterable[str]) -> tuple[list[str], list[tuple[str, st
 
 
 # -- the calls ----------------------------------------------------------------------------------
-# A network call as the forecast reads it: (ts_ns, mount, call index, path, found, data open)
-NetCall = tuple[int, int, int, str, bool, bool]
+# A network call as the forecast reads it: (ts_ns, mount, call index, path, found, data open,
+# symlinks its walk reads on a FUSE mount); a 6-tuple (an older input) walks through none
+NetCall = tuple[int, int, int, str, bool, bool, int]
+Symlinks = dict[int, frozenset[str]]  # FUSE mount → the paths on it that are symlinks
+
+
+def walks(path: str, ci: int, links: frozenset[str]) -> int:
+    """The symlinks a call's walk of `path` reads: each directory of it that is a symlink,
+    and the path itself unless the call is lstat (which does not follow it)."""
+    if not links:
+        return 0
+    n = sum(1 for i in range(1, len(path)) if path[i] == "/" and path[:i] in links)
+    return n + (ci != LSTAT and path.rstrip("/") in links)
+
+
+def symlinks_of_calls(calls: Iterable[tuple[int, int, str, bool]],
+                      fuse: set[int]) -> Symlinks:
+    """The symlinks a trace shows on FUSE mounts: the paths a readlink call read
+    ((mount, call index, path, found) per call)."""
+    out: dict[int, set[str]] = {}
+    for m, ci, path, ok in calls:
+        if ok and ci == READLINK and m in fuse:
+            out.setdefault(m, set()).add(path.rstrip("/"))
+    return {m: frozenset(v) for m, v in out.items()}
 
 
 def calls_of_records(syscalls: Iterable[list[Any]], paths: dict[int, str],
-                     network: set[int]) -> list[NetCall]:
-    """The path calls of requests on `network` mounts, from raw trace records, time order."""
+                     network: set[int], symlinks: Symlinks | None = None) -> list[NetCall]:
+    """The path calls of requests on `network` mounts, from raw trace records, time order;
+    `symlinks`: the FUSE mounts' symlinks, for each call's walks through them."""
     out: list[NetCall] = []
+    links = symlinks or {}
+    none: frozenset[str] = frozenset()
     for s in syscalls:
         if s[S_MOUNT] in network and s[S_REQ] >= 0 and s[S_CALL] in PATH_CALLS:
             p = s[S_PATH]
@@ -197,20 +231,35 @@ def calls_of_records(syscalls: Iterable[list[Any]], paths: dict[int, str],
             ok = s[S_RET] >= 0
             ci = CALLS.index(s[S_CALL])
             out.append((s[S_TS], s[S_MOUNT], ci, path, ok,
-                        ci == OPEN and ok and not path.endswith(".php")))
+                        ci == OPEN and ok and not path.endswith(".php"),
+                        walks(path, ci, links.get(s[S_MOUNT], none))))
     out.sort(key=lambda c: c[0])
     return out
 
 
-def calls_of_syscalls(syscalls: Iterable[Any], network: set[int]) -> list[NetCall]:
-    out = []
-    for s in syscalls:
-        if s.mount in network and s.call in PATH_CALLS and s.req >= 0:
-            ci = CALLS.index(s.call)
-            ok = s.ret >= 0
-            out.append((s.ts_ns, s.mount, ci, s.path, ok,
-                        ci == OPEN and ok and not s.path.endswith(".php")))
-    return out
+def calls_of_syscalls(syscalls: Iterable[Any], network: set[int],
+                      fuse: set[int] | None = None) -> list[NetCall]:
+    """The path calls of requests on `network` mounts from Syscall records, with their walks
+    through the symlinks the trace's readlink calls show on the `fuse` mounts."""
+    rows = [(s.ts_ns, s.mount, CALLS.index(s.call), s.path, s.ret >= 0) for s in syscalls
+            if s.mount in network and s.call in PATH_CALLS and s.req >= 0]
+    links = symlinks_of_calls(((m, ci, p, ok) for _, m, ci, p, ok in rows), fuse or set())
+    none: frozenset[str] = frozenset()
+    return [(ts, m, ci, p, ok, ci == OPEN and ok and not p.endswith(".php"),
+             walks(p, ci, links.get(m, none))) for ts, m, ci, p, ok in rows]
+
+
+def walks_per_call(calls: Iterable[NetCall]) -> list[tuple[int, int, bool, float]]:
+    """The symlinks read per call of each (mount, call index, failed) of the trace, for the
+    keys that read any: (mount, call index, failed, walks per call)."""
+    n: dict[tuple[int, int, bool], int] = {}
+    w: dict[tuple[int, int, bool], int] = {}
+    for c in calls:
+        key = (c[1], c[2], not c[4])
+        n[key] = n.get(key, 0) + 1
+        if len(c) > 6 and c[6]:
+            w[key] = w.get(key, 0) + c[6]
+    return [(k[0], k[1], k[2], round(v / n[k], 6)) for k, v in sorted(w.items())]
 
 
 # -- the forecast -------------------------------------------------------------------------------
@@ -218,8 +267,9 @@ def calls_of_syscalls(syscalls: Iterable[Any], network: set[int]) -> list[NetCal
 class Forecast:
     requests: int
     calls_per_request: float  # metadata calls on network mounts
-    reaching_per_request: float  # of them, the ones the caches do not answer
+    reaching_per_request: float  # of them, the ones the caches do not answer, + READLINKs
     data_opens_per_request: float  # opens of non-PHP files on network mounts (all reach it)
+    readlinks_per_request: float = 0.0  # FUSE: symlinks read by walks (reach it whatever)
 
 
 @dataclass
@@ -229,6 +279,8 @@ class Tally:
     calls: dict[tuple[int, int, bool], int]
     reaching: dict[tuple[int, int, bool], int]
     data_opens: int = 0
+    # FUSE: the symlinks the calls' walks read (a READLINK each, whatever the timeouts)
+    readlinks: dict[tuple[int, int, bool], int] = field(default_factory=dict)
 
     def fraction(self, key: tuple[int, int, bool]) -> float | None:
         n = self.calls.get(key, 0)
@@ -246,28 +298,32 @@ def simulate(calls: list[NetCall], requests: int, caches: dict[int, MountCaches]
     `app_cache`: the app keeps its data files in an object cache, so it opens them no more.
     `roots`: each mount's mount point; on a FUSE mount, a path's directories below it need
     their own entries (each expires after entry-timeout, and its LOOKUP reaches the
-    client); without `roots` only the path itself is followed."""
+    client); without `roots` only the path itself is followed. A call's walks through
+    symlinks on a FUSE mount (its 7th field) are counted in `readlinks`, whatever the
+    caches."""
     tally = Tally({}, {})
     if not calls or requests <= 0:
         return tally
     # each pass starts one request's gap after the previous one ends
     width = calls[-1][0] - calls[0][0]
     span = width + max(width // max(requests - 1, 1), 1)
-    dirs = {p[:i] for _, _, _, p, _, _ in calls for i in range(1, len(p)) if p[i] == "/"}
+    dirs = {nc[3][:i] for nc in calls for i in range(1, len(nc[3])) if nc[3][i] == "/"}
     nfs = any(c.kind == NFS for c in caches.values())
     passes = WARM_PASSES + 1 if nfs else 2
     default = MountCaches()
     seen: dict[str, tuple[int, float, bool]] = {}  # path → (validated at, ttl s, found)
     walked: dict[str, int] = {}  # FUSE: a directory's entry → looked up at
     parents: dict[str, tuple[str, ...]] = {}
-    for _, m, _, p, _, _ in calls:
+    for nc in calls:
+        m, p = nc[1], nc[3]
         if p not in parents:
             root = (roots or {}).get(m)
             parents[p] = () if root is None else tuple(
                 p[:i] for i in range(len(root.rstrip("/")) + 1, len(p)) if p[i] == "/")
     for rnd in range(passes):
         last = rnd == passes - 1
-        for ts, m, ci, path, ok, data_open in calls:
+        for call in calls:
+            ts, m, ci, path, ok, data_open = call[:6]
             if app_cache and data_open:
                 continue
             c = caches.get(m, default)
@@ -293,6 +349,8 @@ def simulate(calls: list[NetCall], requests: int, caches: dict[int, MountCaches]
                     tally.reaching[key] = tally.reaching.get(key, 0) + 1
                 if data_open:
                     tally.data_opens += 1
+                if len(call) > 6 and call[6] and c.kind == FUSE:
+                    tally.readlinks[key] = tally.readlinks.get(key, 0) + call[6]
     return tally
 
 
@@ -321,15 +379,18 @@ def forecast(syscalls: Iterable[Any], network_mounts: set[int], requests: int,
              caches: MountCaches, *, app_cache: bool = False) -> Forecast:
     """`syscalls`: the trace's Syscall records (time order); the same caches on every
     network mount (the demo's forecast)."""
-    calls = calls_of_syscalls(syscalls, network_mounts)
+    calls = calls_of_syscalls(syscalls, network_mounts,
+                              network_mounts if caches.kind == FUSE else set())
     if not calls or requests <= 0:
         return Forecast(max(requests, 0), 0.0, 0.0, 0.0)
     t = simulate(calls, requests, {m: caches for m in network_mounts}, app_cache=app_cache)
     total = sum(t.calls.values())
-    reaching = sum(t.reaching.values())
+    links = sum(t.readlinks.values())
+    reaching = sum(t.reaching.values()) + links
     return Forecast(requests, round(total / requests, 2), round(reaching / requests, 2),
-                    round(t.data_opens / requests, 2))
+                    round(t.data_opens / requests, 2), round(links / requests, 2))
 
 
 __all__ = ["MountCaches", "Forecast", "Tally", "forecast", "simulate", "caches_of",
-           "with_changes", "parse_mount_sets", "calls_of_records"]
+           "with_changes", "parse_mount_sets", "calls_of_records", "walks",
+           "symlinks_of_calls", "walks_per_call"]
