@@ -130,3 +130,10 @@ def test_closing_note_names_symlinks_on_fuse_as_the_cause() -> None:
     assert "READLINK" in both and "also act outside the model" in both
     assert prediction_fit.verdict("network round trips per request", 240.0, 250.0,
                                   (line,)) == ""
+
+
+def test_forecast_calls_keeps_the_walks_of_the_whatif_input() -> None:
+    got = nf.forecast_calls(_calls(True), {0}, 10, nf.MountCaches(600.0, 600.0, 600.0))
+    assert got.readlinks_per_request == 3.0 and got.reaching_per_request == 4.0
+    blind = nf.forecast_calls(_calls(False), {0}, 10, nf.MountCaches(600.0, 600.0, 600.0))
+    assert blind.readlinks_per_request == 0.0 and blind.reaching_per_request == 1.0

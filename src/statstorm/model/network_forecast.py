@@ -378,9 +378,18 @@ def _nfs_call(c: MountCaches, seen: dict[str, tuple[int, float, bool]],
 def forecast(syscalls: Iterable[Any], network_mounts: set[int], requests: int,
              caches: MountCaches, *, app_cache: bool = False) -> Forecast:
     """`syscalls`: the trace's Syscall records (time order); the same caches on every
-    network mount (the demo's forecast)."""
-    calls = calls_of_syscalls(syscalls, network_mounts,
-                              network_mounts if caches.kind == FUSE else set())
+    network mount (the demo's forecast). The symlinks are the ones the trace's readlink
+    calls show: `forecast_calls` on the what-if input's calls also knows those found on
+    the live tree."""
+    return forecast_calls(calls_of_syscalls(syscalls, network_mounts,
+                                            network_mounts if caches.kind == FUSE else set()),
+                          network_mounts, requests, caches, app_cache=app_cache)
+
+
+def forecast_calls(calls: list[NetCall], network_mounts: set[int], requests: int,
+                   caches: MountCaches, *, app_cache: bool = False) -> Forecast:
+    """The demo's forecast of network calls (the what-if input's `calls`, their walks
+    through symlinks included), the same caches on every network mount."""
     if not calls or requests <= 0:
         return Forecast(max(requests, 0), 0.0, 0.0, 0.0)
     t = simulate(calls, requests, {m: caches for m in network_mounts}, app_cache=app_cache)
@@ -392,5 +401,5 @@ def forecast(syscalls: Iterable[Any], network_mounts: set[int], requests: int,
 
 
 __all__ = ["MountCaches", "Forecast", "Tally", "forecast", "simulate", "caches_of",
-           "with_changes", "parse_mount_sets", "calls_of_records", "walks",
+           "with_changes", "parse_mount_sets", "calls_of_records", "walks", "forecast_calls",
            "symlinks_of_calls", "walks_per_call"]
