@@ -23,8 +23,8 @@ A path whose walk passes through a symlink on a FUSE mount costs one READLINK ro
 symlink, whatever the timeouts: the kernel reads a FUSE symlink's target from the client on
 every walk through it (fs/fuse/dir.c `fuse_get_link`) unless the client asked for
 FUSE_CACHE_SYMLINKS at FUSE_INIT, which the GlusterFS client does not. Which paths are
-symlinks is an input (`symlinks_of_calls` from the trace's own readlink calls, or what the
-adapter found on the live tree); a call carries how many it walks through (`walks`).
+symlinks is an input (model/fuse_symlinks.py: the trace's own readlink calls, or what the
+adapter found on the live tree); a call carries how many it walks through.
 
 The trace is run through the caches several times and only the last pass counted: the steady
 state of a server that serves the same pages again and again.
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from statstorm.errors import UsageError
+from statstorm.model.fuse_symlinks import Symlinks, symlinks_of_calls, walks, walks_per_call
 from statstorm.model.mount_options import GLUSTER_FUSE_KEYS, NFS_CACHE_KEYS
 from statstorm.model.storage_kinds import CacheModel, cache_model_of
 from statstorm.results.trace.raw import S_CALL, S_MOUNT, S_PATH, S_REQ, S_RET, S_TS
@@ -44,8 +45,6 @@ from statstorm.results.trace.vocabulary import CALLS
 PATH_CALLS = frozenset(("stat", "lstat", "access", "readlink", "open"))
 PATH_INDEXES = frozenset(CALLS.index(c) for c in PATH_CALLS)
 OPEN = CALLS.index("open")
-LSTAT = CALLS.index("lstat")
-READLINK = CALLS.index("readlink")
 FUSE, NFS = CacheModel.FUSE, CacheModel.NFS
 FUSE_KEYS = GLUSTER_FUSE_KEYS
 NFS_KEYS = NFS_CACHE_KEYS
@@ -194,27 +193,6 @@ def parse_mount_sets(sets: Iterable[str]) -> tuple[list[str], list[tuple[str, st
 # A network call as the forecast reads it: (ts_ns, mount, call index, path, found, data open,
 # symlinks its walk reads on a FUSE mount); a 6-tuple (an older input) walks through none
 NetCall = tuple[int, int, int, str, bool, bool, int]
-Symlinks = dict[int, frozenset[str]]  # FUSE mount → the paths on it that are symlinks
-
-
-def walks(path: str, ci: int, links: frozenset[str]) -> int:
-    """The symlinks a call's walk of `path` reads: each directory of it that is a symlink,
-    and the path itself unless the call is lstat (which does not follow it)."""
-    if not links:
-        return 0
-    n = sum(1 for i in range(1, len(path)) if path[i] == "/" and path[:i] in links)
-    return n + (ci != LSTAT and path.rstrip("/") in links)
-
-
-def symlinks_of_calls(calls: Iterable[tuple[int, int, str, bool]],
-                      fuse: set[int]) -> Symlinks:
-    """The symlinks a trace shows on FUSE mounts: the paths a readlink call read
-    ((mount, call index, path, found) per call)."""
-    out: dict[int, set[str]] = {}
-    for m, ci, path, ok in calls:
-        if ok and ci == READLINK and m in fuse:
-            out.setdefault(m, set()).add(path.rstrip("/"))
-    return {m: frozenset(v) for m, v in out.items()}
 
 
 def calls_of_records(syscalls: Iterable[list[Any]], paths: dict[int, str],
@@ -247,19 +225,6 @@ def calls_of_syscalls(syscalls: Iterable[Any], network: set[int],
     none: frozenset[str] = frozenset()
     return [(ts, m, ci, p, ok, ci == OPEN and ok and not p.endswith(".php"),
              walks(p, ci, links.get(m, none))) for ts, m, ci, p, ok in rows]
-
-
-def walks_per_call(calls: Iterable[NetCall]) -> list[tuple[int, int, bool, float]]:
-    """The symlinks read per call of each (mount, call index, failed) of the trace, for the
-    keys that read any: (mount, call index, failed, walks per call)."""
-    n: dict[tuple[int, int, bool], int] = {}
-    w: dict[tuple[int, int, bool], int] = {}
-    for c in calls:
-        key = (c[1], c[2], not c[4])
-        n[key] = n.get(key, 0) + 1
-        if len(c) > 6 and c[6]:
-            w[key] = w.get(key, 0) + c[6]
-    return [(k[0], k[1], k[2], round(v / n[k], 6)) for k, v in sorted(w.items())]
 
 
 # -- the forecast -------------------------------------------------------------------------------

@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import (fs_view, include_resolution, latency_profile, mount_options,
-                             network_forecast, open_basedir, php_engine, phpsettings,
+from statstorm.model import (fs_view, fuse_symlinks, include_resolution, latency_profile,
+                             mount_options, network_forecast, open_basedir, php_engine, phpsettings,
                              realpath_cache, replay, replay_cli, replay_fs, replay_input,
                              replay_ops, replay_tally, stat_family, stats, storage_kinds,
                              tracestats, user_ini)
@@ -70,7 +70,7 @@ _CODE = (vocabulary, trace_header, trace_summary, jsonl, sidecar, raw, sys.modul
          tracestats, replay, replay_input, replay_fs, replay_ops, replay_cli, replay_tally,
          realpath_cache, fs_view, php_engine, stat_family, include_resolution, open_basedir,
          user_ini, phpsettings, latency_profile, network_forecast, stats, storage_kinds,
-         mount_options)
+         mount_options, fuse_symlinks)
 
 
 @dataclass
@@ -123,19 +123,19 @@ def network_input(records: TraceRecords) -> dict[str, Any]:
                      == socket.gethostname())
     calls = (network_forecast.calls_of_records(records.syscalls, records.paths, net, links)
              if links else bare)
-    rows = network_forecast.walks_per_call(calls)
+    rows = fuse_symlinks.walks_per_call(calls)
     if rows:
         measured = {**(measured if isinstance(measured, dict) else {}), "symlink_walks": rows}
     return {"calls": calls, "requests": done, "measured": measured}
 
 
 def symlinks(calls: list[network_forecast.NetCall], roots: dict[int, str], *,
-             live: bool) -> network_forecast.Symlinks:
+             live: bool) -> fuse_symlinks.Symlinks:
     """The symlinks on the FUSE mounts (`roots`: mount → its mount point) among the calls'
     paths and their directories below the mount point: the ones the trace read with
     readlink, and with `live` (the trace was taken on this host) the ones `lstat` finds on
     the tree as it is now."""
-    found = {m: set(v) for m, v in network_forecast.symlinks_of_calls(
+    found = {m: set(v) for m, v in fuse_symlinks.symlinks_of_calls(
         ((c[1], c[2], c[3], c[4]) for c in calls), set(roots)).items()}
     if live:
         names: dict[str, int] = {}
