@@ -93,3 +93,58 @@ def test_whatif_counts_readlinks_through_symlinks_on_a_fuse_mount(lab, state_hom
     assert abs(predicted - measured["ROUND_TRIPS"]) <= 0.15 * measured["ROUND_TRIPS"]
     run_cli(["lab", "down", "--name", name], state_home, check=True)
     assert leftovers(str(st["state_dir"]), str(st.get("volume") or "")) == []
+
+
+# -- DokuWiki on the stock host (tests/stock_host.py) -------------------------------------------
+DOKU_PORT = 18196
+DOKU_URL = f"http://127.0.0.1:{DOKU_PORT}/doku.php"
+MOUNT_TIER = "attribute-timeout=600,entry-timeout=600,negative-timeout=600"
+
+
+def test_dokuwiki_readlinks_are_forecast_on_the_stock_host(state_home: Path,
+                                                           tmp_path: Path) -> None:
+    """DokuWiki's `lib/plugins`, `lib/tpl` and `conf` are symlinks (to /var/lib and /etc):
+    every walk through them reads them from the brick, 600 s timeouts or not."""
+    import subprocess
+
+    from statstorm.adapters.storage import gluster
+    from stock_host import stock_host
+
+    with stock_host() as host:
+        volume = host.gluster_volume()
+        net = host.mount_by_hand(host.scratch("net"))
+        code = host.copy_app("dokuwiki", net / "dokuwiki")
+        assert (code / "lib/plugins").is_symlink()
+        host.nginx_site("doku-symlinks", f"""server {{
+	listen 127.0.0.1:{DOKU_PORT};
+	root {code};
+	index doku.php;
+	location ~ \\.php$ {{
+		include snippets/fastcgi-php.conf;
+		fastcgi_pass unix:/run/php/php8.2-fpm.sock;
+	}}
+}}
+""")
+        host.fpm_start("init")
+        host.nginx_start()
+        assert b"DokuWiki" in urllib.request.urlopen(DOKU_URL, timeout=20).read()
+        out = tmp_path / "doku.sst.gz"
+        with Load(DOKU_URL) as load:
+            run_cli(["trace", "--pool", "www", "--requests", "20", "-o", str(out)],
+                    state_home, check=True, timeout=300)
+        assert load.ok and not load.failed
+        proc = run_cli(["whatif", str(out), *[x for s in TIMEOUTS for x in ("--set", s)],
+                        "--json"], state_home, check=True, timeout=300)
+        d = json.loads(proc.stdout)
+        predicted = d["proposed"]["network"]["round_trips_per_request"]
+        # the timeouts made by hand: the volume mounted again with them
+        subprocess.run(["umount", str(net)], check=True, timeout=60)
+        subprocess.run(["mount", "-t", "glusterfs", "-o", MOUNT_TIER,
+                        f"{gluster.brick_host()}:/{volume}", str(net)], check=True, timeout=60)
+        measured = _brick_round_trips(DOKU_URL, volume)
+        print(f"\nDokuWiki: predicted {predicted} round trips per view after the timeouts; "
+              f"the brick counted {measured['ROUND_TRIPS']:.2f} "
+              f"({measured.get('READLINK', 0):.2f} READLINK): {measured}; whatif now: "
+              f"{json.dumps(d['current']['network'])}; basis: {json.dumps(d['network'])}")
+        assert measured.get("READLINK", 0) > 0
+        assert abs(predicted - measured["ROUND_TRIPS"]) <= 0.15 * measured["ROUND_TRIPS"]

@@ -137,3 +137,19 @@ def test_forecast_calls_keeps_the_walks_of_the_whatif_input() -> None:
     assert got.readlinks_per_request == 3.0 and got.reaching_per_request == 4.0
     blind = nf.forecast_calls(_calls(False), {0}, 10, nf.MountCaches(600.0, 600.0, 600.0))
     assert blind.readlinks_per_request == 0.0 and blind.reaching_per_request == 1.0
+
+
+def test_readlinks_are_one_per_walk_unless_the_trace_measured_none() -> None:
+    by_mount = {(0, STAT, False): 30}
+    reach = {(0, STAT, False): 0.0}
+    walks = [[0, STAT, False, 1.0]]
+    # a measured window with more requests than counted: the READLINKs stay one per walk
+    inflated = {"per_request": 9.0, "round_trips": 90, "by_fop": {"READLINK": 60, "LOOKUP": 30},
+                "symlink_walks": walks}
+    f = rt.round_trip_factors(inflated, by_mount, 10, reach)
+    assert f.readlink_ops == 1.0
+    assert rt.network_side(by_mount, 10, reach, f, {}, [])["round_trips_per_request"] == 3.0
+    # operations measured, none READLINK: the client caches its symlinks
+    cached = {"per_request": 3.0, "round_trips": 30, "by_fop": {"LOOKUP": 30},
+              "symlink_walks": walks}
+    assert rt.round_trip_factors(cached, by_mount, 10, reach).readlink_ops == 0.0

@@ -5,8 +5,12 @@ each side's figures from its reaching calls (model.network_forecast). Pure.
 On a FUSE mount a walk through a symlink reads it from the client whatever the timeouts (one
 READLINK each: model.network_forecast). When the what-if input says how many symlinks each
 kind of call reads (`symlink_walks` beside the measured figures), those READLINKs are priced
-apart: each side's calls of a kind read as many as the trace's did, and the other path
-calls are calibrated on the measured operations without READLINK."""
+apart: each side's calls of a kind read as many as the trace's did, one READLINK each (none
+when the trace measured the storage's operations and no READLINK among them: a client that
+caches symlinks), and the other path calls are calibrated on the measured operations
+without READLINK. The READLINKs are not scaled to the measured count: the law is exact,
+and a measured window holding more requests than the trace counted (load that went on
+while the tracer attached) would scale them by its error."""
 
 from __future__ import annotations
 
@@ -40,7 +44,7 @@ class Factors:
     open_share: float = 1.0
     paths_now: float = 0.0  # the current side's reaching path calls per request
     # symlinks read per call of each (mount, call index, failed) (FUSE: a READLINK each),
-    # and the READLINKs measured per one the trace's walks read (1: none measured)
+    # and the READLINKs per symlink read (0: the trace measured operations, none READLINK)
     walks: dict[tuple[int, int, bool], float] = field(default_factory=dict)
     readlink_ops: float = 1.0
 
@@ -142,7 +146,7 @@ def round_trip_factors(measured: object,
                    "(opens and other path calls apart"
                    + (", and a READLINK per walk through a symlink on a FUSE mount)"
                       if walked else ")"), open_share, paths, walks,
-                   link_rt / walked if walked and total and ops else 1.0)
+                   0.0 if walked and total and ops and not share_link else 1.0)
 
 
 def symlink_walks(data: object) -> dict[tuple[int, int, bool], float]:
