@@ -153,3 +153,12 @@ def test_readlinks_are_one_per_walk_unless_the_trace_measured_none() -> None:
     cached = {"per_request": 3.0, "round_trips": 30, "by_fop": {"LOOKUP": 30},
               "symlink_walks": walks}
     assert rt.round_trip_factors(cached, by_mount, 10, reach).readlink_ops == 0.0
+
+
+def test_the_demos_scaled_round_trips_keep_the_readlinks() -> None:
+    now = nf.Forecast(10, 270.0, 186.0, 8.5, 121.0)
+    then = nf.Forecast(10, 270.0, 129.0, 8.5, 121.0)
+    # 194 measured before: 121 READLINKs stay, the other 73 scale with 65 → 8 reaching calls
+    assert nf.scaled_round_trips(194.0, now, then) == round(121 + 73 * 8 / 65, 2)
+    plain = nf.Forecast(10, 100.0, 50.0, 0.0)
+    assert nf.scaled_round_trips(100.0, plain, nf.Forecast(10, 100.0, 5.0, 0.0)) == 10.0
