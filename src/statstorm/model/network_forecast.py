@@ -19,16 +19,24 @@ otherwise it goes to the storage (one or more round trips).
   (`cto`, the default) every open revalidates the file with the server; `nocto` lets a cached
   file open without a round trip.
 
+A path whose walk passes through a symlink on a FUSE mount costs one READLINK round trip per
+symlink, whatever the timeouts: the kernel reads a FUSE symlink's target from the client on
+every walk through it (fs/fuse/dir.c `fuse_get_link`) unless the client asked for
+FUSE_CACHE_SYMLINKS at FUSE_INIT, which the GlusterFS client does not. Which paths are
+symlinks is an input (model/fuse_symlinks.py: the trace's own readlink calls, or what the
+adapter found on the live tree); a call carries how many it walks through.
+
 The trace is run through the caches several times and only the last pass counted: the steady
 state of a server that serves the same pages again and again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from statstorm.errors import UsageError
+from statstorm.model.fuse_symlinks import Symlinks, symlinks_of_calls, walks, walks_per_call
 from statstorm.model.mount_options import GLUSTER_FUSE_KEYS, NFS_CACHE_KEYS
 from statstorm.model.storage_kinds import CacheModel, cache_model_of
 from statstorm.results.trace.raw import S_CALL, S_MOUNT, S_PATH, S_REQ, S_RET, S_TS
@@ -182,14 +190,18 @@ def parse_mount_sets(sets: Iterable[str]) -> tuple[list[str], list[tuple[str, st
 
 
 # -- the calls ----------------------------------------------------------------------------------
-# A network call as the forecast reads it: (ts_ns, mount, call index, path, found, data open)
-NetCall = tuple[int, int, int, str, bool, bool]
+# A network call as the forecast reads it: (ts_ns, mount, call index, path, found, data open,
+# symlinks its walk reads on a FUSE mount); a 6-tuple (an older input) walks through none
+NetCall = tuple[int, int, int, str, bool, bool, int]
 
 
 def calls_of_records(syscalls: Iterable[list[Any]], paths: dict[int, str],
-                     network: set[int]) -> list[NetCall]:
-    """The path calls of requests on `network` mounts, from raw trace records, time order."""
+                     network: set[int], symlinks: Symlinks | None = None) -> list[NetCall]:
+    """The path calls of requests on `network` mounts, from raw trace records, time order;
+    `symlinks`: the FUSE mounts' symlinks, for each call's walks through them."""
     out: list[NetCall] = []
+    links = symlinks or {}
+    none: frozenset[str] = frozenset()
     for s in syscalls:
         if s[S_MOUNT] in network and s[S_REQ] >= 0 and s[S_CALL] in PATH_CALLS:
             p = s[S_PATH]
@@ -197,20 +209,22 @@ def calls_of_records(syscalls: Iterable[list[Any]], paths: dict[int, str],
             ok = s[S_RET] >= 0
             ci = CALLS.index(s[S_CALL])
             out.append((s[S_TS], s[S_MOUNT], ci, path, ok,
-                        ci == OPEN and ok and not path.endswith(".php")))
+                        ci == OPEN and ok and not path.endswith(".php"),
+                        walks(path, ci, links.get(s[S_MOUNT], none))))
     out.sort(key=lambda c: c[0])
     return out
 
 
-def calls_of_syscalls(syscalls: Iterable[Any], network: set[int]) -> list[NetCall]:
-    out = []
-    for s in syscalls:
-        if s.mount in network and s.call in PATH_CALLS and s.req >= 0:
-            ci = CALLS.index(s.call)
-            ok = s.ret >= 0
-            out.append((s.ts_ns, s.mount, ci, s.path, ok,
-                        ci == OPEN and ok and not s.path.endswith(".php")))
-    return out
+def calls_of_syscalls(syscalls: Iterable[Any], network: set[int],
+                      fuse: set[int] | None = None) -> list[NetCall]:
+    """The path calls of requests on `network` mounts from Syscall records, with their walks
+    through the symlinks the trace's readlink calls show on the `fuse` mounts."""
+    rows = [(s.ts_ns, s.mount, CALLS.index(s.call), s.path, s.ret >= 0) for s in syscalls
+            if s.mount in network and s.call in PATH_CALLS and s.req >= 0]
+    links = symlinks_of_calls(((m, ci, p, ok) for _, m, ci, p, ok in rows), fuse or set())
+    none: frozenset[str] = frozenset()
+    return [(ts, m, ci, p, ok, ci == OPEN and ok and not p.endswith(".php"),
+             walks(p, ci, links.get(m, none))) for ts, m, ci, p, ok in rows]
 
 
 # -- the forecast -------------------------------------------------------------------------------
@@ -218,8 +232,9 @@ def calls_of_syscalls(syscalls: Iterable[Any], network: set[int]) -> list[NetCal
 class Forecast:
     requests: int
     calls_per_request: float  # metadata calls on network mounts
-    reaching_per_request: float  # of them, the ones the caches do not answer
+    reaching_per_request: float  # of them, the ones the caches do not answer, + READLINKs
     data_opens_per_request: float  # opens of non-PHP files on network mounts (all reach it)
+    readlinks_per_request: float = 0.0  # FUSE: symlinks read by walks (reach it whatever)
 
 
 @dataclass
@@ -229,6 +244,8 @@ class Tally:
     calls: dict[tuple[int, int, bool], int]
     reaching: dict[tuple[int, int, bool], int]
     data_opens: int = 0
+    # FUSE: the symlinks the calls' walks read (a READLINK each, whatever the timeouts)
+    readlinks: dict[tuple[int, int, bool], int] = field(default_factory=dict)
 
     def fraction(self, key: tuple[int, int, bool]) -> float | None:
         n = self.calls.get(key, 0)
@@ -246,28 +263,32 @@ def simulate(calls: list[NetCall], requests: int, caches: dict[int, MountCaches]
     `app_cache`: the app keeps its data files in an object cache, so it opens them no more.
     `roots`: each mount's mount point; on a FUSE mount, a path's directories below it need
     their own entries (each expires after entry-timeout, and its LOOKUP reaches the
-    client); without `roots` only the path itself is followed."""
+    client); without `roots` only the path itself is followed. A call's walks through
+    symlinks on a FUSE mount (its 7th field) are counted in `readlinks`, whatever the
+    caches."""
     tally = Tally({}, {})
     if not calls or requests <= 0:
         return tally
     # each pass starts one request's gap after the previous one ends
     width = calls[-1][0] - calls[0][0]
     span = width + max(width // max(requests - 1, 1), 1)
-    dirs = {p[:i] for _, _, _, p, _, _ in calls for i in range(1, len(p)) if p[i] == "/"}
+    dirs = {nc[3][:i] for nc in calls for i in range(1, len(nc[3])) if nc[3][i] == "/"}
     nfs = any(c.kind == NFS for c in caches.values())
     passes = WARM_PASSES + 1 if nfs else 2
     default = MountCaches()
     seen: dict[str, tuple[int, float, bool]] = {}  # path → (validated at, ttl s, found)
     walked: dict[str, int] = {}  # FUSE: a directory's entry → looked up at
     parents: dict[str, tuple[str, ...]] = {}
-    for _, m, _, p, _, _ in calls:
+    for nc in calls:
+        m, p = nc[1], nc[3]
         if p not in parents:
             root = (roots or {}).get(m)
             parents[p] = () if root is None else tuple(
                 p[:i] for i in range(len(root.rstrip("/")) + 1, len(p)) if p[i] == "/")
     for rnd in range(passes):
         last = rnd == passes - 1
-        for ts, m, ci, path, ok, data_open in calls:
+        for call in calls:
+            ts, m, ci, path, ok, data_open = call[:6]
             if app_cache and data_open:
                 continue
             c = caches.get(m, default)
@@ -293,6 +314,8 @@ def simulate(calls: list[NetCall], requests: int, caches: dict[int, MountCaches]
                     tally.reaching[key] = tally.reaching.get(key, 0) + 1
                 if data_open:
                     tally.data_opens += 1
+                if len(call) > 6 and call[6] and c.kind == FUSE:
+                    tally.readlinks[key] = tally.readlinks.get(key, 0) + call[6]
     return tally
 
 
@@ -320,16 +343,39 @@ def _nfs_call(c: MountCaches, seen: dict[str, tuple[int, float, bool]],
 def forecast(syscalls: Iterable[Any], network_mounts: set[int], requests: int,
              caches: MountCaches, *, app_cache: bool = False) -> Forecast:
     """`syscalls`: the trace's Syscall records (time order); the same caches on every
-    network mount (the demo's forecast)."""
-    calls = calls_of_syscalls(syscalls, network_mounts)
+    network mount (the demo's forecast). The symlinks are the ones the trace's readlink
+    calls show: `forecast_calls` on the what-if input's calls also knows those found on
+    the live tree."""
+    return forecast_calls(calls_of_syscalls(syscalls, network_mounts,
+                                            network_mounts if caches.kind == FUSE else set()),
+                          network_mounts, requests, caches, app_cache=app_cache)
+
+
+def forecast_calls(calls: list[NetCall], network_mounts: set[int], requests: int,
+                   caches: MountCaches, *, app_cache: bool = False) -> Forecast:
+    """The demo's forecast of network calls (the what-if input's `calls`, their walks
+    through symlinks included), the same caches on every network mount."""
     if not calls or requests <= 0:
         return Forecast(max(requests, 0), 0.0, 0.0, 0.0)
     t = simulate(calls, requests, {m: caches for m in network_mounts}, app_cache=app_cache)
     total = sum(t.calls.values())
-    reaching = sum(t.reaching.values())
+    links = sum(t.readlinks.values())
+    reaching = sum(t.reaching.values()) + links
     return Forecast(requests, round(total / requests, 2), round(reaching / requests, 2),
-                    round(t.data_opens / requests, 2))
+                    round(t.data_opens / requests, 2), round(links / requests, 2))
 
 
-__all__ = ["MountCaches", "Forecast", "Tally", "forecast", "simulate", "caches_of",
-           "with_changes", "parse_mount_sets", "calls_of_records"]
+def scaled_round_trips(before: float, now: Forecast, then: Forecast) -> float:
+    """The demo's round trips per request after the changes, from the `before` measured: the
+    READLINKs of walks through symlinks on a FUSE mount are one round trip each on both
+    sides, and the rest of `before` scales with the other reaching calls."""
+    rest_now = now.reaching_per_request - now.readlinks_per_request
+    rest_then = then.reaching_per_request - then.readlinks_per_request
+    rest = max(before - now.readlinks_per_request, 0.0)
+    scaled = rest * rest_then / rest_now if rest_now > 0 else rest
+    return round(then.readlinks_per_request + scaled, 2)
+
+
+__all__ = ["MountCaches", "Forecast", "scaled_round_trips", "Tally", "forecast", "simulate", "caches_of",
+           "with_changes", "parse_mount_sets", "calls_of_records", "walks", "forecast_calls",
+           "symlinks_of_calls", "walks_per_call"]

@@ -1,10 +1,20 @@
 """whatif's network round trips per request: the storage operations per call that reaches the
 storage, calibrated on what the trace measured (GlusterFS profile or NFS mountstats), and
-each side's figures from its reaching calls (model.network_forecast). Pure."""
+each side's figures from its reaching calls (model.network_forecast). Pure.
+
+On a FUSE mount a walk through a symlink reads it from the client whatever the timeouts (one
+READLINK each: model.network_forecast). When the what-if input says how many symlinks each
+kind of call reads (`symlink_walks` beside the measured figures), those READLINKs are priced
+apart: each side's calls of a kind read as many as the trace's did, one READLINK each (none
+when the trace measured the storage's operations and no READLINK among them: a client that
+caches symlinks), and the other path calls are calibrated on the measured operations
+without READLINK. The READLINKs are not scaled to the measured count: the law is exact,
+and a measured window holding more requests than the trace counted (load that went on
+while the tracer attached) would scale them by its error."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from statstorm.model.network_forecast import OPEN, MountCaches
 
@@ -33,12 +43,22 @@ class Factors:
     # before 600 s timeouts, every open after).
     open_share: float = 1.0
     paths_now: float = 0.0  # the current side's reaching path calls per request
+    # symlinks read per call of each (mount, call index, failed) (FUSE: a READLINK each),
+    # and the READLINKs per symlink read (0: the trace measured operations, none READLINK)
+    walks: dict[tuple[int, int, bool], float] = field(default_factory=dict)
+    readlink_ops: float = 1.0
+
+    def readlinks(self, by_mount: dict[tuple[int, int, bool], int], requests: int) -> float:
+        """The symlinks a side's calls read per request (READLINKs before `readlink_ops`)."""
+        return sum(by_mount.get(k, 0) * w for k, w in self.walks.items()) / max(requests, 1)
 
     def describe(self) -> dict[str, float | str | None]:
         return {"basis": self.basis, "measured_per_request": self.measured_per_request,
                 "ops_per_reaching_open": round(self.open_ops, 3),
                 "ops_per_reaching_path_call": round(self.path_ops, 3),
-                "opens_at_the_storage": round(self.open_share, 3)}
+                "opens_at_the_storage": round(self.open_share, 3),
+                **({"readlinks_per_symlink_walk": round(self.readlink_ops, 3)}
+                   if self.walks else {})}
 
     def open_round_trips(self, opens: float, paths: float) -> float:
         """Round trips of `opens` reaching opens on a side whose reaching path calls are
@@ -104,21 +124,41 @@ def round_trip_factors(measured: object,
                        reach: dict[tuple[int, int, bool], float]) -> Factors:
     """The storage operations per reaching call, calibrated on what the trace measured
     (its trailer's "network": round trips per request and their breakdown by operation)."""
+    walks = symlink_walks(measured)
     m = MeasuredRoundTrips.from_json(measured)
     if m is None:
-        return Factors()
+        return Factors(walks=walks)
     per_req, ops, total = m.per_request, m.by_op, m.round_trips
     _, opens, paths = reaching_per_request(by_mount, requests, reach)
     share_open = (sum(n for op, n in ops.items() if op.upper() in OPEN_OPS) / total
                   if total and ops else 0.0)
-    open_rt, path_rt = per_req * share_open, per_req * (1 - share_open)
-    all_f = per_req / (opens + paths) if opens + paths else 1.0
+    walked = Factors(walks=walks).readlinks(by_mount, requests)
+    share_link = (sum(n for op, n in ops.items() if op.upper() == "READLINK") / total
+                  if total and ops and walked else 0.0)
+    link_rt = per_req * share_link
+    open_rt, path_rt = per_req * share_open, per_req * (1 - share_open - share_link)
+    all_f = (per_req - link_rt) / (opens + paths) if opens + paths else 1.0
     brick_opens = per_req * m.brick_opens / total if total else 0.0
     open_share = min(1.0, brick_opens / opens) if opens and brick_opens and open_rt else 1.0
     return Factors(open_rt / opens if opens and open_rt else all_f,
                    path_rt / paths if paths and path_rt else all_f, float(per_req),
                    "the round trips the trace measured, per call that reaches the storage "
-                   "(opens and other path calls apart)", open_share, paths)
+                   "(opens and other path calls apart"
+                   + (", and a READLINK per walk through a symlink on a FUSE mount)"
+                      if walked else ")"), open_share, paths, walks,
+                   0.0 if walked and total and ops and not share_link else 1.0)
+
+
+def symlink_walks(data: object) -> dict[tuple[int, int, bool], float]:
+    """The symlinks read per call of each kind, as the what-if input keeps them beside the
+    measured figures (`symlink_walks`: [mount, call index, failed, per call] rows)."""
+    out: dict[tuple[int, int, bool], float] = {}
+    rows = data.get("symlink_walks") if isinstance(data, dict) else None
+    for row in rows if isinstance(rows, (list, tuple)) else ():
+        match row:
+            case [int() as m, int() as ci, bool() | int() as failed, int() | float() as w]:
+                out[(m, ci, bool(failed))] = float(w)
+    return out
 
 
 def network_side(by_mount: dict[tuple[int, int, bool], int], requests: int,
@@ -127,13 +167,17 @@ def network_side(by_mount: dict[tuple[int, int, bool], int], requests: int,
                  mounts: list[tuple[str, str]]) -> dict[str, float | dict[str, MountDescription]]:
     """One side's network figures per request."""
     calls, opens, paths = reaching_per_request(by_mount, requests, reach)
+    links = factors.readlinks(by_mount, requests)
     return {"calls_per_request": round(calls, 2),
-            "reaching_per_request": round(opens + paths, 2),
+            "reaching_per_request": round(opens + paths + links, 2),
             "reaching_opens_per_request": round(opens, 2),
             "round_trips_per_request": round(factors.open_round_trips(opens, paths)
-                                             + paths * factors.path_ops, 2),
+                                             + paths * factors.path_ops
+                                             + links * factors.readlink_ops, 2),
+            **({"symlink_walks_per_request": round(links, 2)} if factors.walks else {}),
             "mounts": {mounts[m][0] if 0 <= m < len(mounts) else str(m): c.describe()
                        for m, c in sorted(caches.items())}}
 
 
-__all__ = ["Factors", "MeasuredRoundTrips", "round_trip_factors", "network_side"]
+__all__ = ["Factors", "MeasuredRoundTrips", "round_trip_factors", "network_side",
+           "symlink_walks"]

@@ -15,7 +15,12 @@ safe.
 
 Besides the replay's input it holds what the mount layer needs, so that a cached run never
 reads the records: the trace-derived latency profile (`latency_profile.from_records`) and the
-network mounts' path calls with the round trips the trace measured (`network`).
+network mounts' path calls with the round trips the trace measured (`network`). On a FUSE
+mount each call also carries the symlinks its walk reads (a READLINK round trip each,
+whatever the timeouts: model/network_forecast.py): the symlinks are the paths the trace's
+readlink calls read and, when the trace was taken on this host, the directories and files
+of its paths that `lstat` finds to be symlinks on the live tree; the symlinks read per call
+of each kind go beside the measured round trips (`symlink_walks`) for their calibration.
 
 The sidecar is a `marshal` dump of plain values (dicts, lists, tuples, sets, str, int): the
 fastest stdlib form to load, and one that, unlike pickle, runs no code when loaded. A cache
@@ -31,6 +36,8 @@ import dataclasses
 import hashlib
 import marshal
 import os
+import socket
+import stat
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -38,9 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import (engine_events, fs_view, include_resolution, latency_profile, mount_options,
-                             network_forecast, open_basedir, php_engine, php_versions,
-                             phpsettings,
+from statstorm.model import (engine_events, fs_view, fuse_symlinks, include_resolution,
+                             latency_profile, mount_options, network_forecast,
+                             open_basedir, php_engine, php_versions, phpsettings,
                              realpath_cache, replay, replay_cli, replay_fs, replay_input,
                              replay_ops, replay_tally, stat_family, stats, storage_kinds,
                              tracestats, user_ini)
@@ -56,14 +63,15 @@ from statstorm.results.trace.raw import R_END, S_CALL, S_REQ, S_RET, TraceRecord
 from statstorm.results.trace.vocabulary import CALLS, SUMMARY_KEYS, Detail, TracerBackend
 
 FORMAT = "statstorm-whatif-input"
-VERSION = 2
+VERSION = 3
+LSTAT_AT_MOST = 50_000  # paths lstat()ed on the live tree for its symlinks
 SUFFIX = ".whatif-cache"
 # The modules whose code decides what the cache holds: any change to them invalidates it.
 _CODE = (vocabulary, trace_header, trace_summary, jsonl, sidecar, raw, sys.modules[__name__],
          tracestats, replay, replay_input, replay_fs, replay_ops, replay_cli, replay_tally,
          realpath_cache, fs_view, php_engine, stat_family, include_resolution, open_basedir,
          user_ini, phpsettings, latency_profile, network_forecast, stats, storage_kinds,
-         mount_options, php_versions, engine_events)
+         mount_options, php_versions, engine_events, fuse_symlinks)
 
 
 @dataclass
@@ -105,9 +113,48 @@ def network_input(records: TraceRecords) -> dict[str, Any]:
     net = {i for i, (_, fstype) in enumerate(records.mounts)
            if network_forecast.kind_of(str(fstype))}
     done = sum(1 for r in records.requests.values() if r[R_END] >= 0) or len(records.requests)
-    return {"calls": network_forecast.calls_of_records(records.syscalls, records.paths, net)
-            if net else [],
-            "requests": done, "measured": records.trailer.get("network")}
+    measured = records.trailer.get("network")
+    if not net:
+        return {"calls": [], "requests": done, "measured": measured}
+    fuse = {i for i in net
+            if network_forecast.kind_of(str(records.mounts[i][1])) == network_forecast.FUSE}
+    bare = network_forecast.calls_of_records(records.syscalls, records.paths, net)
+    roots = {i: str(records.mounts[i][0]).rstrip("/") for i in fuse}
+    links = symlinks(bare, roots, live=TraceHeader.from_json(records.header).host
+                     == socket.gethostname())
+    calls = (network_forecast.calls_of_records(records.syscalls, records.paths, net, links)
+             if links else bare)
+    rows = fuse_symlinks.walks_per_call(calls)
+    if rows:
+        measured = {**(measured if isinstance(measured, dict) else {}), "symlink_walks": rows}
+    return {"calls": calls, "requests": done, "measured": measured}
+
+
+def symlinks(calls: list[network_forecast.NetCall], roots: dict[int, str], *,
+             live: bool) -> fuse_symlinks.Symlinks:
+    """The symlinks on the FUSE mounts (`roots`: mount → its mount point) among the calls'
+    paths and their directories below the mount point: the ones the trace read with
+    readlink, and with `live` (the trace was taken on this host) the ones `lstat` finds on
+    the tree as it is now."""
+    found = {m: set(v) for m, v in fuse_symlinks.symlinks_of_calls(
+        ((c[1], c[2], c[3], c[4]) for c in calls), set(roots)).items()}
+    if live:
+        names: dict[str, int] = {}
+        for c in calls:
+            root = roots.get(c[1])
+            if root is not None and c[3].startswith(root + "/"):
+                p = c[3].rstrip("/")
+                names.setdefault(p, c[1])
+                for i in range(len(root) + 1, len(p)):
+                    if p[i] == "/":
+                        names.setdefault(p[:i], c[1])
+        for p, m in list(names.items())[:LSTAT_AT_MOST]:
+            try:
+                if stat.S_ISLNK(os.lstat(p).st_mode):
+                    found.setdefault(m, set()).add(p)
+            except OSError:
+                continue
+    return {m: frozenset(v) for m, v in found.items() if v}
 
 
 def new_input(records: TraceRecords, trace: Path) -> CachedInput:
