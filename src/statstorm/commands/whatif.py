@@ -10,6 +10,7 @@ latency profile: the trace's own by default (model.latency_profile.from_records)
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from statstorm.adapters.tracing import whatif_input
 from statstorm.adapters.tracing.whatif_input import CachedInput, new_input
 from statstorm.errors import UsageError
-from statstorm.model import applyplan, php_versions
+from statstorm.model import applyplan, php_versions, prediction_fit
 from statstorm.model.finding import Finding
 from statstorm.model.phpsettings import SETTABLE
 from statstorm.model.storage_kinds import network_mount_indexes
@@ -301,14 +302,26 @@ def predict_findings(findings: list[Finding], settings: dict[str, str], trace_pa
             return float(mount.get(key, default))
         except ValueError:
             return default
-    now = nf.forecast(tr.syscalls, network, requests, nf.MountCaches())
-    then = nf.forecast(tr.syscalls, network, requests,
-                       nf.MountCaches(secs("attribute-timeout", 1), secs("entry-timeout", 1),
-                                      secs("negative-timeout", 0)),
-                       app_cache=any(c.kind == applyplan.APP for c in changes))
+    caches_then = nf.MountCaches(secs("attribute-timeout", 1), secs("entry-timeout", 1),
+                                 secs("negative-timeout", 0))
+    app = any(c.kind == applyplan.APP for c in changes)
+    # the what-if input's calls know the symlinks found on the live tree as well as those
+    # the trace's readlinks show (adapters/tracing/whatif_input.py)
+    cached = whatif_input.load(trace_path)
+    calls = cached.network.get("calls") if cached is not None else None
+    if calls is not None:
+        now = nf.forecast_calls(calls, network, requests, nf.MountCaches())
+        then = nf.forecast_calls(calls, network, requests, caches_then, app_cache=app)
+    else:
+        now = nf.forecast(tr.syscalls, network, requests, nf.MountCaches())
+        then = nf.forecast(tr.syscalls, network, requests, caches_then, app_cache=app)
     rt = None
     if round_trips_before is not None and now.reaching_per_request:
-        rt = round(round_trips_before * then.reaching_per_request / now.reaching_per_request, 2)
+        rt = nf.scaled_round_trips(round_trips_before, now, then)
+    # a FUSE mount's symlinks are looked for on the live tree only where the trace was taken
+    unchecked = () if tr.header.get("host") == socket.gethostname() else tuple(
+        prediction_fit.symlink_line(str(tr.mounts[i][0])) for i in sorted(network)
+        if nf.kind_of(str(tr.mounts[i][1])) == nf.FUSE)
     made = [c for c in changes if c.kind != applyplan.MANUAL]
     app_cache = any(c.kind == applyplan.APP for c in made)
     forecast = {k for k in ("attribute-timeout", "entry-timeout", "negative-timeout")
@@ -323,7 +336,7 @@ def predict_findings(findings: list[Finding], settings: dict[str, str], trace_pa
                         c.line for c in made
                         if not (c.kind == applyplan.MOUNT and c.key in forecast)
                         and c.kind != applyplan.APP and c.kind not in NO_ROUND_TRIPS
-                        and not (app_cache and c.key == "extension"))))
+                        and not (app_cache and c.key == "extension"))) + unchecked)
 
 
 def prediction_line(p: Forecast | None, round_trips_before: float | None) -> str:
