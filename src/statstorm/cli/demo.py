@@ -70,10 +70,12 @@ def render(env: Env, r: DemoResult) -> None:
 @cli.command()
 @click.option("--app", type=click.Choice(["mediawiki", "synthetic"]), default="mediawiki",
               show_default=True, help="The application both labs serve.")
-@click.option("--storage", type=click.Choice(demo_cmd.STORAGES), metavar="[glusterfs|afs]",
-              default=StorageKind.GLUSTERFS.value, show_default=True,
-              help="The network storage compared with local disk: GlusterFS, or an OpenAFS "
-                   "cell of the lab's own (afs, also openafs).")
+@click.option("--storage", type=click.Choice(demo_cmd.STORAGES),
+              metavar="[glusterfs|cephfs|afs]", default=StorageKind.GLUSTERFS.value,
+              show_default=True,
+              help="The network storage compared with local disk: GlusterFS, the CephFS of a "
+                   "single-node Ceph cluster, or an OpenAFS cell of the lab's own (afs, also "
+                   "openafs).")
 @click.option("--storage-delay", "storage_delay_text", default="0", metavar="DURATION",
               help="Delay every metadata call of the network lab's storage by this much "
                    "(`lab up --storage-delay`), e.g. 200us or 1ms [default: 0, none].")

@@ -28,7 +28,7 @@ from statstorm import faults
 from statstorm.adapters.apply import apply_target
 from statstorm.adapters.labs import lab_build, state as labs
 from statstorm.adapters.load import interleaved
-from statstorm.adapters.storage import afs_client, afs_stats, round_trips
+from statstorm.adapters.storage import round_trips
 from statstorm.adapters.load.wrk import Wrk
 from statstorm.adapters.tracing import page_views
 from statstorm.commands import apply as apply_cmd, check as check_cmd
@@ -36,7 +36,7 @@ from statstorm.commands import trace as trace_cmd, whatif as whatif_cmd
 from statstorm.env import Env
 from statstorm.errors import DependencyError, PrivilegeError, StatstormError, UsageError
 from statstorm.model import storage_delay
-from statstorm.model.storage_kinds import LAB_ALIASES
+from statstorm.model.storage_kinds import LAB_ALIASES, STORAGE, lab_storages
 from statstorm.model import applyplan
 from statstorm.results import result_files
 from statstorm.results.common import write_atomic, write_json_atomic
@@ -50,8 +50,9 @@ from statstorm.results.storage_kind import StorageKind
 ROLES = ("local", "network")
 STEPS = 7
 # the network storages a demo compares with local disk (`--storage`; afs: OpenAFS)
-STORAGES = (StorageKind.GLUSTERFS.value, StorageKind.OPENAFS.value,
-            *(alias for alias, kind in LAB_ALIASES.items() if kind is StorageKind.OPENAFS))
+# every network storage a lab can stand up (model/storage_kinds.py), and their other names
+STORAGES = tuple(str(k) for k in lab_storages() if STORAGE[k].network) + tuple(
+    alias for alias, kind in LAB_ALIASES.items() if STORAGE[kind].network)
 
 
 def storage_of(name: str) -> str:
@@ -111,28 +112,18 @@ def _now() -> str:
 
 
 # -- measuring ------------------------------------------------------------------------------------
-def afs_window(env: Env, mount_point: str) -> round_trips.Window | None:
-    """The RPCs the lab's OpenAFS file server served (its xstat counts)."""
-    servers = afs_client.servers_of(mount_point)
-    if not servers:
-        return None
-    return round_trips.Window({"server": servers[0]},
-                              lambda: afs_stats.snapshot(env, servers[0]), afs_stats.delta,
-                              "by_rpc", afs_stats.round_trips)
-
-
 def measure(env: Env, states: dict[str, LabState], opts: DemoOptions, label: str,
             say: Callable[[str], None]) -> Phase:
     """Both labs under the same closed-model load, rounds interleaved; the network lab's
-    round trips from its volume's profile (GlusterFS) or its file server's RPC counts
-    (OpenAFS)."""
+    round trips from its storage's counter (adapters/storage/round_trips.py: a GlusterFS
+    volume's profile, ceph-fuse's admin socket, an OpenAFS file server's RPC counts)."""
     net = states["network"]
     volume = net.volume
 
     def window() -> round_trips.Window | None:
-        if net.storage == StorageKind.OPENAFS:
-            return afs_window(env, net.mount_point)
-        return round_trips.gluster(env, volume) if volume else None
+        if volume:
+            return round_trips.gluster(env, volume)
+        return round_trips.window_for(env, net.mount_point)
 
     def side(role: str, win: Callable[[], round_trips.Window | None]) -> interleaved.Target:
         return interleaved.Target(role, (states[role].url + states[role].entry_path,), win)
