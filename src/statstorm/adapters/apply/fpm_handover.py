@@ -163,38 +163,29 @@ def reload(env: Env, target: T, plain_reload: Callable[[Env, T], str]) -> str:
     the reload itself, run once whatever happens. When the handover cannot be made, one line
     says why and the plain reload runs alone. Returns what `plain_reload` returns."""
     work = env.state_root / "handover" / f"{target.pool}-{os.getpid()}"
-    files: dict[Path, tuple[str, os.stat_result]] = {}
     reloaded = False
     try:
         work.mkdir(parents=True, exist_ok=True)
         with _second_master(env, target, work) as upstream:
-            for path in _passing_files(target):
-                before = backups.read_text(path)
-                if before is None:
-                    raise HandoverFailed(f"{path} cannot be read")
-                after, n = fpm_handover.repoint(
-                    before, lambda a: nginx_conf.names_listen(a, target.listen), upstream)
-                if n:
-                    files[path] = (before, path.stat())
-                    backups.write_file(path, after, like=files[path][1])
-            if not files:
-                raise HandoverFailed("no nginx pass to the pool could be pointed elsewhere")
-            _test_nginx(env, target)
-            _reload_nginx(env, target, "its requests go to a second php-fpm master while "
-                          f"pool {target.pool} reloads")
-            reloaded = True
-            lost = plain_reload(env, target)
-            _restore(files)
-            files.clear()
-            _reload_nginx(env, target, f"its requests go back to pool {target.pool}")
+            files: dict[Path, tuple[str, os.stat_result]] = {}
+            try:  # nginx's passes put back before the second master stops, whatever happens
+                _point(target, upstream, files)
+                _test_nginx(env, target)
+                _reload_nginx(env, target, "its requests go to a second php-fpm master while "
+                              f"pool {target.pool} reloads")
+                reloaded = True
+                lost = plain_reload(env, target)
+            finally:
+                if files:
+                    _restore(files)
+                    try:
+                        _reload_nginx(env, target, f"its requests go back to pool {target.pool}")
+                    except (HandoverFailed, StatstormError, OSError) as exc:
+                        env.log(f"nginx's way back to pool {target.pool}: {exc}")
         return lost
     except BaseException as exc:
-        if files:
-            _restore(files)
-            with contextlib.suppress(StatstormError, HandoverFailed, OSError):
-                _reload_nginx(env, target, "its passes put back")
-        # the reload itself failed, or nginx's way back, or the user stopped apply: the
-        # caller says so (apply rolls back)
+        # the reload itself failed, or the user stopped apply: the caller says so (apply
+        # rolls back); else the handover could not be made and the plain reload runs
         if reloaded or isinstance(exc, Interrupted) \
                 or not isinstance(exc, (HandoverFailed, StatstormError, OSError)):
             raise
@@ -203,6 +194,22 @@ def reload(env: Env, target: T, plain_reload: Callable[[Env, T], str]) -> str:
         return plain_reload(env, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _point(target: Target, upstream: str, files: dict[Path, tuple[str, os.stat_result]]) -> None:
+    """nginx's passes to the pool pointed at `upstream`, in every file that has one; each
+    file's bytes and mode kept in `files` as it is written."""
+    for path in _passing_files(target):
+        before = backups.read_text(path)
+        if before is None:
+            raise HandoverFailed(f"{path} cannot be read")
+        after, n = fpm_handover.repoint(
+            before, lambda a: nginx_conf.names_listen(a, target.listen), upstream)
+        if n:
+            files[path] = (before, path.stat())
+            backups.write_file(path, after, like=files[path][1])
+    if not files:
+        raise HandoverFailed("no nginx pass to the pool could be pointed elsewhere")
 
 
 def _restore(files: dict[Path, tuple[str, os.stat_result]]) -> None:
