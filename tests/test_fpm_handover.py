@@ -71,3 +71,109 @@ def test_passes_and_upstream_servers_are_pointed_elsewhere_and_nothing_else() ->
                                    "unix:" + SOCK)
     assert m == 3 and back == conf.replace('"unix:/run/php/php8.2-fpm.sock"',
                                            "unix:/run/php/php8.2-fpm.sock")
+
+
+# -- the adapter's paths, with its processes faked (the real one: tests/test_stock_fpm.py) ----
+import contextlib  # noqa: E402
+import io  # noqa: E402
+import types  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Iterator  # noqa: E402
+
+from statstorm.adapters.apply import fpm_handover as handover  # noqa: E402
+from statstorm.env import Env  # noqa: E402
+from statstorm.errors import ComponentError  # noqa: E402
+
+
+def target(tmp: Path, **kw: Any) -> Any:
+    site = tmp / "site"
+    site.write_text("server { location ~ \\.php$ { fastcgi_pass unix:" + SOCK + "; } }\n")
+    pool = tmp / "www.conf"
+    pool.write_text(POOL)
+    base = dict(pool="www", fpm_binary="/usr/sbin/php-fpm8.2", pool_file=pool, listen=SOCK,
+                nginx_test=["nginx", "-t", "-q"], nginx_pid=1, lab="", control_timeout="0",
+                php_in_apache=False, site=site)
+    return types.SimpleNamespace(**{**base, **kw})
+
+
+@pytest.fixture
+def faked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    seen: dict[str, Any] = {"nginx": []}
+    t = target(tmp_path)
+
+    @contextlib.contextmanager
+    def second(env: Env, tg: Any, work: Path) -> Iterator[str]:
+        seen["second"] = "up"
+        try:
+            yield "unix:/run/php/statstorm-handover-www.sock"
+        finally:  # as the real one stops it
+            seen["second"] = "stopped"
+            seen["site_when_stopped"] = t.site.read_text()
+
+    monkeypatch.setattr(handover, "_second_master", second)
+    monkeypatch.setattr(handover, "_passing_files", lambda tg: [t.site])
+    monkeypatch.setattr(handover, "_test_nginx", lambda env, tg: None)
+    monkeypatch.setattr(handover, "_reload_nginx",
+                        lambda env, tg, why: seen["nginx"].append(t.site.read_text()))
+    seen["target"] = t
+    return seen
+
+
+def env_at(tmp: Path) -> Env:
+    return Env(state_root=tmp / "state", stderr=io.StringIO())
+
+
+def test_the_reload_runs_while_nginx_passes_to_the_second_master(tmp_path: Path,
+                                                                 faked: dict[str, Any]) -> None:
+    t = faked["target"]
+    original = t.site.read_text()
+    during: list[str] = []
+    lost = handover.reload(env_at(tmp_path), t, lambda env, tg: during.append(
+        t.site.read_text()) or "")
+    assert lost == "" and len(during) == 1
+    assert "statstorm-handover-www.sock" in during[0]  # nginx pointed away while it reloads
+    assert faked["nginx"] == [during[0], original]  # reloaded there, then back
+    assert faked["site_when_stopped"] == original  # put back before the second master stops
+    assert t.site.read_text() == original
+
+
+def test_a_handover_that_cannot_be_made_leaves_the_plain_reload(tmp_path: Path,
+                                                                faked: dict[str, Any],
+                                                                monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    t = faked["target"]
+    original = t.site.read_text()
+
+    def refused(env: Env, tg: Any) -> None:
+        raise handover.HandoverFailed("nginx refused the configuration")
+    monkeypatch.setattr(handover, "_test_nginx", refused)
+    calls: list[str] = []
+    env = env_at(tmp_path)
+    handover.reload(env, t, lambda e, tg: calls.append(t.site.read_text()) or "")
+    assert calls == [original]  # once, with nginx's file as it was
+    assert t.site.read_text() == original
+    assert "could not be made (nginx refused the configuration): reloading php-fpm as it is" \
+        in env.stderr.getvalue()  # type: ignore[attr-defined]
+
+
+def test_a_failed_reload_is_the_callers_with_nginx_put_back(tmp_path: Path,
+                                                            faked: dict[str, Any]) -> None:
+    t = faked["target"]
+    original = t.site.read_text()
+    calls: list[int] = []
+
+    def fails(env: Env, tg: Any) -> str:
+        calls.append(1)
+        raise ComponentError("the php-fpm master 42 exited while reloading")
+    with pytest.raises(ComponentError):
+        handover.reload(env_at(tmp_path), t, fails)
+    assert calls == [1] and t.site.read_text() == original
+    assert faked["site_when_stopped"] == original
+
+
+@pytest.mark.parametrize("change,want", [({}, True), ({"control_timeout": "10s"}, False),
+                                         ({"lab": "x"}, False), ({"nginx_pid": 0}, False),
+                                         ({"php_in_apache": True}, False)])
+def test_wanted_only_where_a_reload_would_end_requests_behind_nginx(
+        tmp_path: Path, change: dict[str, Any], want: bool) -> None:
+    assert handover.wanted(target(tmp_path, **change)) is want
