@@ -77,11 +77,6 @@ class Mechanisms:
     # then is_file() of a directory: one call); 7.4 keeps them in _php_stream_stat_path
     # (main/streams/streams.c), where an lstat fills the lstat cache only.
     lstat_fills_stat_cache: bool = True
-    # open_basedir's checks as the model makes them (model/open_basedir.py, read on 8.2):
-    # 7.4 checks more (an include's path, an autoloaded file, file_put_contents()'s, twice
-    # where 8.2 checks once: the fidelity runs on 7.4.33 make 10-20 % more lstat than the
-    # replay); not modelled, so whatif names a limit for 7.4 with open_basedir.
-    open_basedir_modelled: bool = True
     # 8.4 clears the stat family's caches while it compiles an included file (its traces
     # show two stat-cache clears in each compile, and real 8.4 stats again a name it had
     # just stat'ed before the include): a probe repeated across an include costs its call
@@ -124,7 +119,7 @@ def _version(version: str, defaults: Mapping[str, str],
 # The one table of per-version facts (results/php_root.py lists the versions labs run).
 VERSIONS: dict[str, PhpVersion] = {
     "7.4": _version("7.4", {"opcache.consistency_checks": "0"},
-                    Mechanisms(lstat_fills_stat_cache=False, open_basedir_modelled=False,
+                    Mechanisms(lstat_fills_stat_cache=False,
                                stat_checks_open_basedir_twice=True)),
     "8.2": _version("8.2", {"opcache.consistency_checks": "0", "opcache.jit": "tracing",
                             "opcache.jit_buffer_size": "0", "opcache.record_warnings": "0"}),
