@@ -13,9 +13,6 @@ input comes from the trace's raw records (`results.trace.raw`): no object per re
 
 from __future__ import annotations
 
-import bisect
-import datetime as dt
-import itertools
 import operator
 import posixpath
 from collections import defaultdict
@@ -23,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import open_basedir, php_versions, replay_cli, replay_fs, replay_ops
+from statstorm.model import (open_basedir, php_versions, replay_cli, replay_clock, replay_fs,
+                             replay_ops)
 from statstorm.model.php_engine import CALL_INDEX
 from statstorm.model.engine_events import E_CHDIR, E_CLEAR, E_INCLUDE, E_INI, E_PASS, E_PROBE, E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, Event
 from statstorm.model.phpsettings import from_recorded
@@ -66,18 +64,6 @@ class Prepared:
     merged: Any = None  # every worker's events in time order (built on first use)
 
 
-def _epoch_ns(trace: TraceRecords) -> int:
-    """Wall-clock ns of the trace's time 0: recorded by the tracer, else the header's
-    `created` (1 s resolution, taken a little before time 0)."""
-    t0 = trace.tail.t0_wall_ns
-    if t0 is not None and t0 > 0:
-        return t0
-    try:
-        return int(dt.datetime.fromisoformat(trace.head.created).timestamp()) * 1_000_000_000
-    except ValueError:
-        return 0
-
-
 def build_fs(trace: Trace | TraceRecords) -> FsView:
     """The file system as the trace saw it (see the module's docstring)."""
     t = trace if isinstance(trace, TraceRecords) else of_trace(trace)
@@ -93,6 +79,7 @@ def prepare(trace: Trace | TraceRecords) -> Prepared:
 
 _NO_ARGS: dict[str, Any] = {}  # never changed
 _G = 1_000_000_000
+_TIME = operator.itemgetter(0)
 
 
 def _prepare(t: TraceRecords) -> Prepared:
@@ -106,7 +93,7 @@ def _prepare(t: TraceRecords) -> Prepared:
     scan = replay_ops.scan(t)
     cut_cwds = replay_fs.cut_cwds(t)
     fs = replay_fs.from_records(t, scan.named, cut_cwds)
-    epoch_ns = _epoch_ns(t)
+    epoch_ns = replay_clock.epoch_ns(t)
     settings = head.settings
     single = head.target_mode == "cmd"
     arg = t.path
@@ -138,7 +125,7 @@ def _prepare(t: TraceRecords) -> Prepared:
     # A command's search for its own binary (PHP_BINARY) runs in module start-up before
     # the ini settings are registered: realpath_cache_size is still 0 then.
     argv = head.target_cmd or [""]
-    binary = posixpath.basename(argv[0]) if single else ""
+    binary = replay_cli.php_binary(argv) if single else ""
     in_binary_search = bool(binary)
     user_ini: dict[tuple[int, int], list[str]] = defaultdict(list)
     user_ini_start: dict[tuple[int, int], int] = {}
@@ -354,7 +341,7 @@ def _prepare(t: TraceRecords) -> Prepared:
             tl = replay_ops.opcache_events(tl, opc_keys, rec.opcache_enable_file_override)
         evs = [x[1] for x in tl]
         ns = [x[0] for x in tl]
-        streams[pid] = (evs, _seconds(ns, epoch_ns), ns)
+        streams[pid] = (evs, replay_clock.seconds(ns, epoch_ns), ns)
         total += len(evs)
     counted = [r[R_ID] for r in requests.values() if r[R_END] >= 0]
     if not counted and single:
@@ -381,24 +368,3 @@ def _prepare(t: TraceRecords) -> Prepared:
                 # a resolution PHP made (not one of SQLite's own walks, say)
                 prep.lstatted.setdefault(sc[S_PID], set()).add(pget(sc[S_PATH], ""))
     return prep
-
-
-_TIME = operator.itemgetter(0)
-
-
-def _seconds(ns: list[int], epoch_ns: int) -> list[int]:
-    """Each event's wall clock in whole seconds (times before the trace's start: its start),
-    a run of equal seconds at a time (`ns` is in ascending order)."""
-    out: list[int] = []
-    i, end = 0, len(ns)
-    while i < end:
-        n = ns[i]
-        if n > 0:
-            sec = (epoch_ns + n) // _G
-            nxt = (sec + 1) * _G - epoch_ns  # the first ns of the next second
-        else:
-            sec, nxt = epoch_ns // _G, 1
-        j = bisect.bisect_left(ns, nxt, i + 1)
-        out.extend(itertools.repeat(sec, j - i))
-        i = j
-    return out
