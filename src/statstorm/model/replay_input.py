@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statstorm.errors import UsageError
-from statstorm.model import (open_basedir, php_versions, replay_cli, replay_clock, replay_fs,
-                             replay_ops)
+from statstorm.model import open_basedir, php_versions, replay_cli, replay_fs, replay_ops
 from statstorm.model.php_engine import CALL_INDEX
 from statstorm.model.engine_events import E_CHDIR, E_CLEAR, E_INCLUDE, E_INI, E_PASS, E_PROBE, E_REALPATH, E_REQ, E_RESOLVE, E_USER_INI, Event
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.fs_view import FsView
 from statstorm.model.realpath_cache import EXPAND, FILEPATH, REALPATH
+from statstorm.model.replay_clock import epoch_ns as _epoch_ns, seconds as _seconds
 from statstorm.model.replay_ops import fallback_dir
 from statstorm.results.common import collector_paused
 from statstorm.results.trace.raw import (O_ARGS, R_END, R_ID, R_PID, R_SCRIPT, R_START, S_CALL,
@@ -93,7 +93,7 @@ def _prepare(t: TraceRecords) -> Prepared:
     scan = replay_ops.scan(t)
     cut_cwds = replay_fs.cut_cwds(t)
     fs = replay_fs.from_records(t, scan.named, cut_cwds)
-    epoch_ns = replay_clock.epoch_ns(t)
+    epoch_ns = _epoch_ns(t)
     settings = head.settings
     single = head.target_mode == "cmd"
     arg = t.path
@@ -341,7 +341,7 @@ def _prepare(t: TraceRecords) -> Prepared:
             tl = replay_ops.opcache_events(tl, opc_keys, rec.opcache_enable_file_override)
         evs = [x[1] for x in tl]
         ns = [x[0] for x in tl]
-        streams[pid] = (evs, replay_clock.seconds(ns, epoch_ns), ns)
+        streams[pid] = (evs, _seconds(ns, epoch_ns), ns)
         total += len(evs)
     counted = [r[R_ID] for r in requests.values() if r[R_END] >= 0]
     if not counted and single:
