@@ -22,7 +22,9 @@ from statstorm.results.trace import read_trace
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 ROOTS = Path(os.environ.get("STATSTORM_PHP_ROOTS") or "/var/tmp/statstorm-php-roots")
-SEEDS = {"7.4": (3, 11), "8.4": (3, 11)}
+# 1 and 11: a symlinked `current` under a realpath cache that fills (the PHP_BINARY search of
+# the wrapped command is not cached); 2: 7.4 with open_basedir (stat probes check twice)
+SEEDS = {"7.4": (1, 2, 3, 11), "8.4": (1, 3, 11)}
 
 
 @pytest.fixture(params=sorted(SEEDS))

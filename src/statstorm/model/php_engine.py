@@ -74,6 +74,7 @@ class Engine:
         self.lock_file_open = mech.opcache_lock_file_open
         self.lstat_fills_stat = mech.lstat_fills_stat_cache
         self.compile_clears_stat = mech.compile_clears_stat_cache
+        self.stat_checks_twice = mech.stat_checks_open_basedir_twice
         self.recorded_include_path: str | None = None
         self._validated: str | None = None  # the script of the last include's revalidation
         # the last include: a *_once of an included script (script, name, cwd, ip, fallback)
@@ -389,7 +390,7 @@ class Engine:
                     return
         check = (lambda: self.basedir_ok(w, name, cwd)) if self.basedirs else None
         stat_family.probe(w, self.fs, self.emit, check, name, func, abspath,
-                          self.lstat_fills_stat)
+                          self.lstat_fills_stat, self.stat_checks_twice)
 
     # -- results -------------------------------------------------------------------------
     def all_workers(self) -> list[Worker]:

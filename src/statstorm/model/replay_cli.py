@@ -59,6 +59,15 @@ def cli_request(timeline: dict[int, list[tuple[int, Any]]], argv: list[str], opc
 _PHP = re.compile(r"php(?:-cgi)?\d*(?:\.\d+)?")
 
 
+def php_binary(argv: list[str]) -> str:
+    """The name of a command line's PHP binary (its basename): the first word that names
+    one, so a wrapped run (`chroot ROOT env -C DIR /usr/bin/php7.4 …`, a PHP root's) is
+    taken by its PHP, not its wrapper; else the command's own name. PHP searches for it at
+    start-up (PHP_BINARY), before its realpath cache is on."""
+    names = [posixpath.basename(a) for a in argv]
+    return next((n for n in names if _PHP.fullmatch(n)), names[0] if names else "")
+
+
 def script_arg(argv: list[str]) -> str:
     """The script of a `php [options] script.php` command line ('' if none); a wrapped one
     (`chroot ROOT env -C DIR /usr/bin/php8.4 …`: a PHP root's) from its PHP binary on."""

@@ -13,9 +13,6 @@ input comes from the trace's raw records (`results.trace.raw`): no object per re
 
 from __future__ import annotations
 
-import bisect
-import datetime as dt
-import itertools
 import operator
 import posixpath
 from collections import defaultdict
@@ -29,6 +26,7 @@ from statstorm.model.engine_events import E_CHDIR, E_CLEAR, E_INCLUDE, E_INI, E_
 from statstorm.model.phpsettings import from_recorded
 from statstorm.model.fs_view import FsView
 from statstorm.model.realpath_cache import EXPAND, FILEPATH, REALPATH
+from statstorm.model.replay_clock import epoch_ns as _epoch_ns, seconds as _seconds
 from statstorm.model.replay_ops import fallback_dir
 from statstorm.results.common import collector_paused
 from statstorm.results.trace.raw import (O_ARGS, R_END, R_ID, R_PID, R_SCRIPT, R_START, S_CALL,
@@ -66,18 +64,6 @@ class Prepared:
     merged: Any = None  # every worker's events in time order (built on first use)
 
 
-def _epoch_ns(trace: TraceRecords) -> int:
-    """Wall-clock ns of the trace's time 0: recorded by the tracer, else the header's
-    `created` (1 s resolution, taken a little before time 0)."""
-    t0 = trace.tail.t0_wall_ns
-    if t0 is not None and t0 > 0:
-        return t0
-    try:
-        return int(dt.datetime.fromisoformat(trace.head.created).timestamp()) * 1_000_000_000
-    except ValueError:
-        return 0
-
-
 def build_fs(trace: Trace | TraceRecords) -> FsView:
     """The file system as the trace saw it (see the module's docstring)."""
     t = trace if isinstance(trace, TraceRecords) else of_trace(trace)
@@ -93,6 +79,7 @@ def prepare(trace: Trace | TraceRecords) -> Prepared:
 
 _NO_ARGS: dict[str, Any] = {}  # never changed
 _G = 1_000_000_000
+_TIME = operator.itemgetter(0)
 
 
 def _prepare(t: TraceRecords) -> Prepared:
@@ -138,7 +125,7 @@ def _prepare(t: TraceRecords) -> Prepared:
     # A command's search for its own binary (PHP_BINARY) runs in module start-up before
     # the ini settings are registered: realpath_cache_size is still 0 then.
     argv = head.target_cmd or [""]
-    binary = posixpath.basename(argv[0]) if single else ""
+    binary = replay_cli.php_binary(argv) if single else ""
     in_binary_search = bool(binary)
     user_ini: dict[tuple[int, int], list[str]] = defaultdict(list)
     user_ini_start: dict[tuple[int, int], int] = {}
@@ -381,24 +368,3 @@ def _prepare(t: TraceRecords) -> Prepared:
                 # a resolution PHP made (not one of SQLite's own walks, say)
                 prep.lstatted.setdefault(sc[S_PID], set()).add(pget(sc[S_PATH], ""))
     return prep
-
-
-_TIME = operator.itemgetter(0)
-
-
-def _seconds(ns: list[int], epoch_ns: int) -> list[int]:
-    """Each event's wall clock in whole seconds (times before the trace's start: its start),
-    a run of equal seconds at a time (`ns` is in ascending order)."""
-    out: list[int] = []
-    i, end = 0, len(ns)
-    while i < end:
-        n = ns[i]
-        if n > 0:
-            sec = (epoch_ns + n) // _G
-            nxt = (sec + 1) * _G - epoch_ns  # the first ns of the next second
-        else:
-            sec, nxt = epoch_ns // _G, 1
-        j = bisect.bisect_left(ns, nxt, i + 1)
-        out.extend(itertools.repeat(sec, j - i))
-        i = j
-    return out

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from statstorm.model import php_versions
 from statstorm.model.phpsettings import PhpSettings
 from statstorm.model.replay_input import Prepared
 
@@ -64,12 +63,6 @@ def limits(prep: Prepared, recorded: PhpSettings, proposed: PhpSettings,
             "trace are what unlink(), rename(), rmdir() or clearstatcache(true) leave: the "
             "first three check their paths against open_basedir, which a trace without it "
             "cannot show (the prediction may miss those checks' calls)")})
-    if (recorded.open_basedir or proposed.open_basedir) and not php_versions.mechanisms(
-            proposed.php_version).open_basedir_modelled:
-        out.append({"id": "open-basedir-version", "text": (
-            f"PHP {proposed.php_version} checks paths against open_basedir more often than "
-            "the model does (it checks an include's path again; model/php_versions.py): with "
-            "open_basedir set the prediction may miss those checks' calls")})
     paths = sorted(guessed)
     if paths:
         out.append({"id": "unseen-paths", "text": (
