@@ -47,7 +47,7 @@ from typing import Any
 from statstorm.errors import UsageError
 from statstorm.model import (engine_events, fs_view, fuse_symlinks, include_resolution,
                              latency_profile, mount_options, network_forecast,
-                             open_basedir, php_engine, php_versions, phpsettings,
+                             open_basedir, php_engine, php_versions, phpsettings, replay_clock,
                              realpath_cache, replay, replay_cli, replay_fs, replay_input,
                              replay_ops, replay_tally, stat_family, stats, storage_kinds,
                              tracestats, user_ini)
@@ -71,7 +71,7 @@ _CODE = (vocabulary, trace_header, trace_summary, jsonl, sidecar, raw, sys.modul
          tracestats, replay, replay_input, replay_fs, replay_ops, replay_cli, replay_tally,
          realpath_cache, fs_view, php_engine, stat_family, include_resolution, open_basedir,
          user_ini, phpsettings, latency_profile, network_forecast, stats, storage_kinds,
-         mount_options, php_versions, engine_events, fuse_symlinks)
+         mount_options, php_versions, engine_events, fuse_symlinks, replay_clock)
 
 
 @dataclass
