@@ -285,10 +285,13 @@ NO_ROUND_TRIPS = frozenset({applyplan.FPM_GLOBAL})
 
 def predict_findings(findings: list[Finding], settings: dict[str, str], trace_path: Path,
                     round_trips_before: float | None) -> Forecast:
-    """What check's changes will do, before any is made: metadata calls per request from
-    `whatif` (the PHP changes), round trips per request from the measured ones scaled by the
-    forecast of the mount and app changes (model.network_forecast)."""
-    changes = applyplan.merge([c for f in findings for c in applyplan.classify(f, settings)])
+    """What check's changes will do (those `apply --all` makes), before any is made: metadata
+    calls per request from `whatif` (the PHP changes), round trips per request from the
+    measured ones scaled by the forecast of the mount and app changes
+    (model.network_forecast)."""
+    # what `apply --all` makes: the changes it leaves to be named (NAMED_ONLY) are not made
+    changes = applyplan.merge([c for f in findings if f.id not in applyplan.NAMED_ONLY
+                               for c in applyplan.classify(f, settings)])
     sets = [f"{c.key}={c.value}" for c in changes
             if c.kind in (applyplan.POOL_INI, applyplan.MASTER_INI) and c.key in SETTABLE]
     wi = run(WhatifOptions(trace_path, sets=tuple(sets)))
