@@ -153,3 +153,25 @@ def lab(state_home: Path) -> Iterator[Callable[..., dict[str, object]]]:
     yield start
     for name in names:
         run_cli(["lab", "down", "--name", name], state_home)
+
+
+# PHP roots of other versions shared by every test session (built once per machine, reused
+# after, as a user's are under their state root).
+PHP_ROOTS = Path("/var/tmp/statstorm-php-roots")
+
+
+@pytest.fixture
+def roots(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The shared roots directory as STATSTORM_PHP_ROOTS; the test is skipped only when the
+    8.4 root is not built and the Debian mirror cannot be reached to build it."""
+    from statstorm.adapters.labs import debootstrap, php_roots
+    from statstorm.errors import DependencyError
+    from statstorm.results.php_root import release
+    PHP_ROOTS.mkdir(mode=0o755, exist_ok=True)
+    monkeypatch.setenv("STATSTORM_PHP_ROOTS", str(PHP_ROOTS))
+    if php_roots.load(PHP_ROOTS / "8.4") is None:
+        try:
+            debootstrap.check_mirror(debootstrap.mirror(), release("8.4"))
+        except DependencyError as exc:
+            pytest.skip(f"PHP 8.4's root is not built and {exc}")
+    yield PHP_ROOTS

@@ -8,22 +8,21 @@ from __future__ import annotations
 import json
 import urllib.request
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from statstorm.adapters.labs import debootstrap, php_roots, state as labs
+from statstorm.adapters.labs import php_roots, state as labs
 from statstorm.cli import main
 from statstorm.commands import matrix as matrix_cmd
 from statstorm.env import Env
-from statstorm.errors import DependencyError, UsageError
+from statstorm.errors import UsageError
 from statstorm.model.matrix_grid import ARCHS, MatrixOptions, check_php, grid, parse_php
 from statstorm.model.matrix_summary import differs_in
 from statstorm.results.matrix import Cell as CellResult
 from statstorm.results.matrix import MatrixResult
 from statstorm.results.php_root import release
 
-ROOTS = Path("/var/tmp/statstorm-php-roots")  # shared by test sessions, built once
+from conftest import PHP_ROOTS as ROOTS  # noqa: E402  (the shared roots)
 
 
 def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -90,18 +89,6 @@ def test_dry_run_lists_the_versions(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert code == 2 and "--arch nginx-fpm" in err and "Traceback" not in err
     code, _, err = run_main(["matrix", "--php", "5.6", "--dry-run"], capsys)
     assert code == 2 and "--php '5.6'" in err and "Traceback" not in err
-
-
-@pytest.fixture
-def roots(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    ROOTS.mkdir(mode=0o755, exist_ok=True)
-    monkeypatch.setenv("STATSTORM_PHP_ROOTS", str(ROOTS))
-    if php_roots.load(ROOTS / "8.4") is None:
-        try:
-            debootstrap.check_mirror(debootstrap.mirror(), release("8.4"))
-        except DependencyError as exc:
-            pytest.skip(f"PHP 8.4's root is not built and {exc}")
-    yield ROOTS
 
 
 @pytest.mark.root

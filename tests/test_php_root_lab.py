@@ -10,34 +10,17 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from conftest import invoke, run_cli
-from statstorm.adapters.labs import debootstrap, php_roots
-from statstorm.errors import DependencyError
-from statstorm.results.php_root import MARKER, release
+from statstorm.adapters.labs import php_roots
+from statstorm.results.php_root import MARKER
 
 pytestmark = pytest.mark.root
 
 # Shared by every test session (each has a state root of its own), so the root is built
 # once per machine and reused after, as a user's is under their state root.
-ROOTS = Path("/var/tmp/statstorm-php-roots")
-
-
-@pytest.fixture
-def roots(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The shared roots directory; the test is skipped only when the 8.4 root is not built
-    and the Debian mirror cannot be reached to build it."""
-    ROOTS.mkdir(mode=0o755, exist_ok=True)
-    monkeypatch.setenv("STATSTORM_PHP_ROOTS", str(ROOTS))
-    if php_roots.load(ROOTS / "8.4") is None:
-        try:
-            debootstrap.check_mirror(debootstrap.mirror(), release("8.4"))
-        except DependencyError as exc:
-            pytest.skip(f"PHP 8.4's root is not built and {exc}")
-    yield ROOTS
 
 
 def get(url: str) -> tuple[int, str]:

@@ -8,35 +8,20 @@ from __future__ import annotations
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 
 from conftest import leftovers
-from statstorm.adapters.labs import debootstrap, php_roots
+from statstorm.adapters.labs import php_roots
 from statstorm.adapters.labs import shadow as shadows
 from statstorm.adapters.load import interleaved
 from statstorm.commands import tune as tune_cmd
 from statstorm.env import Env
-from statstorm.errors import DependencyError
-from statstorm.results.php_root import release
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-ROOTS = Path("/var/tmp/statstorm-php-roots")  # shared by test sessions, built once
 PROBE = "statstorm-probe.php"
-
-
-@pytest.fixture
-def roots(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    ROOTS.mkdir(mode=0o755, exist_ok=True)
-    monkeypatch.setenv("STATSTORM_PHP_ROOTS", str(ROOTS))
-    if php_roots.load(ROOTS / "8.4") is None:
-        try:
-            debootstrap.check_mirror(debootstrap.mirror(), release("8.4"))
-        except DependencyError as exc:
-            pytest.skip(f"PHP 8.4's root is not built and {exc}")
-    yield ROOTS
 
 
 def probe(base: str) -> str:
