@@ -175,3 +175,37 @@ def roots(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         except DependencyError as exc:
             pytest.skip(f"PHP 8.4's root is not built and {exc}")
     yield PHP_ROOTS
+
+
+def interrupt_up(state_home: Path, flags: list[str], step: str, sig: int, *,
+                 name: str | None = None, timeout: float = 120,
+                 ) -> tuple[int, str, dict[str, object]]:
+    """Start `lab up`, send `sig` as soon as lab.json records `step`, return (rc, stderr,
+    state). A `lab up` still running when this fails is killed (its lab is the caller's to
+    take down)."""
+    import time
+    name = name or unique_name("sig")
+    env = dict(os.environ, STATSTORM_HOME=str(state_home))
+    proc = subprocess.Popen([sys.executable, "-m", "statstorm", "lab", "up", "--name", name,
+                             *flags], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    state_file = state_home / "labs" / name / "lab.json"
+    deadline = time.monotonic() + timeout
+    state: dict[str, object] = {}
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                state = json.loads(state_file.read_text())
+            except (FileNotFoundError, json.JSONDecodeError):
+                state = {}
+            if state.get(step):
+                break
+            time.sleep(0.02)
+        assert state.get(step), f"up never reached {step}"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, err, state

@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import leftovers, run_cli, unique_name
+from conftest import interrupt_up, leftovers, run_cli, unique_name
 
 pytestmark = pytest.mark.root
 
@@ -110,29 +107,6 @@ def test_two_labs_side_by_side(lab, state_home: Path) -> None:
     # Stopping one leaves the other serving.
     assert get(f"{b['url']}/index.php")[0] == 200
     assert_down(state_home, b)
-
-
-def interrupt_up(state_home: Path, flags: list[str], step: str, sig: int) -> tuple[int, str, dict[str, object]]:
-    """Start `lab up`, send `sig` as soon as lab.json records `step`, return (rc, stderr, state)."""
-    name = unique_name("sig")
-    env = dict(os.environ, STATSTORM_HOME=str(state_home))
-    proc = subprocess.Popen([sys.executable, "-m", "statstorm", "lab", "up", "--name", name, *flags],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    state_file = state_home / "labs" / name / "lab.json"
-    deadline = time.monotonic() + 120
-    state: dict[str, object] = {}
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            state = json.loads(state_file.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            state = {}
-        if state.get(step):
-            break
-        time.sleep(0.02)
-    assert state.get(step), f"up never reached {step}"
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
-    return proc.returncode, err, state
 
 
 def test_sigint_during_up_leaves_nothing(state_home: Path) -> None:

@@ -4,17 +4,14 @@ php-fpm and nginx serving the app from the cell, and nothing left after down or 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import leftovers, run_cli, unique_name
+from conftest import interrupt_up, leftovers, run_cli, unique_name
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(not Path("/usr/sbin/afsd.fuse").exists(),
@@ -81,33 +78,14 @@ def test_synthetic_on_afs_served_through_afsd_fuse(lab, state_home: Path) -> Non
 def test_sigint_during_afs_up_leaves_nothing(state_home: Path) -> None:
     """Ctrl-C once the cell is mounted: the client, the four servers and every file go."""
     name = unique_name("afs")
-    env = dict(os.environ, STATSTORM_HOME=str(state_home))
-    proc = subprocess.Popen([sys.executable, "-m", "statstorm", "lab", "up", "--name", name,
-                             "--app", "synthetic", "--storage", "afs"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    state_file = state_home / "labs" / name / "lab.json"
-    state: dict[str, object] = {}
-    deadline = time.monotonic() + 240
     try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                state = json.loads(state_file.read_text())
-            except (FileNotFoundError, json.JSONDecodeError):
-                state = {}
-            if state.get("fuse_client_pid"):
-                break
-            time.sleep(0.05)
-        assert state.get("fuse_client_pid"), "up never mounted the cell"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        rc, err, state = interrupt_up(state_home, ["--app", "synthetic", "--storage", "afs"],
+                                      "fuse_client_pid", signal.SIGINT, name=name, timeout=240)
+        assert rc == 130, err
+        assert "Traceback" not in err
+        assert afs_leftovers(str(state["state_dir"])) == []
+    finally:  # whatever the test found, the lab goes
         run_cli(["lab", "down", "--name", name], state_home)
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err
-    assert afs_leftovers(str(state["state_dir"])) == []
 
 
 def test_second_afs_lab_is_refused_in_one_line(lab, state_home: Path) -> None:

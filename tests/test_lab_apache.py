@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import leftovers, run_cli, unique_name
-from test_lab import interrupt_up
+from conftest import interrupt_up, leftovers, run_cli, unique_name
 
 from statstorm.adapters.labs import apache_lab
 

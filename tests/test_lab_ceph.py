@@ -5,17 +5,14 @@ system, round trips read from ceph-fuse's admin socket, and nothing left after d
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import leftovers, run_cli, unique_name
+from conftest import interrupt_up, leftovers, run_cli, unique_name
 from statstorm.adapters.storage import ceph_perf
 from statstorm.env import Env
 
@@ -122,30 +119,11 @@ def test_synthetic_on_cephfs_served_through_ceph_fuse(lab, state_home: Path) -> 
 def test_sigint_during_ceph_up_leaves_nothing(state_home: Path) -> None:
     """Ctrl-C once the file system is mounted: the client, the daemons and every file go."""
     name = unique_name("ceph")
-    env = dict(os.environ, STATSTORM_HOME=str(state_home))
-    proc = subprocess.Popen([sys.executable, "-m", "statstorm", "lab", "up", "--name", name,
-                             "--app", "synthetic", "--storage", "cephfs"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    state_file = state_home / "labs" / name / "lab.json"
-    state: dict[str, object] = {}
-    deadline = time.monotonic() + 240
     try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                state = json.loads(state_file.read_text())
-            except (FileNotFoundError, json.JSONDecodeError):
-                state = {}
-            if state.get("fuse_client_pid"):
-                break
-            time.sleep(0.05)
-        assert state.get("fuse_client_pid"), "up never mounted the file system"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        rc, err, state = interrupt_up(state_home, ["--app", "synthetic", "--storage", "cephfs"],
+                                      "fuse_client_pid", signal.SIGINT, name=name, timeout=240)
+        assert rc == 130, err
+        assert "Traceback" not in err
+        assert ceph_leftovers(str(state["state_dir"])) == []
+    finally:  # whatever the test found, the lab goes
         run_cli(["lab", "down", "--name", name], state_home)
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err
-    assert ceph_leftovers(str(state["state_dir"])) == []
