@@ -108,23 +108,14 @@ def test_dokuwiki_readlinks_are_forecast_on_the_stock_host(state_home: Path,
     import subprocess
 
     from statstorm.adapters.storage import gluster
-    from stock_host import stock_host
+    from stock_host import php_site, stock_host
 
     with stock_host() as host:
         volume = host.gluster_volume()
         net = host.mount_by_hand(host.scratch("net"))
         code = host.copy_app("dokuwiki", net / "dokuwiki")
         assert (code / "lib/plugins").is_symlink()
-        host.nginx_site("doku-symlinks", f"""server {{
-	listen 127.0.0.1:{DOKU_PORT};
-	root {code};
-	index doku.php;
-	location ~ \\.php$ {{
-		include snippets/fastcgi-php.conf;
-		fastcgi_pass unix:/run/php/php8.2-fpm.sock;
-	}}
-}}
-""")
+        host.nginx_site("doku-symlinks", php_site(DOKU_PORT, code))
         host.fpm_start("init")
         host.nginx_start()
         assert b"DokuWiki" in urllib.request.urlopen(DOKU_URL, timeout=20).read()

@@ -14,7 +14,7 @@ import pytest
 
 from statstorm.adapters.storage import gluster, gluster_profile
 from statstorm.env import Env
-from stock_host import StockHost, stock_host
+from stock_host import StockHost, php_site, stock_host
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -82,16 +82,7 @@ def test_brick_fops_per_view_with_each_content_option(tmp_path: Path) -> None:
         net = host.scratch("net")
         _mount(host, net, MOUNT_TIER)
         code = host.copy_app("dokuwiki", net / "dokuwiki")
-        host.nginx_site("doku-fops", f"""server {{
-	listen 127.0.0.1:{PORT};
-	root {code};
-	index doku.php;
-	location ~ \\.php$ {{
-		include snippets/fastcgi-php.conf;
-		fastcgi_pass unix:/run/php/php8.2-fpm.sock;
-	}}
-}}
-""")
+        host.nginx_site("doku-fops", php_site(PORT, code))
         host.fpm_start("init")
         host.nginx_start()
         gluster_profile.start(Env(), volume)

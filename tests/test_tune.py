@@ -19,7 +19,7 @@ import pytest
 from conftest import run_cli
 from statstorm.adapters.host import procs
 from statstorm.model import escalation
-from stock_host import TREES, StockHost, stock_host, tree_digest
+from stock_host import TREES, StockHost, php_site, stock_host, tree_digest
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -32,17 +32,7 @@ def _wiki_on_gluster(host: StockHost) -> Path:
     host.gluster_volume()
     net = host.mount_by_hand(host.scratch("net"))
     code = host.copy_app("dokuwiki", net / "dokuwiki")
-    host.nginx_site("doku-tune", f"""server {{
-	listen 127.0.0.1:{PORT};
-	root {code};
-	index doku.php index.php;
-
-	location ~ \\.php$ {{
-		include snippets/fastcgi-php.conf;
-		fastcgi_pass unix:/run/php/php8.2-fpm.sock;
-	}}
-}}
-""")
+    host.nginx_site("doku-tune", php_site(PORT, code))
     host.fpm_start("init")
     host.nginx_start()
     assert b"DokuWiki" in urllib.request.urlopen(URL, timeout=20).read()
