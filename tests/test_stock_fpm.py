@@ -4,6 +4,7 @@ serving DokuWiki; and the logic that follows php-fpm's master across a reload, w
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from statstorm.adapters.host import procs
 from statstorm.adapters.host.procs import free_port
 from statstorm.adapters.php import fpm_master, php_targets
 from statstorm.env import Env
@@ -168,6 +170,47 @@ class SlowRequest:
         return self.code
 
 
+class KeepAlive:
+    """Clients each keeping one HTTP/1.1 connection to nginx and sending request after request
+    on it, as wrk does; every request that fails (an exception, a status but 200) is counted.
+    A connection nginx closes while idle (its reload does) fails the request sent on it next."""
+
+    def __init__(self, path: str, clients: int = 4) -> None:
+        self.path, self.ok, self.failed = path, [0] * clients, []  # type: ignore[var-annotated]
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._go, args=(i,), daemon=True)
+                        for i in range(clients)]
+
+    def _go(self, i: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+        try:
+            while not self.stop.is_set():
+                try:
+                    conn.request("GET", self.path)
+                    resp = conn.getresponse()
+                    resp.read()
+                    if resp.status == 200:
+                        self.ok[i] += 1
+                    else:
+                        self.failed.append(f"HTTP {resp.status}")
+                except (OSError, http.client.HTTPException) as exc:
+                    self.failed.append(repr(exc))
+                    conn.close()  # the next request opens a new connection
+                time.sleep(0.01)
+        finally:
+            conn.close()
+
+    def __enter__(self) -> "KeepAlive":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+
 def _reload_with_a_request_running(host: StockHost) -> int:
     """SIGUSR2 to the master while /slow.php runs: that request's HTTP status. Returns once
     the pool serves again."""
@@ -224,19 +267,25 @@ def test_apply_and_rollback_on_debians_php_fpm(style: str, state_home: Path) -> 
         assert code == 502, f"the request running through the reload: {code}"
         old = host.fpm_master()
         nginx_before = tree_digest(Path("/etc/nginx"))
+        nginx_workers = sorted(procs.children(host.nginx_pids[0]))
         # this first reload cannot wait for the requests running (the master's timeout is 0):
-        # nginx hands them to a second master while the pool reloads, so none is ended, a
-        # long one running through the whole apply included
+        # the pool's socket leads to a second master while the pool drains and reloads, so
+        # none is ended, a long one running through the whole apply included; nginx is not
+        # reloaded, so no keep-alive connection of its clients is closed
         slow = SlowRequest(12)
-        with Load(f"http://127.0.0.1:{PORT}/doku.php") as load:
+        with Load(f"http://127.0.0.1:{PORT}/doku.php") as load, \
+                KeepAlive("/doku.php") as kept:
             res = run_cli(["apply", "--all", "--yes", "--json",
                            *([] if alone else ["--pool", "www"])], home)
         assert res.returncode == 0, res.stderr
+        assert min(kept.ok) > 0 and not kept.failed, (len(kept.failed), kept.failed[:3])
         assert slow.status() == 200, slow.error
         assert load.ok > 0 and not load.failed, load.failed[:3]
         assert "second php-fpm master" in res.stderr
-        assert tree_digest(Path("/etc/nginx")) == nginx_before  # its passes put back
-        assert not list(Path("/run/php").glob("statstorm-handover-*"))
+        assert sorted(procs.children(host.nginx_pids[0])) == nginx_workers  # not reloaded
+        assert tree_digest(Path("/etc/nginx")) == nginx_before  # never changed
+        assert not [p.name for p in Path("/run/php").iterdir() if "statstorm-handover" in p.name]
+        assert os.path.exists(SOCK)
         assert not [p for p in Path("/proc").glob("[0-9]*/cmdline")  # the second master: gone
                     if b"/handover/" in _read_or_empty(p)]
         out = json.loads(res.stdout)
@@ -244,7 +293,8 @@ def test_apply_and_rollback_on_debians_php_fpm(style: str, state_home: Path) -> 
         files = {f["path"]: f["created"] for f in out["files"]}
         assert files == {"/etc/php/8.2/fpm/pool.d/www.conf": False, str(OWN_INI): True,
                          "/etc/php/8.2/fpm/php-fpm.conf": False}
-        assert any("hands them to a second php-fpm master" in n for n in out["notes"])
+        assert any("the pool's socket is handed to a second php-fpm master" in n
+                   for n in out["notes"])
         new = host.fpm_master()
         if style == "init":  # re-executed and daemonized again: another PID, in the pid file
             assert new != old and int(FPM_PIDFILE.read_text()) == new
