@@ -323,6 +323,38 @@ def test_apply_and_rollback_on_debians_php_fpm(style: str, state_home: Path) -> 
 
 
 @pytest.mark.root
+def test_a_pool_on_tcp_is_handed_over_through_nginx(state_home: Path) -> None:
+    """A pool listening on TCP has no path to hand over: nginx's passes lead to the second
+    master while the pool drains and reloads, then come back byte for byte."""
+    home = state_home / "stock-fpm-tcp"
+    home.mkdir()
+    address = f"127.0.0.1:{free_port(19100)}"
+    with stock_host() as host:
+        pool = Path("/etc/php/8.2/fpm/pool.d/www.conf")
+        host.write(pool, pool.read_text().replace(f"listen = {SOCK}", f"listen = {address}"))
+        app = host.copy_app("dokuwiki", host.scratch("doku") / "dokuwiki")
+        (app / "slow.php").write_text(SLOW)
+        host.nginx_site("statstorm-doku", SITE.format(port=PORT, root=app)
+                        .replace(f"unix:{SOCK}", address))
+        host.fpm_start("container")
+        host.nginx_start()
+        assert _page() == 200
+        nginx_before = tree_digest(Path("/etc/nginx"))
+        slow = SlowRequest(8)
+        with Load(f"http://127.0.0.1:{PORT}/doku.php") as load:
+            res = run_cli(["apply", "--all", "--yes", "--pool", "www"], home)
+        assert res.returncode == 0, res.stderr
+        assert slow.status() == 200, slow.error
+        assert load.ok > 0 and not load.failed, load.failed[:3]
+        assert res.stderr.count("reloading nginx gracefully") == 2, res.stderr
+        assert "its requests go to a second php-fpm master" in res.stderr
+        assert tree_digest(Path("/etc/nginx")) == nginx_before  # its passes put back
+        assert not [p for p in Path("/proc").glob("[0-9]*/cmdline")
+                    if b"/handover/" in _read_or_empty(p)]
+        assert _page() == 200
+
+
+@pytest.mark.root
 @pytest.mark.parametrize("stale", ["gone", "other-program"])
 def test_a_stale_pid_file_changes_nothing(stale: str, state_home: Path) -> None:
     home = state_home / f"stock-fpm-stale-{stale}"
