@@ -29,6 +29,7 @@ from conftest import invoke, run_cli  # noqa: E402
 from test_apply_lab import Load  # noqa: E402
 from stock_host import (FPM_PIDFILE, StockHost, stock_host, tree_digest,  # noqa: E402
                         wait_for)
+from test_stock_apache import vhost  # noqa: E402
 
 ETC = (Path("/etc/php/8.2"), Path("/etc/nginx"))
 SOCK = "/run/php/php8.2-fpm.sock"
@@ -175,14 +176,15 @@ class KeepAlive:
     on it, as wrk does; every request that fails (an exception, a status but 200) is counted.
     A connection nginx closes while idle (its reload does) fails the request sent on it next."""
 
-    def __init__(self, path: str, clients: int = 4) -> None:
+    def __init__(self, path: str, clients: int = 4, port: int = PORT) -> None:
         self.path, self.ok, self.failed = path, [0] * clients, []  # type: ignore[var-annotated]
+        self.port = port
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._go, args=(i,), daemon=True)
                         for i in range(clients)]
 
     def _go(self, i: int) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
             while not self.stop.is_set():
                 try:
@@ -351,6 +353,38 @@ def test_a_pool_on_tcp_is_handed_over_through_nginx(state_home: Path) -> None:
         assert tree_digest(Path("/etc/nginx")) == nginx_before  # its passes put back
         assert not [p for p in Path("/proc").glob("[0-9]*/cmdline")
                     if b"/handover/" in _read_or_empty(p)]
+        assert _page() == 200
+
+
+@pytest.mark.root
+def test_a_pool_behind_apaches_proxy_fcgi_is_handed_over(state_home: Path) -> None:
+    """Apache passes to the pool's socket (Debian's php8.2-fpm conf): its path is handed over
+    as behind nginx, and Apache is not restarted."""
+    home = state_home / "stock-fpm-apache"
+    home.mkdir()
+    with stock_host() as host:
+        app = host.copy_app("dokuwiki", host.scratch("doku") / "dokuwiki")
+        (app / "slow.php").write_text(SLOW)
+        host.apache_listen(PORT)
+        host.a2("a2dismod", "php8.2", "mpm_prefork", "mpm_worker")
+        host.a2("a2enmod", "mpm_event", "proxy_fcgi", "setenvif")
+        host.a2("a2enconf", "php8.2-fpm")  # SetHandler "proxy:unix:/run/php/php8.2-fpm.sock|…"
+        host.apache_site("statstorm-doku", vhost(PORT, "doku.test", app))
+        host.fpm_start("init")
+        apache = host.apache_start()
+        assert _page() == 200
+        apache_before = tree_digest(Path("/etc/apache2"))
+        slow = SlowRequest(8)
+        with KeepAlive("/doku.php") as kept:
+            res = run_cli(["apply", "--all", "--yes", "--json", "--pool", "www"], home)
+        assert res.returncode == 0, res.stderr
+        assert slow.status() == 200, slow.error
+        assert min(kept.ok) > 0 and not kept.failed, (len(kept.failed), kept.failed[:3])
+        assert "leads to a second php-fpm master" in res.stderr
+        assert "Apache" not in res.stderr  # neither restarted nor changed
+        assert tree_digest(Path("/etc/apache2")) == apache_before and procs.alive(apache)
+        assert not [p.name for p in Path("/run/php").iterdir() if "statstorm-handover" in p.name]
+        assert _ask("realpath_cache_ttl").ini["realpath_cache_ttl"] == "600"
         assert _page() == 200
 
 
