@@ -4,6 +4,7 @@ serving DokuWiki; and the logic that follows php-fpm's master across a reload, w
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from statstorm.adapters.host import procs
 from statstorm.adapters.host.procs import free_port
 from statstorm.adapters.php import fpm_master, php_targets
 from statstorm.env import Env
@@ -27,6 +29,7 @@ from conftest import invoke, run_cli  # noqa: E402
 from test_apply_lab import Load  # noqa: E402
 from stock_host import (FPM_PIDFILE, StockHost, stock_host, tree_digest,  # noqa: E402
                         wait_for)
+from test_stock_apache import vhost  # noqa: E402
 
 ETC = (Path("/etc/php/8.2"), Path("/etc/nginx"))
 SOCK = "/run/php/php8.2-fpm.sock"
@@ -168,6 +171,48 @@ class SlowRequest:
         return self.code
 
 
+class KeepAlive:
+    """Clients each keeping one HTTP/1.1 connection to nginx and sending request after request
+    on it, as wrk does; every request that fails (an exception, a status but 200) is counted.
+    A connection nginx closes while idle (its reload does) fails the request sent on it next."""
+
+    def __init__(self, path: str, clients: int = 4, port: int = PORT) -> None:
+        self.path, self.ok, self.failed = path, [0] * clients, []  # type: ignore[var-annotated]
+        self.port = port
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._go, args=(i,), daemon=True)
+                        for i in range(clients)]
+
+    def _go(self, i: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            while not self.stop.is_set():
+                try:
+                    conn.request("GET", self.path)
+                    resp = conn.getresponse()
+                    resp.read()
+                    if resp.status == 200:
+                        self.ok[i] += 1
+                    else:
+                        self.failed.append(f"HTTP {resp.status}")
+                except (OSError, http.client.HTTPException) as exc:
+                    self.failed.append(repr(exc))
+                    conn.close()  # the next request opens a new connection
+                time.sleep(0.01)
+        finally:
+            conn.close()
+
+    def __enter__(self) -> "KeepAlive":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+
 def _reload_with_a_request_running(host: StockHost) -> int:
     """SIGUSR2 to the master while /slow.php runs: that request's HTTP status. Returns once
     the pool serves again."""
@@ -224,19 +269,25 @@ def test_apply_and_rollback_on_debians_php_fpm(style: str, state_home: Path) -> 
         assert code == 502, f"the request running through the reload: {code}"
         old = host.fpm_master()
         nginx_before = tree_digest(Path("/etc/nginx"))
+        nginx_workers = sorted(procs.children(host.nginx_pids[0]))
         # this first reload cannot wait for the requests running (the master's timeout is 0):
-        # nginx hands them to a second master while the pool reloads, so none is ended, a
-        # long one running through the whole apply included
+        # the pool's socket leads to a second master while the pool drains and reloads, so
+        # none is ended, a long one running through the whole apply included; nginx is not
+        # reloaded, so no keep-alive connection of its clients is closed
         slow = SlowRequest(12)
-        with Load(f"http://127.0.0.1:{PORT}/doku.php") as load:
+        with Load(f"http://127.0.0.1:{PORT}/doku.php") as load, \
+                KeepAlive("/doku.php") as kept:
             res = run_cli(["apply", "--all", "--yes", "--json",
                            *([] if alone else ["--pool", "www"])], home)
         assert res.returncode == 0, res.stderr
+        assert min(kept.ok) > 0 and not kept.failed, (len(kept.failed), kept.failed[:3])
         assert slow.status() == 200, slow.error
         assert load.ok > 0 and not load.failed, load.failed[:3]
         assert "second php-fpm master" in res.stderr
-        assert tree_digest(Path("/etc/nginx")) == nginx_before  # its passes put back
-        assert not list(Path("/run/php").glob("statstorm-handover-*"))
+        assert sorted(procs.children(host.nginx_pids[0])) == nginx_workers  # not reloaded
+        assert tree_digest(Path("/etc/nginx")) == nginx_before  # never changed
+        assert not [p.name for p in Path("/run/php").iterdir() if "statstorm-handover" in p.name]
+        assert os.path.exists(SOCK)
         assert not [p for p in Path("/proc").glob("[0-9]*/cmdline")  # the second master: gone
                     if b"/handover/" in _read_or_empty(p)]
         out = json.loads(res.stdout)
@@ -244,7 +295,8 @@ def test_apply_and_rollback_on_debians_php_fpm(style: str, state_home: Path) -> 
         files = {f["path"]: f["created"] for f in out["files"]}
         assert files == {"/etc/php/8.2/fpm/pool.d/www.conf": False, str(OWN_INI): True,
                          "/etc/php/8.2/fpm/php-fpm.conf": False}
-        assert any("hands them to a second php-fpm master" in n for n in out["notes"])
+        assert any("the pool's socket is handed to a second php-fpm master" in n
+                   for n in out["notes"])
         new = host.fpm_master()
         if style == "init":  # re-executed and daemonized again: another PID, in the pid file
             assert new != old and int(FPM_PIDFILE.read_text()) == new
@@ -269,6 +321,70 @@ def test_apply_and_rollback_on_debians_php_fpm(style: str, state_home: Path) -> 
         answer = _ask("realpath_cache_ttl", "opcache.max_accelerated_files")
         assert answer.ini["realpath_cache_ttl"] == "120"
         assert answer.ini["opcache.max_accelerated_files"] == "200"
+        assert _page() == 200
+
+
+@pytest.mark.root
+def test_a_pool_on_tcp_is_handed_over_through_nginx(state_home: Path) -> None:
+    """A pool listening on TCP has no path to hand over: nginx's passes lead to the second
+    master while the pool drains and reloads, then come back byte for byte."""
+    home = state_home / "stock-fpm-tcp"
+    home.mkdir()
+    address = f"127.0.0.1:{free_port(19100)}"
+    with stock_host() as host:
+        pool = Path("/etc/php/8.2/fpm/pool.d/www.conf")
+        host.write(pool, pool.read_text().replace(f"listen = {SOCK}", f"listen = {address}"))
+        app = host.copy_app("dokuwiki", host.scratch("doku") / "dokuwiki")
+        (app / "slow.php").write_text(SLOW)
+        host.nginx_site("statstorm-doku", SITE.format(port=PORT, root=app)
+                        .replace(f"unix:{SOCK}", address))
+        host.fpm_start("container")
+        host.nginx_start()
+        assert _page() == 200
+        nginx_before = tree_digest(Path("/etc/nginx"))
+        slow = SlowRequest(8)
+        with Load(f"http://127.0.0.1:{PORT}/doku.php") as load:
+            res = run_cli(["apply", "--all", "--yes", "--pool", "www"], home)
+        assert res.returncode == 0, res.stderr
+        assert slow.status() == 200, slow.error
+        assert load.ok > 0 and not load.failed, load.failed[:3]
+        assert res.stderr.count("reloading nginx gracefully") == 2, res.stderr
+        assert "its requests go to a second php-fpm master" in res.stderr
+        assert tree_digest(Path("/etc/nginx")) == nginx_before  # its passes put back
+        assert not [p for p in Path("/proc").glob("[0-9]*/cmdline")
+                    if b"/handover/" in _read_or_empty(p)]
+        assert _page() == 200
+
+
+@pytest.mark.root
+def test_a_pool_behind_apaches_proxy_fcgi_is_handed_over(state_home: Path) -> None:
+    """Apache passes to the pool's socket (Debian's php8.2-fpm conf): its path is handed over
+    as behind nginx, and Apache is not restarted."""
+    home = state_home / "stock-fpm-apache"
+    home.mkdir()
+    with stock_host() as host:
+        app = host.copy_app("dokuwiki", host.scratch("doku") / "dokuwiki")
+        (app / "slow.php").write_text(SLOW)
+        host.apache_listen(PORT)
+        host.a2("a2dismod", "php8.2", "mpm_prefork", "mpm_worker")
+        host.a2("a2enmod", "mpm_event", "proxy_fcgi", "setenvif")
+        host.a2("a2enconf", "php8.2-fpm")  # SetHandler "proxy:unix:/run/php/php8.2-fpm.sock|…"
+        host.apache_site("statstorm-doku", vhost(PORT, "doku.test", app))
+        host.fpm_start("init")
+        apache = host.apache_start()
+        assert _page() == 200
+        apache_before = tree_digest(Path("/etc/apache2"))
+        slow = SlowRequest(8)
+        with KeepAlive("/doku.php") as kept:
+            res = run_cli(["apply", "--all", "--yes", "--json", "--pool", "www"], home)
+        assert res.returncode == 0, res.stderr
+        assert slow.status() == 200, slow.error
+        assert min(kept.ok) > 0 and not kept.failed, (len(kept.failed), kept.failed[:3])
+        assert "leads to a second php-fpm master" in res.stderr
+        assert "Apache" not in res.stderr  # neither restarted nor changed
+        assert tree_digest(Path("/etc/apache2")) == apache_before and procs.alive(apache)
+        assert not [p.name for p in Path("/run/php").iterdir() if "statstorm-handover" in p.name]
+        assert _ask("realpath_cache_ttl").ini["realpath_cache_ttl"] == "600"
         assert _page() == 200
 
 

@@ -3,15 +3,17 @@
 With `process_control_timeout = 0` (Debian's default) a php-fpm reload (SIGUSR2) sends its
 workers SIGQUIT and, at once, SIGTERM: the requests running then are cut off (the web server
 answers 502). The master reads the timeout only when it starts, so the reload that sets it is
-itself such a reload. Where nginx fronts the pool, apply hands the traffic over instead
+itself such a reload. So apply hands the pool's traffic to a second php-fpm master, which runs
+the pool's section (its new settings), until the pool has drained and reloaded
 (adapters/apply/fpm_handover.py):
 
-1. a second php-fpm master runs the pool's section (its new settings) on a socket of its own;
-2. nginx's passes to the pool are pointed at that socket and nginx is reloaded gracefully:
-   its old workers finish their requests, so the pool drains;
-3. the drained pool is reloaded: no request is running in it;
-4. nginx's configuration is put back byte for byte and reloaded; the second master, drained
-   in turn, is stopped.
+- a pool on a UNIX socket hands the socket's path over: the second master's socket is renamed
+  over it while a hard link keeps the pool master's socket, then renamed back after the
+  reload. Whatever connects to the path (nginx, Apache's proxy_fcgi) follows it, and no web
+  server reloads, so no client connection is closed;
+- a pool on TCP has nginx's passes pointed at the second master and nginx reloaded gracefully,
+  then put back byte for byte and reloaded again (each nginx reload closes its idle keep-alive
+  client connections).
 
 This module holds the two texts that takes, as pure functions: the second master's
 configuration and the nginx text with its passes pointed elsewhere.

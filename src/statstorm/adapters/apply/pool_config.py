@@ -68,8 +68,7 @@ class Target:
                        for c in changes)
         if fpm_handover.wanted(self):
             return ("process_control_timeout = 0 in the running master: a reload would end "
-                    "the requests running, so nginx hands them to a second php-fpm master "
-                    "while the pool reloads; " + (
+                    f"the requests running, so {fpm_handover.how(self)}; " + (
                         "the reloads after it wait for them (the change above)" if graceful
                         else "apply fpm-reload-ends-requests (or set "
                         "`process_control_timeout = 10s` in [global]) for graceful reloads"))
