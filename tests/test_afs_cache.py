@@ -1,6 +1,9 @@
 """The OpenAFS client's stat cache on a real cell (root, slow): the file server's RPC counts per
 page view, the stat-cache finding on a client restarted with a tiny stat cache and not on the
-autotuned one, and the client's restart with a bigger one undone again."""
+autotuned one, and the client's restart with a bigger one undone again.
+
+The case runs in tests/test_lab_afs.py (test_stat_cache_finding_rpcs_apply_and_undo), on the
+synthetic AFS lab that file's tests share: one OpenAFS cell per machine, ~40 s to make."""
 
 from __future__ import annotations
 
@@ -8,15 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-
-from conftest import run_cli
 from statstorm.adapters.storage import afs_check, afs_client, afs_stats, openafs
 from statstorm.env import Env
-
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(not Path("/usr/sbin/afsd.fuse").exists(),
-                                 reason="OpenAFS is not installed: run scripts/setup.sh --afs")]
 
 TINY = "50"  # far fewer entries than the ~130 files and directories a page view touches
 
@@ -42,8 +38,10 @@ def rpcs_per_view(env: Env, server: str, url: str, seconds: float = 5.0) -> floa
     return afs_stats.round_trips(calls) / n
 
 
-def test_stat_cache_finding_rpcs_apply_and_undo(lab, state_home: Path) -> None:
-    state = lab("--app", "synthetic", "--storage", "afs", "--workers", "2")
+def stat_cache_case(state: dict[str, object]) -> None:
+    """On a running synthetic AFS lab (2 workers, the client's stat cache autotuned): the
+    finding and the RPCs per view with a tiny stat cache, the fix and its undo; the client is
+    left as it was (autotuned)."""
     env = Env()
     mp, code = str(state["mount_point"]), str(state["code_path"])
     url = f"{state['url']}{state['entry_path']}"
@@ -80,5 +78,3 @@ def test_stat_cache_finding_rpcs_apply_and_undo(lab, state_home: Path) -> None:
     finally:
         afs_client.undo(env, cell, step)
     assert afs_client.mount_cache_options(mp)["stat"] == "3000"
-    run_cli(["lab", "down", "--name", str(state["name"])], state_home, check=True)
-    assert not afs_client.client_of(mp)

@@ -79,25 +79,52 @@ def test_demo_on_mediawiki_gives_it_an_object_cache_and_ends_the_round_trips(
         state_home: Path, tmp_path: Path) -> None:
     """The built-in default, shortened: MediaWiki's data files re-read from GlusterFS are
     found, APCu is loaded into both labs' pools with $wgMainCacheType = CACHE_ACCEL, and the
-    round trips per request fall by 95 % or more (counts, not timings)."""
+    round trips per request fall by 95 % or more (counts, not timings). Run with --keep: the
+    network lab it leaves is `lab up --app mediawiki --storage glusterfs`'s (4 workers, the
+    default), and is checked here as test_lab checked its own (one MediaWiki copied onto
+    GlusterFS fewer); the demo's removal of its labs is test_demo_predicts_before_it_applies'
+    and test_faults'."""
+    from test_lab import assert_down, assert_workers, get
     out = tmp_path / "mw"
     name = unique_name("mw")
-    proc = run_cli(["demo", "--rounds", "1", "--duration", "3", "--views", "3", "--name", name,
-                    "-o", str(out), "--json"], state_home, check=True, timeout=900)
-    r = json.loads(proc.stdout)
-    assert "warning: app-data-on-network" in r["findings_before"]
-    # (network-bound, the share of request time spent on the network, is a timing: its rule
-    # is tested on fixed facts in test_check_rules, not here)
-    assert {"app-data-on-network", "glusterfs-mount-caching"} <= set(r["applied"])
-    for role in ("network", "local"):
-        changes = r["settings"][role]["changes"]
-        assert "$wgMainCacheType = CACHE_ACCEL;" in changes
-        assert any(c.startswith("extension = ") and c.endswith("apcu.so") for c in changes)
-    assert not any("app-data-on-network" in f or "network-bound" in f
-                   for f in r["findings_after"])
-    rt = r["round_trips_per_request"]
-    assert rt["before"] > 100 and rt["after"] <= 0.05 * rt["before"]
-    assert r["metadata_calls_per_request"]["after"] < r["metadata_calls_per_request"]["before"]
+    try:
+        proc = run_cli(["demo", "--rounds", "1", "--duration", "3", "--views", "3", "--name",
+                        name, "-o", str(out), "--keep", "--json"], state_home, check=True,
+                       timeout=900)
+        r = json.loads(proc.stdout)
+        assert r["kept"]
+        assert "warning: app-data-on-network" in r["findings_before"]
+        # (network-bound, the share of request time spent on the network, is a timing: its
+        # rule is tested on fixed facts in test_check_rules, not here)
+        assert {"app-data-on-network", "glusterfs-mount-caching"} <= set(r["applied"])
+        for role in ("network", "local"):
+            changes = r["settings"][role]["changes"]
+            assert "$wgMainCacheType = CACHE_ACCEL;" in changes
+            assert any(c.startswith("extension = ") and c.endswith("apcu.so") for c in changes)
+        assert not any("app-data-on-network" in f or "network-bound" in f
+                       for f in r["findings_after"])
+        rt = r["round_trips_per_request"]
+        assert rt["before"] > 100 and rt["after"] <= 0.05 * rt["before"]
+        assert r["metadata_calls_per_request"]["after"] < r["metadata_calls_per_request"]["before"]
+
+        # MediaWiki on GlusterFS, from the lab (and serving with the demo's changes)
+        state = json.loads(run_cli(["lab", "status", "--name", f"{name}-net", "--json"],
+                                   state_home, check=True).stdout)
+        assert state["storage"] == "glusterfs"
+        assert Path(str(state["code_path"]), "includes").is_dir()
+        assert str(state["code_path"]).startswith(str(state["mount_point"]))
+        status, body = get(f"{state['url']}/index.php?title=Main_Page")
+        assert status == 200 and 'id="mw-content-text"' in body
+        status, body = get(f"{state['url']}/api.php?action=query&meta=siteinfo&format=json")
+        assert status == 200 and json.loads(body)["query"]["general"]["sitename"] == "LabWiki"
+        assert_workers(state, 4)
+        assert_down(state_home, state)  # nothing left, and a second down is a no-op
+        local = json.loads(run_cli(["lab", "status", "--name", f"{name}-local", "--json"],
+                                   state_home, check=True).stdout)
+        assert_down(state_home, local)
+    finally:  # whatever failed, neither lab stays
+        for role in ("local", "net"):
+            run_cli(["lab", "down", "--name", f"{name}-{role}"], state_home)
     for role in ("local", "net"):
         lab = f"{name}-{role}"
         assert leftovers(str(state_home / "labs" / lab), f"statstorm-{lab}") == []

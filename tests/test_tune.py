@@ -13,6 +13,7 @@ import uuid
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -39,40 +40,48 @@ def _wiki_on_gluster(host: StockHost) -> Path:
     return code
 
 
+@pytest.fixture(scope="module")
+def wiki_host() -> Iterator[tuple[StockHost, Path]]:
+    """One stock host with DokuWiki on GlusterFS for this file's tests (copying DokuWiki onto
+    the volume is most of standing it up): the dry run changes nothing and --yes's test rolls
+    every change back; the host is restored exactly at the end, even after a failure."""
+    with stock_host() as host:
+        yield host, _wiki_on_gluster(host)
+
+
 def _no_shadow_left(home: Path) -> None:
     shadow = home / "labs/tune-www"
     assert not shadow.exists(), f"{shadow} left behind"
     assert not procs.find_pids([f"{shadow}/conf/"]), "a shadow process left behind"
 
 
-def test_a_dry_run_measures_predicts_and_changes_nothing(state_home: Path,
-                                                          tmp_path: Path) -> None:
-    with stock_host() as host:
-        code = _wiki_on_gluster(host)
-        before = {t: tree_digest(t) for t in TREES}
-        out = tmp_path / "out"
-        res = run_cli(["tune", "--pool", "www", "--url", URL, "-o", str(out), "--json", *SHORT],
-                      state_home, timeout=900)
-        assert res.returncode == 0, res.stderr
-        r = json.loads(res.stdout)
-        print(f"tune dry run: before ratio_rps={r['before']['ratio_rps']} "
-              f"ratio_p99={r['before']['ratio_p99']} pool={r['before']['network']['rps']} "
-              f"shadow={r['before']['local']['rps']} req/s; round trips/request "
-              f"{r['round_trips_per_request']}; calls {r['metadata_calls_per_request']}; "
-              f"findings {r['findings_before']}")
-        assert r["dry_run"] is True and r["after"] is None and r["applied"] == []
-        assert r["docroot"] == str(code)
-        assert r["before"]["ratio_rps"] and r["before"]["local"]["rps"] > 0
-        assert r["before"]["network"]["rps"] > 0
-        assert r["findings_before"], r
-        assert r["predicted"]["metadata_calls_per_request_now"] is not None
-        assert r["planned"], r
-        # the prediction was printed before the dry run's apply step
-        err = res.stderr
-        assert err.index("prediction (before any change)") < err.index("[5/5]")
-        assert (out / "tune.json").exists() and (out / "apply-plan.json").exists()
-        assert {t: tree_digest(t) for t in TREES} == before, "tune's dry run changed /etc"
-        _no_shadow_left(state_home)
+def test_a_dry_run_measures_predicts_and_changes_nothing(
+        state_home: Path, tmp_path: Path, wiki_host: tuple[StockHost, Path]) -> None:
+    _, code = wiki_host
+    before = {t: tree_digest(t) for t in TREES}
+    out = tmp_path / "out"
+    res = run_cli(["tune", "--pool", "www", "--url", URL, "-o", str(out), "--json", *SHORT],
+                  state_home, timeout=900)
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    print(f"tune dry run: before ratio_rps={r['before']['ratio_rps']} "
+          f"ratio_p99={r['before']['ratio_p99']} pool={r['before']['network']['rps']} "
+          f"shadow={r['before']['local']['rps']} req/s; round trips/request "
+          f"{r['round_trips_per_request']}; calls {r['metadata_calls_per_request']}; "
+          f"findings {r['findings_before']}")
+    assert r["dry_run"] is True and r["after"] is None and r["applied"] == []
+    assert r["docroot"] == str(code)
+    assert r["before"]["ratio_rps"] and r["before"]["local"]["rps"] > 0
+    assert r["before"]["network"]["rps"] > 0
+    assert r["findings_before"], r
+    assert r["predicted"]["metadata_calls_per_request_now"] is not None
+    assert r["planned"], r
+    # the prediction was printed before the dry run's apply step
+    err = res.stderr
+    assert err.index("prediction (before any change)") < err.index("[5/5]")
+    assert (out / "tune.json").exists() and (out / "apply-plan.json").exists()
+    assert {t: tree_digest(t) for t in TREES} == before, "tune's dry run changed /etc"
+    _no_shadow_left(state_home)
 
 
 class Poller:
@@ -104,14 +113,15 @@ class Poller:
 
 
 def test_yes_applies_measures_again_and_escalates(state_home: Path, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  wiki_host: tuple[StockHost, Path]) -> None:
     """DokuWiki on GlusterFS stays far below its shadow after apply --all: tune's escalation
     tries the changes check proposed one at a time and tune.json records each trial; the page
     answers 200 throughout; rolled back afterwards, nothing of the run is left."""
     mirrors = Path(f"/var/tmp/statstorm-test-mirror-{uuid.uuid4().hex[:8]}")  # www-data enters
     monkeypatch.setenv("STATSTORM_MIRROR_ROOT", str(mirrors))
-    with stock_host() as host:
-        _wiki_on_gluster(host)
+    try:
+        assert b"DokuWiki" in urllib.request.urlopen(URL, timeout=20).read()
         with Poller(URL) as poll:
             res = run_cli(["tune", "--pool", "www", "--url", URL, "-o", str(tmp_path / "out"),
                            "--yes", "--json", *SHORT], state_home, timeout=900)
@@ -140,4 +150,5 @@ def test_yes_applies_measures_again_and_escalates(state_home: Path, tmp_path: Pa
             run_cli(["apply", "--rollback", "--pool", "www"], state_home, check=True)
         assert b"DokuWiki" in urllib.request.urlopen(URL, timeout=20).read()
         assert not any(mirrors.glob("www/*")), "a mirror left behind"
-    shutil.rmtree(mirrors, ignore_errors=True)
+    finally:
+        shutil.rmtree(mirrors, ignore_errors=True)
