@@ -12,12 +12,27 @@ GlusterFS volume mounted by hand with default options, the app on local disk and
 volume, one PHP target serving both sites) and restores it exactly afterwards. The sites are
 measured with interleaved wrk rounds (local, network, local, …: ROUNDS × SECONDS at 4
 connections), traced for 10 s under load, checked with the trace, changed with
-`apply --all --yes` while wrk loads both sites at 32 connections (its errors and non-2xx
-answers are the failed requests; the same load for as long with nothing changed, just before,
-is the control: what the load alone fails), the app change apply made on the network copy made on the
-local copy too (as the demo does on its local lab), and measured again; then `apply --rollback` runs under the
-same load (its reload is by the master apply left: graceful once process_control_timeout is
-set) and its failed requests are counted apart.
+`apply --all --yes` while wrk loads both sites at saturation (its socket errors and non-2xx
+answers are the failed requests, each kind counted apart; the same load for as long with
+nothing changed, just before, is the control: what the load alone fails), the app change
+apply made on the network copy made on the local copy too (as the demo does on its local
+lab), and measured again; then `apply --rollback` runs under the same load (its reload is by
+the master apply left: graceful once process_control_timeout is set) and its failed
+requests are counted apart. A statstorm command that fails has its last stderr line in the
+printed row (and all its output in --keep DIR).
+
+The saturating load is taken from what each server is configured to take, as Debian ships
+it (the bench never tunes a server): behind nginx, 32 connections per site, which nginx
+queues for the www pool's pm.max_children = 5 workers. Debian's Apache runs prefork +
+mod_php with KeepAlive On: each connection holds a child running PHP, up to
+MaxRequestWorkers 150, with no queue in front of PHP. At 32 per site Apache took all 64
+(64 children busy, its listen backlog empty, nothing in error.log, no child recycled:
+MaxConnectionsPerChild 0), and the control's failures were all wrk's `timeout` (14 + 64, no
+connect, read or write error): 64 PHP requests at once on a 2-core machine, the network
+site's each waiting on its FUSE round trips, answer after wrk's 10 s. So the Apache case's
+load is half the MaxSpareServers its prefork keeps ready (10: 5 per site, 10 children busy,
+5 per core): the CPU is saturated, Apache neither forks nor kills a child for the load, and
+the control fails 0.
 
 Run as root on a quiet machine (no tests, no other benchmark; it takes the load lock for its
 measurements):  python3 bench/stock_hosts.py [--cases fpm-mediawiki,apache-mediawiki,fpm-dokuwiki]
@@ -46,6 +61,7 @@ from stock_host import StockHost, stock_host  # noqa: E402
 
 from statstorm.adapters.labs import lab_apps  # noqa: E402
 from statstorm.adapters.load.loadgen import load_lock  # noqa: E402
+from statstorm.adapters.servers import apache_conf  # noqa: E402
 from statstorm.apps import mediawiki  # noqa: E402
 from statstorm.env import Env  # noqa: E402
 
@@ -55,9 +71,21 @@ SOCK = "unix:/run/php/php8.2-fpm.sock"
 KEEP: Path | None = None  # --keep DIR: wrk's socket errors and apply's output, for diagnosis
 
 
-def statstorm(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "statstorm", *args], capture_output=True,
+def statstorm(*args: str, home: Path, case: str,
+              errors: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """One statstorm command; a failure's last stderr line goes into `errors` (the printed
+    row) under the command's name, and its whole output, with the command, into --keep."""
+    proc = subprocess.run([sys.executable, "-m", "statstorm", *args], capture_output=True,
                           text=True, env=dict(os.environ, STATSTORM_HOME=str(home)))
+    if proc.returncode != 0:
+        name = args[0] + (" --rollback" if "--rollback" in args else "")
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        errors[name] = f"rc {proc.returncode}: " + (lines[-1].strip() if lines else "no stderr")
+        if KEEP:
+            (KEEP / f"{case}.{name.replace(' --', '-')}.err").write_text(
+                f"$ statstorm {' '.join(args)}\nexit {proc.returncode}\n--- stderr\n"
+                f"{proc.stderr}--- stdout\n{proc.stdout}")
+    return proc
 
 
 def wrk(url: str, seconds: float, conns: int) -> dict[str, float]:
@@ -71,10 +99,11 @@ def wrk(url: str, seconds: float, conns: int) -> dict[str, float]:
             log.write(f"{url} {errs.group(0)}\n")
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
     scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+    kinds = dict(zip(("connect", "read", "write", "timeout"),
+                     (int(x) for x in errs.groups()) if errs else (0, 0, 0, 0)))
     return {"rps": rps, "non2xx": int(non2xx.group(1)) if non2xx else 0,
-            "socket_errors": sum(int(x) for x in errs.groups()) if errs else 0,
-            "failed": (int(non2xx.group(1)) if non2xx else 0)
-            + (sum(int(x) for x in errs.groups()) if errs else 0),
+            "socket_errors": sum(kinds.values()), **kinds,
+            "failed": (int(non2xx.group(1)) if non2xx else 0) + sum(kinds.values()),
             "p99_ms": float(p99.group(1)) * scale[p99.group(2)] if p99 else 0.0}
 
 
@@ -140,6 +169,17 @@ def serve(host: StockHost, server: str, local: Path, net: Path) -> list[str]:
     return ["--apache"]
 
 
+def saturating_conns(server: str) -> int:
+    """wrk's connections per site for the saturating load (see the module's docstring): 32
+    in front of nginx, which queues them for the www pool's pm.max_children workers; in front
+    of Debian's Apache with prefork + mod_php, where each connection holds a child running
+    PHP, half of the MaxSpareServers its configuration keeps ready (10: 5 per site)."""
+    if server == "nginx":
+        return 32
+    cfg = apache_conf.read(Path("/etc/apache2/apache2.conf"))
+    return max(1, int(apache_conf.directive(cfg, "MaxSpareServers") or 10) // 2)
+
+
 def missed_storage(check: dict[str, Any], local: Path, net: Path) -> int:
     """Sites whose storage check did not name (0 when both are there with the right kind)."""
     held = {(m["role"], m["path"]): m["kind"] for p in check.get("pools", [])
@@ -154,22 +194,27 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
     env = Env()
     home = Path(tempfile.mkdtemp(prefix="statstorm-stock-bench-", dir="/var/tmp"))
     page = PAGES[app]
+    errors: dict[str, str] = {}  # each statstorm command that failed: its last stderr line
     with stock_host() as host:
         local, net = app_trees(host, app, env)
         target = serve(host, server, local, net)
+        conns = saturating_conns(server)
         before = ratio(page, rounds, seconds)
-        check = json.loads(statstorm("check", *target, "--json", home=home).stdout or "{}")
+        check = json.loads(statstorm("check", *target, "--json", home=home, case=case,
+                                     errors=errors).stdout or "{}")
         trace = home / "bench.trace"
         load = threading.Thread(target=wrk, args=(f"http://127.0.0.1:{NET}{page}", 12, 4))
         load.start()
-        traced = statstorm("trace", *target, "--duration", "10", "-o", str(trace), home=home)
+        traced = statstorm("trace", *target, "--duration", "10", "-o", str(trace), home=home,
+                           case=case, errors=errors)
         load.join()
         failed: dict[str, float] = {}
 
         def saturate(port: int, seconds: float = 40, into: dict[str, float] = failed) -> None:
-            got = wrk(f"http://127.0.0.1:{port}{page}", seconds, 32)
-            into[f"{port} non-2xx"] = got["non2xx"]
-            into[f"{port} socket errors"] = got["socket_errors"]
+            got = wrk(f"http://127.0.0.1:{port}{page}", seconds, conns)
+            for kind in ("non2xx", "connect", "read", "write", "timeout"):  # wrk's socket
+                if got[kind]:  # errors by kind: timeout is a response over wrk's 10 s
+                    into[f"{port} {kind}"] = got[kind]
 
         # the same load with nothing changed: what the load alone fails (the control)
         control: dict[str, float] = {}
@@ -183,7 +228,8 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
             t.start()
         applied = statstorm("apply", *target, "--all", "--yes", "--json",
                             *(["--trace", str(trace)] if traced.returncode == 0 else []),
-                            "--url", f"http://127.0.0.1:{NET}{page}", home=home)
+                            "--url", f"http://127.0.0.1:{NET}{page}", home=home, case=case,
+                            errors=errors)
         for t in loads:
             t.join()
         same_app_settings(app, local, net)
@@ -195,17 +241,18 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
         loads = [threading.Thread(target=saturate, args=(p, 20, back)) for p in (LOCAL, NET)]
         for t in loads:
             t.start()
-        rolled = statstorm("apply", "--rollback", home=home)
+        rolled = statstorm("apply", "--rollback", home=home, case=case, errors=errors)
         for t in loads:
             t.join()
     shutil.rmtree(home, ignore_errors=True)
     return {"case": case, "before": before, "after": after,
             "missed": missed_storage(check, local, net),
             "trace_rc": traced.returncode, "apply_rc": applied.returncode,
-            "apply_error": applied.stderr.strip().splitlines()[-1:] if applied.returncode else [],
+            "errors": errors, "conns": conns,
             "failed_requests": sum(failed.values()), "failed_by": failed,
-            "control_failed": sum(control.values()),
-            "rollback_rc": rolled.returncode, "rollback_failed": sum(back.values())}
+            "control_failed": sum(control.values()), "control_by": control,
+            "rollback_rc": rolled.returncode, "rollback_failed": sum(back.values()),
+            "rollback_by": back}
 
 
 def lab_reference(app: str) -> float | None:
@@ -215,7 +262,13 @@ def lab_reference(app: str) -> float | None:
                                str(out), "--json"], capture_output=True, text=True)
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    return json.loads(proc.stdout)["after"]["ratio_rps"] if proc.returncode == 0 else None
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        print(f"statstorm demo: rc {proc.returncode}: {lines[-1] if lines else 'no stderr'}")
+        if KEEP:
+            (KEEP / "demo.err").write_text(proc.stderr + proc.stdout)
+        return None
+    return float(json.loads(proc.stdout)["after"]["ratio_rps"])
 
 
 def main() -> None:
@@ -233,17 +286,19 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("bench/stock_hosts.py: run as root (it starts Debian's services)")
     print(f"{'case':18} {'before':>7} {'after':>7} {'p99 before':>10} {'p99 after':>9} "
-          f"{'missed':>6} {'apply':>5} {'failed':>6} {'control failed':>14} "
+          f"{'missed':>6} {'apply':>5} {'conns':>5} {'failed':>6} {'control failed':>14} "
           f"{'rollback failed':>15}")
     for case in a.cases.split(","):
         r = run_case(case, a.rounds, a.seconds)
         print(f"{case:18} {r['before']['ratio_rps']:7.3f} {r['after']['ratio_rps']:7.3f} "
               f"{r['before']['ratio_p99']:10.2f} {r['after']['ratio_p99']:9.2f} "
-              f"{r['missed']:6d} {r['apply_rc']:5d} {r['failed_requests']:6.0f} "
+              f"{r['missed']:6d} {r['apply_rc']:5d} {r['conns']:5d} {r['failed_requests']:6.0f} "
               f"{r['control_failed']:14.0f} "
               f"{r['rollback_failed']:15.0f}"
-              + (f"  ({r['apply_error'][0]})" if r["apply_error"] else "")
-              + (f"  {r['failed_by']}" if r["failed_requests"] else ""), flush=True)
+              + "".join(f"  ({cmd} {why})" for cmd, why in r["errors"].items())
+              + (f"  {r['failed_by']}" if r["failed_requests"] else "")
+              + (f"  control {r['control_by']}" if r["control_failed"] else "")
+              + (f"  rollback {r['rollback_by']}" if r["rollback_failed"] else ""), flush=True)
     if a.lab:
         print(f"lab (statstorm demo, mediawiki on glusterfs): after {lab_reference('mediawiki')}")
 
