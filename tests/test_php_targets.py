@@ -123,3 +123,12 @@ def test_a_pool_answers_opcache_status_is_typed() -> None:
     assert a.opcache.memory_usage == {"used_memory": 10, "free_memory": 5,
                                       "current_wasted_percentage": 0.5}
     assert PoolAnswer.from_json({"opcache": {}}).opcache is None
+
+
+def test_mod_php_caveat_names_where_its_settings_come_from() -> None:
+    lab = ModPhpChildren("mod_php (lab a)", [1], [1], "libphp8.2.so",
+                         probe_url="http://127.0.0.1:8081/statstorm-phpinfo.php")
+    system = ModPhpChildren("mod_php", [1], [1], "libphp8.2.so")
+    assert "the lab's phpinfo page" in lab.query_caveats("")[0]
+    assert "lab" not in system.query_caveats("")[0]
+    assert "php.ini and conf.d" in system.query_caveats("")[0]

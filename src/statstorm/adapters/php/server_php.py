@@ -146,8 +146,10 @@ class ModPhpChildren(ServerPhp):
     sapi: ClassVar[str] = "apache2handler"
 
     def query_caveats(self, listen: str) -> list[str]:
-        return ["mod_php: settings are the lab's phpinfo page (the values the children run "
-                "with); a child is not asked for its OPcache status or realpath cache use"]
+        where = ("the lab's phpinfo page (the values the children run with)" if self.probe_url
+                 else "Apache's php.ini and conf.d, read with the CLI (a child is not asked)")
+        return [f"mod_php: settings are {where}; a child is not asked for its OPcache status "
+                "or realpath cache use"]
 
     @staticmethod
     def lab_php_pids(state: LabState) -> list[int]:
