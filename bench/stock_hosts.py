@@ -11,7 +11,8 @@ Each case stands up the host with `tests/stock_host.py` (Debian's services from 
 GlusterFS volume mounted by hand with default options, the app on local disk and on the
 volume, one PHP target serving both sites) and restores it exactly afterwards. The sites are
 measured with interleaved wrk rounds (local, network, local, …: ROUNDS × SECONDS at 4
-connections), traced for 10 s under load, checked with the trace, changed with
+connections), traced for 10 s while 4 clients load the network site (from before the tracer
+attaches to its end), checked with the trace, changed with
 `apply --all --yes` while wrk loads both sites at saturation (its socket errors and non-2xx
 answers are the failed requests, each kind counted apart; the same load for as long with
 nothing changed, just before, is the control: what the load alone fails), the app change
@@ -42,6 +43,7 @@ measurements):  python3 bench/stock_hosts.py [--cases fpm-mediawiki,apache-media
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -51,8 +53,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "src")]
@@ -105,6 +108,32 @@ def wrk(url: str, seconds: float, conns: int) -> dict[str, float]:
             "socket_errors": sum(kinds.values()), **kinds,
             "failed": (int(non2xx.group(1)) if non2xx else 0) + sum(kinds.values()),
             "p99_ms": float(p99.group(1)) * scale[p99.group(2)] if p99 else 0.0}
+
+
+@contextlib.contextmanager
+def views(url: str, clients: int = 4) -> Iterator[None]:
+    """`clients` loops requesting `url` for as long as the block runs: a trace's page views
+    whatever its start-up takes (a fixed wrk run may end before the tracer is attached, and
+    a trace with no finished request cannot say how much of it goes to the network)."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                with urllib.request.urlopen(url, timeout=30) as resp:
+                    resp.read()
+            except OSError:
+                stop.wait(0.1)
+
+    threads = [threading.Thread(target=loop) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
 
 
 def ratio(page: str, rounds: int, seconds: float) -> dict[str, float]:
@@ -203,11 +232,9 @@ def run_case(case: str, rounds: int, seconds: float) -> dict[str, Any]:
         check = json.loads(statstorm("check", *target, "--json", home=home, case=case,
                                      errors=errors).stdout or "{}")
         trace = home / "bench.trace"
-        load = threading.Thread(target=wrk, args=(f"http://127.0.0.1:{NET}{page}", 12, 4))
-        load.start()
-        traced = statstorm("trace", *target, "--duration", "10", "-o", str(trace), home=home,
-                           case=case, errors=errors)
-        load.join()
+        with views(f"http://127.0.0.1:{NET}{page}"):  # from before the trace to its end
+            traced = statstorm("trace", *target, "--duration", "10", "-o", str(trace),
+                               home=home, case=case, errors=errors)
         failed: dict[str, float] = {}
 
         def saturate(port: int, seconds: float = 40, into: dict[str, float] = failed) -> None:
