@@ -13,14 +13,15 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import time
 from pathlib import Path
 from typing import Iterator, Protocol
 
 from statstorm.adapters.host import procs
 from statstorm.adapters.labs import phpfpm
+from statstorm.adapters.php import fastcgi
 from statstorm.env import Env
+from statstorm.errors import ComponentError
 from statstorm.model import fpm_handover
 from statstorm.results.common import signals_deferred
 
@@ -63,18 +64,11 @@ def host_path(target: Target, listen: str) -> Path:
 
 def accepts(listen: str, where: Path | None = None) -> bool:
     """Whether something accepts connections on `listen` (a UNIX path, at `where` on this
-    machine when given, or HOST:PORT)."""
-    family = socket.AF_UNIX if unix_listen(listen) else socket.AF_INET
-    address: str | tuple[str, int] = str(where or listen)
-    if family == socket.AF_INET:
-        host, _, port = listen.rpartition(":")
-        address = (host, int(port))
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.settimeout(1)
-        try:
-            s.connect(address)
-        except OSError:
-            return False
+    machine when given, or php-fpm's TCP forms)."""
+    try:
+        fastcgi.connect(str(where) if where else listen, timeout=1).close()
+    except ComponentError:
+        return False
     return True
 
 
