@@ -39,6 +39,7 @@ from statstorm.adapters.storage import afs_check, afs_client, afs_stats, openafs
 from statstorm.apps import synthetic
 from statstorm.commands import apply as apply_cmd, check as check_cmd, sweep as sweep_cmd
 from statstorm.env import Env
+from statstorm.model import knee
 from statstorm.errors import StatstormError
 from statstorm.results.storage_kind import StorageKind
 from statstorm.results.sweep import SweepResult
@@ -58,6 +59,7 @@ class Level:
     ctx_per_s: float
     errors: int
     rpcs_per_request: float | None
+    point: knee.LevelPoint  # what the knee analysis takes (repeats, server signals)
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
@@ -82,11 +84,24 @@ def sweep_phase(env: Env, a: argparse.Namespace, name: str, phase: str) -> list[
         if before is not None and requests:
             calls = afs_stats.delta(before, afs_stats.snapshot(env, servers[0]))
             rpcs = round(afs_stats.round_trips(calls) / requests, 2)  # warm-up's RPCs too
+        point = knee.LevelPoint(users, tuple(r.run.rps for r in lv.repeats), lv.server,
+                                lv.errors.total, requests)
         out.append(Level(users, lv.rps, lv.p50, lv.p99, lv.server.ctx_switches_per_s,
-                         lv.errors.total, rpcs))
+                         lv.errors.total, rpcs, point))
         env.log(f"{phase}: {users} users {lv.rps:.1f} req/s, p50 {lv.p50:.1f} ms, "
                 f"{lv.server.ctx_switches_per_s:.0f} cs/s, RPCs/req {rpcs}")
     return out
+
+
+def analysis(levels: list[Level]) -> dict[str, object]:
+    """The sweep's knee and collapse over all the levels (model/knee.py), its sentence."""
+    k = knee.analyse([lv.point for lv in levels])
+    return {"knee": k.knee, "peak": k.peak, "saturation_rps": k.saturation_rps,
+            "collapse": k.collapse, "collapse_at": k.collapse_at, "sentence": k.sentence}
+
+
+def as_json(levels: list[Level]) -> list[dict[str, object]]:
+    return [{k: v for k, v in lv.__dict__.items() if k != "point"} for lv in levels]
 
 
 def fix(env: Env, name: str) -> dict[str, object]:
@@ -158,6 +173,9 @@ def main() -> None:
     ap.add_argument("--touch", type=int, default=5, help="classes a request includes")
     ap.add_argument("--workers", type=int, default=8, help="php-fpm workers")
     ap.add_argument("--stat", default="", help="start the AFS client with -stat N")
+    ap.add_argument("--opcache", choices=("on", "off"), default="on",
+                    help="off: the seed's era (PHP compiling every include on every request, "
+                         "as without an opcode cache); apply turns OPcache on")
     ap.add_argument("--name", default="seed002-afs", help="the lab's name")
     ap.add_argument("-o", "--output", type=Path, default=Path("seed002-afs.json"))
     a = ap.parse_args()
@@ -169,23 +187,28 @@ def main() -> None:
     spec = replace(synthetic.AppSpec(), packages=1, classes=max(a.touch, 1), touch=a.touch,
                    legacy_files=3, include_path_entries=1, missing=0)
     report: dict[str, object] = {"seed": "002", "levels": list(a.levels), "duration_s": a.duration,
-                                 "repeats": a.repeats, "touch": a.touch, "workers": a.workers}
+                                 "repeats": a.repeats, "touch": a.touch, "workers": a.workers,
+                                 "opcache": a.opcache}
     try:
         state = lab_build.up(env, lab_build.LabOptions(
             name=a.name, app="synthetic", storage=StorageKind.OPENAFS, workers=a.workers,
-            app_spec=spec))
+            app_spec=spec, php_ini={"opcache.enable": "0"} if a.opcache == "off" else {}))
         cell = openafs.Cell(Path(state.mount_point).parent)
         if a.stat:
             afs_client.apply(env, cell, {"stat": a.stat})
         report["client_before"] = afs_client.mount_cache_options(state.mount_point)
         before = sweep_phase(env, a, a.name, "before")
-        report["before"] = [b.__dict__ for b in before]
+        report["before"] = as_json(before)
+        report["before_knee"] = analysis(before)
         report["fix"] = fix(env, a.name)
         report["client_after"] = afs_client.mount_cache_options(state.mount_point)
         after = sweep_phase(env, a, a.name, "after")
-        report["after"] = [f.__dict__ for f in after]
+        report["after"] = as_json(after)
+        report["after_knee"] = analysis(after)
         a.output.write_text(json.dumps(report, indent=2) + "\n")
         print("\n".join(table(before, after)))
+        print(f"before: {report['before_knee']['sentence']}")  # type: ignore[index]
+        print(f"after: {report['after_knee']['sentence']}")  # type: ignore[index]
         print(json.dumps({"output": str(a.output), "fix": report["fix"]}))
     finally:
         lab_build.down(env, a.name, quiet=True)

@@ -462,3 +462,18 @@ def test_cephfs_client_cache_size_through_evaluate() -> None:
 def test_opcache_timestamps_off_is_in_the_registry() -> None:
     # its behaviour: tests/test_tune_escalation.py (tune's escalation, a measure-first change)
     assert "opcache-timestamps-off" in RULES
+
+
+def test_a_measured_gap_to_local_disk_makes_a_pool_network_bound() -> None:
+    """tune's ratio to its shadow (check's `local_ratio`) is evidence on its own: the trace's
+    share counts metadata calls only, not reads of data files through the FUSE client."""
+    mount = MountFact("docroot", "/srv/gl/app", "/srv/gl", "fuse.glusterfs", "glusterfs-fuse")
+    f = Facts(pool="www", settings={"opcache.enable": "1"}, docroot="/srv/gl/app",
+              mounts=(mount,), trace=dataclasses.replace(TRACE, network_time_share=0.2))
+    quiet = ids(f)
+    assert not {"network-bound", "opcache-timestamps-off", "code-local-mirror"} & set(quiet)
+    gap = dataclasses.replace(f, local_ratio=0.575)
+    assert {"network-bound", "opcache-timestamps-off", "code-local-mirror"} <= set(ids(gap))
+    (nb,) = [x for x in evaluate(gap) if x.id == "network-bound"]
+    assert any("0.575x the throughput of the same code on local disk" in e for e in nb.evidence)
+    assert "network-bound" not in ids(dataclasses.replace(f, local_ratio=0.93))

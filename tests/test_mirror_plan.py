@@ -76,6 +76,21 @@ def test_silent_without_the_evidence(facts: Facts) -> None:
     assert rules_mirror.code_local_mirror(facts) == []
 
 
+def test_a_measured_gap_to_local_disk_is_evidence_enough() -> None:
+    """A pool whose trace puts little time in metadata calls (phpMyAdmin: its time goes to
+    reading data files through the FUSE client) is network-bound all the same when the same
+    code on local disk, measured side by side (tune's shadow), serves much more."""
+    assert rules_mirror.code_local_mirror(_facts(share=0.3)) == []
+    (f,) = rules_mirror.code_local_mirror(_facts(share=0.3, local_ratio=0.575))
+    assert any("0.575x the throughput of the same code on local disk" in e for e in f.evidence)
+    assert f.gain_note.startswith("measured: the same code on local disk served 1.7x")
+    ids = [x.id for x in evaluate(_facts(share=0.3, local_ratio=0.575))]
+    assert "network-bound" in ids and "code-local-mirror" in ids
+    # at or above the goal, or on local disk, it is not
+    assert rules_mirror.code_local_mirror(_facts(share=0.3, local_ratio=0.95)) == []
+    assert rules_mirror.code_local_mirror(_facts(kind="local", local_ratio=0.5)) == []
+
+
 def test_no_writable_path_in_the_tree_is_said() -> None:
     (f,) = rules_mirror.code_local_mirror(_facts(mounts=_facts().mounts[:1]))
     assert "No place the app writes to was found inside its tree" in f.tradeoff

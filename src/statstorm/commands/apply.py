@@ -72,6 +72,7 @@ class ApplyOptions:
     verify_settle_s: float = 60.0  # after the change: measure again until settled, this long
     apache: bool = False  # the system Apache's PHP (mod_php, mod_fcgid)
     site: str = ""  # a site's URL: the PHP target serving it (and --url's default)
+    local_ratio: float | None = None  # check's evidence of a network-bound pool (tune's shadow)
 
 
 @dataclass
@@ -193,7 +194,8 @@ def _check(env: Env, opts: ApplyOptions) -> tuple[list[Finding], dict[str, str]]
     env.log("reading the live configuration (statstorm check)…")
     res = check_cmd.run(env, check_cmd.CheckOptions(pools=(opts.pool,) if opts.pool else (),
                                                     lab=opts.lab, trace=opts.trace,
-                                                    apache=opts.apache, remembered=False))
+                                                    apache=opts.apache, remembered=False,
+                                                    local_ratio=opts.local_ratio))
     settings = res.pools[0].settings if res.pools else {}
     return res.findings, {k: str(v) for k, v in settings.items()}
 

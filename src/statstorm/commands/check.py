@@ -34,6 +34,9 @@ class CheckOptions:
     apache: bool = False  # the system Apache's PHP (mod_php, mod_fcgid), one target per site
     site: str = ""  # a site's URL: the PHP target serving it
     remembered: bool = True  # without `trace`: judge each pool by its last trace, if any
+    # the pool's throughput over the same code's on local disk, measured by the caller (tune's
+    # shadow): evidence for the rules of a network-bound pool
+    local_ratio: float | None = None
 
 
 def checked_pool(facts: Facts, settings_source: str, notes: list[str]) -> CheckedPool:
@@ -167,7 +170,7 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
         got = pool_facts.gather(env, pool, docroot=opts.docroot, query_pool=opts.query_pool,
                                 trace=use.facts if use else None, fsb=fsb)
         facts = replace(got.facts, trace_origin=origin, last_change=change,
-                        target_args=_target_args(opts, pool))
+                        target_args=_target_args(opts, pool), local_ratio=opts.local_ratio)
         checked.append(replace(checked_pool(facts, got.settings_source, got.notes + notes),
                                trace=evidence, trace_remembered=bool(origin and origin.remembered)))
         found += evaluate(facts)

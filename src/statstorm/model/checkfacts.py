@@ -159,6 +159,9 @@ class Facts:
     # the code huge_code_pages would move: the first executable mapping of a PHP process
     # (path, start, end), as its master loaded it (the addresses change at every start)
     code_mapping: tuple[str, int, int] | None = None
+    # the pool's throughput over the same code's on local disk, measured side by side by its
+    # caller (tune's shadow, the demo's local lab); None: not measured
+    local_ratio: float | None = None
 
     @property
     def opcache_memory(self) -> dict[str, float] | None:

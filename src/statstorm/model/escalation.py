@@ -14,11 +14,11 @@ The order is the price each asks of the user, cheapest first:
 from __future__ import annotations
 
 from statstorm.model.rules_gluster import RULE_ID as CONTENT
-from statstorm.model.rules_app import TIMESTAMPS_OFF as TIMESTAMPS
+from statstorm.model.rules_app import NETWORK_RATIO, TIMESTAMPS_OFF as TIMESTAMPS
 
 MIRROR = "code-local-mirror"
 ESCALATION: tuple[str, ...] = (CONTENT, TIMESTAMPS, MIRROR)
-TARGET_RATIO = 0.90  # the goal: the pool's throughput over its shadow's
+TARGET_RATIO = NETWORK_RATIO  # the goal: the pool's throughput over its shadow's (0.90)
 # What each asks of the user, said when it is tried and in tune.json.
 PRICE = {
     CONTENT: "GlusterFS volume options set live: small files may be served up to 600 s stale "

@@ -16,6 +16,27 @@ from statstorm.results.php_root import HOST_VERSION
 DATA_OPENS_MIN = 2.0
 # Share of request time in metadata calls on network mounts that makes a pool network-bound.
 NETWORK_SHARE = 0.5
+# Throughput over the same code's on local disk, measured side by side (tune's shadow), below
+# which a pool is network-bound whatever the trace's share (time in reads of data files, in the
+# FUSE client, is no metadata call the share counts); tune's escalation aims at it too.
+NETWORK_RATIO = 0.90
+
+
+def network_bound_evidence(facts: Facts) -> list[str]:
+    """Why the pool is network-bound, a line per measurement that says so: the trace's share
+    of request time in metadata calls on network mounts, the throughput measured against the
+    same code on local disk; [] when neither does."""
+    t, out = facts.trace, []
+    if t is not None and t.network_time_share is not None and t.network_time_share >= NETWORK_SHARE:
+        out.append(f"{t.network_time_share:.0%} of the traced requests' time is spent in "
+                   f"metadata calls on network mounts ({t.network_ms_per_request:g} ms per "
+                   "request)")
+    if facts.local_ratio is not None and facts.local_ratio < NETWORK_RATIO:
+        out.append(f"the pool serves {facts.local_ratio:g}x the throughput of the same code on "
+                   f"local disk, measured side by side (below {NETWORK_RATIO:g}x)")
+    return out
+
+
 # The object-cache settings of each app statstorm can change in the app's own configuration
 # file (adapters/php/php_apps.py finds it): the lines after `# in FILE:` (model.applyplan APP
 # changes), each needing APCu in the pool. Drupal's core has an APCu cache backend; Laravel's
@@ -92,27 +113,25 @@ def app_data_on_network(facts: Facts) -> list[Finding]:
 
 def network_bound(facts: Facts) -> list[Finding]:
     t = facts.trace
-    if t is None or t.network_time_share is None or t.network_time_share < NETWORK_SHARE:
+    why = network_bound_evidence(facts)
+    if not why:
         return []
     net = code_on_network(facts)
-    where = f" ({net[0].mount_point}, {net[0].kind})" if net else ""
     o = facts.trace_origin
     source = ([f"measured by {'the last trace of this pool' if o.remembered else 'the trace'} "
-               f"{o.path}, taken at {o.taken}"] if o is not None else [])
+               f"{o.path}, taken at {o.taken}"] if o is not None and t is not None else [])
+    trips = ([f"{t.round_trips_per_request:g} network round trips per request measured"]
+             if t is not None and t.round_trips_per_request is not None else [])
     return [finding(Severity.WARNING, "most of the request time goes to network storage",
-                    [f"{t.network_time_share:.0%} of the traced requests' time is spent in "
-                     f"metadata calls on network mounts{where}: "
-                     f"{t.network_ms_per_request:g} ms per request",
+                    [*why,
+                     *([f"the code is on {net[0].mount_point} ({net[0].kind})"] if net else []),
                      "the pool is not healthy while this holds, even where no other rule "
-                     "has a fix"] + source + ([f"{t.round_trips_per_request:g} network round trips per "
-                                      "request measured"]
-                                     if t.round_trips_per_request is not None else []),
+                     "has a fix", *source, *trips],
                     ["# apply the other findings on this mount, then trace again",
                      "# if the share stays high: keep a local copy of the code on each web "
                      "server, synced at deploy"],
                     "a local copy of the code needs a deploy step on every web server", None,
-                    "measured from the trace; no change of this pool's settings is known to "
-                    "remove it")]
+                    "measured; no change of this pool's settings is known to remove it")]
 
 
 # -- OPcache's timestamps off, paired with its deploy step ---------------------------------------
@@ -129,8 +148,8 @@ def opcache_timestamps_off(facts: Facts) -> list[Finding]:
     if not ini_bool(setting(facts, "opcache.validate_timestamps"), True):
         return []
     net = [m for m in code_on_network(facts) if m.role == "docroot"]
-    share = t.network_time_share or 0.0
-    if not net or (t.revalidate_per_request <= 0 and share < NETWORK_SHARE):
+    why = network_bound_evidence(facts)
+    if not net or (t.revalidate_per_request <= 0 and not why):
         return []
     step = opcache_reset_step(facts)
     ev = [f"opcache.validate_timestamps = 1 with the code on {net[0].kind} "
@@ -138,9 +157,7 @@ def opcache_timestamps_off(facts: Facts) -> list[Finding]:
           f"revalidate_freq + 1 s, each a lookup through the network client"]
     if t.revalidate_per_request > 0:
         ev.append(f"measured: {t.revalidate_per_request:g} OPcache revalidation stat per request")
-    if share >= NETWORK_SHARE:
-        ev.append(f"{share:.0%} of the traced requests' time is spent in metadata calls on "
-                  "network mounts")
+    ev += why
     return [finding(Severity.INFO, "OPcache still revalidates code on network storage "
                     "(measure first)", ev,
                     ["opcache.validate_timestamps = 0",

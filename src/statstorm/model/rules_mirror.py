@@ -8,7 +8,7 @@ from __future__ import annotations
 from statstorm.model.checkfacts import Facts
 from statstorm.model.finding import Finding, Rule, code_on_network, finding
 from statstorm.model.mirror import STALE_SHOWN, inside, stale_files
-from statstorm.model.rules_app import NETWORK_SHARE
+from statstorm.model.rules_app import network_bound_evidence
 from statstorm.results.check import Severity
 
 SYNC = "statstorm mirror sync --pool {pool}"
@@ -22,18 +22,14 @@ def writable_in_tree(facts: Facts, app_root: str) -> list[str]:
 
 
 def code_local_mirror(facts: Facts) -> list[Finding]:
-    t = facts.trace
-    if t is None or t.network_time_share is None or t.network_time_share < NETWORK_SHARE:
-        return []
+    why = network_bound_evidence(facts)
     net = [m for m in code_on_network(facts) if m.role == "docroot"]
-    if not net or not facts.docroot or not facts.pool:
+    if not why or not net or not facts.docroot or not facts.pool:
         return []
     app_root = facts.app_root or facts.docroot
     sync = SYNC.format(pool=facts.pool)
     writes = writable_in_tree(facts, app_root)
-    ev = [f"{t.network_time_share:.0%} of the traced requests' time is spent in metadata calls "
-          f"on network mounts ({t.network_ms_per_request:g} ms per request); the code is on "
-          f"{net[0].mount_point} ({net[0].kind})",
+    ev = [*why, f"the code is on {net[0].mount_point} ({net[0].kind})",
           "what the cache settings leave is per-request work through the network client "
           "(opens, lookups the caches do not hold): only local code removes it",
           f"the app's tree: {app_root} ({facts.php_files or 0} PHP files)"]
@@ -51,9 +47,21 @@ def code_local_mirror(facts: Facts) -> list[Finding]:
                     "the code, synced at deploy", ev,
                     [f"# a local copy of {app_root} served instead of the network copy; "
                      f"at every deploy, on every web server: {sync}", f"mirror {app_root}"],
-                    tradeoff, None,
-                    f"measured: {t.network_ms_per_request:g} ms per request on the network "
-                    "mount, which a local disk answers from the page cache")]
+                    tradeoff, None, _gain(facts))]
+
+
+def _gain(facts: Facts) -> str:
+    """What the mirror gives, as far as it was measured."""
+    if facts.local_ratio is not None:
+        return (f"measured: the same code on local disk served {1 / facts.local_ratio:.2g}x "
+                "this pool's throughput, side by side" if facts.local_ratio > 0 else
+                "measured: the same code on local disk served, this pool did not")
+    t = facts.trace
+    ms = t.network_ms_per_request if t is not None else None
+    if ms is None:
+        return "measured by the trace's share of request time on the network mount"
+    return (f"measured: {ms:g} ms per request on the network mount, which a local disk answers "
+            "from the page cache")
 
 
 def mirror_stale(facts: Facts) -> list[Finding]:
