@@ -124,6 +124,9 @@ def trace_views(env: Env, state: LabState, views: int, output: Path, run_id: str
 
 
 # -- the pipeline ---------------------------------------------------------------------------------
+ApplyResult = apply_cmd.ApplyResult  # what apply answers the pipeline (and its verbs' hooks)
+
+
 def carry_over(env: Env, applied: apply_cmd.ApplyResult, pair: Pair) -> list[str]:
     """The target's PHP and app changes made on the reference too (a lab: its own files, its
     app's files under its own code), so the ratio after measures the storage, not the
@@ -169,8 +172,10 @@ class Job:
     both: str  # "both labs", "the pool and its shadow"
     yes: bool = True  # without it: apply's dry run, and the run ends there
     mirror: bool = True  # the escalation may end with a local mirror of the code
+    # the verb's own fields: after `apply --all` (a dry run or not), after the fix
+    planned: Callable[[Record[Any], apply_cmd.ApplyResult], None] = lambda rec, result: None
     fixed: Callable[[Record[Any], apply_cmd.ApplyResult, list[str]], None] = \
-        lambda rec, applied, carried: None  # the verb's own fields after the fix
+        lambda rec, applied, carried: None
 
 
 def check_options(side: Member, trace: Path) -> check_cmd.CheckOptions:
@@ -179,12 +184,10 @@ def check_options(side: Member, trace: Path) -> check_cmd.CheckOptions:
     return check_cmd.CheckOptions(pools=(side.pool or "",), trace=trace)
 
 
-def record_apply(rec: Record[Any], result: apply_cmd.ApplyResult, name: str) -> None:
+def record_apply(rec: Record[Any], job: Job, result: apply_cmd.ApplyResult, name: str) -> None:
     rec.write("apply", name, result.to_json())
-    lines = tuple(dict.fromkeys(c.line for c in result.changes if c.kind != applyplan.MANUAL))
-    fields = {"planned": lines, "diffs": tuple(e.diff() for e in result.edits)}
-    rec.save(manual=tuple(c.line for c in result.manual),
-             **{k: v for k, v in fields.items() if hasattr(rec.result, k)})
+    rec.save(manual=tuple(c.line for c in result.manual))
+    job.planned(rec, result)
 
 
 def pipeline(env: Env, job: Job, pair: Pair, rec: Record[Any], steps: Steps) -> None:
@@ -231,13 +234,13 @@ def pipeline(env: Env, job: Job, pair: Pair, rec: Record[Any], steps: Steps) -> 
     if not job.yes:
         rec.step(5, f"fix (dry run): statstorm apply --all on {target.label}; nothing changes "
                     "without --yes…")
-        record_apply(rec, steps.apply(env, on_target(all=True, trace=trace_path)),
+        record_apply(rec, job, steps.apply(env, on_target(all=True, trace=trace_path)),
                      "apply-plan.json")
         return
     rec.step(5, f"fix: statstorm apply --all --yes on {target.label}, the same PHP and app "
                 f"settings on {pair.reference.label}…")
     applied = steps.apply(env, on_target(all=True, yes=True, trace=trace_path))
-    record_apply(rec, applied, "apply.json")
+    record_apply(rec, job, applied, "apply.json")
     made = [c for c in applied.changes if c.kind != applyplan.MANUAL]
     rec.save(applied=tuple(sorted({c.finding for c in made})), applied_at=now())
     job.fixed(rec, applied, steps.mirror(env, applied, pair))

@@ -43,6 +43,7 @@ from statstorm.commands.pair import Pair, lab_member, pool_member
 from statstorm.commands.run_record import Record
 from statstorm.env import Env
 from statstorm.errors import DependencyError, PrivilegeError, UsageError
+from statstorm.model import applyplan
 from statstorm.results.demo import Lab, new_run_id
 from statstorm.results.lab import LabState
 from statstorm.results.php_root import release
@@ -176,12 +177,17 @@ def run(env: Env, opts: TuneOptions, say: Callable[[str], None] | None = None,
                    dry_run=not opts.yes, notes=plan.notes),
         out / "tune.json", "tune", 8 if opts.yes else 5, log)
 
-    def fixed(rec_: Record[Any], applied: object, carried: list[str]) -> None:
+    def planned(rec_: Record[Any], result: demo_cmd.ApplyResult) -> None:
+        rec_.save(planned=tuple(dict.fromkeys(c.line for c in result.changes
+                                              if c.kind != applyplan.MANUAL)),
+                  diffs=tuple(e.diff() for e in result.edits))
+
+    def fixed(rec_: Record[Any], applied: demo_cmd.ApplyResult, carried: list[str]) -> None:
         if carried:
             rec_.save(notes=(*rec_.result.notes, f"on the shadow too: {'; '.join(carried)}"))
 
     job = demo_cmd.Job(opts.views, opts.load(), "the pool and its shadow", yes=opts.yes,
-                       mirror=opts.mirror, fixed=fixed)
+                       mirror=opts.mirror, planned=planned, fixed=fixed)
     try:
         rec.step(1, f"shadow: pool {opts.pool}'s code ({docroot}) copied to local disk, a "
                     "php-fpm with its settings behind a loopback nginx…")
