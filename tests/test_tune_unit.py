@@ -4,6 +4,7 @@ its steps with the system's parts replaced by fakes (the real run: tests/test_tu
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -349,3 +350,17 @@ def test_php_fpm_accepts_the_shadow_of_debians_www_pool(tmp_path: Path) -> None:
     text = conf.read_text()
     assert f"php_admin_value[open_basedir] = {tmp_path}/code:/tmp" in text
     assert "security.limit_extensions = .php .phar" in text
+
+
+def test_report_html_is_written_beside_tune_json(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the demo does: the page `statstorm report tune.json` makes, from the files alone."""
+    fakes = Fakes(tmp_path)
+    monkeypatch.setattr(Fakes, "steps", lambda self, real=Fakes.steps: dataclasses.replace(
+        real(self), report=tune_cmd.Steps().report))
+    r = run(tmp_path, fakes, monkeypatch, yes=True)
+    assert r.files["report"] == "report.html"
+    page = (tmp_path / "out/report.html").read_text()
+    assert "pool www" in page
+    written = TuneResult.from_json(json.loads((tmp_path / "out/tune.json").read_text()))
+    assert written.files["report"] == "report.html" and written == r
