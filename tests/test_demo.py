@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import leftovers, run_cli, unique_name
+from statstorm.model import escalation
 from statstorm.results.trace import read_trace
 from test_php_root_check import root_of
 
@@ -44,7 +45,8 @@ def test_demo_predicts_before_it_applies_and_leaves_nothing(state_home: Path, tm
     # the prediction is made and printed before anything is applied
     assert result["predicted_at"] <= result["applied_at"]
     err = proc.stderr
-    assert err.index("prediction (before any change)") < err.index("[5/7]")
+    assert err.index("prediction (before any change)") < err.index("[5/8]")
+    assert err.index("[7/8] escalation") < err.index("[8/8] prove")
     assert "glusterfs-mount-caching" in result["applied"]
     assert any("attribute-timeout" in c for c in result["settings"]["network"]["changes"])
     assert "glusterfs-mount-caching" not in " ".join(result["findings_after"])
@@ -63,6 +65,61 @@ def test_demo_predicts_before_it_applies_and_leaves_nothing(state_home: Path, tm
         lab = f"{name}-{role}"
         assert leftovers(str(state_home / "labs" / lab), f"statstorm-{lab}") == []
     assert not result["kept"]
+    # the escalation: every change of it tried or skipped, with why
+    done = [t["finding"] for t in result.get("measure_first", [])] + [
+        x["finding"] for x in result.get("escalation_skipped", [])]
+    assert sorted(done) == sorted(escalation.ESCALATION)
+
+
+def test_the_escalation_on_a_lab_applies_by_name_or_says_why_not(
+        state_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's pipeline on real labs, trace, check and apply, its measurements held at
+    0.5x (a fake: the point is the escalation, not the load) and the GlusterFS lab 1 ms away
+    (so the traced requests are network-bound and check proposes the escalation's changes):
+    each change check proposed is applied by name on the network lab (`lab=`) and rolled back
+    (no gain), or recorded as skipped with why (a lab takes no mirror of its code); nothing
+    crashes, no lab is left."""
+    from statstorm.commands import demo as demo_cmd
+    from statstorm.env import Env
+    from statstorm.results.demo import Phase, Round, Side
+    monkeypatch.setenv("STATSTORM_HOME", str(state_home))
+    labels: list[str] = []
+
+    def measure(env: Env, local: object, network: object, load: object, label: str,
+                say: object) -> Phase:
+        labels.append(label)
+        return Phase(Side((Round(100, 10, 20, 0, 100),)), Side((Round(50, 20, 40, 0, 50),)))
+
+    name = unique_name("de")
+    opts = demo_cmd.DemoOptions(name=name, app="synthetic", output_dir=tmp_path / "out",
+                                rounds=1, duration_s=2, views=3, storage_delay_us=1000)
+    try:
+        r = demo_cmd.run(Env(state_root=state_home), opts,
+                         steps=demo_cmd.DemoSteps(measure=measure))
+    finally:
+        for role in ("local", "net"):
+            run_cli(["lab", "down", "--name", f"{name}-{role}"], state_home)
+    print(f"escalation on a lab: findings {r.findings_before}; trials "
+          f"{[(t.finding, t.why) for t in r.trials]}; skipped "
+          f"{[(x.finding, x.why) for x in r.skipped]}")
+    assert labels[:2] == ["before", "after"]
+    assert sorted([t.finding for t in r.trials] + [x.finding for x in r.skipped]) == \
+        sorted(escalation.ESCALATION)
+    proposed = {f.split(": ", 1)[1] for f in r.findings_before}
+    assert proposed & {escalation.MIRROR, "opcache-timestamps-off"}, r.findings_before
+    why = {x.finding: x.why for x in r.skipped}
+    if escalation.MIRROR in proposed:
+        assert "a lab's code is its own" in why[escalation.MIRROR]
+    for t in r.trials:  # applied on the lab, measured at the same 0.5x: rolled back
+        assert not t.kept and f"with {t.finding}" in labels
+        assert json.loads((tmp_path / "out" / f"apply-{t.finding}.json").read_text())[
+            "mode"] == "applied"
+    if "opcache-timestamps-off" in proposed:
+        assert "opcache-timestamps-off" in [t.finding for t in r.trials], why
+    assert (tmp_path / "out/check-after.json").is_file()
+    for role in ("local", "net"):
+        lab = f"{name}-{role}"
+        assert leftovers(str(state_home / "labs" / lab), f"statstorm-{lab}") == []
 
 
 def test_demo_bad_usage_is_one_line(state_home: Path, tmp_path: Path) -> None:

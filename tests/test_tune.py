@@ -80,6 +80,7 @@ def test_a_dry_run_measures_predicts_and_changes_nothing(
     err = res.stderr
     assert err.index("prediction (before any change)") < err.index("[5/5]")
     assert (out / "tune.json").exists() and (out / "apply-plan.json").exists()
+    assert (out / "report.html").exists() and r["files"]["report"] == "report.html"
     assert {t: tree_digest(t) for t in TREES} == before, "tune's dry run changed /etc"
     _no_shadow_left(state_home)
 
@@ -143,6 +144,13 @@ def test_yes_applies_measures_again_and_escalates(state_home: Path, tmp_path: Pa
             assert t["why"] and t["phase"]["network"]["rps"] > 0
             assert ("kept" in t["why"]) == t["kept"]
             assert (tmp_path / "out" / f"apply-{t['finding']}.json").exists()
+        # the prove step and the page: a second trace and check with every kept change made
+        assert r["metadata_calls_per_request"]["after"] is not None
+        assert isinstance(r["findings_after"], list)
+        for f in ("after.sst.gz", "check-after.json", "report.html"):
+            assert (tmp_path / "out" / f).is_file(), f
+        assert r["files"]["report"] == "report.html"
+        assert res.stderr.index("[7/8] escalation") < res.stderr.index("[8/8] prove")
         assert poll.codes and set(poll.codes) == {200}, poll.codes
         _no_shadow_left(state_home)
         # every change undone, newest first: apply --all's set and each kept trial's

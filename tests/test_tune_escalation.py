@@ -64,9 +64,7 @@ def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratios: dict[str, 
                 else apply_cmd.ApplyMode.APPLIED)
         return apply_cmd.ApplyResult(mode, None)
 
-    steps = tune_cmd.Steps(resolve=base.resolve, shadow=base.shadow, measure=measure,
-                           window=base.window, trace=base.trace, check=check,
-                           predict=base.predict, apply=apply, mirror=base.mirror)
+    steps = dataclasses.replace(base, measure=measure, check=check, apply=apply)
     monkeypatch.setattr(tune_cmd.Wrk, "available", lambda self: "wrk 4")
     opts = tune_cmd.TuneOptions("www", (URL,), yes=True, output_dir=tmp_path / "out",
                                 mirror=mirror)
@@ -76,9 +74,10 @@ def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratios: dict[str, 
 
 
 def after_all(fakes: Fakes) -> list[str]:
-    """The events after the `after` measurement, the shadow's removal left out."""
+    """The events between the `after` measurement and the prove step's trace and check."""
     ev = fakes.events
-    return [e for e in ev[ev.index("measure after") + 1:] if e != "shadow down"]
+    assert ev[-4:] == ["trace", "check", "shadow down", "report"]
+    return ev[ev.index("measure after") + 1:-4]
 
 
 def test_the_order_is_least_invasive_first_and_none_is_in_apply_all() -> None:

@@ -5,6 +5,7 @@ system (tests/test_tune_unit.py's), no root."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -51,9 +52,8 @@ def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_ratio: float,
         fakes.event(f"predict {len(findings)}")  # `after` is apply --all's: not this one
         return base.predict(findings, *args)
 
-    steps = tune_cmd.Steps(resolve=base.resolve, shadow=base.shadow, measure=measure,
-                           window=base.window, trace=base.trace, check=check,
-                           predict=predict, apply=apply, mirror=base.mirror)
+    steps = dataclasses.replace(base, measure=measure, check=check, predict=predict,
+                                apply=apply)
     monkeypatch.setattr(tune_cmd.Wrk, "available", lambda self: "wrk 4")
     opts = tune_cmd.TuneOptions("www", (URL,), yes=True, output_dir=tmp_path / "out")
     r = tune_cmd.run(RootEnv(stderr=io.StringIO(), state_root=tmp_path), opts,
@@ -63,8 +63,9 @@ def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_ratio: float,
 
 def test_a_change_that_helps_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     r, fakes = run_with(tmp_path, monkeypatch, 1.2)
-    assert fakes.events[-4:] == ["measure after", f"apply {RULE_ID} --yes",
-                                 f"measure with {RULE_ID}", "shadow down"]
+    assert fakes.events[-7:] == ["measure after", f"apply {RULE_ID} --yes",
+                                 f"measure with {RULE_ID}", "trace", "check", "shadow down",
+                                 "report"]
     assert fakes.applied[0].all and not fakes.applied[0].findings  # --all leaves it out
     assert "predict 0" in fakes.events
     (t,) = r.trials
@@ -78,7 +79,8 @@ def test_a_change_that_helps_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_a_change_within_the_margin_is_rolled_back(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     r, fakes = run_with(tmp_path, monkeypatch, 1.0 + KEEP_MARGIN / 2)
-    assert fakes.events[-3:] == [f"measure with {RULE_ID}", "apply --rollback", "shadow down"]
+    assert fakes.events[-6:] == [f"measure with {RULE_ID}", "apply --rollback", "trace",
+                                 "check", "shadow down", "report"]
     (t,) = r.trials
     assert not t.kept and "rolled back" in t.why and RULE_ID not in r.applied
 

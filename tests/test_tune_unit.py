@@ -4,6 +4,7 @@ its steps with the system's parts replaced by fakes (the real run: tests/test_tu
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -17,8 +18,10 @@ from conftest import invoke
 from statstorm.adapters.labs import shadow
 from statstorm.adapters.labs import shadow_site
 from statstorm.commands import apply as apply_cmd, check as check_cmd, tune as tune_cmd
+from statstorm.commands.pair import Pair
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
+from statstorm.model import escalation
 from statstorm.report.page import typed
 from statstorm.results import result_files
 from statstorm.results.check import CheckResult
@@ -248,13 +251,18 @@ class Fakes:
             return apply_cmd.ApplyResult(apply_cmd.ApplyMode.APPLIED if opts.yes
                                          else apply_cmd.ApplyMode.DRY_RUN, None)
 
-        def mirror(env: Env, applied: Any, docroot: str, state: LabState) -> list[str]:
+        def mirror(env: Env, applied: Any, pair: Pair) -> list[str]:
             self.event("mirror")
+            assert pair.reference.lab == "tune-www" and pair.target.pool == "www"
+            assert pair.reference.code == str(self.tmp / "s/code")
             return []
+
+        def report(rec: Any) -> None:
+            self.events.append("report")
 
         return tune_cmd.Steps(resolve=resolve, shadow=running, measure=measure,
                               window=lambda env, path: None, trace=trace, check=check,
-                              predict=predict, apply=apply, mirror=mirror)
+                              predict=predict, apply=apply, mirror=mirror, report=report)
 
 
 def run(tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch, yes: bool) -> TuneResult:
@@ -277,7 +285,8 @@ def test_a_dry_run_prints_the_prediction_then_stops_before_any_change(
     r = run(tmp_path, fakes, monkeypatch, yes=False)
     ev = [e for e in plain(fakes.events) if e != "say"]
     assert ev == ["resolve", "shadow up", "measure before", "trace", "check", "predict",
-                  "PREDICTION", "apply dry-run", "shadow down"]
+                  "PREDICTION", "apply dry-run", "shadow down", "report"]
+    assert [e for e in fakes.events if e.startswith("say [")][-1].startswith("say [5/5] fix")
     assert [o.yes for o in fakes.applied] == [False]
     assert r.dry_run and r.after is None and r.applied == () and r.predicted == PREDICTION
     written = json.loads((tmp_path / "out/tune.json").read_text())
@@ -292,9 +301,17 @@ def test_with_yes_apply_comes_after_the_prediction_and_both_are_measured_again(
     r = run(tmp_path, fakes, monkeypatch, yes=True)
     ev = [e for e in plain(fakes.events) if e != "say"]
     assert ev == ["resolve", "shadow up", "measure before", "trace", "check", "predict",
-                  "PREDICTION", "apply --yes", "mirror", "measure after", "shadow down"]
+                  "PREDICTION", "apply --yes", "mirror", "measure after", "trace", "check",
+                  "shadow down", "report"]
     assert r.after is not None and r.after.ratio_rps == 0.95 and not r.dry_run
-    assert (tmp_path / "out/apply.json").exists()
+    assert [e[4:9] for e in fakes.events if e.startswith("say [")] == [
+        f"[{n}/8]" for n in range(1, 9)]
+    for f in ("apply.json", "check-before.json", "check-after.json"):
+        assert (tmp_path / "out" / f).exists(), f
+    # the prove step: a second trace and check, their figures in tune.json
+    assert r.metadata_calls_per_request.after == 300.0 and r.findings_after == ()
+    assert r.files["trace_after"] == "after.sst.gz" and r.files["check_after"] == "check-after.json"
+    assert {s.finding for s in r.skipped} == set(escalation.ESCALATION)
 
 
 def test_the_shadow_goes_whatever_fails_and_the_json_keeps_what_was_measured(
@@ -302,7 +319,7 @@ def test_the_shadow_goes_whatever_fails_and_the_json_keeps_what_was_measured(
     fakes = Fakes(tmp_path, fail_in="trace")
     with pytest.raises(ComponentError, match="trace failed"):
         run(tmp_path, fakes, monkeypatch, yes=True)
-    assert fakes.events[-1] == "shadow down"
+    assert fakes.events[-2:] == ["shadow down", "report"]  # the report of what was measured
     assert "apply --yes" not in fakes.events
     written = TuneResult.from_json(json.loads((tmp_path / "out/tune.json").read_text()))
     assert written.before is not None and written.predicted is None
@@ -333,3 +350,17 @@ def test_php_fpm_accepts_the_shadow_of_debians_www_pool(tmp_path: Path) -> None:
     text = conf.read_text()
     assert f"php_admin_value[open_basedir] = {tmp_path}/code:/tmp" in text
     assert "security.limit_extensions = .php .phar" in text
+
+
+def test_report_html_is_written_beside_tune_json(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the demo does: the page `statstorm report tune.json` makes, from the files alone."""
+    fakes = Fakes(tmp_path)
+    monkeypatch.setattr(Fakes, "steps", lambda self, real=Fakes.steps: dataclasses.replace(
+        real(self), report=tune_cmd.Steps().report))
+    r = run(tmp_path, fakes, monkeypatch, yes=True)
+    assert r.files["report"] == "report.html"
+    page = (tmp_path / "out/report.html").read_text()
+    assert "pool www" in page
+    written = TuneResult.from_json(json.loads((tmp_path / "out/tune.json").read_text()))
+    assert written.files["report"] == "report.html" and written == r

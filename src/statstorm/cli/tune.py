@@ -63,6 +63,8 @@ def render(env: Env, r: TuneResult) -> None:
                   "trips per request measured (their rows above)")
     if r.findings_before:
         con.print("check: " + "; ".join(r.findings_before))
+    if r.findings_after:
+        con.print("check after the fix: " + "; ".join(r.findings_after))
     if r.dry_run:
         for diff in r.diffs:
             con.print(escape(diff))
@@ -75,7 +77,8 @@ def render(env: Env, r: TuneResult) -> None:
         con.print(f"left to do by hand: {line}")
     for note in r.notes:
         con.print(f"note: {note}")
-    con.print(f"results: {r.output_dir}/tune.json; shadow removed.")
+    page = f" and {r.output_dir}/{r.files['report']}" if "report" in r.files else ""
+    con.print(f"results: {r.output_dir}/tune.json{page}; shadow removed.")
 
 
 @cli.command()
@@ -118,7 +121,8 @@ def tune(env: Env, pool: str, urls: tuple[str, ...], yes: bool, output_dir: Path
     --yes every finding is applied and both are measured again; then, while the pool stays
     below 0.90x of its shadow, the changes apply --all leaves out are tried one at a time,
     least invasive first (GlusterFS content caches, OPcache's timestamps off, last a local
-    mirror of the code a deploy must sync), each kept only where it measures a gain. The
+    mirror of the code a deploy must sync), each kept only where it measures a gain; a second
+    trace and check of the pool prove the fix. report.html is written beside tune.json. The
     shadow is removed at the end, whatever happens.
 
     \b

@@ -1,54 +1,62 @@
-"""`statstorm demo`: the main job on the built-in default — find, explain, fix and prove.
+"""`statstorm demo`: the main job on the built-in default — find, explain, fix and prove — and
+the pipeline it shares with `statstorm tune` (commands/tune.py).
 
-Two labs side by side, the same app on local disk (the reference) and on network storage
-(GlusterFS with its default mount and volume options, Debian's PHP defaults), then:
+The pipeline runs on a pair (commands/pair.py): a reference on local disk and a target on
+network storage. The demo's pair is two labs, the same app on local disk (`NAME-local`) and on
+network storage (`NAME-net`: GlusterFS with its default mount and volume options, Debian's PHP
+defaults); tune's is a shadow of the user's pool and the pool itself. Then:
 
-1. **before**: both measured with the same closed-model load, rounds interleaved (local,
-   network, …) under the same machine conditions; the volume's profile counts round trips;
-2. **find**: `trace` of the network lab's pool during a few page views, `check --trace`;
-3. **predict**: `whatif` of check's PHP changes and the round-trip forecast of the mount
-   changes (model.network_forecast) — printed before anything changes;
-4. **fix**: `apply --all --yes` on the network lab (storage, PHP and app changes), and the
-   same PHP and app changes on the local lab, so the ratio still measures the storage;
-5. **prove**: the same interleaved measurement again, a second trace and check.
+1. **pair**: the two sides made (the demo's labs, tune's shadow);
+2. **before**: both measured with the same closed-model load, rounds interleaved (reference,
+   target, …) under the same machine conditions; the target's storage counts round trips;
+3. **find**: `trace` of the target during a few page views, `check --trace`;
+4. **predict**: `whatif` of the changes `apply --all` makes and the round-trip forecast of
+   the mount changes (model/network_forecast.py) — printed before anything changes;
+5. **fix**: `apply --all --yes` on the target (storage, PHP and app changes), and the same PHP
+   and app changes on the reference, so the ratio still measures the storage (tune without
+   `yes`: `apply --all` as a dry run, and the run ends here);
+6. **after**: the same interleaved measurement again;
+7. **escalation** (commands/escalation_trials.py): while the target stays below 0.90x of its
+   reference, the changes `apply --all` leaves out, each tried alone and kept where measured;
+8. **prove**: a second trace and check of the target.
 
-Every result is written to the output directory as soon as it exists (`demo.json` after each
-step); both labs are removed whatever happens, unless `keep`.
+Every result is written to the output directory as soon as it exists (demo.json or tune.json
+after each step, commands/run_record.py), then `report.html`; the demo's labs (unless `keep`)
+and tune's shadow are removed whatever happens. What touches the system comes through `Steps`,
+so tests replace it.
 """
 
 from __future__ import annotations
 
-import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
-from statstorm import faults
 from statstorm.adapters.apply import apply_target
 from statstorm.adapters.labs import lab_build, state as labs
 from statstorm.adapters.load import interleaved
-from statstorm.adapters.storage import round_trips
 from statstorm.adapters.load.wrk import Wrk
 from statstorm.adapters.tracing import page_views
 from statstorm.commands import apply as apply_cmd, check as check_cmd
 from statstorm.commands import trace as trace_cmd, whatif as whatif_cmd
+from statstorm.commands.escalation_trials import Applied, Tries, escalate
+from statstorm.commands.pair import Member, Pair, carried_path, lab_member
+from statstorm.commands.run_record import Record, now
 from statstorm.env import Env
 from statstorm.errors import DependencyError, PrivilegeError, StatstormError, UsageError
-from statstorm.model import storage_delay
+from statstorm.model import applyplan, storage_delay
 from statstorm.model.storage_kinds import LAB_ALIASES, STORAGE, lab_storages
-from statstorm.model import applyplan
-from statstorm.results import result_files
-from statstorm.results.common import write_atomic, write_json_atomic
 from statstorm.results.apply import ApplyMode
-from statstorm.results.demo import (DemoResult, JsonObject, Lab, LabSettings, PerRequest, Phase,
-                                    new_run_id, with_run_id)
+from statstorm.results.check import CheckResult
+from statstorm.results.demo import (DemoResult, Lab, LabSettings, PerRequest, Phase, Prediction,
+                                    new_run_id)
 from statstorm.results.lab import LabState
 from statstorm.results.php_root import HOST_VERSION, release
 from statstorm.results.storage_kind import StorageKind
 
 ROLES = ("local", "network")
-STEPS = 7
+STEPS = 8
 # the network storages a demo compares with local disk (`--storage`; afs: OpenAFS)
 # every network storage a lab can stand up (model/storage_kinds.py), and their other names
 STORAGES = tuple(str(k) for k in lab_storages() if STORAGE[k].network) + tuple(
@@ -107,31 +115,6 @@ def lab_name(opts: DemoOptions, role: str) -> str:
     return f"{opts.name}-{'local' if role == 'local' else 'net'}"
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-# -- measuring ------------------------------------------------------------------------------------
-def measure(env: Env, states: dict[str, LabState], opts: DemoOptions, label: str,
-            say: Callable[[str], None]) -> Phase:
-    """Both labs under the same closed-model load, rounds interleaved; the network lab's
-    round trips from its storage's counter (adapters/storage/round_trips.py: a GlusterFS
-    volume's profile, ceph-fuse's admin socket, an OpenAFS file server's RPC counts)."""
-    net = states["network"]
-    volume = net.volume
-
-    def window() -> round_trips.Window | None:
-        if volume:
-            return round_trips.gluster(env, volume)
-        return round_trips.window_for(env, net.mount_point)
-
-    def side(role: str, win: Callable[[], round_trips.Window | None]) -> interleaved.Target:
-        return interleaved.Target(role, (states[role].url + states[role].entry_path,), win)
-    return interleaved.measure(env, side("local", lambda: None), side("network", window),
-                               interleaved.Load(opts.rounds, opts.duration_s, opts.warmup_s,
-                                                opts.concurrency), label, say)
-
-
 def trace_views(env: Env, state: LabState, views: int, output: Path, run_id: str = "") -> float:
     """`statstorm trace` of the lab's pool while `views` page views are fetched (the trace
     carrying `run_id`); its metadata calls per request."""
@@ -140,185 +123,222 @@ def trace_views(env: Env, state: LabState, views: int, output: Path, run_id: str
                                   output=output, views=views, name="statstorm-demo-trace")
 
 
-# -- predicting -----------------------------------------------------------------------------------
-predict = whatif_cmd.predict_findings
+# -- the pipeline ---------------------------------------------------------------------------------
+ApplyResult = apply_cmd.ApplyResult  # what apply answers the pipeline (and its verbs' hooks)
 
 
-def prediction_text(result: DemoResult) -> str:
-    return whatif_cmd.prediction_line(result.predicted, result.round_trips().before)
-
-
-# -- fixing ---------------------------------------------------------------------------------------
-def same_settings(env: Env, applied: apply_cmd.ApplyResult,
-                  states: dict[str, LabState]) -> list[str]:
-    """The network lab's PHP and app changes made on the local lab too (its own files): the
-    ratio after must measure the storage, not the app's own cache."""
-    net, local = states["network"], states["local"]
+def carry_over(env: Env, applied: apply_cmd.ApplyResult, pair: Pair) -> list[str]:
+    """The target's PHP and app changes made on the reference too (a lab: its own files, its
+    app's files under its own code), so the ratio after measures the storage, not the
+    settings or the app's own cache; the lines made."""
     changes = []
     for c in applied.changes:
         if c.kind in (applyplan.POOL_INI, applyplan.POOL):
             changes.append(c)
-        elif c.kind == applyplan.APP and c.where.startswith(net.code_path):
-            changes.append(replace(
-                c, where=local.code_path + c.where[len(net.code_path):]))
-    if not changes:
+        elif c.kind == applyplan.APP:
+            where = carried_path(c.where, pair.target, pair.reference)
+            if where is not None:
+                changes.append(replace(c, where=where))
+    if not changes or not pair.reference.lab:
         return []
-    aopts = apply_cmd.ApplyOptions(lab=local.name, all=True, yes=True)
+    aopts = apply_cmd.ApplyOptions(lab=pair.reference.lab, all=True, yes=True)
     target = apply_cmd.resolve(env, aopts)
     placed, edits = apply_target.plan_edits(target, changes)
     if edits:
-        apply_cmd.execute(env, apply_cmd.ApplyResult(ApplyMode.DRY_RUN, target, placed, edits), aopts)
+        apply_cmd.execute(env, apply_cmd.ApplyResult(ApplyMode.DRY_RUN, target, placed, edits),
+                          aopts)
     return [c.line for c in placed if c.kind != applyplan.MANUAL]
 
 
-# -- the command ----------------------------------------------------------------------------------
-class _Run:
-    """The demo's result as it grows, written to demo.json after every step."""
+@dataclass(frozen=True)
+class Steps:
+    """What the pipeline calls to touch the system (the real ones by default)."""
 
-    def __init__(self, result: DemoResult, path: Path) -> None:
-        self.result, self.path = result, path
-
-    def save(self, result: DemoResult | None = None) -> None:
-        """demo.json of `result` (by default, of the result so far)."""
-        self.result = result or self.result
-        write_json_atomic(self.path, self.result.to_json())
-
-    def write(self, name: str, data: JsonObject) -> str:
-        """A result file of this run beside demo.json (carrying the run's id); its link."""
-        assert self.result.run_id is not None
-        write_json_atomic(self.path.parent / name, with_run_id(data, self.result.run_id))
-        return name
+    measure: Callable[..., Phase] = interleaved.measure
+    trace: Callable[..., float] = page_views.trace_views
+    check: Callable[[Env, check_cmd.CheckOptions], CheckResult] = check_cmd.run
+    predict: Callable[..., Prediction] = whatif_cmd.predict_findings
+    apply: Callable[[Env, apply_cmd.ApplyOptions], apply_cmd.ApplyResult] = apply_cmd.run
+    mirror: Callable[[Env, apply_cmd.ApplyResult, Pair], list[str]] = carry_over
+    report: Callable[[Record[Any]], None] = Record.report
 
 
-def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None) -> DemoResult:
+@dataclass(frozen=True)
+class Job:
+    """What the pipeline is asked, and how its lines name the two sides."""
+
+    views: int
+    load: interleaved.Load
+    both: str  # "both labs", "the pool and its shadow"
+    yes: bool = True  # without it: apply's dry run, and the run ends there
+    mirror: bool = True  # the escalation may end with a local mirror of the code
+    # the verb's own fields: after `apply --all` (a dry run or not), after the fix
+    planned: Callable[[Record[Any], apply_cmd.ApplyResult], None] = lambda rec, result: None
+    fixed: Callable[[Record[Any], apply_cmd.ApplyResult, list[str]], None] = \
+        lambda rec, applied, carried: None
+
+
+def check_options(side: Member, trace: Path) -> check_cmd.CheckOptions:
+    if side.lab:
+        return check_cmd.CheckOptions(lab=side.lab, trace=trace)
+    return check_cmd.CheckOptions(pools=(side.pool or "",), trace=trace)
+
+
+def record_apply(rec: Record[Any], job: Job, result: apply_cmd.ApplyResult, name: str) -> None:
+    rec.write("apply", name, result.to_json())
+    rec.save(manual=tuple(c.line for c in result.manual))
+    job.planned(rec, result)
+
+
+def pipeline(env: Env, job: Job, pair: Pair, rec: Record[Any], steps: Steps) -> None:
+    """Steps 2 to 8 on `pair`, each result saved in `rec` as it comes."""
+    target, run_id = pair.target, rec.result.run_id or ""
+
+    def measure(label: str) -> Phase:
+        return steps.measure(env, pair.reference.target(), target.target(), job.load, label,
+                             rec.log)
+
+    def trace(name: str, key: str) -> float:
+        calls = steps.trace(env, trace_cmd.views_tracer(job.views, run_id), **target.names(),
+                            urls=target.urls, output=rec.out / name, views=job.views,
+                            name=f"statstorm-{rec.verb}-trace")
+        rec.link(key, name)
+        return calls
+
+    def on_target(**kw: object) -> apply_cmd.ApplyOptions:
+        return apply_cmd.ApplyOptions(**target.names(), **kw)  # type: ignore[arg-type]
+
+    rec.step(2, f"before: {job.both} under the same load, rounds interleaved…")
+    before = measure("before")
+    rec.save(before=before)
+
+    rec.step(3, f"find: tracing {job.views} page views of {target.label}, then check…")
+    trace_path = rec.out / "before.sst.gz"
+    calls = trace(trace_path.name, "trace_before")
+    chk = steps.check(env, check_options(target, trace_path))
+    rec.write("check_before", "check-before.json", chk.to_json())
+    rec.save(metadata_calls_per_request=PerRequest(before=calls, keys=("before",)),
+             findings_before=tuple(f"{f.severity}: {f.id}" for f in chk.findings))
+
+    rec.step(4, "predict: whatif of check's PHP changes, forecast of the storage changes…")
+    settings = {k: str(v) for k, v in (chk.pools[0].settings if chk.pools else {}).items()}
+    # what `apply --all` makes: the findings it leaves out (the escalation's among them, tried
+    # in step 7) are no part of the `after` this predicts
+    predicted = steps.predict([f for f in chk.findings if f.id not in applyplan.NAMED_ONLY],
+                              settings, trace_path, before.network.round_trips_per_request)
+    rec.save(predicted=predicted, predicted_at=now(), metadata_calls_per_request=PerRequest(
+        before=calls, predicted=predicted.metadata_calls_per_request,
+        keys=("before", "predicted")))
+    rec.log(whatif_cmd.prediction_line(predicted, before.network.round_trips_per_request))
+
+    if not job.yes:
+        rec.step(5, f"fix (dry run): statstorm apply --all on {target.label}; nothing changes "
+                    "without --yes…")
+        record_apply(rec, job, steps.apply(env, on_target(all=True, trace=trace_path)),
+                     "apply-plan.json")
+        return
+    rec.step(5, f"fix: statstorm apply --all --yes on {target.label}, the same PHP and app "
+                f"settings on {pair.reference.label}…")
+    applied = steps.apply(env, on_target(all=True, yes=True, trace=trace_path))
+    record_apply(rec, job, applied, "apply.json")
+    made = [c for c in applied.changes if c.kind != applyplan.MANUAL]
+    rec.save(applied=tuple(sorted({c.finding for c in made})), applied_at=now())
+    job.fixed(rec, applied, steps.mirror(env, applied, pair))
+
+    rec.step(6, f"after: {job.both} under the same load again…")
+    after = measure("after")
+    rec.save(after=after)
+
+    def write(rule_id: str, tried: Applied) -> None:
+        rec.write(f"apply_{rule_id}", f"apply-{rule_id}.json", tried.to_json())
+    escalate(rec, [f.id for f in chk.findings], job.mirror, target.pool_name, after,
+             Tries(apply=lambda i: steps.apply(env, on_target(findings=(i,), yes=True,
+                                                               trace=trace_path)),
+                   rollback=lambda: steps.apply(env, on_target(rollback=True)),
+                   measure=measure, write=write),
+             lambda text: rec.step(7, text), rec.log)
+
+    rec.step(8, f"prove: a second trace and check of {target.label}…")
+    after_trace = rec.out / "after.sst.gz"
+    calls_after = trace(after_trace.name, "trace_after")
+    chk2 = steps.check(env, check_options(target, after_trace))
+    rec.write("check_after", "check-after.json", chk2.to_json())
+    still = {f.id for f in chk2.findings}
+    rec.save(metadata_calls_per_request=PerRequest(calls, calls_after,
+                                                   predicted.metadata_calls_per_request),
+             findings_after=tuple(f"{f.severity}: {f.id}" for f in chk2.findings),
+             manual=tuple(dict.fromkeys(c.line for c in applied.manual if c.finding in still)))
+
+
+# -- the demo ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DemoSteps(Steps):
+    """The pipeline's steps and the demo's labs (made and removed)."""
+
+    up: Callable[[Env, lab_build.LabOptions], LabState] = lab_build.up
+    down: Callable[..., bool] = lab_build.down
+
+
+@contextmanager
+def lab_pair(env: Env, opts: DemoOptions, rec: Record[DemoResult],
+             steps: DemoSteps) -> Iterator[Pair]:
+    """Step 1: both labs, the reference and the target; removed after the block whatever
+    happens, unless `keep` (a lab that cannot be removed is a note)."""
+    states: dict[str, LabState] = {}
+    rec.step(1, f"two labs: {opts.app} on local disk and on {opts.storage} (default options)…")
+    try:
+        for role in ROLES:
+            st = steps.up(env, lab_build.LabOptions(
+                name=lab_name(opts, role), app=opts.app,
+                storage="local" if role == "local" else opts.storage, workers=opts.workers,
+                php=opts.php, storage_delay_us=0 if role == "local" else opts.storage_delay_us))
+            states[role] = st
+            rec.save(labs={**rec.result.labs, role: Lab(st.name, st.url + st.entry_path)})
+        yield Pair(lab_member(env, states["local"], "local"),
+                   lab_member(env, states["network"], "network"))
+    finally:
+        notes = list(rec.result.notes)
+        if not opts.keep:
+            for role in reversed(ROLES):
+                name = lab_name(opts, role)
+                if role in states or labs.lab_dir(env, name).exists():
+                    try:
+                        steps.down(env, name, quiet=True)
+                    except StatstormError as exc:
+                        notes.append(f"lab {name}: {exc}")
+        if rec.out.is_dir():
+            rec.save(notes=tuple(notes))
+
+
+def run(env: Env, opts: DemoOptions, say: Callable[[str], None] | None = None,
+        steps: DemoSteps = DemoSteps()) -> DemoResult:
     validate(env, opts)
-    log = say or env.log
     out = opts.output_dir
     out.mkdir(parents=True, exist_ok=True)
     run_id = new_run_id()  # in demo.json, its result files and its traces' headers
-    demo = _Run(DemoResult(opts.app, opts.storage, str(out), run_id=run_id, kept=opts.keep,
-                           storage_delay_us=opts.storage_delay_us,
-                           php="" if release(opts.php).host else release(opts.php).version),
-                out / "demo.json")
-    states: dict[str, LabState] = {}
-    t_start = time.monotonic()
-    mark = [t_start]
-    timings: dict[str, float] = {}
+    rec: Record[DemoResult] = Record(
+        DemoResult(opts.app, opts.storage, str(out), run_id=run_id, kept=opts.keep,
+                   storage_delay_us=opts.storage_delay_us,
+                   php="" if release(opts.php).host else release(opts.php).version),
+        out / "demo.json", "demo", STEPS, say or env.log)
 
-    def step(n: int, text: str) -> None:
-        now = time.monotonic()
-        if n > 1:
-            timings[f"step{n - 1}"] = round(now - mark[0], 1)
-        mark[0] = now
-        faults.phase(f"demo/step-{n}")
-        log(f"[{n}/{STEPS}] {text}")
+    def fixed(rec_: Record[Any], applied: apply_cmd.ApplyResult,
+              carried: list[str]) -> None:
+        made = [c.line for c in applied.changes if c.kind != applyplan.MANUAL]
+        try:
+            mount = labs.load(env, lab_name(opts, "network")).mount_options
+        except (StatstormError, OSError, ValueError):
+            mount = None
+        rec_.save(settings={"network": LabSettings(tuple(dict.fromkeys(made)), mount),
+                            "local": LabSettings(tuple(carried))})
 
-    manual: dict[str, str] = {}
-    files: dict[str, str] = {}
-
+    job = Job(opts.views, interleaved.Load(opts.rounds, opts.duration_s, opts.warmup_s,
+                                           opts.concurrency), "both labs",
+              fixed=fixed)
     try:
-        step(1, f"two labs: {opts.app} on local disk and on {opts.storage} (default options)…")
-        for role in ROLES:
-            storage = "local" if role == "local" else opts.storage
-            st = lab_build.up(env, lab_build.LabOptions(name=lab_name(opts, role), app=opts.app,
-                                                    storage=storage, workers=opts.workers,
-                                                    php=opts.php,
-                                                    storage_delay_us=0 if role == "local"
-                                                    else opts.storage_delay_us))
-            states[role] = st
-            demo.save(replace(demo.result, timings_s=dict(timings), labs={
-                **demo.result.labs, role: Lab(st.name, st.url + st.entry_path)}))
-
-        step(2, "before: both labs under the same load, rounds interleaved…")
-        before = measure(env, states, opts, "before", log)
-        files["demo"] = demo.path.name
-        demo.save(replace(demo.result, before=before, files=dict(files),
-                          timings_s=dict(timings)))
-
-        step(3, f"find: tracing {opts.views} page views of the {opts.storage} lab, then check…")
-        before_trace = out / "before.sst.gz"
-        calls_before = trace_views(env, states["network"], opts.views, before_trace, run_id)
-        files["trace_before"] = before_trace.name
-        demo.result = replace(demo.result, metadata_calls_per_request=PerRequest(
-            before=calls_before, keys=("before",)))
-        chk = check_cmd.run(env, check_cmd.CheckOptions(lab=states["network"].name,
-                                                        trace=before_trace))
-        files["check_before"] = demo.write("check-before.json", chk.to_json())
-        demo.save(replace(demo.result, files=dict(files), timings_s=dict(timings),
-                          findings_before=tuple(f"{f.severity}: {f.id}" for f in chk.findings)))
-
-        step(4, "predict: whatif of check's PHP changes, forecast of the storage changes…")
-        settings = {k: str(v) for k, v in (chk.pools[0].settings if chk.pools else {}).items()}
-        predicted = predict(chk.findings, settings, before_trace,
-                            before.network.round_trips_per_request)
-        demo.save(replace(demo.result, predicted=predicted, predicted_at=_now(),
-                          timings_s=dict(timings)))
-        log(prediction_text(demo.result))
-
-        step(5, f"fix: statstorm apply --all --yes on the {opts.storage} lab, the same PHP and "
-                "app settings on the local lab…")
-        applied = apply_cmd.run(env, apply_cmd.ApplyOptions(
-            lab=states["network"].name, all=True, yes=True, trace=before_trace))
-        files["apply"] = demo.write("apply.json", applied.to_json())
-        manual = {c.line: c.finding for c in applied.manual}
-        made = [c for c in applied.changes if c.kind != applyplan.MANUAL]
-        demo.result = replace(demo.result, applied=tuple(sorted({c.finding for c in made})),
-                              applied_at=_now())
-        local_lines = same_settings(env, applied, states)
-        demo.save(replace(
-            demo.result, files=dict(files), timings_s=dict(timings),
-            settings={"network": LabSettings(tuple(dict.fromkeys(c.line for c in made)),
-                                             labs.load(env, states["network"].name).mount_options),
-                      "local": LabSettings(tuple(local_lines))}))
-
-        step(6, "after: both labs under the same load again…")
-        after = measure(env, states, opts, "after", log)
-        demo.save(replace(demo.result, after=after, timings_s=dict(timings)))
-
-        step(7, "prove: a second trace and check of the fixed lab…")
-        after_trace = out / "after.sst.gz"
-        calls_after = trace_views(env, states["network"], opts.views, after_trace, run_id)
-        files["trace_after"] = after_trace.name
-        demo.result = replace(demo.result, metadata_calls_per_request=PerRequest(
-            calls_before, calls_after, predicted.metadata_calls_per_request))
-        chk2 = check_cmd.run(env, check_cmd.CheckOptions(lab=states["network"].name,
-                                                         trace=after_trace))
-        files["check_after"] = demo.write("check-after.json", chk2.to_json())
-        still = {f.id for f in chk2.findings}
-        timings["step7"] = round(time.monotonic() - mark[0], 1)
-        demo.save(replace(
-            demo.result, files=dict(files), timings_s=dict(timings),
-            findings_after=tuple(f"{f.severity}: {f.id}" for f in chk2.findings),
-            manual=tuple(line for line, fid in manual.items() if fid in still)))
+        with lab_pair(env, opts, rec, steps) as pair:
+            pipeline(env, job, pair, rec, steps)
     finally:
-        notes = list(demo.result.notes)
-        if not opts.keep:
-            for role in reversed(ROLES):
-                if role in states or labs.lab_dir(env, lab_name(opts, role)).exists():
-                    try:
-                        lab_build.down(env, lab_name(opts, role), quiet=True)
-                    except StatstormError as exc:
-                        notes.append(f"lab {lab_name(opts, role)}: {exc}")
-        timings["total"] = round(time.monotonic() - t_start, 1)
-        demo.result = replace(demo.result, notes=tuple(notes), timings_s=dict(timings),
-                              files=dict(files))
-        if out.is_dir():
-            demo.save()
-            demo.save(write_report(out, demo.result, log))
-    return demo.result
-
-
-def write_report(out: Path, result: DemoResult, log: Callable[[str], None]) -> DemoResult:
-    """`report.html` beside demo.json, rendered from the result files only (as `statstorm
-    report DIR/demo.json` would); a report that cannot be made is a note, not a failure.
-    Returns the result with the page's link, or with the note."""
-    page = out / "report.html"
-    from statstorm.report import html  # matplotlib: loaded only when a page is drawn
-    from statstorm.report.page import build
-    try:
-        files = result_files.load_all([out / "demo.json"])
-        write_atomic(page, html.render(build(files, generated=_now())), new_mode=0o644)
-    except (StatstormError, OSError, ValueError, KeyError, TypeError) as exc:
-        return replace(result, notes=(*result.notes, f"report.html not written: {exc}"))
-    log(f"report: {page}")
-    return replace(result, files={**result.files, "report": page.name})
+        rec.close()
+        steps.report(rec)
+    return rec.result

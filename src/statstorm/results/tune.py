@@ -14,83 +14,11 @@ from typing import ClassVar
 
 from statstorm.results import jsonread as jr
 from statstorm.results.demo import DemoResult, Lab, PerRequest, Phase, Prediction
+from statstorm.results.trials import (KEEP_MARGIN as KEEP_MARGIN, Skipped as Skipped,
+                                      Trial as Trial, judge as judge, trials_json)
 from statstorm.results.jsontypes import JsonObject, JsonValue
 
 SCHEMA = "statstorm.tune/1"
-KEEP_MARGIN = 0.05  # an escalation's change is kept when it raises the ratio by more than this
-
-
-@dataclass(frozen=True)
-class Trial:
-    """A change of tune's escalation (model/escalation.py: measure-first ones, then the code
-    mirror) tried after the others: applied alone, both sides measured again with rounds
-    interleaved, and kept only when the pool's throughput over its shadow's rose by more than
-    KEEP_MARGIN over the ratio before it (the `after` phase's, or the last kept trial's: a
-    ratio, so the machine's other load, which both sides share, cancels); else rolled back."""
-
-    finding: str
-    phase: Phase  # measured with the change made
-    ratio_without: float | None  # the ratio before it (`after`, or the last kept trial's)
-    kept: bool
-    why: str  # said to the user
-    price: str = ""  # what the change asks of the user (a deploy step, staleness)
-
-    @property
-    def ratio_with(self) -> float | None:
-        return self.phase.ratio_rps
-
-    def to_json(self) -> JsonObject:
-        return {"finding": self.finding, "phase": self.phase.to_json(),
-                "ratio_without": self.ratio_without, "ratio_with": self.ratio_with,
-                "kept": self.kept, "why": self.why, "price": self.price}
-
-    @classmethod
-    def from_json(cls, data: JsonValue) -> Trial:
-        d = jr.obj(data, "measure_first entry")
-        without = d.get("ratio_without")
-        return cls(jr.str_(d, "finding"), Phase.from_json(jr.sub(d, "phase")),
-                   float(without) if isinstance(without, (int, float)) else None,
-                   jr.bool_(d, "kept"), jr.str_(d, "why"),
-                   jr.str_(d, "price"))
-
-
-def judge(finding: str, phase: Phase, baseline: Phase | None, price: str = "") -> Trial:
-    """Keep the change only where it raised the pool's ratio to its shadow by more than
-    KEEP_MARGIN over `baseline`'s (the phase measured without it) and the pool answered as
-    well as without it: a change that makes requests fail is rolled back, however fast."""
-    without = baseline.ratio_rps if baseline is not None else None
-    with_ = phase.ratio_rps
-    if without is None or with_ is None:
-        return Trial(finding, phase, without, False, "not measured on both sides: rolled back",
-                     price)
-    failed = phase.network.errors - (baseline.network.errors if baseline is not None else 0)
-    if failed > 0:
-        return Trial(finding, phase, without, False,
-                     f"{failed} more failed request(s) on the pool with it (errors or non-2xx "
-                     "answers): rolled back", price)
-    gain = with_ / without - 1 if without else 0.0
-    kept = gain > KEEP_MARGIN
-    return Trial(finding, phase, without, kept,
-                 f"ratio {without:g}x → {with_:g}x ({gain:+.0%}): "
-                 + ("kept" if kept else f"rolled back (not more than {KEEP_MARGIN:.0%} better)"),
-                 price)
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A change of the escalation not tried, and why (check did not propose it, --no-mirror,
-    the target ratio already reached, apply made nothing)."""
-
-    finding: str
-    why: str
-
-    def to_json(self) -> JsonObject:
-        return {"finding": self.finding, "why": self.why}
-
-    @classmethod
-    def from_json(cls, data: JsonValue) -> Skipped:
-        d = jr.obj(data, "escalation_skipped entry")
-        return cls(jr.str_(d, "finding"), jr.str_(d, "why"))
 
 
 @dataclass(frozen=True)
@@ -121,6 +49,7 @@ class TuneResult:
     manual: tuple[str, ...] = ()  # lines left to do by hand
     metadata_calls_per_request: PerRequest = PerRequest(keys=())
     findings_before: tuple[str, ...] = ()  # "severity: id"
+    findings_after: tuple[str, ...] = ()  # check of the second trace, after every change
     files: dict[str, str] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -150,7 +79,7 @@ class TuneResult:
             after=self.after, predicted=self.predicted, predicted_at=self.predicted_at,
             applied=self.applied, applied_at=self.applied_at, manual=self.manual,
             metadata_calls_per_request=self.metadata_calls_per_request,
-            findings_before=self.findings_before, files={}, timings_s=dict(self.timings_s),
+            findings_before=self.findings_before, findings_after=self.findings_after, files={}, timings_s=dict(self.timings_s),
             notes=self.notes)
 
     def to_json(self) -> JsonObject:
@@ -171,6 +100,7 @@ class TuneResult:
                 "diffs": list(self.diffs),
                 "applied": list(self.applied), "applied_at": self.applied_at,
                 "manual": list(self.manual), "findings_before": list(self.findings_before),
+                "findings_after": list(self.findings_after),
                 "files": dict(self.files), "timings_s": dict(self.timings_s),
                 "notes": list(self.notes),
                 "measure_first": [t.to_json() for t in self.trials],
@@ -183,6 +113,7 @@ class TuneResult:
         shadow = jr.section(d, "shadow")
         before, after, predicted = (jr.section(d, k) for k in ("before", "after", "predicted"))
         sh = jr.obj(shadow, "shadow") if shadow is not None else None
+        trials, skipped = trials_json(d)
         return cls(
             pool=jr.str_(d, "pool"), urls=jr.strs(d, "urls"), output_dir=jr.str_(d, "output_dir"),
             run_id=jr.opt_str(d, "run_id"), docroot=jr.str_(d, "docroot"),
@@ -199,14 +130,5 @@ class TuneResult:
                 jr.sub(d, "metadata_calls_per_request")),
             files=jr.str_map(d, "files"), timings_s=jr.num_map(d, "timings_s"),
             notes=jr.strs(d, "notes"),
-            trials=tuple(Trial.from_json(t) for t in _list(d.get("measure_first"))),
-            skipped=tuple(Skipped.from_json(x) for x in _list(d.get("escalation_skipped"))))
-
-
-def _list(value: JsonValue | None) -> list[JsonValue]:
-    """An optional list (a tune.json written before measure-first changes has none)."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ValueError("tune.json: measure_first or escalation_skipped is not a list")
-    return value
+            findings_after=jr.strs(d, "findings_after") if "findings_after" in d else (),
+            trials=trials, skipped=skipped)
