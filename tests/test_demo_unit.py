@@ -177,6 +177,7 @@ def test_the_escalation_runs_on_the_network_lab_by_name(tmp_path: Path,
     r = run(tmp_path, fakes, monkeypatch)
     ev = fakes.events
     tried = [e for e in ev[ev.index("measure after") + 1:] if not e.startswith("say ")]
+    assert tried.pop(0) == "check"  # the escalation's candidates, after apply --all
     assert tried[:5] == [f"apply {CONTENT}", f"apply {OFF}", f"measure with {OFF}",
                          f"apply {MIRROR}", "trace"]
     assert [(t.finding, t.kept) for t in r.trials] == [(OFF, True)]

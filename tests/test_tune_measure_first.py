@@ -63,7 +63,7 @@ def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_ratio: float,
 
 def test_a_change_that_helps_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     r, fakes = run_with(tmp_path, monkeypatch, 1.2)
-    assert fakes.events[-7:] == ["measure after", f"apply {RULE_ID} --yes",
+    assert fakes.events[-8:] == ["measure after", "check", f"apply {RULE_ID} --yes",
                                  f"measure with {RULE_ID}", "trace", "check", "shadow down",
                                  "report"]
     assert fakes.applied[0].all and not fakes.applied[0].findings  # --all leaves it out
