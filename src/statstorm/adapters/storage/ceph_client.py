@@ -1,0 +1,106 @@
+"""A ceph-fuse client's per-call settings, read from its command line, and a lab's client
+restarted with new ones (statstorm apply's step for the `cephfs-fuse-request-work` finding).
+
+On a lab, ceph-fuse runs on the cluster's own config with its options on its command line
+(adapters/storage/ceph.py `fuse_argv`): apply unmounts it and starts it again with the new
+options (the old ones kept to start it with on undo); requests on the mount fail for the
+second in between. A host's ceph-fuse is left to the admin: the settings go in ceph.conf's
+`[client]` section and live through its admin socket. What the settings mean:
+model/ceph_fuse.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from statstorm.adapters.storage import ceph, mounts
+from statstorm.env import Env
+from statstorm.errors import ComponentError
+from statstorm.model import ceph_fuse
+from statstorm.model.storage_kinds import STORAGE
+from statstorm.results.storage_kind import StorageKind
+
+CLIENT = STORAGE[StorageKind.CEPHFS].client  # ceph-fuse
+
+
+def client_of(mount_point: str) -> tuple[int, list[str]] | None:
+    """PID and command line of the ceph-fuse serving `mount_point` (the newest)."""
+    return mounts.fuse_client(mount_point, CLIENT)
+
+
+def cache_options(argv: list[str]) -> dict[str, str]:
+    """The per-call settings a ceph-fuse with this command line runs with (Ceph's defaults
+    for the ones not given), and its other options as given."""
+    given = ceph_fuse.argv_options(argv)
+    return {**given, **ceph_fuse.settings(given)}
+
+
+def mount_cache_options(mount_point: str) -> dict[str, str]:
+    """The settings of the ceph-fuse serving `mount_point`; {} when none serves it."""
+    found = client_of(mount_point)
+    return cache_options(found[1]) if found else {}
+
+
+def lab_cluster(mount_point: str) -> ceph.Cluster | None:
+    """The lab cluster whose ceph-fuse serves `mount_point` (it runs on the config file beside
+    the mount point), or None: a host's client, which statstorm does not restart."""
+    found = client_of(mount_point)
+    if found is None:
+        return None
+    cluster = ceph.Cluster(Path(mount_point.rstrip("/")).parent)
+    argv = found[1]
+    conf = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-c", "--conf")), "")
+    return cluster if conf == str(cluster.conf) and cluster.mount_point == Path(
+        mount_point.rstrip("/")) else None
+
+
+def manual_line(options: dict[str, str]) -> str:
+    """What gives a host's ceph-fuse these settings by hand."""
+    sets = "; ".join(f"`ceph daemon <its admin socket> config set {k.replace('-', '_')} {v}`"
+                     for k, v in options.items())
+    return (f"ceph-fuse: {sets} (live), and in ceph.conf's [client] section: "
+            + ", ".join(ceph_fuse.conf_lines(options)))
+
+
+def live_step(mount_point: str, options: dict[str, str]
+              ) -> tuple[dict[str, str], list[str]] | str:
+    """What apply needs to restart a lab's ceph-fuse with these settings: the values it runs
+    with now (as `options` names them) and its command line; or, for a client statstorm does
+    not restart, the lines that give them to it by hand."""
+    found = client_of(mount_point)
+    if found is None or lab_cluster(mount_point) is None:
+        return manual_line(options)
+    now = cache_options(found[1])
+    return {k: now.get(k, "") for k in options}, found[1]
+
+
+def restart(env: Env, cluster: ceph.Cluster, options: dict[str, str]) -> int:
+    """Restart the lab's ceph-fuse with these options (all of them: the command line is made
+    anew); its PID. The mount must show the same files after."""
+    mp = str(cluster.mount_point)
+    listing = sorted(p.name for p in cluster.code.iterdir()) if cluster.code.is_dir() else None
+    ceph.unmount(env, cluster)
+    pid = ceph.mount(cluster, lambda p: ceph.record_pid(cluster, p), options)
+    found = client_of(mp)
+    if found is None or ceph_fuse.argv_options(found[1]) != {
+            ceph_fuse.option_key(k): v for k, v in options.items()}:
+        raise ComponentError(f"ceph-fuse did not come back on {mp} with {options}")
+    if listing is not None and sorted(p.name for p in cluster.code.iterdir()) != listing:
+        raise ComponentError(f"the remounted {mp} does not show the same files")
+    return pid
+
+
+def restart_with(env: Env, mount_point: str, argv: list[str], options: dict[str, str]) -> int:
+    """Restart the lab's ceph-fuse that ran with `argv` with these settings added; its PID."""
+    cluster = lab_cluster(mount_point) or ceph.Cluster(Path(mount_point.rstrip("/")).parent)
+    return restart(env, cluster, {**ceph_fuse.argv_options(argv), **options})
+
+
+def restore(env: Env, mount_point: str, argv: list[str]) -> int:
+    """Restart the lab's ceph-fuse with the options of `argv` (what it ran with before)."""
+    cluster = lab_cluster(mount_point) or ceph.Cluster(Path(mount_point.rstrip("/")).parent)
+    return restart(env, cluster, ceph_fuse.argv_options(argv))
+
+
+__all__ = ["CLIENT", "cache_options", "client_of", "lab_cluster", "live_step",
+           "manual_line", "mount_cache_options", "restart", "restart_with", "restore"]
