@@ -17,7 +17,7 @@ from statstorm.adapters.storage import ceph, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model import ceph_fuse
-from statstorm.model.storage_kinds import STORAGE
+from statstorm.model.storage_kinds import CEPHFS_CACHE_KEYS, STORAGE
 from statstorm.results.storage_kind import StorageKind
 
 CLIENT = STORAGE[StorageKind.CEPHFS].client  # ceph-fuse
@@ -32,7 +32,15 @@ def cache_options(argv: list[str]) -> dict[str, str]:
     """The per-call settings a ceph-fuse with this command line runs with (Ceph's defaults
     for the ones not given), and its other options as given."""
     given = ceph_fuse.argv_options(argv)
-    return {**given, **ceph_fuse.settings(given)}
+    named = {_cache_key(k): v for k, v in given.items()}
+    return {**named, **ceph_fuse.settings(given)}
+
+
+def _cache_key(key: str) -> str:
+    """The storage table's name of a cache option (`client_cache_size`, as model/rules_ceph.py
+    reads it), else statstorm's (`fuse-set-user-groups`)."""
+    under = key.replace("-", "_")
+    return under if under in CEPHFS_CACHE_KEYS else key
 
 
 def mount_cache_options(mount_point: str) -> dict[str, str]:
