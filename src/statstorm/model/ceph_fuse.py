@@ -56,6 +56,18 @@ def argv_options(argv: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def cache_options(argv: Sequence[str], table_keys: Sequence[str] = ()) -> dict[str, str]:
+    """A ceph-fuse mount's cache options from its client's command line: the options given
+    (those among `table_keys`, the storage table's, under its name: `client_cache_size`),
+    and the per-call settings it runs with, Ceph's defaults for the ones not given."""
+    given = argv_options(argv)
+    named = {}
+    for k, v in given.items():
+        under = k.replace("-", "_")
+        named[under if under in table_keys else k] = v
+    return {**named, **settings(given)}
+
+
 def settings(options: Mapping[str, str]) -> dict[str, str]:
     """The per-call settings a client runs with: the ones given, else Ceph's defaults."""
     return {k: options.get(k, DEFAULTS[k]) for k in PER_CALL_KEYS}
@@ -93,4 +105,4 @@ def conf_lines(options: Mapping[str, str]) -> list[str]:
 
 
 __all__ = ["DEBUG_CLIENT", "DEFAULTS", "PER_CALL_KEYS", "SET_GROUPS", "WANTED", "argv_options",
-           "changes", "conf_lines", "debug_levels", "is_on", "option_key", "settings"]
+           "cache_options", "changes", "conf_lines", "debug_levels", "is_on", "option_key", "settings"]

@@ -31,16 +31,7 @@ def client_of(mount_point: str) -> tuple[int, list[str]] | None:
 def cache_options(argv: list[str]) -> dict[str, str]:
     """The per-call settings a ceph-fuse with this command line runs with (Ceph's defaults
     for the ones not given), and its other options as given."""
-    given = ceph_fuse.argv_options(argv)
-    named = {_cache_key(k): v for k, v in given.items()}
-    return {**named, **ceph_fuse.settings(given)}
-
-
-def _cache_key(key: str) -> str:
-    """The storage table's name of a cache option (`client_cache_size`, as model/rules_ceph.py
-    reads it), else statstorm's (`fuse-set-user-groups`)."""
-    under = key.replace("-", "_")
-    return under if under in CEPHFS_CACHE_KEYS else key
+    return ceph_fuse.cache_options(argv, CEPHFS_CACHE_KEYS)
 
 
 def mount_cache_options(mount_point: str) -> dict[str, str]:
