@@ -107,9 +107,9 @@ PER_CALL_TRADEOFF = {
 }
 PER_CALL_WHY = {
     ceph_fuse.SET_GROUPS: "reads the calling process's /proc/PID/task/TID/status for its "
-                          "supplementary groups before each lookup, getattr and open "
+                          "supplementary groups before every lookup, getattr and open "
                           "(fuse_set_user_groups = true, Ceph's default)",
-    ceph_fuse.DEBUG_CLIENT: "formats a log line into its in-memory ring for each lookup and "
+    ceph_fuse.DEBUG_CLIENT: "formats log lines into its in-memory ring for every lookup and "
                             "getattr (debug_client = {value}: the in-memory level is above 0)",
 }
 PER_CALL_NOTE = ("not predicted: the cost is CPU in ceph-fuse per FUSE request, which the "
@@ -130,7 +130,7 @@ def cephfs_fuse_request_work(facts: Facts) -> list[Finding]:
         ev = [f"{m.mount_point} is CephFS through ceph-fuse, which answers the kernel with 0 s "
               "entry and attribute timeouts (no option changes them): every stat and every "
               "path step PHP makes there is a FUSE request into ceph-fuse"]
-        ev += ["for each, ceph-fuse " + PER_CALL_WHY[k].format(value=now[k]) for k in want]
+        ev += ["ceph-fuse " + PER_CALL_WHY[k].format(value=now[k]) for k in want]
         t = facts.trace
         if t is not None and t.round_trips_per_request is not None:
             ev.append(f"{t.round_trips_per_request:g} MDS and OSD round trips per request "
