@@ -77,16 +77,25 @@ def restart(env: Env, cluster: ceph.Cluster, options: dict[str, str]) -> int:
     """Restart the lab's ceph-fuse with these options (all of them: the command line is made
     anew); its PID. The mount must show the same files after."""
     mp = str(cluster.mount_point)
-    listing = sorted(p.name for p in cluster.code.iterdir()) if cluster.code.is_dir() else None
+    listing = _listing(cluster.code)
     ceph.unmount(env, cluster)
     pid = ceph.mount(cluster, lambda p: ceph.record_pid(cluster, p), options)
     found = client_of(mp)
     if found is None or ceph_fuse.argv_options(found[1]) != {
             ceph_fuse.option_key(k): v for k, v in options.items()}:
         raise ComponentError(f"ceph-fuse did not come back on {mp} with {options}")
-    if listing is not None and sorted(p.name for p in cluster.code.iterdir()) != listing:
+    if listing is not None and _listing(cluster.code) != listing:
         raise ComponentError(f"the remounted {mp} does not show the same files")
     return pid
+
+
+def _listing(code: Path) -> list[str] | None:
+    """The names in the code's directory; None when there is none to compare with (no code
+    yet, or a client that died: `Transport endpoint is not connected`)."""
+    try:
+        return sorted(p.name for p in code.iterdir())
+    except OSError:
+        return None
 
 
 def restart_with(env: Env, mount_point: str, argv: list[str], options: dict[str, str]) -> int:
