@@ -66,7 +66,7 @@ def test_afsd_fuse_restarted_with_longer_fuse_timeouts(lab, state_home: Path) ->
     mp = str(state["mount_point"])
     assert {k: afs_client.mount_cache_options(mp)[k] for k in afs_fuse.TIMEOUT_KEYS} == \
         afs_fuse.DEFAULTS
-    want = {k: str(afs_fuse.WANTED_S) for k in afs_fuse.TIMEOUT_KEYS}
+    want = {k: str(afs_fuse.WANTED_S) for k in afs_fuse.WANTED}
     apply_and_undo(state, state_home, rules_afs.TIMEOUTS_ID,
                    lambda: afs_client.mount_cache_options(mp), want)
     # the restarted client kept its cache sizes

@@ -5,8 +5,9 @@ only when the ratio rose by more than results.tune.KEEP_MARGIN; else rolled back
 
 The order is the price each asks of the user, cheapest first:
 1. `glusterfs-content-caching`: volume options set live, no file of the app touched;
-2. `openafs-fuse-timeouts`: afsd.fuse restarted with longer FUSE timeouts, no file of the app
-   touched; a change is seen up to 60 s late on that client (GlusterFS's price, in seconds);
+2. `openafs-fuse-timeouts`: afsd.fuse restarted with a 60 s negative timeout, no file of the
+   app touched; a new file can stay unseen up to 60 s on that client (GlusterFS's kind of
+   price, in seconds);
 3. `opcache-timestamps-off`: OPcache stops looking at the code's timestamps, so a deploy must
    reset it (`statstorm opcache reset`);
 4. `code-local-mirror`: a copy of the code on local disk, which every deploy must sync
@@ -30,8 +31,8 @@ TARGET_RATIO = 0.90  # the goal: the pool's throughput over its shadow's
 PRICE = {
     CONTENT: "GlusterFS volume options set live: small files may be served up to 600 s stale "
              "when an upcall does not reach this client",
-    AFS_TIMEOUTS: "afsd.fuse restarted with 60 s FUSE timeouts: a changed or new file on the "
-                  "AFS mount may be seen up to 60 s late on this client",
+    AFS_TIMEOUTS: "afsd.fuse restarted with a 60 s negative timeout: a new file on the AFS "
+                  "mount may stay unseen up to 60 s on this client",
     TIMESTAMPS: "OPcache no longer sees code changes by itself: every deploy must run "
                 "`statstorm opcache reset --pool {pool}`",
     MIRROR: "a copy of the code on local disk that every deploy must sync with "
