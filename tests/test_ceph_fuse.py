@@ -11,7 +11,6 @@ from pathlib import Path
 from statstorm.adapters.storage import ceph, ceph_client
 from statstorm.model import applyplan, ceph_fuse, rules_ceph, storage_kinds
 from statstorm.model.checkfacts import Facts, MountFact, TraceFacts
-from statstorm.model.mount_options import CacheView
 from statstorm.results.storage_kind import StorageKind
 
 GOLDEN = Path(__file__).parent / "fixtures" / "ceph" / "finding-fuse-request-work.expected.json"
@@ -34,6 +33,11 @@ def test_settings_from_a_command_line() -> None:
         "debug-client": "1/1"}
 
 
+def test_the_settings_are_cephfs_cache_options() -> None:
+    keys = storage_kinds.STORAGE[StorageKind.CEPHFS].cache_keys
+    assert all(k in keys for k in ceph_fuse.PER_CALL_KEYS)
+
+
 def test_what_is_left_to_change() -> None:
     assert ceph_fuse.changes({}) == {"fuse-set-user-groups": "false", "debug-client": "0/0"}
     assert ceph_fuse.changes({"fuse-set-user-groups": "0", "debug-client": "0/0"}) == {}
@@ -42,17 +46,6 @@ def test_what_is_left_to_change() -> None:
     assert ceph_fuse.debug_levels("0/5") == (0, 5) and ceph_fuse.debug_levels("3") == (3, 3)
     assert ceph_fuse.conf_lines({"fuse-set-user-groups": "false"}) == [
         "fuse_set_user_groups = false"]
-
-
-def test_the_mount_says_what_each_request_costs() -> None:
-    meanings = {m.option: m for m in storage_kinds.option_meanings(
-        StorageKind.CEPHFS, CacheView("fuse.ceph-fuse", {}, {}, {}))}
-    assert "/proc status" in meanings["fuse_set_user_groups"].meaning
-    assert meanings["debug_client"].value == "0/5"
-    off = {m.option: m for m in storage_kinds.option_meanings(StorageKind.CEPHFS, CacheView(
-        "fuse.ceph-fuse", {}, {"fuse-set-user-groups": "false", "debug-client": "0/0"}, {}))}
-    assert "primary gid" in off["fuse_set_user_groups"].meaning
-    assert off["debug_client"].meaning == "no client log gathered"
 
 
 def facts(fstype: str = "fuse.ceph-fuse", trace: TraceFacts | None = None, **cache: str

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-ATTR, ENTRY, NEGATIVE = "attr-timeout", "entry-timeout", "negative-timeout"
-TIMEOUT_KEYS = (ATTR, ENTRY, NEGATIVE)
+from statstorm.model.storage_kinds import AFS_FUSE_TIMEOUT_KEYS as TIMEOUT_KEYS
+
+ATTR, ENTRY, NEGATIVE = TIMEOUT_KEYS
 DEFAULTS = {ATTR: "1", ENTRY: "1", NEGATIVE: "0"}  # libfuse 2.9's high-level defaults
 WANTED_S = 60  # what the finding asks: a deploy's new files seen within a minute
 WANTED = (NEGATIVE,)  # the timeouts the finding asks for (the others measured no gain)

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-SET_GROUPS = "fuse-set-user-groups"
-DEBUG_CLIENT = "debug-client"
-PER_CALL_KEYS = (SET_GROUPS, DEBUG_CLIENT)
+from statstorm.model.storage_kinds import CEPH_FUSE_PER_CALL_KEYS as PER_CALL_KEYS
+
+SET_GROUPS, DEBUG_CLIENT = PER_CALL_KEYS  # fuse_set_user_groups, debug_client
 DEFAULTS = {SET_GROUPS: "true", DEBUG_CLIENT: "0/5"}  # Ceph 16.2's
 WANTED = {SET_GROUPS: "false", DEBUG_CLIENT: "0/0"}
 _TRUE = frozenset({"true", "1", "yes", "on"})

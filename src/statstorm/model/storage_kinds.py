@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Callable, Iterable
 
-from statstorm.model import afs_fuse, ceph_fuse
 from statstorm.model.mount_options import (
     GLUSTER_FUSE_KEYS, GLUSTER_VOLUME_CACHE_KEYS, NFS_CACHE_KEYS, SSHFS_CACHE_KEYS, CacheView,
     OptionMeaning, gluster_meanings, local_meanings, nfs_meanings, sshfs_meanings)
@@ -84,6 +83,9 @@ class Storage:
 CEPHFS_CACHE_KEYS = ("client_cache_size", "client_cache_mid", "client_caps_release_delay",
                      "fuse_use_invalidate_cb", "dcache", "nodcache", "caps_max")
 CEPH_FUSE_CACHE_SIZE = 16384  # client_cache_size's default: inodes ceph-fuse keeps
+# ceph-fuse's settings that add work to every FUSE request (model/ceph_fuse.py), as statstorm
+# writes them (Ceph reads `-` and `_` alike)
+CEPH_FUSE_PER_CALL_KEYS = ("fuse-set-user-groups", "debug-client")
 
 
 def cephfs_meanings(fstype: str, opts: dict[str, str]) -> list[OptionMeaning]:
@@ -115,22 +117,7 @@ def cephfs_meanings(fstype: str, opts: dict[str, str]) -> list[OptionMeaning]:
                       "(files and directories): a code tree with more loses whole directory "
                       "listings, and PHP's probes of missing names there go to the MDS; a "
                       "request's walk that needs more asks the MDS for all it lost"),
-        *ceph_per_call_meanings(opts),
     ]
-
-
-def ceph_per_call_meanings(opts: dict[str, str]) -> list[OptionMeaning]:
-    """What ceph-fuse does for each FUSE request besides answering it (model/ceph_fuse.py)."""
-    now = ceph_fuse.settings(opts)
-    groups = ceph_fuse.is_on(now[ceph_fuse.SET_GROUPS])
-    return [OptionMeaning("fuse_set_user_groups", now[ceph_fuse.SET_GROUPS],
-                          "each request reads the caller's /proc status for its groups (3 "
-                          "system calls in ceph-fuse per PHP stat or path step)" if groups else
-                          "permissions are checked with the caller's uid and primary gid"),
-            OptionMeaning("debug_client", now[ceph_fuse.DEBUG_CLIENT],
-                          "each lookup and getattr formats log lines into the in-memory ring"
-                          if max(ceph_fuse.debug_levels(now[ceph_fuse.DEBUG_CLIENT])) else
-                          "no client log gathered")]
 
 
 NOT_MODELLED = "metadata caching of this file system is not modelled; measure it"
@@ -141,6 +128,8 @@ AFS_CACHE_KEYS = ("stat", "dcache", "volumes", "blocks", "files", "chunksize")
 AFS_AUTOTUNED = "autotuned"  # the key listing the options afsd computed itself
 AFS_MEMCACHE = "memcache"
 AFS_CLIENT = "client"  # afsd.fuse, or the kernel module's afsd
+# afsd.fuse's FUSE timeouts (libfuse's high-level options; model/afs_fuse.py), as mount options
+AFS_FUSE_TIMEOUT_KEYS = ("attr-timeout", "entry-timeout", "negative-timeout")
 
 
 def afs_meanings(view: CacheView) -> list[OptionMeaning]:
@@ -167,14 +156,6 @@ def afs_meanings(view: CacheView) -> list[OptionMeaning]:
                          + ("in memory" if AFS_MEMCACHE in c else "on disk")
                          + ": the file contents the client keeps"),
            OptionMeaning("-files", how("files"), "cache files (chunks on disk)")]
-    if c.get(AFS_CLIENT) == "afsd.fuse":
-        t = afs_fuse.effective(["afsd.fuse", *afs_fuse.timeout_word(c)])
-        out.append(OptionMeaning(
-            "FUSE timeouts", f"attr {t[afs_fuse.ATTR]} s, entry {t[afs_fuse.ENTRY]} s, negative "
-            f"{t[afs_fuse.NEGATIVE]} s", "how long the kernel answers a stat, a path step and a "
-            "missing name itself; past them each is a FUSE request that afsd.fuse answers by "
-            "walking the whole path in the cache manager (a callback break does not reach the "
-            "kernel's copy: a change is seen up to that late)"))
     return out
 
 
@@ -206,7 +187,7 @@ TABLE: tuple[Storage, ...] = (
     # (cephfs_meanings below). A lab's cluster: adapters/storage/ceph.py
     Storage(StorageKind.CEPHFS, "CephFS", ("ceph", "fuse.ceph-fuse", "fuse.ceph"),
             network=True, client="ceph-fuse",
-            cache_keys=CEPHFS_CACHE_KEYS + ceph_fuse.PER_CALL_KEYS,
+            cache_keys=CEPHFS_CACHE_KEYS + CEPH_FUSE_PER_CALL_KEYS,
             meanings=lambda v: cephfs_meanings(v.fstype, {**v.options, **v.cache}),
             set_live="ceph-fuse: `ceph daemon <its admin socket> config set client_cache_size "
                      "N` (fuse_set_user_groups and debug_client likewise; a lab's ceph-fuse is "
@@ -219,7 +200,7 @@ TABLE: tuple[Storage, ...] = (
     # `AFS`) unless started with `-o subtype=afs`, as a lab's are (adapters/storage/openafs.py):
     # `fuse.afs`. Its caches: model/afs_cache.py; its round trips: the file server's xstat.
     Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs", "fuse.afs"), network=True,
-            client="afsd.fuse", cache_keys=AFS_CACHE_KEYS + afs_fuse.TIMEOUT_KEYS,
+            client="afsd.fuse", cache_keys=AFS_CACHE_KEYS + AFS_FUSE_TIMEOUT_KEYS,
             meanings=lambda v: afs_meanings(v) if v.cache else [
                 OptionMeaning(v.fstype, "?", NOT_MODELLED)],
             round_trips=RoundTrips.AFS_XSTAT,
@@ -314,7 +295,8 @@ def lab_storages() -> tuple[StorageKind, ...]:
     return tuple(s.kind for s in TABLE if s.lab)
 
 
-__all__ = ["AFS_AUTOTUNED", "AFS_CACHE_KEYS", "AFS_CLIENT", "AFS_MEMCACHE", "CacheModel",
+__all__ = ["AFS_AUTOTUNED", "AFS_CACHE_KEYS", "AFS_CLIENT", "AFS_FUSE_TIMEOUT_KEYS", "AFS_MEMCACHE",
+           "CEPH_FUSE_PER_CALL_KEYS", "CacheModel",
            "LAB_ALIASES", "LiveChange", "RoundTrips", "STORAGE", "Storage", "StorageKind",
            "afs_meanings",
            "TABLE", "cache_model_of", "fstab_type", "is_network_fstype", "kind_of", "lab_storages",

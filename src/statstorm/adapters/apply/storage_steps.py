@@ -20,7 +20,7 @@ from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model.mount_options import (GLUSTER_CONTENT_CLIENT, GLUSTER_FUSE_DEFAULTS,
                                            GLUSTER_FUSE_KEYS, gluster_client_options)
-from statstorm.model.storage_kinds import STORAGE, LiveChange
+from statstorm.model.storage_kinds import STORAGE, LiveChange, mount_type
 from statstorm.results.apply import MIRROR, MOUNT, VOLUME, StorageStep
 from statstorm.results.storage_kind import StorageKind
 
@@ -41,7 +41,7 @@ def mount_step(mp: str, options: dict[str, str]) -> StorageStep | str:
         made = afs_client.live_step(mp, options)
         return made if isinstance(made, str) else StorageStep(MOUNT, mp, made[0], dict(options),
                                                               made[1])
-    if info.storage is StorageKind.CEPHFS and info.fstype.startswith("fuse"):
+    if info.storage is StorageKind.CEPHFS and info.fstype != mount_type(StorageKind.CEPHFS):
         made = ceph_client.live_step(mp, options)
         return made if isinstance(made, str) else StorageStep(MOUNT, mp, made[0], dict(options),
                                                               made[1])
