@@ -11,6 +11,7 @@ model/ceph_fuse.py.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from statstorm.adapters.storage import ceph, mounts
@@ -86,7 +87,19 @@ def restart(env: Env, cluster: ceph.Cluster, options: dict[str, str]) -> int:
         raise ComponentError(f"ceph-fuse did not come back on {mp} with {options}")
     if listing is not None and _listing(cluster.code) != listing:
         raise ComponentError(f"the remounted {mp} does not show the same files")
+    list_tree(cluster.code)
     return pid
+
+
+def list_tree(code: Path) -> int:
+    """Read every directory of the code once through the new client: a directory ceph-fuse
+    has listed whole (and holds the capability of) answers a name PHP probes and does not
+    find by itself; one it has not is an MDS request per probe, every request (measured: 33
+    per page view of the synthetic app after a restart, until listed). The directories read."""
+    n = 0
+    for _root, _dirs, _files in os.walk(code):
+        n += 1
+    return n
 
 
 def _listing(code: Path) -> list[str] | None:
@@ -111,4 +124,4 @@ def restore(env: Env, mount_point: str, argv: list[str]) -> int:
 
 
 __all__ = ["CLIENT", "cache_options", "client_of", "lab_cluster", "live_step",
-           "manual_line", "mount_cache_options", "restart", "restart_with", "restore"]
+           "list_tree", "manual_line", "mount_cache_options", "restart", "restart_with", "restore"]
