@@ -83,3 +83,10 @@ def test_a_host_client_is_told_how_by_hand() -> None:
     line = ceph_client.manual_line({"fuse-set-user-groups": "false"})
     assert "config set fuse_set_user_groups false" in line
     assert "fuse_set_user_groups = false" in line
+
+
+def test_a_restarted_client_reads_every_directory_once(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "a" / "x.php").write_text("<?php")
+    assert ceph_client.list_tree(tmp_path) == 4  # the root, a, a/b, c
