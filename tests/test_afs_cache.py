@@ -13,6 +13,8 @@ from pathlib import Path
 
 from statstorm.adapters.storage import afs_check, afs_client, afs_stats, openafs
 from statstorm.env import Env
+from statstorm.model import rules_afs
+from statstorm.results.check import Finding
 
 TINY = "50"  # far fewer entries than the ~130 files and directories a page view touches
 
@@ -38,6 +40,11 @@ def rpcs_per_view(env: Env, server: str, url: str, seconds: float = 5.0) -> floa
     return afs_stats.round_trips(calls) / n
 
 
+def stat_findings(code: str, pool: str = "") -> list[Finding]:
+    """The stat-cache rule's findings only (the FUSE timeouts' are tests/test_afs_fuse.py's)."""
+    return [f for f in afs_check.findings(code, pool=pool) if f.id == rules_afs.RULE_ID]
+
+
 def stat_cache_case(state: dict[str, object]) -> None:
     """On a running synthetic AFS lab (2 workers, the client's stat cache autotuned): the
     finding and the RPCs per view with a tiny stat cache, the fix and its undo; the client is
@@ -52,13 +59,13 @@ def stat_cache_case(state: dict[str, object]) -> None:
     server = afs_client.servers_of(mp)[0]
 
     # the autotuned stat cache holds the app: no finding, warm views cost no status fetch
-    assert afs_check.findings(code) == []
+    assert stat_findings(code) == []
     default_rpcs = rpcs_per_view(env, server, url)
 
     step = afs_client.apply(env, cell, {"stat": TINY})
     try:
         assert afs_client.mount_cache_options(mp)["stat"] == TINY
-        found = afs_check.findings(code, pool="www")
+        found = stat_findings(code, pool="www")
         assert [f.id for f in found] == ["openafs-stat-cache"]
         want = found[0].change[1]
         assert want.startswith("stat=") and int(want.split("=")[1]) > int(TINY)
@@ -68,12 +75,12 @@ def stat_cache_case(state: dict[str, object]) -> None:
 
         # apply the finding: the client restarted with the stat cache it asks for
         fixed = afs_client.apply(env, cell, {"stat": want.split("=")[1]})
-        assert afs_check.findings(code) == []
+        assert stat_findings(code) == []
         assert rpcs_per_view(env, server, url) < tiny_rpcs
         # rollback: the tiny stat cache (and the finding) again, the site still served
         afs_client.undo(env, cell, fixed)
         assert afs_client.mount_cache_options(mp)["stat"] == TINY
-        assert [f.id for f in afs_check.findings(code)] == ["openafs-stat-cache"]
+        assert [f.id for f in stat_findings(code)] == ["openafs-stat-cache"]
         assert views_for(url, 0.5) > 0
     finally:
         afs_client.undo(env, cell, step)

@@ -131,3 +131,12 @@ def test_stat_cache_rule() -> None:
     m = MountFact("docroot", "/afs/x", "/afs", "afs", "openafs")
     assert rules_afs.openafs_stat_cache(Facts(pool="p", settings={}, mounts=(m,),
                                               tree_entries=9999)) == []
+
+
+def test_the_fuse_clients_rules_are_registered() -> None:
+    """The FUSE clients' own work (tests/test_afs_fuse.py, tests/test_ceph_fuse.py) judged with
+    every other rule: their ids in the registry, after the cache-size rule of each storage."""
+    from statstorm.model.rules import RULES
+    ids = list(RULES)
+    assert ids.index("openafs-fuse-timeouts") == ids.index("openafs-stat-cache") + 1
+    assert ids.index("cephfs-fuse-request-work") == ids.index("cephfs-client-cache-size") + 1

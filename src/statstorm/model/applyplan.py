@@ -63,6 +63,10 @@ NAMED_ONLY = {
                               "let `statstorm tune` measure it",
     "code-local-mirror": "code-local-mirror is not part of --all: a local mirror of the code "
                          "needs a sync at every deploy; name it to apply it",
+    "openafs-fuse-timeouts": "openafs-fuse-timeouts is not part of --all: the kernel then "
+                             "keeps missing AFS names 60 s (a new file unseen that long) and "
+                             "its gain must be measured; name it, or let `statstorm tune` "
+                             "measure it",
 }
 # Read once by the master (OPcache's shared memory is made before the workers fork, and the
 # file-function overrides are installed at start-up): a pool's php_admin_value cannot change them.

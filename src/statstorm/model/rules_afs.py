@@ -8,11 +8,21 @@ directory PHP touches has an entry: afsd autotunes `-stat` from the cache size (
 for Debian's 50 MB disk cache), and MediaWiki alone is ~23,000 files. A smaller stat cache
 recycles entries every request, and each recycled file costs a FetchStatus (or a bulk status)
 again; the file server's RPC counts show it (adapters/storage/afs_stats.py).
+
+With its callbacks held the client makes no RPC, and what AFS still costs through afsd.fuse is
+the client's own work per FUSE request: libfuse's high-level path lookup and afsd.fuse walking
+the whole path again in the cache manager (model/afs_fuse.py). The kernel keeps afsd.fuse's
+answers for libfuse's default 1 s (attributes, names) and not at all for missing names, and
+missing names are what PHP asks for again and again (include_path and autoloader probes). The
+second finding, `openafs-fuse-timeouts`, asks the kernel to keep those for 60 s
+(`negative_timeout`; the attribute and entry timeouts measured no gain): a coherence trade (a
+new file can stay unseen that long on this client), so it is measure-first, named or tried by
+`statstorm tune`, never part of `apply --all`.
 """
 
 from __future__ import annotations
 
-from statstorm.model import afs_cache
+from statstorm.model import afs_cache, afs_fuse
 from statstorm.model.checkfacts import Facts, MountFact
 from statstorm.model.finding import Finding, Rule, code_mounts, finding
 from statstorm.model.storage_kinds import STORAGE
@@ -82,8 +92,62 @@ def openafs_stat_cache(facts: Facts) -> list[Finding]:
     return out
 
 
+TIMEOUTS_ID = "openafs-fuse-timeouts"
+TIMEOUTS_TRADEOFF = ("the kernel answers a lookup of a missing name itself for "
+                     f"{afs_fuse.WANTED_S} s: a file server's callback break empties afsd.fuse's "
+                     "cache at once but not the kernel's, so a file created where PHP already "
+                     f"looked can stay unseen for up to {afs_fuse.WANTED_S} s on this client (a "
+                     "deploy's new class file: 'class not found' meanwhile); changed files are "
+                     "still seen within the 1 s attribute timeout; the client restarts to take "
+                     "it: AFS paths fail for the second in between")
+TIMEOUTS_NOTE = ("not predicted: how many of a request's stats and lookups the kernel then "
+                 "answers itself depends on the app's walk; measure throughput against local "
+                 "disk before and after (statstorm tune measures it and keeps it only when it "
+                 "helps)")
+
+
+def openafs_fuse_timeouts(facts: Facts) -> list[Finding]:
+    out = []
+    for m in code_mounts(facts, LABEL):
+        c = m.cache_options
+        if c.get(afs_cache.CLIENT) != STORAGE[StorageKind.OPENAFS].client:
+            continue  # the kernel's AFS client keeps its own coherent caches
+        want = afs_fuse.short(c)
+        if not want:
+            continue
+        now = {**afs_fuse.DEFAULTS, **{k: c[k] for k in afs_fuse.TIMEOUT_KEYS if k in c}}
+        ev = [f"{m.mount_point} is OpenAFS through afsd.fuse, whose FUSE timeouts are attribute "
+              f"{now[afs_fuse.ATTR]} s, entry {now[afs_fuse.ENTRY]} s, negative "
+              f"{now[afs_fuse.NEGATIVE]} s (libfuse's defaults unless given)",
+              "so each probe of a missing name (include_path, autoloaders) is a FUSE request "
+              "every time, which afsd.fuse answers by walking the whole path again in its "
+              "cache manager: no RPC while the callbacks hold, but its CPU and a context "
+              "switch each time",
+              "measured on the synthetic lab: ~34 FUSE requests per page view, nearly all "
+              f"missing names; 0 with negative_timeout={afs_fuse.WANTED_S} and 3x the "
+              "throughput; attr/entry timeouts of 60 s alone changed nothing "
+              "(docs/lab-afs-notes.md)"]
+        t = facts.trace
+        if t is not None and t.round_trips_per_request is not None:
+            ev.append(f"{t.round_trips_per_request:g} RPCs per request counted at the file "
+                      "server while tracing: the rest of the cost is the client's own work")
+        opts = ",".join(f"{k}={v}" for k, v in want.items())
+        word = afs_fuse.timeout_word({**{k: v for k, v in now.items()
+                                         if v != afs_fuse.DEFAULTS[k]}, **want})[0]
+        change = [f"# mount options for {m.mount_point}:", opts,
+                  f"# afsd.fuse's argument: {word} (add it to the command line that starts "
+                  "the client; the kernel's AFS client has no such timeouts)"]
+        out.append(finding(Severity.INFO, f"OpenAFS mount {m.mount_point}: the kernel keeps "
+                           f"afsd.fuse's missing names {now[afs_fuse.NEGATIVE]} s: every probe "
+                           "goes to the client", ev, change, TIMEOUTS_TRADEOFF, None,
+                           TIMEOUTS_NOTE))
+    return out
+
+
 RULES: tuple[tuple[str, Rule], ...] = (
     (RULE_ID, openafs_stat_cache),
+    (TIMEOUTS_ID, openafs_fuse_timeouts),
 )
 
-__all__ = ["RULES", "RULE_ID", "openafs_stat_cache", "stat_cache_gap", "touched"]
+__all__ = ["RULES", "RULE_ID", "TIMEOUTS_ID", "openafs_fuse_timeouts", "openafs_stat_cache",
+           "stat_cache_gap", "touched"]

@@ -17,13 +17,21 @@ ceph-fuse's `perf dump` (client.reply), 20 requests each:
   directories were listed once (`find`); 1.0 with 65536 and no listing; 292 with 2000.
 - the synthetic app (686 entries): 0 with the default; 110-145 with 50.
 
-So the one finding: a code tree with more files and directories than the client keeps. The
+So the first finding: a code tree with more files and directories than the client keeps. The
 gain is small where the request's walk fits (a round trip or so per request), large where it
 does not; it is not predicted, it is measured.
+
+The second, `cephfs-fuse-request-work`: with the MDS out of the way, what is left is the
+work ceph-fuse does for each of the FUSE requests PHP's stats and path steps make (the kernel
+keeps nothing: 0 s timeouts, which no option changes). Two of its settings add work to every
+request without adding anything a PHP site needs (model/ceph_fuse.py): the caller's groups
+read from /proc (`fuse_set_user_groups`) and the client's in-memory log (`debug_client`
+`0/5`). Neither changes coherence, so `apply --all` makes it.
 """
 
 from __future__ import annotations
 
+from statstorm.model import ceph_fuse
 from statstorm.model.checkfacts import Facts, MountFact
 from statstorm.model.finding import Finding, Rule, code_mounts, finding
 from statstorm.model.storage_kinds import CEPH_FUSE_CACHE_SIZE, STORAGE, StorageKind, mount_type
@@ -88,8 +96,63 @@ def cephfs_client_cache_size(facts: Facts) -> list[Finding]:
     return out
 
 
+PER_CALL_ID = "cephfs-fuse-request-work"
+PER_CALL_TRADEOFF = {
+    ceph_fuse.SET_GROUPS: "ceph-fuse then checks permissions with the caller's uid and "
+                          "primary gid only: a file the PHP user may read only through a "
+                          "supplementary group is refused (make that group the pool user's "
+                          "primary one, or leave groups on)",
+    ceph_fuse.DEBUG_CLIENT: "a crash of ceph-fuse leaves no recent client log in its dump "
+                            "(raise it again while debugging)",
+}
+PER_CALL_WHY = {
+    ceph_fuse.SET_GROUPS: "reads the calling process's /proc/PID/task/TID/status for its "
+                          "supplementary groups before every lookup, getattr and open "
+                          "(fuse_set_user_groups = true, Ceph's default)",
+    ceph_fuse.DEBUG_CLIENT: "formats log lines into its in-memory ring for every lookup and "
+                            "getattr (debug_client = {value}: the in-memory level is above 0)",
+}
+PER_CALL_NOTE = ("not predicted: the cost is CPU in ceph-fuse per FUSE request, which the "
+                 "request rate decides; measure throughput against local disk before and "
+                 "after (statstorm demo --storage cephfs)")
+
+
+def cephfs_fuse_request_work(facts: Facts) -> list[Finding]:
+    out = []
+    label = STORAGE[StorageKind.CEPHFS].label
+    for m in code_mounts(facts, label):
+        if m.fstype == mount_type(StorageKind.CEPHFS):
+            continue  # the kernel client: no FUSE requests
+        want = ceph_fuse.changes(m.cache_options)
+        if not want:
+            continue
+        now = ceph_fuse.settings(m.cache_options)
+        ev = [f"{m.mount_point} is CephFS through ceph-fuse, which answers the kernel with 0 s "
+              "entry and attribute timeouts (no option changes them): every stat and every "
+              "path step PHP makes there is a FUSE request into ceph-fuse"]
+        ev += ["ceph-fuse " + PER_CALL_WHY[k].format(value=now[k]) for k in want]
+        t = facts.trace
+        if t is not None and t.round_trips_per_request is not None:
+            ev.append(f"{t.round_trips_per_request:g} MDS and OSD round trips per request "
+                      "measured while tracing: the rest of the cost is the client's own work")
+        options = ",".join(f"{k}={v}" for k, v in want.items())
+        change = [f"# mount options for {m.mount_point}:", options,
+                  "# ceph.conf of the client, [client] section: "
+                  + "; ".join(ceph_fuse.conf_lines(want)),
+                  "# live: " + "; ".join(f"ceph daemon <ceph-fuse admin socket> config set "
+                                          f"{k.replace('-', '_')} {v}" for k, v in want.items())]
+        tradeoff = "; ".join(PER_CALL_TRADEOFF[k] for k in want) + (
+            "; coherence is unchanged: a deploy is still seen at once")
+        out.append(finding(Severity.WARNING, f"CephFS mount {m.mount_point}: ceph-fuse does "
+                           f"extra work for every FUSE request ({', '.join(want)})", ev, change,
+                           tradeoff, None, PER_CALL_NOTE))
+    return out
+
+
 RULES: tuple[tuple[str, Rule], ...] = (
     (RULE_ID, cephfs_client_cache_size),
+    (PER_CALL_ID, cephfs_fuse_request_work),
 )
 
-__all__ = ["RULES", "RULE_ID", "cache_size", "cephfs_client_cache_size", "wanted_size"]
+__all__ = ["PER_CALL_ID", "RULES", "RULE_ID", "cache_size", "cephfs_client_cache_size",
+           "cephfs_fuse_request_work", "wanted_size"]

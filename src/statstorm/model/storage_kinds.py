@@ -83,6 +83,9 @@ class Storage:
 CEPHFS_CACHE_KEYS = ("client_cache_size", "client_cache_mid", "client_caps_release_delay",
                      "fuse_use_invalidate_cb", "dcache", "nodcache", "caps_max")
 CEPH_FUSE_CACHE_SIZE = 16384  # client_cache_size's default: inodes ceph-fuse keeps
+# ceph-fuse's settings that add work to every FUSE request (model/ceph_fuse.py), as statstorm
+# writes them (Ceph reads `-` and `_` alike)
+CEPH_FUSE_PER_CALL_KEYS = ("fuse-set-user-groups", "debug-client")
 
 
 def cephfs_meanings(fstype: str, opts: dict[str, str]) -> list[OptionMeaning]:
@@ -125,6 +128,8 @@ AFS_CACHE_KEYS = ("stat", "dcache", "volumes", "blocks", "files", "chunksize")
 AFS_AUTOTUNED = "autotuned"  # the key listing the options afsd computed itself
 AFS_MEMCACHE = "memcache"
 AFS_CLIENT = "client"  # afsd.fuse, or the kernel module's afsd
+# afsd.fuse's FUSE timeouts (libfuse's high-level options; model/afs_fuse.py), as mount options
+AFS_FUSE_TIMEOUT_KEYS = ("attr-timeout", "entry-timeout", "negative-timeout")
 
 
 def afs_meanings(view: CacheView) -> list[OptionMeaning]:
@@ -181,10 +186,13 @@ TABLE: tuple[Storage, ...] = (
     # Capabilities from the MDS, not timeouts, decide what both clients answer alone
     # (cephfs_meanings below). A lab's cluster: adapters/storage/ceph.py
     Storage(StorageKind.CEPHFS, "CephFS", ("ceph", "fuse.ceph-fuse", "fuse.ceph"),
-            network=True, client="ceph-fuse", cache_keys=CEPHFS_CACHE_KEYS,
+            network=True, client="ceph-fuse",
+            cache_keys=CEPHFS_CACHE_KEYS + CEPH_FUSE_PER_CALL_KEYS,
             meanings=lambda v: cephfs_meanings(v.fstype, {**v.options, **v.cache}),
             set_live="ceph-fuse: `ceph daemon <its admin socket> config set client_cache_size "
-                     "N`; the kernel client's dcache/caps_max only when mounted anew",
+                     "N` (fuse_set_user_groups and debug_client likewise; a lab's ceph-fuse is "
+                     "restarted with them); the kernel client's dcache/caps_max only when "
+                     "mounted anew",
             persist="ceph.conf's [client] section (ceph-fuse); /etc/fstab's mount options "
                     "(the kernel client)",
             round_trips=RoundTrips.CEPH_ADMIN_SOCKET, lab=True),
@@ -192,7 +200,7 @@ TABLE: tuple[Storage, ...] = (
     # `AFS`) unless started with `-o subtype=afs`, as a lab's are (adapters/storage/openafs.py):
     # `fuse.afs`. Its caches: model/afs_cache.py; its round trips: the file server's xstat.
     Storage(StorageKind.OPENAFS, "OpenAFS", ("afs", "openafs", "fuse.afs"), network=True,
-            client="afsd.fuse", cache_keys=AFS_CACHE_KEYS,
+            client="afsd.fuse", cache_keys=AFS_CACHE_KEYS + AFS_FUSE_TIMEOUT_KEYS,
             meanings=lambda v: afs_meanings(v) if v.cache else [
                 OptionMeaning(v.fstype, "?", NOT_MODELLED)],
             round_trips=RoundTrips.AFS_XSTAT,
@@ -287,7 +295,8 @@ def lab_storages() -> tuple[StorageKind, ...]:
     return tuple(s.kind for s in TABLE if s.lab)
 
 
-__all__ = ["AFS_AUTOTUNED", "AFS_CACHE_KEYS", "AFS_CLIENT", "AFS_MEMCACHE", "CacheModel",
+__all__ = ["AFS_AUTOTUNED", "AFS_CACHE_KEYS", "AFS_CLIENT", "AFS_FUSE_TIMEOUT_KEYS", "AFS_MEMCACHE",
+           "CEPH_FUSE_PER_CALL_KEYS", "CacheModel",
            "LAB_ALIASES", "LiveChange", "RoundTrips", "STORAGE", "Storage", "StorageKind",
            "afs_meanings",
            "TABLE", "cache_model_of", "fstab_type", "is_network_fstype", "kind_of", "lab_storages",

@@ -3,7 +3,9 @@ GlusterFS volume options (`gluster volume set`,
 the old value kept) and FUSE mount options, given by a second client stacked on the mount
 point (a FUSE mount cannot change them in place, and unmounting first would fail every
 request in between); open files stay with the client below, and undoing unmounts the new
-one, which brings the old options back."""
+one, which brings the old options back. A lab's OpenAFS and CephFS clients take theirs only
+when they start: they are restarted with them (adapters/storage/afs_client.py,
+ceph_client.py), and restarted with their old ones on undo."""
 
 from __future__ import annotations
 
@@ -13,12 +15,12 @@ from pathlib import Path
 
 from statstorm.adapters.apply import mirror
 from statstorm.adapters.labs import state as labs
-from statstorm.adapters.storage import afs_client, gluster, mounts
+from statstorm.adapters.storage import afs_client, ceph_client, gluster, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model.mount_options import (GLUSTER_CONTENT_CLIENT, GLUSTER_FUSE_DEFAULTS,
                                            GLUSTER_FUSE_KEYS, gluster_client_options)
-from statstorm.model.storage_kinds import STORAGE, LiveChange
+from statstorm.model.storage_kinds import STORAGE, LiveChange, mount_type
 from statstorm.results.apply import MIRROR, MOUNT, VOLUME, StorageStep
 from statstorm.results.storage_kind import StorageKind
 
@@ -37,6 +39,10 @@ def mount_step(mp: str, options: dict[str, str]) -> StorageStep | str:
     storage = STORAGE[info.storage]
     if info.storage is StorageKind.OPENAFS:
         made = afs_client.live_step(mp, options)
+        return made if isinstance(made, str) else StorageStep(MOUNT, mp, made[0], dict(options),
+                                                              made[1])
+    if info.storage is StorageKind.CEPHFS and info.fstype != mount_type(StorageKind.CEPHFS):
+        made = ceph_client.live_step(mp, options)
         return made if isinstance(made, str) else StorageStep(MOUNT, mp, made[0], dict(options),
                                                               made[1])
     if storage.live_change is LiveChange.REMOUNT:
@@ -69,10 +75,14 @@ def client_options(options: dict[str, str]) -> dict[str, str]:
 def live_options(st: StorageStep) -> dict[str, str]:
     """The cache options a MOUNT step's mount was given before (its client's command line):
     what an fstab line added for it keeps besides the step's own."""
-    if afs_client.is_afs(st.where):
+    if afs_client.is_afs(st.where) or _is_ceph_fuse(st):
         return {}
     given = gluster_client_options(st.client_argv)
     return {k: given[k] for k in GLUSTER_FUSE_KEYS if k in given}
+
+
+def _is_ceph_fuse(st: StorageStep) -> bool:
+    return bool(st.client_argv) and Path(st.client_argv[0]).name == ceph_client.CLIENT
 
 
 def volume_step(env: Env, volume: str, options: dict[str, str]) -> StorageStep | str:
@@ -112,6 +122,15 @@ def do(env: Env, st: StorageStep, lab: str = "") -> None:
         if lab:
             labs.record_mount(env, lab, st.after, st.client_pid)
         return
+    if _is_ceph_fuse(st) and ceph_client.lab_cluster(st.where) is not None:  # restarted
+        st.done = True  # a failed restart is undone: the client started with its old options
+        try:
+            st.client_pid = ceph_client.restart_with(env, st.where, st.client_argv, st.after)
+        except ComponentError as exc:
+            raise StepFailed(f"the restart of {st.where}'s ceph-fuse failed ({exc})") from None
+        if lab:
+            labs.record_mount(env, lab, st.after, st.client_pid)
+        return
     mp = Path(st.where)
     listing = sorted(os.listdir(mp))
     try:
@@ -146,6 +165,10 @@ def undo(env: Env, st: StorageStep, lab: str = "") -> None:
                 gluster.reset_volume_option(env, st.where, key)
     elif afs_client.lab_cell(st.where) is not None:
         pid = afs_client.restore(env, st.where, st.client_argv)
+        if lab:
+            labs.record_mount(env, lab, st.before, pid)
+    elif _is_ceph_fuse(st):
+        pid = ceph_client.restore(env, st.where, st.client_argv)
         if lab:
             labs.record_mount(env, lab, st.before, pid)
     else:

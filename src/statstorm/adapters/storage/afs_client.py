@@ -19,7 +19,7 @@ from statstorm.adapters.storage import afs_stats, mounts, openafs
 from statstorm.adapters.storage.afs_options import DEFAULT_CONF, cache_options
 from statstorm.env import Env
 from statstorm.errors import ComponentError
-from statstorm.model import afs_cache
+from statstorm.model import afs_cache, afs_fuse
 from statstorm.model.storage_kinds import STORAGE, kind_of
 from statstorm.results.storage_kind import StorageKind
 
@@ -67,14 +67,17 @@ def size_args(argv: list[str]) -> tuple[str, ...]:
     for i, a in enumerate(args):
         if a in SIZE_FLAGS and i + 1 < len(args):
             out += [a, args[i + 1]]
-    return tuple(out)
+    return tuple(out) + tuple(a for a in args if afs_fuse.is_timeout_word(a))  # FUSE's too
 
 
 def with_sizes(args: tuple[str, ...], options: dict[str, str]) -> tuple[str, ...]:
-    """Cache-size flags with `options` ({"stat": "32768"}) set, the others kept."""
-    given = dict(zip(args[::2], args[1::2]))
+    """Cache-size flags with `options` ({"stat": "32768"}) set, the others kept; FUSE
+    timeouts in `options` ({"attr-timeout": "60"}) as one `-o` word after them."""
+    sizes = [a for a in args if not afs_fuse.is_timeout_word(a)]
+    given = dict(zip(sizes[::2], sizes[1::2]))
     given.update({f"-{k}": v for k, v in options.items() if f"-{k}" in SIZE_FLAGS})
-    return tuple(x for kv in given.items() for x in kv)
+    return tuple(x for kv in given.items() for x in kv) + afs_fuse.with_timeouts(
+        [a for a in args if afs_fuse.is_timeout_word(a)], options)
 
 
 @dataclass

@@ -16,12 +16,12 @@ from typing import Any, Callable
 from statstorm.adapters.host import procs
 from statstorm.adapters.storage import afs_options
 from statstorm.adapters.storage.nfs_mountstats import unescape
-from statstorm.model import storage_kinds
+from statstorm.model import ceph_fuse, storage_kinds
 from statstorm.model.mount_options import (
     GLUSTER_CONTENT_KEYS, GLUSTER_FUSE_DEFAULTS, GLUSTER_FUSE_KEYS, CacheView, OptionMeaning,
     gluster_cache_volume_options, gluster_client_options, gluster_volume_name,
     nfs_cache_options, split_options, sshfs_cache_options)
-from statstorm.model.storage_kinds import STORAGE
+from statstorm.model.storage_kinds import CEPHFS_CACHE_KEYS, STORAGE
 from statstorm.results.storage_kind import StorageKind
 
 
@@ -118,6 +118,8 @@ def describe(path: str, entry: MountEntry, *, client_argv: list[str] | None = No
         vol = gluster_cache_volume_options(volume_options or {})
     elif kind is StorageKind.OPENAFS and client_argv is not None:  # afsd.fuse's sizes
         cache = afs_options.cache_options(client_argv)
+    elif kind is StorageKind.CEPHFS and client_argv is not None:  # ceph-fuse's settings
+        cache = ceph_fuse.cache_options(client_argv, CEPHFS_CACHE_KEYS)
     elif kind is StorageKind.SSHFS:
         if client_argv is None:
             extra.append("sshfs process not found: cache options shown are the defaults")
