@@ -650,3 +650,33 @@ def test_a_removed_labs_sets_are_retired_not_rolled_back(tmp_path: Path) -> None
     assert backups.manifest(gone).status == backups.LAB_REMOVED
     assert backups.newest(env)[0] == pool  # type: ignore[index]
     assert backups.retire_lab(env, "tune-www") == 0
+
+
+def test_set_owner_keeps_a_file_systems_own_owner(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """afsd.fuse answers chown with ENOSYS (AFS keeps owners of its own): apply's writes and
+    rollback keep the owner the file system gives; any other chown error still stops them."""
+    import errno
+    import os
+
+    from statstorm.results import common
+    f = tmp_path / "LocalSettings.php"
+    f.write_text("x")
+    st = f.stat()
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(common.os, "geteuid", lambda: 0)
+
+    def chown(path: object, uid: int, gid: int, err: int = errno.ENOSYS) -> None:
+        calls.append((uid, gid))
+        raise OSError(err, os.strerror(err))
+    monkeypatch.setattr(common.os, "chown", chown)
+    common.set_owner(f, st.st_uid, st.st_gid)  # already its owner: no call
+    assert calls == []
+    common.set_owner(f, st.st_uid + 1, st.st_gid)  # ENOSYS: kept as it is
+    assert calls == [(st.st_uid + 1, st.st_gid)]
+    monkeypatch.setattr(common.os, "chown",
+                        lambda p, u, g: chown(p, u, g, errno.EPERM))
+    with pytest.raises(PermissionError):
+        common.set_owner(f, st.st_uid + 1, st.st_gid)
+    common.write_atomic(f, "y", like=os.stat_result((*st[:4], st.st_uid, *st[5:])))
+    assert f.read_text() == "y"

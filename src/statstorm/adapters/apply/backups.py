@@ -24,7 +24,7 @@ from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.results.apply import (BackupFile, BackupTarget, FileEdit, Manifest, ManifestError,
                                      StorageStep)
-from statstorm.results.common import MAX_JSON_BYTES, read_bounded, write_atomic
+from statstorm.results.common import MAX_JSON_BYTES, read_bounded, set_owner, write_atomic
 
 MANIFEST = "manifest.json"
 IN_EFFECT = ("applied", "verified", "applying", "rollback-failed")
@@ -181,8 +181,7 @@ def restore(d: Path) -> list[Path]:
         try:
             if data is not None:
                 write_file(path, data, new_mode=entry.mode)
-                if os.geteuid() == 0:
-                    os.chown(path, entry.uid, entry.gid)
+                set_owner(path, entry.uid, entry.gid)
             else:
                 path.unlink(missing_ok=True)
         except OSError as exc:
