@@ -53,10 +53,15 @@ def test_labels() -> None:
     assert storage_delay.label("glusterfs", 1000) == "glusterfs +1ms"
 
 
-def test_only_glusterfs_can_be_delayed() -> None:
+def test_only_network_storages_can_be_delayed() -> None:
     storage_delay.check("glusterfs", 1000)
+    storage_delay.check("cephfs", 1000)
+    storage_delay.check("openafs", 1000)
     storage_delay.check("local", 0)
-    with pytest.raises(UsageError, match="--storage glusterfs only"):
+    assert not storage_delay.by_path("glusterfs")  # its brick's own translator
+    assert storage_delay.by_path("cephfs") and storage_delay.by_path("openafs")
+    assert not storage_delay.by_path("local")
+    with pytest.raises(UsageError, match="--storage glusterfs, cephfs, openafs only"):
         storage_delay.check("local", 200)
 
 
