@@ -52,10 +52,11 @@ def require_installed() -> None:
 
 
 def check_free() -> None:
-    """The monitor's ports are fixed: one cluster per machine."""
+    """The monitor's ports are fixed: one cluster per machine, on whichever address (loopback,
+    or a delayed path's host end)."""
     for port in MON_PORTS:
-        if procs.port_in_use(port, ADDRESS):
-            raise BusyError(f"TCP port {port} on {ADDRESS} is taken, a Ceph monitor's: stop "
+        if procs.port_in_use(port, "0.0.0.0"):
+            raise BusyError(f"TCP port {port} is taken, a Ceph monitor's: stop "
                             "what holds it (another CephFS lab: `statstorm lab down --name "
                             f"NAME`; else see `ss -ltnp 'sport = :{port}'`)")
 
