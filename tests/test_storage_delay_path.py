@@ -50,6 +50,19 @@ def leftovers(path: delay_path.DelayPath) -> list[str]:
     return found
 
 
+def pings(path: delay_path.DelayPath, port: int, n: int = PINGS) -> list[float]:
+    """`n` UDP round trips from the namespace to the host's end, under the load lock."""
+    fd = os.open(LOAD_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        out = subprocess.run([*path.enter(), sys.executable, "-c", CLIENT, path.host_address,
+                              str(port), str(n)],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+    finally:
+        os.close(fd)
+    return [float(x) for x in json.loads(out)]
+
+
 def echo(address: str, stop: threading.Event) -> tuple[socket.socket, threading.Thread]:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind((address, 0))
@@ -75,20 +88,21 @@ def test_a_round_trip_across_the_path_pays_the_delay(tmp_path: Path, delay_us: i
     path = delay_path.plan(env, name, delay_us)
     stop = threading.Event()
     try:
-        path = delay_path.make(env, tmp_path, name, delay_us)
+        # As `lab up` makes it: no delay while the app is copied in, then the one asked.
+        path = delay_path.make(env, tmp_path, name, delay_us, now_us=0)
         assert delay_path.load(tmp_path) == path and procs.alive(path.relay_pid)
-        sock, thread = echo(path.host_address, stop)
-        fd = os.open(LOAD_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            out = subprocess.run([*path.enter(), sys.executable, "-c", CLIENT, path.host_address,
-                                  str(sock.getsockname()[1]), str(PINGS)],
-                                 capture_output=True, text=True, timeout=120, check=True).stdout
-        finally:
-            os.close(fd)
-        rtts = json.loads(out)
+        assert path.in_effect_us == 0
+        sock, _ = echo(path.host_address, stop)
+        port = sock.getsockname()[1]
+        undelayed = statistics.median(pings(path, port, 50))
+        assert undelayed < 0.5 * delay_us, undelayed
+        path = delay_path.set_delay(tmp_path, delay_us)
+        recorded = delay_path.load(tmp_path)
+        assert recorded is not None and path.in_effect_us == recorded.in_effect_us == delay_us
+        rtts = pings(path, port)
         p50 = statistics.median(rtts)
-        facts = (f"{PINGS} UDP round trips across a {delay_us} µs path: p50 {p50:.0f} µs, "
+        facts = (f"{PINGS} UDP round trips across a {delay_us} µs path: p50 {p50:.0f} µs "
+                 f"({undelayed:.0f} µs undelayed), "
                  f"min {min(rtts):.0f} µs, max {max(rtts):.0f} µs")
         print(facts)  # shown with pytest -rP
         assert len(rtts) == PINGS  # none lost

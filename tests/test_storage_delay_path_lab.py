@@ -89,7 +89,8 @@ def check_in_namespace(state: dict[str, object], path: delay_path.DelayPath) -> 
         os.readlink("/proc/self/ns/net")
     assert os.readlink(f"/proc/{state['fuse_client_pid']}/ns/mnt") == \
         os.readlink("/proc/self/ns/mnt")  # its mount is the host's, php-fpm's
-    assert delay_path.relay_pids(path) == [path.relay_pid] and path.delay_us == DELAY_US
+    assert delay_path.relay_pids(path) == [path.relay_pid]
+    assert path.delay_us == path.in_effect_us == DELAY_US
 
 
 @CEPH

@@ -36,6 +36,17 @@ def test_packets_leave_in_the_order_they_came() -> None:
     assert out == [str(i).encode() for i in range(1000)]
 
 
+def test_a_shorter_delay_never_lets_a_later_packet_overtake() -> None:
+    """The delay changed while packets are held (`lab up` puts it on after the copy): the
+    ones held keep their place, the new ones wait behind them."""
+    line = DelayLine(5 * MS)
+    line.push(0, b"held")
+    line.delay_ns = MS
+    line.push(MS, b"new")  # due at 2 ms, behind one due at 5 ms
+    assert line.pop_due(3 * MS) == []
+    assert line.pop_due(5 * MS) == [b"held", b"new"]
+
+
 def test_wait_is_until_the_first_due_packet_of_either_direction() -> None:
     a, b = DelayLine(MS), DelayLine(MS)
     assert wait_s([a, b], 0) is None

@@ -162,9 +162,12 @@ def by_path(storage: str) -> bool:
 def check(storage: str, us: int) -> None:
     """A one-line error unless `storage` can be delayed by `us` (0: always fine)."""
     if us and storage not in delayable():
-        raise UsageError(f"--storage-delay works with --storage {', '.join(delayable())} "
-                         f"only; {storage} storage has no delay: drop the option or use "
-                         f"--storage {delayable()[0]}")
+        own = " or ".join(str(s.kind) for s in SUPPORT if not s.by_path)
+        path = " and ".join(str(s.kind) for s in SUPPORT if s.by_path)
+        raise UsageError(f"--storage-delay takes a network storage: --storage {own} only "
+                         f"through its own delay translator, {path} through a delayed network "
+                         f"path; {storage} storage has no delay: drop the option or pick one "
+                         "of those")
 
 
 __all__ = ["MAX_US", "METADATA_FOPS", "SUPPORT", "DelaySupport", "axis", "by_path", "check",

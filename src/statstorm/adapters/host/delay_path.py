@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
+import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -32,6 +34,8 @@ from statstorm.errors import BusyError, ComponentError, DependencyError
 from statstorm.results.common import write_json_atomic
 
 RECORD = "delay-path.json"  # in the lab's directory
+CONTROL = "delay-path.control"  # the relay's one-way delay (µs), read on SIGHUP
+LOG = "delay-relay.out"
 NETNS_DIR = Path("/run/netns")
 NETNS_PREFIX = "statstorm-"
 RANGE = ipaddress.ip_network("172.29.83.0/24")  # private; one /30 per delayed lab
@@ -50,8 +54,9 @@ class DelayPath:
     ns_dev: str
     host_address: str  # the host's end: the servers' address as the client reaches them
     ns_address: str  # the client's own address
-    delay_us: int  # what one round trip pays (half each way)
+    delay_us: int  # what one round trip pays (half each way) once the lab is up
     relay_pid: int = 0
+    in_effect_us: int = 0  # what it pays now (0 while `lab up` copies the app in)
 
     @property
     def netns_file(self) -> Path:
@@ -131,9 +136,12 @@ def plan(env: Env, lab: str, delay_us: int) -> DelayPath:
                      host_address=str(host), ns_address=str(ns), delay_us=delay_us)
 
 
-def make(env: Env, lab_dir: Path, lab: str, delay_us: int) -> DelayPath:
-    """The lab's namespace, relay and addresses, each recorded before it exists."""
-    path = plan(env, lab, delay_us)
+def make(env: Env, lab_dir: Path, lab: str, delay_us: int, *, now_us: int | None = None
+         ) -> DelayPath:
+    """The lab's namespace, relay and addresses, each recorded before it exists; the relay
+    delays by `now_us` (default: `delay_us`) until `set_delay`."""
+    now_us = delay_us if now_us is None else now_us
+    path = dataclasses.replace(plan(env, lab, delay_us), in_effect_us=now_us)
     if path.netns_file.exists():
         raise BusyError(f"network namespace {path.netns} exists: `statstorm lab down --name "
                         f"{lab}` (or `ip netns del {path.netns}`)")
@@ -141,15 +149,16 @@ def make(env: Env, lab_dir: Path, lab: str, delay_us: int) -> DelayPath:
     env.run(["ip", "netns", "add", path.netns], what=f"ip netns add {path.netns}")
     ns = path.enter()
     env.run([*ns, "ip", "link", "set", "lo", "up"], what="the namespace's loopback up")
-    log = lab_dir / "delay-relay.out"
+    log = lab_dir / LOG
 
     def record(pid: int) -> None:
         _save(lab_dir, dataclasses.replace(path, relay_pid=pid))
 
     pid = procs.spawn_daemon(
-        [sys.executable, str(RELAY), "--netns", str(path.netns_file), "--host-dev",
+        [sys.executable, "-I", str(RELAY), "--netns", str(path.netns_file), "--host-dev",
          path.host_dev, "--ns-dev", path.ns_dev, "--one-way-us",
-         str(delay_relay.split_round_trip(delay_us))], log, record)
+         str(delay_relay.split_round_trip(now_us)), "--control", str(lab_dir / CONTROL)],
+        log, record)
     path = dataclasses.replace(path, relay_pid=pid)
     deadline = time.monotonic() + READY_S
     while "ready" not in _read(log):
@@ -169,6 +178,29 @@ def make(env: Env, lab_dir: Path, lab: str, delay_us: int) -> DelayPath:
     return path
 
 
+def set_delay(lab_dir: Path, us: int) -> DelayPath:
+    """The relay's delay changed to `us` per round trip (the packets it holds keep their
+    order), recorded once the relay says it took it."""
+    path = load(lab_dir)
+    if path is None or not procs.alive(path.relay_pid):
+        raise ComponentError(f"the storage path of {lab_dir} has no relay: `statstorm lab down`"
+                             " and up again")
+    log = lab_dir / LOG
+    said = f"delay {delay_relay.split_round_trip(us)}\n"
+    before = _read(log).count(said)
+    (lab_dir / CONTROL).write_text(f"{delay_relay.split_round_trip(us)}\n")
+    os.kill(path.relay_pid, signal.SIGHUP)
+    deadline = time.monotonic() + READY_S
+    while _read(log).count(said) <= before:
+        if not procs.alive(path.relay_pid) or time.monotonic() > deadline:
+            raise ComponentError(f"the storage path's relay did not take its new delay: see "
+                                 f"{log}")
+        time.sleep(0.02)
+    path = dataclasses.replace(path, in_effect_us=us)
+    _save(lab_dir, path)
+    return path
+
+
 def _read(log: Path) -> str:
     try:
         return log.read_text(errors="replace")
@@ -179,7 +211,7 @@ def _read(log: Path) -> str:
 def relay_pids(path: DelayPath) -> list[int]:
     """The path's relay: the recorded PID while it runs the relay on this namespace, and any
     other relay on it (started, not yet recorded)."""
-    found = procs.find_pids([RELAY.name, str(path.netns_file)])
+    found = procs.find_pids([RELAY.name, f"{path.netns_file} --host-dev "])
     if path.relay_pid and procs.alive(path.relay_pid) and \
             str(path.netns_file) in procs.cmdline(path.relay_pid):
         found.append(path.relay_pid)
@@ -197,7 +229,8 @@ def remove(env: Env, lab_dir: Path) -> None:
     if path.netns_file.exists():
         env.run(["ip", "netns", "del", path.netns], what=f"ip netns del {path.netns}")
     record_file(lab_dir).unlink(missing_ok=True)
+    (lab_dir / CONTROL).unlink(missing_ok=True)
 
 
 __all__ = ["DelayPath", "RECORD", "client_prefix", "free_block", "load", "make", "plan",
-           "relay_pids", "remove", "require"]
+           "relay_pids", "remove", "require", "set_delay"]

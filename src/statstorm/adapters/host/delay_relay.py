@@ -9,9 +9,11 @@ never reorders a flow; nothing is dropped (the queues grow as needed, the TUN de
 queues are made long by the path). The wait for the next due packet is select()'s, with the
 process's timer slack at 1 ns so the kernel ends it on time rather than up to 50 µs late.
 
-Run: delay_relay.py --netns /run/netns/NS --host-dev A --ns-dev B --one-way-us N
+Run: delay_relay.py --netns /run/netns/NS --host-dev A --ns-dev B --one-way-us N [--control F]
 It opens A in its own network namespace and B in NS, prints `ready` once both exist, and
-relays until it is ended (SIGTERM); the devices go with it.
+relays until it is ended (SIGTERM); the devices go with it. On SIGHUP it reads a new one-way
+delay (µs) from the control file F and prints `delay N`: packets already held keep their
+place, so a shorter delay never lets a later packet overtake an earlier one.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import ctypes
 import fcntl
 import os
 import select
+import signal
 import struct
 import sys
 import time
@@ -110,11 +113,15 @@ def _tight_timers() -> None:
 
 
 def relay(a: int, b: int, one_way_ns: int,
-          running: Callable[[], bool] = lambda: True) -> None:
+          running: Callable[[], bool] = lambda: True,
+          lines_out: list[DelayLine] | None = None) -> None:
     """Move packets a → b and b → a, each `one_way_ns` late, while `running()` (the relay
-    process: forever). `a` and `b` are non-blocking fds of which one read is one packet."""
+    process: forever). `a` and `b` are non-blocking fds of which one read is one packet;
+    `lines_out` receives the two directions (whose `delay_ns` may be changed meanwhile)."""
     lines = {a: (DelayLine(one_way_ns), b), b: (DelayLine(one_way_ns), a)}
     both = [lines[a][0], lines[b][0]]
+    if lines_out is not None:
+        lines_out.extend(both)
     clock = time.monotonic_ns
     while running():
         now = clock()
@@ -151,13 +158,28 @@ def main(argv: list[str]) -> int:
     p.add_argument("--host-dev", required=True)
     p.add_argument("--ns-dev", required=True)
     p.add_argument("--one-way-us", type=int, required=True)
+    p.add_argument("--control", default="")
     args = p.parse_args(argv)
     _tight_timers()
     a = open_tun(args.host_dev)
     enter_netns(args.netns)
     b = open_tun(args.ns_dev)
+    lines: list[DelayLine] = []
+
+    def reread(signum: int, frame: object) -> None:
+        try:
+            with open(args.control) as f:
+                us = int(f.read().strip())
+        except (OSError, ValueError) as exc:
+            print(f"control file {args.control}: {exc}", flush=True)
+            return
+        for line in lines:
+            line.delay_ns = max(0, us) * 1000
+        print(f"delay {us}", flush=True)
+
+    signal.signal(signal.SIGHUP, reread)
     print("ready", flush=True)
-    relay(a, b, args.one_way_us * 1000)
+    relay(a, b, args.one_way_us * 1000, lines_out=lines)
     return 0
 
 
