@@ -61,7 +61,8 @@ def test_only_network_storages_can_be_delayed() -> None:
     assert not storage_delay.by_path("glusterfs")  # its brick's own translator
     assert storage_delay.by_path("cephfs") and storage_delay.by_path("openafs")
     assert not storage_delay.by_path("local")
-    with pytest.raises(UsageError, match="--storage glusterfs only through its own delay translator, cephfs and openafs through a delayed"):
+    with pytest.raises(UsageError, match="--storage glusterfs only through its own delay "
+                       "translator, cephfs and openafs through a delayed network path"):
         storage_delay.check("local", 200)
 
 

@@ -77,7 +77,8 @@ def test_the_loop_delays_both_ways_without_loss_or_reordering() -> None:
     stop = threading.Event()
     one_way = 2 * MS
     t = threading.Thread(target=delay_relay.relay,
-                         args=(host_dev.fileno(), ns_dev.fileno(), one_way, lambda: not stop.is_set()),
+                         args=(host_dev.fileno(), ns_dev.fileno(), one_way,
+                               lambda: not stop.is_set()),
                          daemon=True)
     t.start()
     try:

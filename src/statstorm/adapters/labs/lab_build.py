@@ -182,14 +182,14 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
 
     # 1. Where the code will live (behind a delayed path when the storage has no delay of its
     # own: its client in a namespace of the lab's, its servers on the path's host end).
-    path = None
+    delayed = None
     if opts.storage_delay_us and storage_delay.by_path(opts.storage):
         lab_servers.step(env, state, "making the storage's delayed path (a namespace for its "
                          f"client, +{storage_delay.format_us(opts.storage_delay_us)} per round "
                          "trip)…", "delay-path")
         # No delay yet: the app is copied in at the machine's own speed (MediaWiki's 24,743
         # files through 5 ms round trips would take many minutes); step 3 puts it on.
-        path = delay_path.make(env, root, opts.name, opts.storage_delay_us, now_us=0)
+        delayed = delay_path.make(env, root, opts.name, opts.storage_delay_us, now_us=0)
     if opts.storage == StorageKind.GLUSTERFS:
         lab_servers.step(env, state, "creating a GlusterFS volume on loopback…", "volume")
         with gluster.glusterd_lock():  # no other lab's down stops it meanwhile
@@ -213,7 +213,7 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         for path in (cell.root, cell.mount_point):
             path.chmod(0o755)  # www-data reads the app through the mount below here
         openafs.start(env, cell, lambda pid: openafs.record_pid(cell, pid),
-                      clients=(path.ns_address,) if path else ())
+                      clients=(delayed.ns_address,) if delayed else ())
         state = rec.record(mount_point=str(cell.mount_point))
         faults.phase("lab-up/mount")
         state = rec.record(fuse_client_pid=openafs.mount(env, cell))
@@ -224,7 +224,7 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         lab_servers.step(env, state, "starting a Ceph cluster on loopback (mon, mgr, OSD, "
                          "MDS)…", "volume")
         cluster = ceph.Cluster(root / ceph.CLUSTER_DIR)
-        ceph.write_config(cluster, path.host_address if path else ceph.ADDRESS)
+        ceph.write_config(cluster, delayed.host_address if delayed else ceph.ADDRESS)
         for path in (cluster.root, cluster.mount_point):
             path.chmod(0o755)  # www-data reads the app through the mount below here
         ceph.start(env, cluster, lambda pid: ceph.record_pid(cluster, pid))
@@ -277,7 +277,7 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
             tree_copy.copy_tree(stage, code, jobs=8)
         shutil.rmtree(stage)
 
-    if path is not None:
+    if delayed is not None:
         lab_servers.step(env, state, f"the storage's path now delays each round trip by "
                          f"{storage_delay.format_us(opts.storage_delay_us)}…", "delay")
         delay_path.set_delay(root, opts.storage_delay_us)
