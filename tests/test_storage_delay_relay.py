@@ -15,6 +15,7 @@ from statstorm.adapters.host import delay_path, delay_relay
 from statstorm.adapters.host.delay_relay import DelayLine, wait_s
 
 MS = 1_000_000
+N = 300  # packets each way
 
 
 def test_a_packet_is_due_exactly_its_delay_after_it_arrived() -> None:
@@ -70,8 +71,9 @@ def _pair() -> tuple[socket.socket, socket.socket]:
 
 
 def test_the_loop_delays_both_ways_without_loss_or_reordering() -> None:
-    """The relay's own loop between two packet sockets standing for the TUN devices: every
-    packet arrives, in order, never before its delay."""
+    """The relay's own loop between two packet sockets standing for the TUN devices (each
+    side read as it comes, as the kernel takes what a TUN device writes): every packet
+    arrives, in order, never before its delay."""
     host_dev, host = _pair()
     ns_dev, ns = _pair()
     stop = threading.Event()
@@ -80,23 +82,30 @@ def test_the_loop_delays_both_ways_without_loss_or_reordering() -> None:
                          args=(host_dev.fileno(), ns_dev.fileno(), one_way,
                                lambda: not stop.is_set()),
                          daemon=True)
-    t.start()
+    got: dict[str, list[tuple[bytes, int]]] = {"ns": [], "host": []}
+
+    def read(side: str, sock: socket.socket) -> None:
+        sock.settimeout(10)
+        for _ in range(N):
+            got[side].append((sock.recv(65536), time.monotonic_ns()))
+
+    readers = [threading.Thread(target=read, args=("ns", ns), daemon=True),
+               threading.Thread(target=read, args=("host", host), daemon=True)]
+    for r in (t, *readers):
+        r.start()
     try:
         sent: dict[bytes, int] = {}
-        for i in range(300):
-            packet = f"out-{i}".encode() * 20
-            sent[packet] = time.monotonic_ns()
-            host.send(packet)
-            ns.send(f"back-{i}".encode())
-        got = []
-        ns.settimeout(5)
-        for _ in range(300):
-            packet = ns.recv(65536)
-            assert time.monotonic_ns() - sent[packet] >= one_way
-            got.append(packet)
-        assert got == list(sent)
-        host.settimeout(5)
-        assert [host.recv(100) for _ in range(300)] == [f"back-{i}".encode() for i in range(300)]
+        for i in range(N):
+            for packet, sock in ((f"out-{i}".encode() * 20, host), (f"back-{i}".encode(), ns)):
+                sent[packet] = time.monotonic_ns()
+                sock.send(packet)
+        for r in readers:
+            r.join(timeout=30)
+        outs = [p for p in sent if p.startswith(b"out")]
+        backs = [p for p in sent if p.startswith(b"back")]
+        assert [p for p, _ in got["ns"]] == outs
+        assert [p for p, _ in got["host"]] == backs
+        assert all(at - sent[p] >= one_way for side in got.values() for p, at in side)
     finally:
         stop.set()
         t.join(timeout=5)
