@@ -226,6 +226,9 @@ def remove(env: Env, lab_dir: Path) -> None:
         return
     for pid in relay_pids(path):
         procs.terminate(pid)
+    deadline = time.monotonic() + READY_S  # the kernel removes a TUN device just after its fd
+    while Path("/sys/class/net", path.host_dev).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     if path.netns_file.exists():
         env.run(["ip", "netns", "del", path.netns], what=f"ip netns del {path.netns}")
     record_file(lab_dir).unlink(missing_ok=True)
