@@ -106,7 +106,8 @@ def test_a_round_trip_across_the_path_pays_the_delay(tmp_path: Path, delay_us: i
                  f"min {min(rtts):.0f} µs, max {max(rtts):.0f} µs")
         print(facts)  # shown with pytest -rP
         assert len(rtts) == PINGS  # none lost
-        assert min(rtts) >= delay_us * 0.99, facts  # never early (the odd µs of the split)
+        # never much early: the relay makes up at most a quarter of each way for lateness
+        assert min(rtts) >= delay_us * 0.75, facts
         assert 0.8 * delay_us <= p50 <= 1.2 * delay_us, facts
     finally:
         stop.set()

@@ -145,12 +145,13 @@ def test_openafs_round_trip_pays_the_delay(lab, state_home: Path) -> None:
     assert path_leftovers(str(state["state_dir"]), path.netns) == []
 
 
-@CEPH
+@AFS
 def test_sigint_during_delayed_up_leaves_nothing(state_home: Path) -> None:
-    """Ctrl-C once the client is mounted behind the path: the path goes with the rest."""
+    """Ctrl-C once the client is mounted behind the path (the same path on either storage):
+    the path goes with the rest."""
     name = unique_name("dly")
     try:
-        rc, err, state = interrupt_up(state_home, [*SMALL, "--storage", "cephfs"],
+        rc, err, state = interrupt_up(state_home, [*SMALL, "--storage", "openafs"],
                                       "fuse_client_pid", signal.SIGINT, name=name, timeout=240)
         assert rc == 130, err
         assert "Traceback" not in err
