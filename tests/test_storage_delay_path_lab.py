@@ -1,7 +1,8 @@
 """`lab up --storage-delay` on CephFS and OpenAFS: the storage's client in a namespace of the
 lab's own behind the delaying relay (adapters/host/delay_path.py). fsbench's timed stat loop,
 with the client's cache trimmed so that its calls go to the MDS or the file server, measures
-what one round trip adds: the delay asked, within 20 %. `down` and Ctrl-C during `up` leave
+what one round trip adds (the same loop with the path's delay taken off, then put back): the
+delay asked, within 20 %. `down` and Ctrl-C during `up` leave
 nothing: processes, mounts, the namespace, the TUN devices."""
 
 from __future__ import annotations
@@ -53,35 +54,55 @@ def files_of(code: str) -> list[str]:
     return [os.path.join(code, f) for f in sorted(files)]
 
 
-def per_round_trip(env: Env, code: str, held_mean_us: float, window: round_trips.Window
-                   ) -> tuple[float, str]:
-    """fsbench's stat loop over the tree once, its round trips counted meanwhile: the time it
-    took beyond what the calls cost when the client answers them itself, per round trip."""
+def timed_pass(code: str, window: round_trips.Window) -> tuple[float, int, int]:
+    """fsbench's stat loop over the tree once, its round trips counted meanwhile: (µs it
+    took, round trips, stats)."""
     paths = files_of(code)
-    fd = os.open(LOAD_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        window.open()
-        timed = fsbench_ops.stat_pass(paths)
-        counted = window.close(1)
-    finally:
-        os.close(fd)
-    assert counted is not None, window.note
-    rts = window.round_trips or 0
-    total_us = sum(timed.samples) / 1000
-    added = (total_us - held_mean_us * len(paths)) / rts if rts else 0.0
-    facts = (f"{len(paths)} stats in {total_us / 1000:.1f} ms ({held_mean_us:.0f} µs each when "
-             f"held), {rts} round trips ({counted}): {added:.0f} µs per round trip")
-    print(facts)  # shown with pytest -rP
-    assert rts >= len(paths) // 2, facts  # the calls did go to the servers
-    return added, facts
-
-
-def held_mean_us(code: str) -> float:
-    paths = files_of(code)
-    fsbench_ops.stat_pass(paths)  # the client holds them now
+    window.open()
     timed = fsbench_ops.stat_pass(paths)
-    return sum(timed.samples) / 1000 / len(paths)
+    assert window.close(1) is not None, window.note
+    return sum(timed.samples) / 1000, window.round_trips or 0, len(paths)
+
+
+def held_call_us(lab_dir: Path, code: str, window: round_trips.Window) -> float:
+    """What a stat costs when the client answers it itself (its cache holding the tree, the
+    path undelayed): what `added_per_round_trip` leaves out of each pass."""
+    delay_path.set_delay(lab_dir, 0)
+    timed_pass(code, window)  # the client holds them now
+    took, rts, n = timed_pass(code, window)
+    assert rts <= n // 10, (rts, n)
+    return took / n
+
+
+def added_per_round_trip(lab_dir: Path, code: str, window: round_trips.Window,
+                         held_us: float) -> tuple[float, str]:
+    """What the delay adds to one round trip: the loop on the same lab with the client's cache
+    trimmed, the path's delay off, then on; each pass's time less what its calls cost when
+    held, per round trip (what a round trip costs besides, the servers' and the client's
+    work, is then left out by the difference), under the load lock."""
+    per_rt = []
+    for us in (0, DELAY_US):
+        delay_path.set_delay(lab_dir, us)
+        took, rts, n = timed_pass(code, window)
+        assert rts >= n // 2, (rts, n)  # the calls did go to the servers
+        per_rt.append(((took - n * held_us) / rts, rts))
+    (near, near_rts), (far, far_rts) = per_rt
+    facts = (f"{n} stats ({held_us:.0f} µs each when held), the client's cache trimmed: "
+             f"{near:.0f} µs per round trip ({near_rts}) without the delay, {far:.0f} µs "
+             f"({far_rts}) with {DELAY_US} µs: {far - near:.0f} µs more")
+    print(facts)  # shown with pytest -rP
+    return far - near, facts
+
+
+class Locked:
+    """The load lock held (no other load test runs meanwhile)."""
+
+    def __enter__(self) -> None:
+        self.fd = os.open(LOAD_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
 
 
 def check_in_namespace(state: dict[str, object], path: delay_path.DelayPath) -> None:
@@ -105,15 +126,16 @@ def test_cephfs_round_trip_pays_the_delay(lab, state_home: Path) -> None:
     assert f"{path.host_address}:3300" in listening  # the monitor, on the path's host end
     env = Env(state_root=state_home)
     code, mp = str(state["code_path"]), str(state["mount_point"])
-    held = held_mean_us(code)
+    lab_dir = Path(str(state["state_dir"]))
     asok = ceph_perf.asok_for_mount(mp)
-    assert asok is not None
-    # An inode cache far smaller than the tree: each stat is a request to the MDS again.
-    subprocess.run(["ceph", "--admin-daemon", str(asok), "config", "set", "client_cache_size",
-                    "10"], check=True, capture_output=True)
     window = round_trips.ceph(env, mp)
-    assert window is not None
-    added, facts = per_round_trip(env, code, held, window)
+    assert asok is not None and window is not None
+    with Locked():
+        held = held_call_us(lab_dir, code, window)
+        # An inode cache far smaller than the tree: each stat is a request to the MDS again.
+        subprocess.run(["ceph", "--admin-daemon", str(asok), "config", "set",
+                        "client_cache_size", "10"], check=True, capture_output=True)
+        added, facts = added_per_round_trip(lab_dir, code, window, held)
     assert 0.8 * DELAY_US <= added <= 1.2 * DELAY_US, facts
     run_cli(["lab", "down", "--name", str(state["name"])], state_home, check=True)
     assert path_leftovers(str(state["state_dir"]), path.netns) == []
@@ -128,18 +150,18 @@ def test_openafs_round_trip_pays_the_delay(lab, state_home: Path) -> None:
     check_in_namespace(state, path)
     env = Env(state_root=state_home)
     code, mp = str(state["code_path"]), str(state["mount_point"])
-    held = held_mean_us(code)
-    # A stat cache far smaller than the tree (a restart of the client, which stays in the
-    # namespace): each stat fetches the file's status from the file server again.
-    cell = openafs.Cell(Path(mp).parent)
-    afs_client.apply(env, cell, {"stat": "50"})
-    found = afs_client.client_of(mp)
-    assert found is not None
-    state = {**state, "fuse_client_pid": found[0]}
-    check_in_namespace(state, path)
+    lab_dir = Path(str(state["state_dir"]))
     window = round_trips.afs(env, mp)
     assert window is not None
-    added, facts = per_round_trip(env, code, held, window)
+    with Locked():
+        held = held_call_us(lab_dir, code, window)
+        # A stat cache far smaller than the tree (a restart of the client, which stays in
+        # the namespace): each stat fetches the file's status from the file server again.
+        afs_client.apply(env, openafs.Cell(Path(mp).parent), {"stat": "50"})
+        found = afs_client.client_of(mp)
+        assert found is not None
+        check_in_namespace({**state, "fuse_client_pid": found[0]}, path)
+        added, facts = added_per_round_trip(lab_dir, code, window, held)
     assert 0.8 * DELAY_US <= added <= 1.2 * DELAY_US, facts
     run_cli(["lab", "down", "--name", str(state["name"])], state_home, check=True)
     assert path_leftovers(str(state["state_dir"]), path.netns) == []
