@@ -84,7 +84,7 @@ def added_per_round_trip(lab_dir: Path, code: str, window: round_trips.Window,
     for us in (0, DELAY_US):
         delay_path.set_delay(lab_dir, us)
         took, rts, n = timed_pass(code, window)
-        assert rts >= n // 2, (rts, n)  # the calls did go to the servers
+        assert rts >= n // 10, (rts, n)  # the calls did go to the servers
         per_rt.append(((took - n * held_us) / rts, rts))
     (near, near_rts), (far, far_rts) = per_rt
     facts = (f"{n} stats ({held_us:.0f} µs each when held), the client's cache trimmed: "
