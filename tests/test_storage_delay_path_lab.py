@@ -87,9 +87,11 @@ def added_per_round_trip(lab_dir: Path, code: str, window: round_trips.Window,
         assert rts >= n // 10, (rts, n)  # the calls did go to the servers
         per_rt.append(((took - n * held_us) / rts, rts))
     (near, near_rts), (far, far_rts) = per_rt[-2:]
+    without = (f"{near:.0f} µs per round trip ({near_rts}) without the delay, "
+               if undelayed else "")
     facts = (f"{n} stats ({held_us:.0f} µs each when held), the client's cache trimmed: "
-             f"{near:.0f} µs per round trip ({near_rts}) without the delay, {far:.0f} µs "
-             f"({far_rts}) with {DELAY_US} µs: {far - near:.0f} µs more")
+             f"{without}{far:.0f} µs per round trip ({far_rts}) with {DELAY_US} µs: "
+             f"{far - near:.0f} µs more")
     print(facts)  # shown with pytest -rP
     return far - near, facts
 
