@@ -53,10 +53,16 @@ def test_labels() -> None:
     assert storage_delay.label("glusterfs", 1000) == "glusterfs +1ms"
 
 
-def test_only_glusterfs_can_be_delayed() -> None:
+def test_only_network_storages_can_be_delayed() -> None:
     storage_delay.check("glusterfs", 1000)
+    storage_delay.check("cephfs", 1000)
+    storage_delay.check("openafs", 1000)
     storage_delay.check("local", 0)
-    with pytest.raises(UsageError, match="--storage glusterfs only"):
+    assert not storage_delay.by_path("glusterfs")  # its brick's own translator
+    assert storage_delay.by_path("cephfs") and storage_delay.by_path("openafs")
+    assert not storage_delay.by_path("local")
+    with pytest.raises(UsageError, match="--storage glusterfs only through its own delay "
+                       "translator, cephfs and openafs through a delayed network path"):
         storage_delay.check("local", 200)
 
 
@@ -252,3 +258,28 @@ def test_a_glusterfs_without_the_translator_is_one_usage_error(
     (tmp_path / "10.3/xlator/debug").mkdir(parents=True)
     (tmp_path / "10.3/xlator/debug/delay-gen.so").write_bytes(b"")
     gluster.require_delay_translator()
+
+
+def test_cephfs_and_openafs_delays_pass_the_verbs_checks(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    """A delayed CephFS or OpenAFS lab is valid for lab, demo and matrix, and carried in their
+    results (the path itself: tests/test_storage_delay_path*.py)."""
+    from statstorm.cli import main
+    from statstorm.commands import demo as demo_cmd
+    from statstorm.results.demo import DemoResult
+
+    for storage in ("cephfs", "openafs"):
+        storage_delay.check(storage, 1000)
+        assert storage_delay.axis((storage,), (0, 1000)) == (storage, f"{storage}+1ms")
+        assert storage_delay.split(f"{storage}+1ms") == (storage, 1000)
+    assert storage_delay.check(demo_cmd.storage_of("afs"), 5000) is None
+    r = DemoResult("synthetic", "cephfs", "out", storage_delay_us=1000)
+    assert DemoResult.from_json(r.to_json()).storage_delay_us == 1000
+    with pytest.raises(SystemExit) as exc:
+        main(["matrix", "--arch", "nginx-fpm", "--opcache", "on", "--storage", "cephfs",
+              "--storage-delay", "0,1ms", "--dry-run", "-o", str(tmp_path / "m.json")])
+    out, err = capsys.readouterr()
+    assert exc.value.code in (0, None), err
+    for cell in ("nginx-fpm/opcache-on/cephfs", "nginx-fpm/opcache-on/cephfs+1ms"):
+        assert f" {cell}\n" in out

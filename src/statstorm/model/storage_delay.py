@@ -2,8 +2,11 @@
 so a lab on loopback stands for storage across a LAN (~0.2 ms) or a WAN (milliseconds).
 
 Pure: the duration's text, which storages can be delayed and by what, and which calls. The
-storage's own mechanism lives in its adapter (GlusterFS: `adapters/storage/gluster.py`
-`delay_options`, the brick's debug/delay-gen translator).
+mechanism lives in an adapter: GlusterFS's own, `adapters/storage/gluster.py`
+`delay_options`, the brick's debug/delay-gen translator; for CephFS and OpenAFS, which have
+no such translator, a delayed network path (`adapters/host/delay_path.py`): the storage's
+client alone in a network namespace, joined to the host through two TUN devices and a relay
+that holds every packet half the delay each way, so that one round trip pays the delay once.
 
 The calls delayed are the file operations PHP's metadata syscalls turn into on a GlusterFS
 brick, as the volume profile of a MediaWiki lab shows them (tests/fixtures/gluster/
@@ -21,6 +24,17 @@ open that also sends OPEN. What a caller measures per round trip is the delay pl
 the machine ends such a wait (the brick's sleep, the client's wake-ups after it): 0.1-0.5 ms
 on a loaded 2-vCPU machine, about +20 % of 1ms, +10 % of 5ms (tests/test_storage_delay_lab.py
 checks 5ms within 20 %, one LOOKUP per failed lookup).
+
+On CephFS and OpenAFS the delay is per packet, not per call: each IP packet between the client
+and the servers waits half the delay in the relay, each way. A metadata call that the client
+answers from its own cache (ceph-fuse with the capabilities and leases the MDS gave it, an AFS
+cache manager with a callback on the directory or file) sends nothing and pays nothing; one
+it sends (to the MDS, or to the file server) pays one round trip, the delay, plus the relay's
+own lateness (tests/test_storage_delay_path.py measures it). Everything else between client
+and servers pays it as well, data included (a read of many packets pays it once per window,
+not per packet, as TCP and Rx keep packets in flight), and so do the MDS's capability recalls
+and the file server's callbacks to the client: the path stands for the whole network, where
+GlusterFS's delay-gen stands for the metadata calls only.
 """
 
 from __future__ import annotations
@@ -46,11 +60,17 @@ class DelaySupport:
 
     kind: StorageKind
     how: str  # the mechanism, for messages and docs
+    by_path: bool = False  # through a delayed network path (adapters/host/delay_path.py)
 
 
 # The one table of storages a lab can delay; a new one is one entry (and its adapter).
 SUPPORT: tuple[DelaySupport, ...] = (
     DelaySupport(StorageKind.GLUSTERFS, "GlusterFS's debug/delay-gen translator on the brick"),
+    DelaySupport(StorageKind.CEPHFS, "ceph-fuse in a network namespace, every packet to and "
+                 "from the cluster relayed half the delay late each way", by_path=True),
+    DelaySupport(StorageKind.OPENAFS, "afsd.fuse in a network namespace, every Rx packet to "
+                 "and from the cell's servers relayed half the delay late each way",
+                 by_path=True),
 )
 
 
@@ -134,13 +154,21 @@ def delayable() -> tuple[str, ...]:
     return tuple(str(s.kind) for s in SUPPORT)
 
 
+def by_path(storage: str) -> bool:
+    """`storage` is delayed through a delayed network path (its client in a namespace)."""
+    return any(str(s.kind) == storage and s.by_path for s in SUPPORT)
+
+
 def check(storage: str, us: int) -> None:
     """A one-line error unless `storage` can be delayed by `us` (0: always fine)."""
     if us and storage not in delayable():
-        raise UsageError(f"--storage-delay works with --storage {' or '.join(delayable())} "
-                         f"only ({SUPPORT[0].how}); {storage} storage has no delay: drop the "
-                         "option or use --storage glusterfs")
+        own = " or ".join(str(s.kind) for s in SUPPORT if not s.by_path)
+        path = " and ".join(str(s.kind) for s in SUPPORT if s.by_path)
+        raise UsageError(f"--storage-delay takes a network storage: --storage {own} only "
+                         f"through its own delay translator, {path} through a delayed network "
+                         f"path; {storage} storage has no delay: drop the option or pick one "
+                         "of those")
 
 
-__all__ = ["MAX_US", "METADATA_FOPS", "SUPPORT", "DelaySupport", "axis", "check", "delayable",
-           "format_us", "label", "parse", "parse_list", "split", "tag"]
+__all__ = ["MAX_US", "METADATA_FOPS", "SUPPORT", "DelaySupport", "axis", "by_path", "check",
+           "delayable", "format_us", "label", "parse", "parse_list", "split", "tag"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from statstorm import faults
 from statstorm.adapters.apply import backups
-from statstorm.adapters.host import procs
+from statstorm.adapters.host import delay_path, procs
 from statstorm.adapters.labs import apache_lab, lab_servers, mariadb, phpfpm, state as labs
 from statstorm.adapters.php import target
 from statstorm.adapters.servers import nginx
@@ -59,7 +59,7 @@ class LabOptions:
     handler: str = "fpm"
     allow_override: str = ""  # Apache's AllowOverride for the docroot; '' = None
     php: str = HOST_VERSION  # PHP's version: the host's own, or one run from its PHP root
-    storage_delay_us: int = 0  # added to every metadata call of the storage (GlusterFS)
+    storage_delay_us: int = 0  # added to each round trip to the storage (model/storage_delay.py)
 
 
 def validate(env: Env, opts: LabOptions) -> None:
@@ -110,6 +110,8 @@ def validate(env: Env, opts: LabOptions) -> None:
         gluster.require_installed()
         if opts.storage_delay_us:
             gluster.require_delay_translator()
+    if opts.storage_delay_us and storage_delay.by_path(opts.storage):
+        delay_path.require()
     if opts.storage == StorageKind.OPENAFS:
         openafs.require_installed()
         openafs.check_free()
@@ -178,7 +180,16 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
     php_roots.share_lab_dir(env, rec, opts.php)  # another PHP: its root sees later mounts
     state = rec.state
 
-    # 1. Where the code will live.
+    # 1. Where the code will live (behind a delayed path when the storage has no delay of its
+    # own: its client in a namespace of the lab's, its servers on the path's host end).
+    delayed = None
+    if opts.storage_delay_us and storage_delay.by_path(opts.storage):
+        lab_servers.step(env, state, "making the storage's delayed path (a namespace for its "
+                         f"client, +{storage_delay.format_us(opts.storage_delay_us)} per round "
+                         "trip)…", "delay-path")
+        # No delay yet: the app is copied in at the machine's own speed (MediaWiki's 24,743
+        # files through 5 ms round trips would take many minutes); step 3 puts it on.
+        delayed = delay_path.make(env, root, opts.name, opts.storage_delay_us, now_us=0)
     if opts.storage == StorageKind.GLUSTERFS:
         lab_servers.step(env, state, "creating a GlusterFS volume on loopback…", "volume")
         with gluster.glusterd_lock():  # no other lab's down stops it meanwhile
@@ -201,7 +212,8 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         openafs.write_config(cell, openafs.host_address(env))
         for path in (cell.root, cell.mount_point):
             path.chmod(0o755)  # www-data reads the app through the mount below here
-        openafs.start(env, cell, lambda pid: openafs.record_pid(cell, pid))
+        openafs.start(env, cell, lambda pid: openafs.record_pid(cell, pid),
+                      clients=(delayed.ns_address,) if delayed else ())
         state = rec.record(mount_point=str(cell.mount_point))
         faults.phase("lab-up/mount")
         state = rec.record(fuse_client_pid=openafs.mount(env, cell))
@@ -212,7 +224,7 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         lab_servers.step(env, state, "starting a Ceph cluster on loopback (mon, mgr, OSD, "
                          "MDS)…", "volume")
         cluster = ceph.Cluster(root / ceph.CLUSTER_DIR)
-        ceph.write_config(cluster)
+        ceph.write_config(cluster, delayed.host_address if delayed else ceph.ADDRESS)
         for path in (cluster.root, cluster.mount_point):
             path.chmod(0o755)  # www-data reads the app through the mount below here
         ceph.start(env, cluster, lambda pid: ceph.record_pid(cluster, pid))
@@ -264,6 +276,11 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         else:
             tree_copy.copy_tree(stage, code, jobs=8)
         shutil.rmtree(stage)
+
+    if delayed is not None:
+        lab_servers.step(env, state, f"the storage's path now delays each round trip by "
+                         f"{storage_delay.format_us(opts.storage_delay_us)}…", "delay")
+        delay_path.set_delay(root, opts.storage_delay_us)
 
     # 3. php-fpm (unless Apache runs PHP itself) and the web server, our own masters.
     ini = {**extra_ini, **opts.php_ini}
@@ -356,6 +373,7 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
         mount_point = cluster.mount_point
         ceph.unmount(env, cluster)
         ceph.stop(cluster, ceph.recorded_pids(cluster))
+    delay_path.remove(env, root)  # after the client that ran in its namespace
     # `statstorm apply` may have stacked clients with other options: unmount each, top first.
     clients = [pid for pid, _ in mounts.fuse_clients(str(mount_point), GLUSTER_CLIENT)]
     for pid in dict.fromkeys([*clients, state.fuse_client_pid]):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from statstorm.adapters.host import procs
+from statstorm.adapters.host import delay_path, procs
 from statstorm.adapters.storage import mounts
 from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, DependencyError
@@ -52,10 +52,11 @@ def require_installed() -> None:
 
 
 def check_free() -> None:
-    """The monitor's ports are fixed: one cluster per machine."""
+    """The monitor's ports are fixed: one cluster per machine, on whichever address (loopback,
+    or a delayed path's host end)."""
     for port in MON_PORTS:
-        if procs.port_in_use(port, ADDRESS):
-            raise BusyError(f"TCP port {port} on {ADDRESS} is taken, a Ceph monitor's: stop "
+        if procs.port_in_use(port, "0.0.0.0"):
+            raise BusyError(f"TCP port {port} is taken, a Ceph monitor's: stop "
                             "what holds it (another CephFS lab: `statstorm lab down --name "
                             f"NAME`; else see `ss -ltnp 'sport = :{port}'`)")
 
@@ -103,14 +104,15 @@ class Cluster:
         return self.run / f"{daemon.removeprefix('ceph-')}.{ident}.asok"
 
 
-def render_conf(cluster: Cluster, fsid: str) -> str:
-    """The cluster's config: every path under the cluster's directory, no cephx, one copy."""
+def render_conf(cluster: Cluster, fsid: str, address: str = ADDRESS) -> str:
+    """The cluster's config: every path under the cluster's directory, no cephx, one copy;
+    every daemon on `address` (loopback, or the host's end of a delayed path)."""
     r = cluster.root
     return f"""[global]
 fsid = {fsid}
-mon_host = [v2:{ADDRESS}:{MON_PORTS[0]},v1:{ADDRESS}:{MON_PORTS[1]}]
-public_addr = {ADDRESS}
-cluster_addr = {ADDRESS}
+mon_host = [v2:{address}:{MON_PORTS[0]},v1:{address}:{MON_PORTS[1]}]
+public_addr = {address}
+cluster_addr = {address}
 ms_bind_ipv4 = true
 ms_bind_ipv6 = false
 ms_bind_port_min = {DAEMON_PORTS[0]}
@@ -162,11 +164,11 @@ log_file = {cluster.log}/$type.$id.log
 """
 
 
-def write_config(cluster: Cluster) -> None:
+def write_config(cluster: Cluster, address: str = ADDRESS) -> None:
     for d in (cluster.root, cluster.run, cluster.log, cluster.data, cluster.root / "crash",
               cluster.mount_point):
         d.mkdir(parents=True, exist_ok=True)
-    cluster.conf.write_text(render_conf(cluster, str(uuid.uuid4())))
+    cluster.conf.write_text(render_conf(cluster, str(uuid.uuid4()), address))
 
 
 def ceph_cli(env: Env, cluster: Cluster, *args: str, what: str, check: bool = True,
@@ -185,9 +187,10 @@ def start(env: Env, cluster: Cluster, record: Callable[[int], None]) -> list[int
     """Make and start the monitor, manager, OSD and MDS (each PID recorded as it starts),
     create the file system and wait until its MDS is active."""
     fsid = _conf_value(cluster, "fsid")
+    address = _conf_value(cluster, "public_addr")
     monmap = cluster.root / "monmap"
     env.run([MONMAPTOOL, "--create", "--clobber", "--fsid", fsid, "--addv", MON_ID,
-             f"[v2:{ADDRESS}:{MON_PORTS[0]},v1:{ADDRESS}:{MON_PORTS[1]}]", str(monmap)],
+             f"[v2:{address}:{MON_PORTS[0]},v1:{address}:{MON_PORTS[1]}]", str(monmap)],
             what="monmaptool --create")
     env.run(["/usr/bin/ceph-mon", "-c", str(cluster.conf), "-i", MON_ID, "--mkfs",
              "--monmap", str(monmap)], what="ceph-mon --mkfs", timeout=60)
@@ -280,8 +283,10 @@ def fuse_argv(cluster: Cluster, options: dict[str, str] | None = None) -> list[s
 
 def mount(cluster: Cluster, record: Callable[[int], None],
           options: dict[str, str] | None = None) -> int:
-    """Mount the file system with ceph-fuse (recorded as it starts); its PID."""
-    pid = procs.spawn_daemon(fuse_argv(cluster, options), cluster.log / "ceph-fuse.out", record)
+    """Mount the file system with ceph-fuse (recorded as it starts); its PID. A lab with a
+    delayed path runs it in the path's network namespace (adapters/host/delay_path.py)."""
+    argv = [*delay_path.client_prefix(cluster.root.parent), *fuse_argv(cluster, options)]
+    pid = procs.spawn_daemon(argv, cluster.log / "ceph-fuse.out", record)
     deadline = time.monotonic() + 60
     while not is_mounted(cluster.mount_point):
         if not procs.alive(pid):
@@ -351,7 +356,7 @@ def record_pid(cluster: Cluster, pid: int) -> None:
         f.write(f"{pid}\n")
 
 
-__all__ = ["CLUSTER_DIR", "Cluster", "FS_NAME", "MON_PORTS", "check_free", "ceph_cli",
+__all__ = ["ADDRESS", "CLUSTER_DIR", "Cluster", "FS_NAME", "MON_PORTS", "check_free", "ceph_cli",
            "client_pids", "daemon_argv", "daemon_pids", "fuse_argv", "is_mounted", "mount",
            "record_pid", "recorded_pids", "render_conf", "require_installed", "start", "stop",
            "unmount", "write_config"]

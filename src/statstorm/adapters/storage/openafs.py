@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from statstorm.adapters.host import procs
+from statstorm.adapters.host import delay_path, procs
 from statstorm.adapters.storage import mounts
 from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, DependencyError
@@ -138,9 +138,11 @@ def server_argv(cell: Cell, name: str) -> list[str]:
             f'{binds} && exec "$@"', "sh", str(SERVER_BIN / name), *args]
 
 
-def start(env: Env, cell: Cell, record: Callable[[int], None]) -> list[int]:
+def start(env: Env, cell: Cell, record: Callable[[int], None],
+          clients: tuple[str, ...] = ()) -> list[int]:
     """Start the cell's servers (each PID recorded as it starts) and wait until the volume
-    server answers; make this host's callers the cell's administrators; create the volume."""
+    server answers; make this host's callers (and those from `clients`, the address of a
+    client in a delayed path's namespace) the cell's administrators; create the volume."""
     PARTITION.mkdir(mode=0o700, exist_ok=True)
     pids = []
     for name in SERVERS:
@@ -148,7 +150,7 @@ def start(env: Env, cell: Cell, record: Callable[[int], None]) -> list[int]:
                                        record))
     address = (cell.server / "CellServDB").read_text().splitlines()[1].split()[0]
     _wait_ready(env, cell, address, pids)
-    for host in dict.fromkeys([address, "127.0.0.1"]):
+    for host in dict.fromkeys([address, "127.0.0.1", *clients]):
         # A host entry in system:administrators: every caller from this host, anonymous
         # (afsd.fuse has no token) included, gets the administrators' rights of the ACLs.
         _afs(env, cell, PTS, "createuser", "-name", host, what=f"pts createuser {host}")
@@ -195,8 +197,11 @@ def client_argv(cell: Cell, cache_args: tuple[str, ...] = ()) -> list[str]:
 
 
 def mount(env: Env, cell: Cell, cache_args: tuple[str, ...] = ()) -> int:
-    """Mount the cell with afsd.fuse (it forks into the background); return its PID."""
-    env.run(client_argv(cell, cache_args), what="mounting AFS with afsd.fuse", timeout=60)
+    """Mount the cell with afsd.fuse (it forks into the background); return its PID. A lab
+    with a delayed path runs it in the path's network namespace (adapters/host/delay_path.py),
+    restarts with other cache sizes included."""
+    env.run([*delay_path.client_prefix(cell.root.parent), *client_argv(cell, cache_args)],
+            what="mounting AFS with afsd.fuse", timeout=60)
     if not is_mounted(cell.mount_point):
         raise ComponentError(f"afsd.fuse did not mount {cell.mount_point}")
     pids = client_pids(cell)
