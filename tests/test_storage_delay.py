@@ -115,7 +115,7 @@ def test_lab_status_and_list_show_the_delay(tmp_path: Path) -> None:
     _lab_json(tmp_path, "far", storage_delay_us=1000)
     _lab_json(tmp_path, "near")
     out = invoke(["lab", "status", "--name", "far"], tmp_path, check=True).stdout
-    assert "delay      1ms added to every metadata call" in out
+    assert "delay      1ms added to each round trip to the storage" in out
     assert "delay" not in invoke(["lab", "status", "--name", "near"], tmp_path).stdout
     listing = invoke(["lab", "list"], tmp_path, check=True).stdout
     assert "glusterfs +1ms" in listing
@@ -184,7 +184,7 @@ def test_demo_result_keeps_the_delay() -> None:
     assert "storage_delay_us" not in plain.to_json()  # none: as demo.json was before
     assert DemoResult.from_json(plain.to_json()).storage_delay_us == 0
     env = environment([("demo", "demo.json", r.to_json(), back)])
-    assert "200us added to every metadata call" in " ".join(env.intro)
+    assert "200us added to each round trip to the storage" in " ".join(env.intro)
     assert "--storage-delay 200us" in command("demo", "demo.json", r.to_json(), back)
 
 

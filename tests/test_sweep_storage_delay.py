@@ -29,7 +29,7 @@ def _lab_on_disk(home: Path, name: str, storage: str, delay_us: int) -> None:
 
 
 @pytest.mark.parametrize("storage,delay_us,says", [
-    ("glusterfs", 1000, "lab far on glusterfs +1ms, 1ms added to every metadata call"),
+    ("glusterfs", 1000, "lab far on glusterfs +1ms, 1ms added to each round trip to the storage"),
     ("glusterfs", 0, "lab far on glusterfs"),
     ("local", 0, "lab far on local"),
 ])
@@ -58,7 +58,7 @@ def test_a_sweep_of_a_delayed_lab_prints_its_delay(lab, state_home: Path,
     proc = invoke(["sweep", "--lab", str(far["name"]), "-c", "1", "-d", "1", "--warmup", "0",
                    "--repeats", "1", "-o", str(out)], state_home)
     assert proc.returncode == 0, proc.stderr
-    said = f"lab {far['name']} on glusterfs +1ms, 1ms added to every metadata call"
+    said = f"lab {far['name']} on glusterfs +1ms, 1ms added to each round trip to the storage"
     assert said in proc.stderr  # the startup line
     assert said in proc.stdout and "glusterfs +1ms)" in proc.stdout  # below and in the table
     data = json.loads(out.read_text())

@@ -88,7 +88,7 @@ def render(env: Env, r: DemoResult) -> None:
                    "single-node Ceph cluster, or an OpenAFS cell of the lab's own (afs, also "
                    "openafs).")
 @click.option("--storage-delay", "storage_delay_text", default="0", metavar="DURATION",
-              help="Delay every metadata call of the network lab's storage by this much "
+              help="Delay each round trip to the network lab's storage by this much "
                    "(`lab up --storage-delay`), e.g. 200us or 1ms [default: 0, none].")
 @click.option("--php", "php", default=HOST_VERSION, show_default=True, metavar="VERSION",
               help="PHP both labs run: the host's, or 7.4 / 8.4 from a PHP root (`lab up "

@@ -54,7 +54,7 @@ def render(r: FsbenchResult) -> str:
                      f"depth {w.max_depth}, {w.walk_lstats_per_pass} lstat per walk")
         if r.storage_delay_us(i):
             lines.append(f"  delay   {storage_delay.format_us(r.storage_delay_us(i))} added to "
-                         "every metadata call (the lab's --storage-delay)")
+                         "each round trip to the storage (the lab's --storage-delay)")
         if m["cache_options"]:
             lines.append("  caching " + " ".join(f"{k}={v}" for k, v in m["cache_options"].items()))
         if m["volume_options"]:

@@ -90,8 +90,8 @@ def _render_state(state: LabState) -> str:
 
 def _render_delay(state: LabState) -> str:
     us = state.storage_delay_us
-    return (f"\n  delay      {storage_delay.format_us(us)} added to every metadata call "
-            "(--storage-delay)") if us else ""
+    return (f"\n  delay      {storage_delay.format_us(us)} added to each round trip to "
+            "the storage (--storage-delay)") if us else ""
 
 
 def _render_server(state: LabState) -> str:
@@ -130,9 +130,11 @@ def lab() -> None:
 @click.option("--mount-opt", "mount_opts", multiple=True, metavar="K=V[,K=V]",
               help="GlusterFS FUSE mount option, e.g. attribute-timeout=600 (repeatable).")
 @click.option("--storage-delay", "storage_delay_text", default="0", metavar="DURATION",
-              help="GlusterFS: delay every metadata call (lookup, stat, open, readdir, …) on "
-                   "the brick by this much, so the loopback lab stands for a LAN or WAN, e.g. "
-                   "200us or 1ms [default: 0, none].")
+              help="Delay each round trip to the storage by this much, so the loopback lab "
+                   "stands for a LAN or WAN, e.g. 200us or 1ms [default: 0, none]. GlusterFS: "
+                   "every metadata call (lookup, stat, open, readdir, …) held on the brick; "
+                   "CephFS and OpenAFS: every packet between the client (in a network "
+                   "namespace of its own) and its servers, half the delay each way.")
 @click.option("--php-ini", "php_ini", multiple=True, metavar="KEY=VALUE",
               help="php.ini override for the lab's PHP (php-fpm -d; the lab's ini file under mod_php and fcgid), e.g. realpath_cache_size=16K (repeatable).")
 @click.option("--workers", type=int, default=4, show_default=True,

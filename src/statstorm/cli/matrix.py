@@ -109,8 +109,8 @@ def render(result: MatrixResult, all_pairs: bool = False) -> None:
               help="Where the code lives, comma-separated.")
 @click.option("--storage-delay", "storage_delay_text", default="0", show_default=True,
               metavar="D1,D2,…",
-              help="GlusterFS: one more axis, the delay added to every metadata call the brick "
-                   "serves (as `lab up --storage-delay`), e.g. 0,200us,1ms; 0 is none. Local "
+              help="One more axis, the delay added to each round trip to the network storage "
+                   "(as `lab up --storage-delay`), e.g. 0,200us,1ms; 0 is none. Local "
                    "storage takes part with 0 only.")
 @click.option("--php", "php_text", default="", metavar="V1,V2,…",
               help="PHP versions, comma-separated (7.4, 8.2, 8.4: another than the host's runs "

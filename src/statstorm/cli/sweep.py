@@ -70,12 +70,12 @@ def _traced(result: SweepResult) -> bool:
 
 
 def lab_line(plan: sweep_cmd.Plan) -> str:
-    """What a lab's sweep ran on: `lab sw1 on glusterfs +1ms, 1ms added to every metadata
-    call by its --storage-delay`; '' for a URL."""
+    """What a lab's sweep ran on: `lab sw1 on glusterfs +1ms, 1ms added to each round trip to
+    the storage by its --storage-delay`; '' for a URL."""
     if not plan.lab:
         return ""
-    delay = (f", {storage_delay.format_us(plan.storage_delay_us)} added to every metadata "
-             "call by its --storage-delay" if plan.storage_delay_us else "")
+    delay = (f", {storage_delay.format_us(plan.storage_delay_us)} added to each round trip "
+             "to the storage by its --storage-delay" if plan.storage_delay_us else "")
     return f"lab {plan.lab} on {plan.lab_storage}{delay}"
 
 

@@ -182,14 +182,17 @@ class _Owned:
     client_pid: int
 
 
-def _lab_of(env: Env, info: mounts.MountInfo) -> LabState | None:
-    """The statstorm lab whose GlusterFS mount this is, if any."""
-    if info.kind != "glusterfs-fuse":
-        return None
+def _lab_at(env: Env, info: mounts.MountInfo) -> LabState | None:
+    """The statstorm lab whose storage is mounted here, if any."""
     for st in labs.list_labs(env):
         if st.mount_point and os.path.realpath(st.mount_point) == os.path.realpath(info.mount_point):
             return st
     return None
+
+
+def _lab_of(env: Env, info: mounts.MountInfo) -> LabState | None:
+    """The statstorm lab whose GlusterFS mount this is, if any."""
+    return _lab_at(env, info) if info.kind == "glusterfs-fuse" else None
 
 
 def _owned_mount(env: Env, info: mounts.MountInfo) -> _Owned | None:
@@ -209,8 +212,9 @@ def _remount(env: Env, owned: _Owned) -> int:
 
 
 def _delay_of(env: Env, info: mounts.MountInfo) -> int:
-    """The `--storage-delay` of the lab this mount belongs to (0: none, or not a lab's)."""
-    st = _lab_of(env, info)
+    """The `--storage-delay` of the lab this mount belongs to, of any storage (0: none, or not
+    a lab's)."""
+    st = _lab_at(env, info)
     return st.storage_delay_us if st is not None else 0
 
 

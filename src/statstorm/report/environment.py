@@ -191,7 +191,7 @@ def environment(files: list[tuple[str, str, JsonObject, Typed]]) -> Section:
                              + (f" (PHP {result.php})" if result.php else "")
                              + f" on local disk and {result.storage}"
                              + (f" with {storage_delay.format_us(result.storage_delay_us)} "
-                                "added to every metadata call (--storage-delay)"
+                                "added to each round trip to the storage (--storage-delay)"
                                 if result.storage_delay_us else "")
                              + ("; mount options after the fix: "
                                 + ", ".join(f"{k}={v}" for k, v in mo.items()) if mo else "")

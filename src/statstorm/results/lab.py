@@ -59,7 +59,7 @@ class LabState:
     mount_point: str = ""
     fuse_client_pid: int = 0
     started_glusterd: bool = False
-    # `--storage-delay`: µs the brick adds to every metadata call (0: none; GlusterFS only)
+    # `--storage-delay`: µs added to each round trip to the storage (0: none; model/storage_delay.py)
     storage_delay_us: int = 0
     # Live fields (filled by `status`, not stored): worker PIDs change when workers recycle.
     # The processes running PHP: php-fpm's workers, Apache's children (mod_php) or the

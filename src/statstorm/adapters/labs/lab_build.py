@@ -21,11 +21,11 @@ from pathlib import Path
 from statstorm import faults
 from statstorm.adapters.apply import backups
 from statstorm.adapters.host import delay_path, procs
-from statstorm.adapters.labs import apache_lab, lab_servers, mariadb, phpfpm, state as labs
+from statstorm.adapters.labs import apache_lab, lab_apps, lab_servers, mariadb, php_roots, phpfpm
+from statstorm.adapters.labs import state as labs
 from statstorm.adapters.php import target
 from statstorm.adapters.servers import nginx
 from statstorm.adapters.storage import ceph, gluster, mounts, openafs, tree_copy
-from statstorm.adapters.labs import lab_apps, php_roots
 from statstorm.apps import mediawiki, synthetic, wordpress
 from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
@@ -43,7 +43,8 @@ GLUSTER_CLIENT = STORAGE[StorageKind.GLUSTERFS].client  # its FUSE client's prog
 SERVERS = ("nginx", "apache")
 VOLUME_PREFIX = "statstorm-"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
-# Settings read back from the pool with `php-fpm -i` and stored with the lab.
+
+
 @dataclass(frozen=True)
 class LabOptions:
     name: str = "lab"
@@ -198,7 +199,7 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
             gluster.create_volume(env, state.volume, Path(state.brick),
                                   delay_us=opts.storage_delay_us)
         if opts.storage_delay_us:
-            _check_delay(env, state.volume, opts.storage_delay_us)
+            gluster.check_delay(env, state.volume, opts.storage_delay_us)
         state = rec.record(mount_point=str(root / "mnt"))
         faults.phase("lab-up/mount")
         state = rec.record(fuse_client_pid=gluster.mount(
@@ -307,16 +308,6 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
                  if Handler(state.handler).php_in_server else state.effective_ini)
     rec.record(effective_ini=effective, phase="up")
     faults.phase("lab-up/up")
-
-
-def _check_delay(env: Env, volume: str, delay_us: int) -> None:
-    """The volume's own options read back: its brick delays what `--storage-delay` asked."""
-    got = gluster.delay_in_effect(gluster.volume_options(env, volume))
-    if got != delay_us:
-        raise ComponentError(
-            f"volume {volume}: delay-gen reads {storage_delay.format_us(got)} per metadata call, "
-            f"not the {storage_delay.format_us(delay_us)} asked: see `gluster volume get "
-            f"{volume} all | grep delay-gen`")
 
 
 def _own_pids(state: LabState) -> list[int]:

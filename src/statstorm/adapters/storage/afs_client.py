@@ -95,7 +95,10 @@ def restart(env: Env, cell: openafs.Cell, args: tuple[str, ...]) -> int:
     """Restart the lab's afsd.fuse with these cache-size flags; its new PID. The mount must
     show the same files after."""
     mp = str(cell.mount_point)
-    listing = sorted(p.name for p in cell.code.iterdir()) if cell.code.is_dir() else None
+    try:
+        listing = sorted(p.name for p in cell.code.iterdir()) if cell.code.is_dir() else None
+    except OSError:  # a dead client's mount (Transport endpoint is not connected): restart it
+        listing = None
     openafs.unmount(env, cell)
     pid = openafs.mount(env, cell, args)
     found = client_of(mp)

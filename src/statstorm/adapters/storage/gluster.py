@@ -200,6 +200,16 @@ def delay_in_effect(options: Mapping[str, str]) -> int:
         return 0
 
 
+def check_delay(env: Env, volume: str, delay_us: int) -> None:
+    """The volume's own options read back: its brick delays what `--storage-delay` asked."""
+    got = delay_in_effect(volume_options(env, volume))
+    if got != delay_us:
+        raise ComponentError(
+            f"volume {volume}: delay-gen reads {storage_delay.format_us(got)} per metadata call, "
+            f"not the {storage_delay.format_us(delay_us)} asked: see `gluster volume get "
+            f"{volume} all | grep delay-gen`")
+
+
 def delete_volume(env: Env, volume: str, brick: Path | None) -> None:
     deadline = env.clock() + 60
     while volume in list_volumes(env):
