@@ -220,3 +220,19 @@ def test_the_text_output_shows_each_trial_its_price_and_what_was_not_tried(
     assert f"escalation: {OFF}: check did not propose it for this pool" in text
     assert "the escalation's kept changes (code-local-mirror) were made after the prediction" \
         in text
+
+
+def test_the_second_traces_figure_names_the_kept_changes_the_prediction_left_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prove step's trace is taken after the escalation: its metadata calls are no test of
+    the prediction (made for apply --all), and the closing table says which kept change acted
+    outside it."""
+    r, _ = run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.5,
+                                            f"with {CONTENT}": 0.5, f"with {OFF}": 0.5,
+                                            f"with {MIRROR}": 0.97})
+    assert [t.finding for t in r.trials if t.kept] == [MIRROR]
+    assert r.predicted is not None
+    assert f"{MIRROR} (kept by the escalation, after the prediction)" in \
+        (r.predicted.not_modelled_calls or ())
+    again = TuneResult.from_json(json.loads((tmp_path / "out/tune.json").read_text()))
+    assert again.predicted == r.predicted

@@ -275,6 +275,13 @@ def pipeline(env: Env, job: Job, pair: Pair, rec: Record[Any], steps: Steps) -> 
     chk2 = steps.check(env, check_options(target, after_trace))
     rec.write("check_after", "check-after.json", chk2.to_json())
     still = {f.id for f in chk2.findings}
+    # the second trace sees the escalation's kept changes too, which the prediction did not
+    kept = tuple(f"{t.finding} (kept by the escalation, after the prediction)"
+                 for t in rec.result.trials if t.kept)
+    if kept:
+        predicted = replace(predicted, not_modelled_calls=(
+            *(predicted.not_modelled_calls or ()), *kept))
+        rec.save(predicted=predicted)
     rec.save(metadata_calls_per_request=PerRequest(calls, calls_after,
                                                    predicted.metadata_calls_per_request),
              findings_after=tuple(f"{f.severity}: {f.id}" for f in chk2.findings),
