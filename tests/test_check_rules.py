@@ -477,3 +477,12 @@ def test_a_measured_gap_to_local_disk_makes_a_pool_network_bound() -> None:
     (nb,) = [x for x in evaluate(gap) if x.id == "network-bound"]
     assert any("0.575x the throughput of the same code on local disk" in e for e in nb.evidence)
     assert "network-bound" not in ids(dataclasses.replace(f, local_ratio=0.93))
+
+
+def test_a_gap_to_local_disk_is_no_network_evidence_for_local_code() -> None:
+    """A pool on local disk slower than its shadow (another PHP, another machine's load) is
+    not told its time goes to network storage."""
+    mount = MountFact("docroot", "/srv/app", "/", "ext4", "local")
+    f = Facts(pool="www", settings={"opcache.enable": "1"}, docroot="/srv/app", mounts=(mount,),
+              trace=TRACE, local_ratio=0.5)
+    assert not {"network-bound", "code-local-mirror", "opcache-timestamps-off"} & set(ids(f))

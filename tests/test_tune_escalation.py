@@ -25,6 +25,7 @@ from statstorm.cli.tune import render
 from statstorm.commands import apply as apply_cmd, check as check_cmd
 from statstorm.commands import tune as tune_cmd
 from statstorm.env import Env
+from statstorm.errors import RollbackFailed
 from statstorm.model import escalation
 from statstorm.model.applyplan import NAMED_ONLY, POOL_INI, classify
 from statstorm.results.check import CheckResult, Finding, Severity
@@ -41,10 +42,12 @@ def reported_finding(rule_id: str) -> Finding:
 
 def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratios: dict[str, float],
              reported: tuple[str, ...] = escalation.ESCALATION, mirror: bool = True,
-             nothing: tuple[str, ...] = ()) -> tuple[TuneResult, Fakes]:
+             nothing: tuple[str, ...] = (), fakes: Fakes | None = None,
+             raising: dict[str, Exception] | None = None) -> tuple[TuneResult, Fakes]:
     """tune --yes with check reporting `reported`; each phase's ratio from `ratios` (by its
-    label: before, after, with ID); apply of an id in `nothing` makes nothing."""
-    fakes = Fakes(tmp_path)
+    label: before, after, with ID); apply of an id in `nothing` makes nothing, of one in
+    `raising` raises its error."""
+    fakes = fakes or Fakes(tmp_path)
     fakes.checked = []  # type: ignore[attr-defined]
     base = fakes.steps()
 
@@ -61,6 +64,9 @@ def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratios: dict[str, 
         fakes.event("apply --rollback" if opts.rollback else
                     f"apply {','.join(opts.findings) or '--all'}")
         fakes.applied.append(opts)
+        for rule_id in opts.findings:
+            if rule_id in (raising or {}):
+                raise (raising or {})[rule_id]
         mode = (apply_cmd.ApplyMode.ROLLED_BACK if opts.rollback else
                 apply_cmd.ApplyMode.NOTHING if set(opts.findings) & set(nothing)
                 else apply_cmd.ApplyMode.APPLIED)
@@ -236,3 +242,27 @@ def test_the_second_traces_figure_names_the_kept_changes_the_prediction_left_out
         (r.predicted.not_modelled_calls or ())
     again = TuneResult.from_json(json.loads((tmp_path / "out/tune.json").read_text()))
     assert again.predicted == r.predicted
+
+
+def test_a_trial_whose_measurement_fails_is_rolled_back_before_the_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No trial change is left on the pool unrecorded: a measurement that fails (or is
+    stopped) rolls its change back, then the error goes on."""
+    fakes = Fakes(tmp_path)
+    with pytest.raises(KeyError):  # no ratio for "with glusterfs-content-caching": it fails
+        run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.5}, fakes=fakes)
+    ev = fakes.events
+    tried = ev.index(f"apply {CONTENT}")
+    assert ev[tried + 1:tried + 3] == [f"measure with {CONTENT}", "apply --rollback"]
+
+
+def test_a_failed_rollback_ends_the_escalation(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change whose own rollback failed leaves the pool neither as it was nor changed:
+    nothing more is tried on top of it (the error ends the run, as apply's own would)."""
+    fakes = Fakes(tmp_path)
+    with pytest.raises(RollbackFailed):
+        run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.5}, fakes=fakes,
+                 raising={CONTENT: RollbackFailed("the remount failed; the previous files "
+                                                  "are back but the old client did not start")})
+    assert f"apply {OFF}" not in fakes.events

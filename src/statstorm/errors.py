@@ -58,6 +58,11 @@ class ComponentError(StatstormError):
     exit_code = EXIT_FAILURE
 
 
+class RollbackFailed(ComponentError):
+    """A change failed and so did putting the target back: it is neither as it was nor
+    changed (apply's backup set is marked rollback-failed). Nothing may be tried on top."""
+
+
 class Interrupted(StatstormError):
     """Raised from signal handlers (SIGTERM) so cleanup runs as for Ctrl-C."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from statstorm.errors import StatstormError
+from statstorm.errors import RollbackFailed, StatstormError
 from statstorm.model import escalation
 from statstorm.model.applyplan import Change
 from statstorm.results.apply import ApplyMode
@@ -80,6 +80,8 @@ def escalate(record: Any, reported: list[str], mirror: bool, pool: str, after: P
         log(f"{rule_id}: trying it; its price: {price}")
         try:
             tried = tries.apply(rule_id)
+        except RollbackFailed:
+            raise  # the target is not as it was: nothing more is tried on top
         except StatstormError as exc:  # not a change this target takes: said, not fatal
             skipped.append(Skipped(rule_id, f"apply could not make it here ({exc}); "
                                             "not measured"))
@@ -90,7 +92,11 @@ def escalate(record: Any, reported: list[str], mirror: bool, pool: str, after: P
             skipped.append(Skipped(rule_id, not_made(tried)))
             record.save(skipped=tuple(skipped))
             continue
-        phase = tries.measure(f"with {rule_id}")
+        try:
+            phase = tries.measure(f"with {rule_id}")
+        except BaseException:  # a failed or stopped measurement leaves no trial change behind
+            tries.rollback()
+            raise
         trial = judge(rule_id, phase, baseline, price)
         if trial.kept:
             baseline = phase

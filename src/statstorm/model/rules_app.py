@@ -31,7 +31,8 @@ def network_bound_evidence(facts: Facts) -> list[str]:
         out.append(f"{t.network_time_share:.0%} of the traced requests' time is spent in "
                    f"metadata calls on network mounts ({t.network_ms_per_request:g} ms per "
                    "request)")
-    if facts.local_ratio is not None and facts.local_ratio < NETWORK_RATIO:
+    if (facts.local_ratio is not None and facts.local_ratio < NETWORK_RATIO
+            and code_on_network(facts)):
         out.append(f"the pool serves {facts.local_ratio:g}x the throughput of the same code on "
                    f"local disk, measured side by side (below {NETWORK_RATIO:g}x)")
     return out

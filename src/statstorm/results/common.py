@@ -57,7 +57,7 @@ def set_owner(path: Path, uid: int, gid: int) -> None:
     the one it gives."""
     if os.geteuid() != 0:
         return
-    st = path.lstat()
+    st = path.stat()  # chown follows a symlink: the owner of what it points to
     if (st.st_uid, st.st_gid) == (uid, gid):
         return
     try:

@@ -14,7 +14,7 @@ from statstorm import faults
 from statstorm.adapters.apply import backups, pool_config, storage_steps
 from statstorm.adapters.apply.pool_config import ApplyFailed, Target
 from statstorm.env import Env
-from statstorm.errors import ComponentError
+from statstorm.errors import ComponentError, RollbackFailed
 from statstorm.model.applyplan import MOUNT, Change
 from statstorm.results.apply import MIRROR, FileEdit, StorageStep
 from statstorm.results.common import signals_deferred
@@ -75,7 +75,7 @@ def roll_back(env: Env, target: Target, backup: Path, reason: str,
                 storage_steps.undo(env, st, target.lab)
         except (ApplyFailed, ComponentError) as exc:
             _record_or_say(backup, steps, "rollback-failed", f"{reason}; then {exc}")
-            raise ComponentError(f"{reason}; the previous files are back but {exc}: see "
+            raise RollbackFailed(f"{reason}; the previous files are back but {exc}: see "
                                  f"{backup}/manifest.json") from None
         _record_or_say(backup, steps, "rolled-back", reason)
         faults.phase("rollback/marked")

@@ -85,6 +85,12 @@ def _is_ceph_fuse(st: StorageStep) -> bool:
     return bool(st.client_argv) and Path(st.client_argv[0]).name == ceph_client.CLIENT
 
 
+def _is_afsd(st: StorageStep) -> bool:
+    """A step on a lab's afsd.fuse (told by the command line it ran with: a dead client has
+    no cell to find)."""
+    return bool(st.client_argv) and Path(st.client_argv[0]).name == afs_client.CLIENT
+
+
 def volume_step(env: Env, volume: str, options: dict[str, str]) -> StorageStep | str:
     if not shutil.which("gluster"):
         return "the gluster CLI is not on this machine: run it on a server of the volume"
@@ -113,16 +119,19 @@ def do(env: Env, st: StorageStep, lab: str = "") -> None:
         except ComponentError as exc:
             raise StepFailed(str(exc)) from None
         return
-    if afs_client.lab_cell(st.where) is not None:  # a lab's OpenAFS client: restarted
+    if _is_afsd(st):  # a lab's OpenAFS client: restarted
+        st.done = True  # a failed restart is undone: the client started with its old flags
         try:
             st.client_pid = afs_client.restart_with(env, st.where, st.client_argv, st.after)
         except ComponentError as exc:
             raise StepFailed(f"the restart of {st.where}'s AFS client failed ({exc})") from None
-        st.done = True
         if lab:
             labs.record_mount(env, lab, st.after, st.client_pid)
         return
-    if _is_ceph_fuse(st) and ceph_client.lab_cluster(st.where) is not None:  # restarted
+    if _is_ceph_fuse(st):  # a lab's ceph-fuse: restarted
+        if ceph_client.lab_cluster(st.where) is None:
+            raise StepFailed(f"no lab's ceph-fuse serves {st.where} any more: `statstorm lab "
+                             "down` and up again")
         st.done = True  # a failed restart is undone: the client started with its old options
         try:
             st.client_pid = ceph_client.restart_with(env, st.where, st.client_argv, st.after)
@@ -163,7 +172,7 @@ def undo(env: Env, st: StorageStep, lab: str = "") -> None:
                 gluster.set_volume_option(env, st.where, key, value)
             else:
                 gluster.reset_volume_option(env, st.where, key)
-    elif afs_client.lab_cell(st.where) is not None:
+    elif _is_afsd(st):
         pid = afs_client.restore(env, st.where, st.client_argv)
         if lab:
             labs.record_mount(env, lab, st.before, pid)

@@ -355,16 +355,18 @@ def down(env: Env, name: str, *, quiet: bool = False) -> bool:
     mariadb.stop(state.mariadb_pid, mariadb.Instance.under(root))
     mount_point = Path(state.mount_point) if state.mount_point else root / "mnt"
     cell = openafs.Cell(root / openafs.CELL_DIR)
-    if cell.root.exists():  # an OpenAFS lab, however far its up went: client, then servers
-        mount_point = cell.mount_point
-        openafs.unmount(env, cell)
-        openafs.stop(cell, openafs.recorded_pids(cell))
     cluster = ceph.Cluster(root / ceph.CLUSTER_DIR)
-    if cluster.root.exists():  # a CephFS lab, however far its up went: client, then daemons
-        mount_point = cluster.mount_point
-        ceph.unmount(env, cluster)
-        ceph.stop(cluster, ceph.recorded_pids(cluster))
-    delay_path.remove(env, root)  # after the client that ran in its namespace
+    try:
+        if cell.root.exists():  # an OpenAFS lab, however far its up went: client, servers
+            mount_point = cell.mount_point
+            openafs.unmount(env, cell)
+            openafs.stop(cell, openafs.recorded_pids(cell))
+        if cluster.root.exists():  # a CephFS lab, however far its up went: client, daemons
+            mount_point = cluster.mount_point
+            ceph.unmount(env, cluster)
+            ceph.stop(cluster, ceph.recorded_pids(cluster))
+    finally:
+        delay_path.remove(env, root)  # after the client that ran in its namespace
     # `statstorm apply` may have stacked clients with other options: unmount each, top first.
     clients = [pid for pid, _ in mounts.fuse_clients(str(mount_point), GLUSTER_CLIENT)]
     for pid in dict.fromkeys([*clients, state.fuse_client_pid]):
