@@ -277,7 +277,7 @@ def pipeline(env: Env, job: Job, pair: Pair, rec: Record[Any], steps: Steps) -> 
     rec.step(8, f"prove: a second trace and check of {target.label}…")
     after_trace = rec.out / "after.sst.gz"
     calls_after = trace(after_trace.name, "trace_after")
-    chk2 = steps.check(env, check_options(target, after_trace, gap() if job.yes else None))
+    chk2 = steps.check(env, check_options(target, after_trace, gap()))  # --yes only: a dry run ended at step 5
     rec.write("check_after", "check-after.json", chk2.to_json())
     still = {f.id for f in chk2.findings}
     # the second trace sees the escalation's kept changes too, which the prediction did not
