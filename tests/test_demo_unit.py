@@ -85,10 +85,10 @@ class DemoFakes:
             self.event("apply --rollback")
             return apply_cmd.ApplyResult(apply_cmd.ApplyMode.ROLLED_BACK, None)
         self.event(f"apply {','.join(opts.findings) or '--all'}")
-        if MIRROR in opts.findings:  # as apply answers on a lab: a manual step, nothing made
+        if MIRROR in opts.findings:  # as apply answers a lab behind Apache: nothing made
             return apply_cmd.ApplyResult(apply_cmd.ApplyMode.NOTHING, None, [Change(
-                MIRROR, MANUAL, "", "", "copy the code", "a lab's code is its own: a mirror "
-                "is made for a running pool (--pool)")])
+                MIRROR, MANUAL, "", "", "copy the code", "Apache serves this pool: copy the "
+                "code and switch its DocumentRoot by hand")])
         if CONTENT in opts.findings:
             raise UsageError("not on this lab's volume")
         return apply_cmd.ApplyResult(apply_cmd.ApplyMode.APPLIED, None)
@@ -183,7 +183,7 @@ def test_the_escalation_runs_on_the_network_lab_by_name(tmp_path: Path,
     assert [(t.finding, t.kept) for t in r.trials] == [(OFF, True)]
     why = {s.finding: s.why for s in r.skipped}
     assert "apply could not make it here (not on this lab's volume)" in why[CONTENT]
-    assert why[MIRROR].startswith("apply made nothing (nothing: a lab's code is its own")
+    assert why[MIRROR].startswith("apply made nothing (nothing: Apache serves this pool")
     assert OFF in r.applied
     assert "statstorm opcache reset --pool statstorm-dm-net" in r.trials[0].price
     data = json.loads((tmp_path / "out/demo.json").read_text())

@@ -187,7 +187,8 @@ def _change(app: Path) -> list[applyplan.Change]:
 def test_plan_is_a_copy_step_and_the_root_edit(host: Host) -> None:
     changes, steps, _ = mirror.plan(Env(), host.target, _change(host.app))
     (st,) = steps
-    assert st.kind == "mirror" and st.before == {"source": str(host.app)}
+    assert st.kind == "mirror" and st.before == {"source": str(host.app),
+                                                 "under": str(code_mirror.root_dir())}
     assert int(st.after["files"]) == 3 and int(st.after["bytes"]) > 0
     assert "a local copy of 3 files" in st.text()
     (root,) = [c for c in changes if c.kind == NGINX_ROOT]
@@ -227,10 +228,30 @@ def test_http_level_root_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                                                      "/srv/shared", "mirror /srv/shared")])
 
 
-def test_a_lab_or_apache_gets_a_manual_step(host: Host) -> None:
-    host.target.lab = "l1"
+def test_apache_in_front_gets_a_manual_step(host: Host) -> None:
+    host.target.apache_conf = host.conf / "apache2.conf"
     changes, steps, _ = mirror.plan(Env(), host.target, _change(host.app))
     assert not steps and [c.kind for c in changes] == ["manual"]
+    assert "Apache serves this pool" in changes[0].why
+
+
+def test_a_labs_mirror_lives_in_the_lab_and_goes_with_it(host: Host, tmp_path: Path) -> None:
+    """A lab's mirror is made in its own directory (lab down removes it), not under the
+    machine's mirror root; made, read back by check's facts and removed there."""
+    env = Env(state_root=tmp_path / "state")
+    host.target.lab = "l1"
+    changes, (st,), _ = mirror.plan(env, host.target, _change(host.app))
+    under = tmp_path / "state/labs/l1/mirror"
+    assert Path(st.where).parent.parent == under and st.before["under"] == str(under)
+    assert [c.kind for c in changes] == [MIRROR, NGINX_ROOT]
+    mirror.do(env, st)
+    assert (Path(st.where) / "current/doku.php").read_text() == "<?php echo 1;\n"
+    assert not (tmp_path / "mirror").exists()
+    assert code_mirror.facts(str(Path(st.where) / "current")) is None  # not the machine's
+    facts = code_mirror.facts(str(Path(st.where) / "current"), under)
+    assert facts is not None and facts.marker.source == str(host.app)
+    mirror.undo(env, st)
+    assert not Path(st.where).exists()
 
 
 # -- copy, sync, staleness -------------------------------------------------------------------

@@ -4,7 +4,7 @@ proposed (least invasive first) applied alone by name on the target, both sides 
 kept only when the ratio rose by more than `results.trials.KEEP_MARGIN` over the ratio without
 it (`judge`); else rolled back at once. Every change not tried is recorded with why: check did
 not propose it, `--no-mirror`, the ratio already reached, apply made nothing or could not make
-it on this target (a lab's code is its own: no mirror is made for it).
+it on this target (an Apache front: no mirror is switched for it).
 
 The system is reached through `Tries` (apply by name, rollback, measure), which the pipeline
 (commands/demo.py) fills; this module names no verb.

@@ -4,6 +4,9 @@ the nginx servers passing to the pool that serve the mirrored tree; `statstorm a
 writes those like its other nginx edits (`nginx -t`, graceful reload, backup set), so
 `--rollback` puts the roots back byte for byte, reloads, then removes the copy.
 
+A lab takes a mirror too (the demo's escalation ends with it, as tune's does on a pool): its copy
+lives in the lab's own directory, so `lab down` removes it with the lab.
+
 Refused in one line: a root built from variables (which tree it serves is known only per
 request), a root set at `http` level (shared with servers that do not pass to the pool), an
 `alias`, a mirror already there, a disk without room for the copy, a mirror root under a
@@ -16,6 +19,7 @@ import stat
 from pathlib import Path
 
 from statstorm.adapters.apply.pool_config import Target
+from statstorm.adapters.labs import state as labs
 from statstorm.adapters.servers import nginx, nginx_conf
 from statstorm.adapters.storage import code_mirror
 from statstorm.env import Env
@@ -30,8 +34,6 @@ _USER = re.compile(r"^[ \t]*user[ \t]*=[ \t]*([^\s;]+)", re.M)
 
 def cannot(target: Target) -> str:
     """Why apply cannot switch this target's web server to a mirror ('' : it can)."""
-    if target.lab:
-        return "a lab's code is its own: a mirror is made for a running pool (--pool)"
     if target.php_in_apache or target.apache_conf is not None or target.system_apache:
         return ("Apache serves this pool: copy the code and switch its DocumentRoot by hand "
                 "(statstorm switches nginx's root)")
@@ -88,7 +90,8 @@ def plan(env: Env, target: Target, changes: list[Change],
         if not source.is_dir():
             raise UsageError(f"{source} is not a directory: run statstorm check again")
         roots = _roots(target, str(source))
-        dest = Path(mirror_dir(str(code_mirror.root_dir()), target.pool, str(source)))
+        under = where(env, target)
+        dest = Path(mirror_dir(str(under), target.pool, str(source)))
         if dest.exists() or dest.is_symlink():
             raise UsageError(f"{dest} exists: a mirror of {source} is there already "
                              f"(`statstorm mirror sync --pool {target.pool}` refreshes it)")
@@ -100,7 +103,7 @@ def plan(env: Env, target: Target, changes: list[Change],
                              "to a directory other users may enter")
         entries, size = code_mirror.tree_size(source)
         code_mirror.check_space(source, dest, size)
-        steps.append(StorageStep(MIRROR, str(dest), {"source": str(source)},
+        steps.append(StorageStep(MIRROR, str(dest), {"source": str(source), "under": str(under)},
                                  {"pool": target.pool, "files": str(entries),
                                   "bytes": str(size)}))
         out.append(c)
@@ -112,6 +115,12 @@ def plan(env: Env, target: Target, changes: list[Change],
             if Path(r.file) not in target.nginx_files:
                 target.nginx_files.append(Path(r.file))
     return out, steps, []
+
+
+def where(env: Env, target: Target) -> Path:
+    """The directory the target's mirrors go under: a lab's own directory (removed with it),
+    else the machine's mirror root."""
+    return labs.mirror_root(env, target.lab) if target.lab else code_mirror.root_dir()
 
 
 def workers_user(target: Target) -> str:
@@ -140,10 +149,17 @@ def unreachable(dest: Path) -> Path | None:
 def do(env: Env, st: StorageStep) -> None:
     """Make the copy (the step counts as done from its first byte: undo removes it)."""
     st.done = True
-    made = code_mirror.make(Path(st.where), Path(st.before["source"]), st.after.get("pool", ""))
+    made = code_mirror.make(Path(st.where), Path(st.before["source"]), st.after.get("pool", ""),
+                            _under(st))
     st.after.update(files=str(made.marker.files), bytes=str(made.marker.bytes))
     env.log(f"mirror: {made.marker.source} copied to {made.path}/{made.marker.tree} in "
             f"{made.seconds:g} s")
+
+
+def _under(st: StorageStep) -> Path | None:
+    """The root the step's mirror is under (None: the mirror root; a set written before
+    the step recorded it)."""
+    return Path(st.before["under"]) if st.before.get("under") else None
 
 
 def undo(env: Env, st: StorageStep) -> None:
@@ -151,7 +167,7 @@ def undo(env: Env, st: StorageStep) -> None:
         return
     env.log(f"mirror: removing {st.where}")
     try:
-        code_mirror.remove(Path(st.where))
+        code_mirror.remove(Path(st.where), _under(st))
     except OSError as exc:
         raise ComponentError(f"cannot remove {st.where} ({exc.strerror or exc}): remove it by "
                              "hand") from None

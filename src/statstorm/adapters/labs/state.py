@@ -28,6 +28,11 @@ def lab_dir(env: Env, name: str) -> Path:
     return labs_root(env) / name
 
 
+def mirror_root(env: Env, name: str) -> Path:
+    """Where apply puts a lab's local mirror of its code (removed with the lab)."""
+    return lab_dir(env, name) / "mirror"
+
+
 def save(state: LabState) -> None:
     write_json_atomic(Path(state.state_dir) / "lab.json", state.to_json())
 

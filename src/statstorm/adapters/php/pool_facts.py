@@ -111,8 +111,9 @@ def _sites(given: str | None, lab_docroot: str, nginx_sites: tuple[Site, ...],
     """Every site the pool serves: `--docroot`, a lab's own, or each server passing to it."""
     if given:
         return [SiteRoot("option", docroot=given)]
-    if lab_docroot:
-        return [SiteRoot("lab", docroot=lab_docroot)]
+    if lab_docroot:  # as its nginx serves it now (apply may have switched it to a mirror)
+        served = [x.known_docroot for x in nginx_sites if x.known_docroot]
+        return [SiteRoot("lab", docroot=served[0] if served else lab_docroot)]
     out = [SiteRoot("nginx", x.server_names, x.known_docroot, x.docroot_unknown,
                     f"{x.config_file}:{x.config_line}") for x in nginx_sites]
     if apache_docroot:
@@ -263,7 +264,8 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
         pool=pool.name, settings=settings, lab=fpm.lab, handler=str(fpm.handler),
         cli_settings=cli, pm=pm, settings_source=source, fpm_global=fpm_global,
         docroot=docroot, app_root=codetree.app_root(docroot) if docroot else "",
-        mirror=code_mirror.facts(docroot), php_files=tree.php_files if docroot else None,
+        mirror=code_mirror.facts(docroot, labs.mirror_root(env, fpm.lab) if fpm.lab else None),
+        php_files=tree.php_files if docroot else None,
         tree_entries=tree.entries, tree_bytes=tree.bytes,
         user_ini_files=tree.user_ini_files if docroot else None,
         recent_php_files=tree.recent, future_php_files=tree.future, include_path_php=inc_php,

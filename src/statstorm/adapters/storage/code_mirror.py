@@ -71,21 +71,24 @@ def read_marker(mirror: Path) -> MirrorMarker | None:
         return None
 
 
-def _guard(mirror: Path) -> None:
-    """Only a directory of statstorm's, under the mirror root, is ever written or removed."""
-    root = root_dir()
+def _guard(mirror: Path, under: Path | None) -> Path:
+    """Only a directory of statstorm's, under the mirror root (or `under`, a lab's own), is
+    ever written or removed; the root it is under."""
+    root = under or root_dir()
     if not inside(str(mirror), str(root)) or len(mirror.relative_to(root).parts) != 2:
         raise ComponentError(f"{mirror} is not a mirror directory under {root}: remove it by "
                              "hand")
+    return root
 
 
-def make(mirror: Path, source: Path, pool: str) -> MirrorSync:
-    """A new generation of `source` in `mirror` (created 0755 when new), served through
-    `current`; the generations older than the one served before are removed."""
-    _guard(mirror)
+def make(mirror: Path, source: Path, pool: str, under: Path | None = None) -> MirrorSync:
+    """A new generation of `source` in `mirror` (created 0755 when new; under the mirror root,
+    or `under`), served through `current`; the generations older than the one served before
+    are removed."""
+    root = _guard(mirror, under)
     mirror.mkdir(parents=True, exist_ok=True, mode=0o755)
     for d in (mirror, mirror.parent, mirror.parent.parent):
-        if d.stat().st_mode & 0o055 != 0o055 and inside(str(d), str(root_dir())):
+        if d.stat().st_mode & 0o055 != 0o055 and inside(str(d), str(root)):
             d.chmod(0o755)  # the web server and PHP traverse it
     began = time.monotonic()
     synced = time.time()  # before the copy: a file changed meanwhile counts as newer
@@ -114,9 +117,9 @@ def make(mirror: Path, source: Path, pool: str) -> MirrorSync:
     return MirrorSync(str(mirror), marker, previous, round(time.monotonic() - began, 2))
 
 
-def remove(mirror: Path) -> None:
+def remove(mirror: Path, under: Path | None = None) -> None:
     """The mirror directory, whole (and its pool's directory when left empty)."""
-    _guard(mirror)
+    _guard(mirror, under)
     shutil.rmtree(mirror, ignore_errors=True)
     if mirror.exists():
         raise ComponentError(f"cannot remove {mirror}: remove it by hand")
@@ -172,10 +175,11 @@ def newest_php(source: Path, limit: int = NEWEST) -> tuple[tuple[str, float], ..
     return tuple((p, m) for m, p in heapq.nlargest(limit, found))
 
 
-def facts(docroot: str) -> MirrorFacts | None:
-    """The mirror `docroot` is served from, with its network tree's newest PHP files; None
-    when it is not in one (or its marker cannot be read)."""
-    root = os.path.realpath(root_dir())
+def facts(docroot: str, under: Path | None = None) -> MirrorFacts | None:
+    """The mirror `docroot` is served from (under `under`, default the mirror root), with its
+    network tree's newest PHP files; None when it is not in one (or its marker cannot be
+    read)."""
+    root = os.path.realpath(under or root_dir())
     real = os.path.realpath(docroot)
     if not docroot or not inside(real, root) or real == root:
         return None
