@@ -24,7 +24,8 @@ from statstorm.errors import UsageError
 from statstorm.model import applyplan, rules_mirror
 from statstorm.model.applyplan import MIRROR, NGINX_ROOT
 from statstorm.model.checkfacts import Facts, MountFact, TraceFacts
-from statstorm.model.mirror import MirrorFacts, mirror_dir, served_root, stale_files
+from statstorm.model.mirror import (MirrorFacts, mirror_dir, rebased_include_path, served_root,
+                                   stale_files)
 from statstorm.model.rules import evaluate
 from statstorm.results.mirror import MirrorMarker
 
@@ -292,3 +293,27 @@ def test_sync_cli_without_a_mirror_is_one_line(tmp_path: Path,
     res = invoke(["mirror", "sync", "--pool", "www", "--json"], tmp_path)
     assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1
     assert "code-local-mirror" in res.stderr and json.loads(res.stdout)["exit"] == res.returncode
+
+
+# -- include_path into the mirrored tree -----------------------------------------------------
+def test_include_path_entries_in_the_tree_follow_the_mirror(host: Host) -> None:
+    """A pool whose include_path points into the app's tree gets it rebased on the mirror
+    (entries elsewhere kept, order kept); else includes through it still cross the network."""
+    inc = f".:{host.app}/inc:/usr/share/php:{host.app}"
+    (f,) = rules_mirror.code_local_mirror(_facts(app_root=str(host.app), docroot=str(host.app),
+                                                 settings={"include_path": inc}))
+    assert f.change[-1] == f"mirror-include-path {inc}"
+    changes, (st,), _ = mirror.plan(Env(), host.target, applyplan.classify(f))
+    (c,) = [c for c in changes if c.key == "include_path"]
+    cur = f"{st.where}/current"
+    assert (c.kind, c.value, c.current) == (applyplan.POOL_INI,
+                                            f".:{cur}/inc:/usr/share/php:{cur}", inc)
+    assert c.line == f"php_value[include_path] = {c.value}"
+
+
+def test_include_path_outside_the_tree_is_left_alone() -> None:
+    (f,) = rules_mirror.code_local_mirror(_facts(settings={"include_path": ".:/usr/share/php"}))
+    assert f.change[-1] == f"mirror {APP}"
+    assert rebased_include_path(".:/usr/share/php", APP, "/m") == ""
+    assert rebased_include_path(f"{APP}/lib:.", APP, "/m") == "/m/current/lib:."
+    assert rebased_include_path(f"{APP}x/lib", APP, "/m") == ""  # a sibling, not inside

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from statstorm.model import config_edit, fstab_edit
 from statstorm.model.config_edit import ini_value
 from statstorm.model.finding import Finding
+from statstorm.model.mirror import MIRROR_INCLUDE_PATH
 from statstorm.model.network_forecast import FUSE_KEYS, NFS_KEYS
 from statstorm.model.phpsettings import SETTABLE
 from statstorm.results.apply_verify import Measurement
@@ -88,6 +89,7 @@ _PHP_ASSIGN = re.compile(r"^(\$[A-Za-z_]\w*(?:\['[A-Za-z0-9_.-]+'\])*)\s*=\s*"
 _ENV_ASSIGN = re.compile(r"^([A-Z][A-Z0-9_]*)=([A-Za-z0-9_./:-]*)$")
 _YAML_SET = re.compile(r"^([a-z_]+(?:\.[a-z_]+)+): ([A-Za-z0-9_./-]+)$")
 _MIRROR_LINE = re.compile(r"^mirror (/\S*)$")
+_MIRROR_INCLUDE_LINE = re.compile(rf"^{MIRROR_INCLUDE_PATH} (\S+)$")
 _APACHE_HEAD = re.compile(r"^# apache (?:<Directory (/\S*?)>|server config):$")
 _APACHE_LINE = re.compile(r"^(AllowOverride|Options|MaxRequestWorkers|ServerLimit|"
                           r"ThreadsPerChild|MaxConnectionsPerChild)\s+(\S.*)$")
@@ -149,6 +151,10 @@ def classify(f: Finding, settings: dict[str, str] | None = None) -> list[Change]
         mirror = _MIRROR_LINE.match(line)
         if mirror:
             out.append(Change(f.id, MIRROR, "mirror", mirror.group(1), line, f.title))
+            continue
+        inc = _MIRROR_INCLUDE_LINE.match(line)
+        if inc:
+            out.append(Change(f.id, MIRROR, "include_path", inc.group(1), line, f.title))
             continue
         a = (_PHP_ASSIGN if app_file.endswith(".php") else
              _ENV_ASSIGN if app_file.endswith("/.env") else _YAML_SET).match(line)

@@ -20,6 +20,7 @@ MIRROR_ROOT = "/var/local/statstorm/mirror"
 MARKER = "mirror.json"
 CURRENT = "current"
 STALE_SHOWN = 5  # files named in the evidence
+MIRROR_INCLUDE_PATH = "mirror-include-path"  # a change line: the pool's include_path, rebased
 
 
 def mirror_dir(root: str, pool: str, source: str) -> str:
@@ -33,6 +34,16 @@ def served_root(mirror: str, app_root: str, docroot: str) -> str:
     rel = posixpath.relpath(docroot.rstrip("/") or "/", app_root.rstrip("/") or "/")
     cur = posixpath.join(mirror, CURRENT)
     return cur if rel == "." else posixpath.join(cur, rel)
+
+
+def rebased_include_path(include_path: str, app_root: str, mirror: str) -> str:
+    """`include_path` with its entries inside `app_root` pointing at the same place in the
+    mirror's served tree (`current`); '' when no entry is inside it."""
+    entries = include_path.split(":")
+    if not any(e.startswith("/") and inside(e, app_root) for e in entries):
+        return ""
+    return ":".join(served_root(mirror, app_root, e) if e.startswith("/") and inside(e, app_root)
+                    else e for e in entries)
 
 
 def inside(path: str, tree: str) -> bool:

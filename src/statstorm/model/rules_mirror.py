@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from statstorm.model.checkfacts import Facts
 from statstorm.model.finding import Finding, Rule, code_on_network, finding
-from statstorm.model.mirror import STALE_SHOWN, inside, stale_files
+from statstorm.model.mirror import MIRROR_INCLUDE_PATH, STALE_SHOWN, inside, stale_files
 from statstorm.model.rules_app import network_bound_evidence
 from statstorm.results.check import Severity
 
@@ -46,8 +46,18 @@ def code_local_mirror(facts: Facts) -> list[Finding]:
     return [finding(Severity.WARNING, "settings cannot close the gap: serve a local mirror of "
                     "the code, synced at deploy", ev,
                     [f"# a local copy of {app_root} served instead of the network copy; "
-                     f"at every deploy, on every web server: {sync}", f"mirror {app_root}"],
+                     f"at every deploy, on every web server: {sync}", f"mirror {app_root}",
+                     *_include_path_line(facts, app_root)],
                     tradeoff, None, _gain(facts))]
+
+
+def _include_path_line(facts: Facts, app_root: str) -> list[str]:
+    """The pool's include_path, when entries of it are in the mirrored tree: apply points
+    them at the mirror too (else includes through them still cross the network)."""
+    path = facts.settings.get("include_path", "")
+    if not any(e.startswith("/") and inside(e, app_root) for e in path.split(":")):
+        return []
+    return [f"{MIRROR_INCLUDE_PATH} {path}"]
 
 
 def _gain(facts: Facts) -> str:

@@ -24,8 +24,8 @@ from statstorm.adapters.servers import nginx, nginx_conf
 from statstorm.adapters.storage import code_mirror
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
-from statstorm.model.applyplan import MANUAL, MIRROR, NGINX_ROOT, Change
-from statstorm.model.mirror import inside, mirror_dir, served_root
+from statstorm.model.applyplan import MANUAL, MIRROR, NGINX_ROOT, POOL_INI, Change
+from statstorm.model.mirror import inside, mirror_dir, rebased_include_path, served_root
 from statstorm.results.apply import StorageStep
 
 
@@ -81,7 +81,8 @@ def plan(env: Env, target: Target, changes: list[Change],
     (so they are tested with `nginx -t` and nginx reloads)."""
     out = [c for c in changes if c.kind != MIRROR]
     steps: list[StorageStep] = []
-    for c in (c for c in changes if c.kind == MIRROR):
+    paths = [c for c in changes if c.kind == MIRROR and c.key == "include_path"]
+    for c in (c for c in changes if c.kind == MIRROR and c.key != "include_path"):
         why = cannot(target)
         if why:
             out.append(Change(c.finding, MANUAL, "", "", c.line, why))
@@ -114,6 +115,12 @@ def plan(env: Env, target: Target, changes: list[Change],
                               f"{r.file}:{r.line}"))
             if Path(r.file) not in target.nginx_files:
                 target.nginx_files.append(Path(r.file))
+        for p in paths:  # includes through the pool's include_path: from the mirror too
+            new = rebased_include_path(p.value, str(source), str(dest))
+            if new:
+                out.append(Change(c.finding, POOL_INI, "include_path", new,
+                                  f"php_value[include_path] = {new}",
+                                  "include_path served from the local mirror", p.value))
     return out, steps, []
 
 
