@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from statstorm.adapters.apply import backups
-from statstorm.adapters.labs import apache_lab, phpfpm, state as labs
+from statstorm.adapters.labs import apache_lab, phpfpm, shadow, state as labs
 from statstorm.adapters.php import fpm_master, php_targets, server_php, target
 from statstorm.adapters.servers import nginx, nginx_conf
 from statstorm.adapters.storage import fstab
@@ -117,10 +117,36 @@ def resolve(env: Env, *, lab: str | None, pool: str | None, url: str = "",
                   pid_file=pid_file, fpm_conf=conf)
 
 
+def master_defines(argv: list[str]) -> dict[str, str]:
+    """The `-d KEY=VALUE` options of a php-fpm master's command line (`Target.fpm_argv`: a
+    lab's carries its ini overrides; a running pool's title hides them, so none is known)."""
+    defines, _ = shadow.master_ini(php_targets.settings_args(argv))
+    return defines
+
+
+def overridden(target: Target, change: Change) -> Change | None:
+    """`change` made manual when the master's `-d` for its key would beat the file apply
+    writes (php.ini, conf.d and the lab's ini file are read before -d; a pool's
+    php_admin_value is set after it, so POOL_INI changes are not affected)."""
+    if change.kind != MASTER_INI or target.php_in_apache:
+        return None
+    defines = master_defines(target.fpm_argv)
+    if change.key not in defines:
+        return None
+    given = f"-d {change.key}={defines[change.key]}"
+    how = (f"recreate the lab without `--php-ini {change.key}={defines[change.key]}`"
+           if target.lab else f"remove `{given}` from the master's command line and restart it")
+    return Change(change.finding, MANUAL, change.key, change.value, change.line,
+                  f"the php-fpm master runs with `{given}`, which overrides any ini file: "
+                  f"{how}", change.current)
+
+
 def plan_edits(target: Target, changes: list[Change]) -> tuple[list[Change], list[FileEdit]]:
-    """The file edits that carry `changes`; changes with no file to go to become manual."""
+    """The file edits that carry `changes`; changes with no file to go to, or that the
+    master's `-d` options would override, become manual."""
     out: list[Change] = []
     for c in changes:
+        c = overridden(target, c) or c
         if target.php_in_apache and c.kind == POOL_INI:  # no pool: the lab's ini file
             c = dataclasses.replace(c, kind=MASTER_INI)
         if target.php_in_apache and c.kind == POOL:

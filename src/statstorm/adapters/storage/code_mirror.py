@@ -4,9 +4,13 @@ re-synced and removed, and read back as check's facts.
 A sync copies the network tree into a new generation directory beside the one served, then
 switches the `current` symlink to it with one rename (atomic: a request sees the old tree or
 the new one, never a half-copied tree), then writes the marker. In place (rsync-like) would
-need half the disk but lets a request read a mix of old and new files while it runs. The
-generation served before is kept until the next sync: PHP's realpath cache resolves
-`current` to it for up to realpath_cache_ttl, so workers may still read it."""
+need half the disk but lets a request read a mix of old and new files while it runs.
+
+A worker that resolved `current` before the switch keeps its realpath cache entry (and
+OPcache its entry for the path) for up to realpath_cache_ttl, so it keeps serving the
+generation served before: `statstorm mirror sync` reloads the pool, then removes that
+generation once no process holds a file or directory in it (`holders`); without the reload
+it is kept until the next sync."""
 
 from __future__ import annotations
 
@@ -117,6 +121,44 @@ def make(mirror: Path, source: Path, pool: str, under: Path | None = None) -> Mi
     return MirrorSync(str(mirror), marker, previous, round(time.monotonic() - began, 2))
 
 
+def holders(tree: Path, proc: Path = Path("/proc")) -> list[int]:
+    """The processes whose working directory, root or an open file is inside `tree`."""
+    real = os.path.realpath(tree)
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        links = [entry / "cwd", entry / "root"]
+        try:
+            links += list((entry / "fd").iterdir())
+        except OSError:
+            pass  # gone, or not ours to read
+        for link in links:
+            try:
+                target = os.readlink(link)
+            except OSError:
+                continue
+            if target != "/" and inside(target, real):
+                found.append(int(entry.name))
+                break
+    return sorted(found)
+
+
+def remove_generation(mirror: Path, name: str) -> list[int]:
+    """Remove the generation `name` of `mirror` unless `current` points to it or a process
+    holds something in it: those processes' PIDs then (nothing removed)."""
+    _guard(mirror, None)
+    tree = mirror / name
+    cur = mirror / CURRENT
+    if not name.startswith("tree-") or "/" in name or not tree.is_dir() or \
+            (cur.is_symlink() and os.readlink(cur) == name):
+        return []
+    held = holders(tree)
+    if not held:
+        shutil.rmtree(tree, ignore_errors=True)
+    return held
+
+
 def remove(mirror: Path, under: Path | None = None) -> None:
     """The mirror directory, whole (and its pool's directory when left empty)."""
     _guard(mirror, under)
@@ -134,15 +176,20 @@ def of_pool(pool: str) -> list[Path]:
     return sorted(m.parent for m in (root_dir() / pool).glob(f"*/{MARKER}"))
 
 
-def sync(pool: str, ready: threading.Event | None = None) -> list[MirrorSync]:
-    """Every mirror of `pool` copied anew from its network tree (see the module's note);
-    `ready` is set once they are found and checked, before the first copy."""
+def require(pool: str) -> list[Path]:
+    """The mirrors of `pool`; UsageError, naming how to make one, when there is none."""
     found = of_pool(pool)
     if not found:
         raise UsageError(f"no mirror of pool {pool} under {root_dir()}: make one with "
                          f"`statstorm apply --pool {pool} code-local-mirror --yes`")
+    return found
+
+
+def sync(pool: str, ready: threading.Event | None = None) -> list[MirrorSync]:
+    """Every mirror of `pool` copied anew from its network tree (see the module's note);
+    `ready` is set once they are found and checked, before the first copy."""
     checked = []
-    for mirror in found:
+    for mirror in require(pool):
         if not os.access(mirror, os.W_OK):
             raise PrivilegeError(f"cannot write {mirror}: run statstorm mirror sync as root")
         marker = read_marker(mirror)
