@@ -19,14 +19,17 @@ from test_tune_unit import PREDICTION, RootEnv, phase
 
 from statstorm.adapters.labs import lab_build
 from statstorm.commands import apply as apply_cmd, check as check_cmd, demo as demo_cmd
+from statstorm.commands import run_record
 from statstorm.commands.pair import Pair
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.model import escalation
 from statstorm.model.applyplan import MANUAL, Change
 from statstorm.results.check import CheckResult
-from statstorm.results.demo import DemoResult, Phase
+from statstorm.results.demo import DemoResult, Phase, Round, Side
+from statstorm.report.page import build
 from statstorm.results.lab import LabState
+from statstorm.results.result_files import load_all
 
 CONTENT, OFF, MIRROR = escalation.ESCALATION
 
@@ -103,10 +106,10 @@ class DemoFakes:
         self.events.append("report")
 
     def steps(self, **kw: Any) -> demo_cmd.DemoSteps:
-        return demo_cmd.DemoSteps(up=self.up, down=self.down, measure=self.measure,
-                                  trace=self.trace, check=self.check, predict=self.predict,
-                                  apply=self.apply, mirror=self.mirror,
-                                  **{"report": self.report, **kw})
+        return demo_cmd.DemoSteps(up=self.up, down=self.down, trace=self.trace,
+                                  check=self.check, predict=self.predict, apply=self.apply,
+                                  mirror=self.mirror, **{"report": self.report,
+                                                         "measure": self.measure, **kw})
 
 
 def run(tmp_path: Path, fakes: DemoFakes, monkeypatch: pytest.MonkeyPatch,
@@ -205,3 +208,78 @@ def test_report_html_is_written_from_demo_json(tmp_path: Path,
 def test_demo_steps_are_the_pipelines_with_the_labs() -> None:
     names = {f.name for f in dataclasses.fields(demo_cmd.DemoSteps)}
     assert names == {f.name for f in dataclasses.fields(demo_cmd.Steps)} | {"up", "down"}
+
+
+def test_step_7_is_said_and_its_fault_point_passed_before_its_re_check(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below 0.90x after apply --all, step 7 begins (its `[7/8]` line, saying it re-checks,
+    and its fault point `demo/step-7`) before check runs again with the measured gap; the
+    escalation's own line follows as a plain line, and the step is begun once."""
+    fakes = DemoFakes(tmp_path, ratios={"before": 0.2, "after": 0.5, f"with {OFF}": 0.7},
+                      reported=escalation.ESCALATION)
+    monkeypatch.setattr(run_record.faults, "phase", lambda point: fakes.events.append(point))
+    run(tmp_path, fakes, monkeypatch)
+    ev = fakes.events
+    at = ev.index("demo/step-7")
+    assert ev[at + 1].startswith("say [7/8] escalation: re-checking lab dm-net with the ratio "
+                                 "measured after apply --all (0.5x of lab dm-local, below 0.9x)")
+    assert ev[at + 2] == "check" and "check" not in ev[ev.index("measure after") + 1:at]
+    assert ev[at + 3].startswith(f"say escalation: {CONTENT}, {OFF}, {MIRROR} tried one at a "
+                                 "time")
+    assert ev.count("demo/step-7") == 1 and sum(e.startswith("say [7/8]") for e in ev) == 1
+    assert [e for e in ev if e.startswith("demo/step-")] == [
+        f"demo/step-{n}" for n in range(1, demo_cmd.STEPS + 1)]
+    assert (tmp_path / "out" / "check-escalation.json").is_file()
+
+
+def test_the_final_phase_is_in_demo_json_and_the_report_headline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change kept by the escalation: demo.json's `final` is its phase, labelled by it; the
+    report's headline states that figure, names apply --all and the kept change, and keeps
+    the `after apply --all` figure beside it; demo.json reads back the same."""
+    fakes = DemoFakes(tmp_path, ratios={"before": 0.2, "after": 0.5, f"with {OFF}": 0.7},
+                      reported=escalation.ESCALATION)
+
+    def measure(env: Env, local: Any, network: Any, load: Any, label: str, say: Any) -> Phase:
+        p = fakes.measure(env, local, network, load, label, say)  # 20 round trips a request
+        return Phase(p.local, Side((Round(70, 30, 90, 0, 40, 200),))) if OFF in label else p
+    r = run(tmp_path, fakes, monkeypatch, report=demo_cmd.Steps().report, measure=measure)
+    final = r.final()
+    assert final is not None and final.phase is r.trials[0].phase and final.kept == (OFF,)
+    assert final.label == f"with {OFF} kept"
+    data = json.loads((tmp_path / "out/demo.json").read_text())
+    assert data["final"] == {"ratio_rps": 0.7, "ratio_p99": 4.5, "round_trips_per_request": 5.0,
+                             "label": f"with {OFF} kept", "kept": [OFF]}
+    again = DemoResult.from_json(data)
+    assert again == r and again.final() == final
+    old = {k: v for k, v in data.items() if k != "final"}  # written before the key
+    assert DemoResult.from_json(old) == r
+    page = build(load_all([tmp_path / "out/demo.json"]))
+    verdict = page.headline.verdict
+    assert verdict.startswith("GlusterFS 0.20x local throughput before, 0.70x at the end")
+    assert f"by apply --all, then {OFF} kept by the escalation" in verdict
+    assert "(0.50x after apply --all alone)" in verdict
+    assert f"75% fewer network round trips per request (20.0 → 5.00, with {OFF} kept)" in verdict
+    html_text = (tmp_path / "out/report.html").read_text()
+    assert "0.70x at the end" in html_text
+    assert ("Ended at 0.70x local throughput, p99 4.50x local, by apply --all, then "
+            f"{OFF} kept by the escalation (0.50x after apply --all alone)") in html_text
+    rows = {row[0]: row for row in page.outcome.rows}
+    assert rows["throughput, network / local"][3] == "0.50x"  # after apply --all, still shown
+    assert rows[f"throughput, network / local, with {OFF} kept"][3] == "0.70x"
+    assert rows[f"network round trips per request, with {OFF} kept"][1:4] == ("20.0", "–", "5.00")
+
+
+def test_without_a_kept_change_the_run_ends_after_apply_all(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fakes = DemoFakes(tmp_path, ratios={"before": 0.2, "after": 0.5, f"with {OFF}": 0.51},
+                      reported=escalation.ESCALATION)
+    r = run(tmp_path, fakes, monkeypatch)
+    final = r.final()
+    assert [t.kept for t in r.trials] == [False]
+    assert final is not None and final.phase == r.after and final.kept == ()
+    data = json.loads((tmp_path / "out/demo.json").read_text())
+    assert data["final"]["label"] == "after apply --all" and data["final"]["ratio_rps"] == 0.5
+    verdict = build(load_all([tmp_path / "out/demo.json"])).headline.verdict
+    assert "0.50x after apply --all" in verdict
+    assert "the escalation kept none of the 1 change(s) it tried" in verdict

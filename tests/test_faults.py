@@ -288,7 +288,7 @@ def rollback_case(home: Path, tmp: Path, served: dict[str, str], every: bool = F
     return sweep_faults(args, home, tmp, extra, before=applied, found=found, every=every)
 
 
-DEMO_STEPS = 7
+DEMO_STEPS = 8  # the demo's `[n/8]` steps, each passing its fault point `demo/step-N` once
 
 
 def demo_case(home: Path, tmp: Path, every: bool = False) -> Outcome:
@@ -302,6 +302,9 @@ def demo_case(home: Path, tmp: Path, every: bool = False) -> Outcome:
             "--name", name, "-o", str(out)]
     if every:
         found = fault_runs.points(args, home, tmp)
+        steps = [p for p, _ in found if p.startswith("demo/step-")]
+        assert steps == [f"demo/step-{n}" for n in range(1, DEMO_STEPS + 1)], steps
+        assert all(n == 1 for p, n in found if p in steps), found
     else:
         # step 3's trace runs in a thread: stopped there, its loader and spool must go too
         found = [("trace/recording", 1), ("demo/step-5", 1), ("write", 1)]

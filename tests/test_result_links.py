@@ -92,12 +92,24 @@ def test_a_finished_demo_names_its_page_and_the_report_reads_past_it(tmp_path: P
 
 
 def test_demo_json_round_trips_byte_for_byte() -> None:
+    """The golden demo.json files were written before the `final` key: read, they write back
+    byte for byte with it added, the phase they ended at (`after`: no escalation then)."""
     found = sorted(FIX.glob("**/demo*.json"))
     assert found
     for p in found:
         text = p.read_text()
-        again = json.dumps(DemoResult.from_json(json.loads(text)).to_json(), indent=2) + "\n"
-        assert again == text, p
+        data = json.loads(text)
+        assert "final" not in data
+        out = DemoResult.from_json(data).to_json()
+        final = out.pop("final")
+        assert json.dumps(out, indent=2) + "\n" == text, p
+        after = data["after"]
+        assert final == (None if after is None else {
+            "ratio_rps": after["ratio_rps"], "ratio_p99": after["ratio_p99"],
+            "round_trips_per_request": after["network"]["round_trips_per_request"],
+            "label": "after apply --all", "kept": []}), p
+        again = json.loads(json.dumps(DemoResult.from_json(data).to_json()))
+        assert DemoResult.from_json(again).to_json() == again  # with the key: read past it
 
 
 def test_a_demo_cut_short_round_trips(tmp_path: Path) -> None:
@@ -108,7 +120,8 @@ def test_a_demo_cut_short_round_trips(tmp_path: Path) -> None:
         cut = {**data, "metadata_calls_per_request": {"before": 12}, "predicted": {},
                "predicted_at": None, **{k: None for k in keep}}
         assert DemoResult.from_json(cut).to_json() == {
-            **cut, "round_trips_per_request": DemoResult.from_json(cut).round_trips().to_json()}
+            **cut, "round_trips_per_request": DemoResult.from_json(cut).round_trips().to_json(),
+            "final": None}  # no `after`: no phase the run ended at
 
 
 def test_a_damaged_demo_json_is_one_usage_error(tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ from statstorm.model import escalation
 from statstorm.model.applyplan import NAMED_ONLY, POOL_INI, classify
 from statstorm.results.check import CheckResult, Finding, Severity
 from statstorm.results.demo import Phase, Round, Side
+from statstorm.report.page import build
+from statstorm.results.result_files import load_all
 from statstorm.results.tune import Skipped, TuneResult, judge
 
 CONTENT, OFF, MIRROR = escalation.ESCALATION
@@ -136,11 +138,40 @@ def test_each_is_tried_alone_kept_or_rolled_back_until_the_target(
     assert off.ratio_without == 0.5 and mirror.ratio_without == 0.6  # judged on the last kept
     assert "statstorm mirror sync --pool www" in mirror.price
     assert r.applied[-2:] == (OFF, MIRROR) and CONTENT not in r.applied
-    assert r.final() is mirror.phase and r.skipped == ()
+    final = r.final()
+    assert final is not None and final.phase is mirror.phase and r.skipped == ()
+    assert final.kept == (OFF, MIRROR) and final.label == f"with {OFF} and {MIRROR} kept"
     data = json.loads((tmp_path / "out/tune.json").read_text())
     assert [t["finding"] for t in data["measure_first"]] == [CONTENT, OFF, MIRROR]
     assert data["measure_first"][2]["price"].startswith("a copy of the code")
     assert TuneResult.from_json(data).trials == r.trials
+    assert data["final"] == {"ratio_rps": 0.97, "ratio_p99": mirror.phase.ratio_p99,
+                             "round_trips_per_request": 20.0,
+                             "label": f"with {OFF} and {MIRROR} kept", "kept": [OFF, MIRROR]}
+    assert TuneResult.from_json(data).final() == final
+    old = {k: v for k, v in data.items() if k != "final"}  # a tune.json written before the key
+    assert TuneResult.from_json(old) == TuneResult.from_json(data)
+
+
+def test_the_report_reads_tune_json_with_its_trials_and_final_figure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`statstorm report tune.json` draws the run as a demo: the trials and skipped changes
+    carried over, the headline stating the ratio the pool ended at and what got it there."""
+    r, _ = run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.5,
+                                            f"with {CONTENT}": 0.51, f"with {OFF}": 0.6,
+                                            f"with {MIRROR}": 0.97}, mirror=False)
+    demo = r.as_demo()
+    assert demo.trials == r.trials and demo.skipped == r.skipped != ()
+    assert demo.final() == r.final()
+    page = build(load_all([tmp_path / "out/tune.json"]))
+    verdict = page.headline.verdict
+    assert "0.10x local throughput before, 0.60x at the end" in verdict
+    assert f"by apply --all, then {OFF} kept by the escalation (0.50x after apply --all " \
+        "alone)" in verdict
+    (sec,) = [s for s in page.sections if s.id.startswith("demo-")]
+    (esc,) = [t for t in sec.tables if "escalation" in t.caption]
+    assert [(row[0], row[4]) for row in esc.rows] == [(CONTENT, "rolled back"), (OFF, "kept"),
+                                                      (MIRROR, "not tried")]
 
 
 def test_the_escalation_stops_once_the_pool_reaches_the_target(

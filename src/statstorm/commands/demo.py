@@ -262,9 +262,12 @@ def pipeline(env: Env, job: Job, pair: Pair, rec: Record[Any], steps: Steps) -> 
         kept = [t for t in rec.result.trials if t.kept]
         ratio = kept[-1].phase.ratio_rps if kept else after.ratio_rps
         return None if escalation.reached(ratio) else ratio
-    reported = chk
-    if gap() is not None:
-        reported = steps.check(env, check_options(target, trace_path, gap()))
+    reported, below = chk, gap()
+    if below is not None:  # step 7's line (and fault point) first, then its re-check
+        rec.step(7, f"escalation: re-checking {target.label} with the ratio measured after "
+                    f"apply --all ({below:g}x of {pair.reference.label}, below "
+                    f"{escalation.TARGET_RATIO:g}x)…")
+        reported = steps.check(env, check_options(target, trace_path, below))
         rec.write("check_escalation", "check-escalation.json", reported.to_json())
     escalate(rec, [f.id for f in reported.findings], job.mirror, target.pool_name, after,
              Tries(apply=lambda i: steps.apply(env, on_target(findings=(i,), yes=True,
@@ -272,7 +275,7 @@ def pipeline(env: Env, job: Job, pair: Pair, rec: Record[Any], steps: Steps) -> 
                                                                local_ratio=gap())),
                    rollback=lambda: steps.apply(env, on_target(rollback=True)),
                    measure=measure, write=write),
-             lambda text: rec.step(7, text), rec.log)
+             rec.log if below is not None else lambda text: rec.step(7, text), rec.log)
 
     rec.step(8, f"prove: a second trace and check of {target.label}…")
     after_trace = rec.out / "after.sst.gz"

@@ -57,7 +57,9 @@ def escalate(record: Any, reported: list[str], mirror: bool, pool: str, after: P
              tries: Tries, step: Callable[[str], None], log: Callable[[str], None]) -> None:
     """Step 7 of the pipeline: the trials and the changes skipped, saved in `record` (a
     run_record.Record of a result with `trials`, `skipped` and `applied`) as they come; `pool`
-    names the target in each change's price (`statstorm opcache reset --pool POOL`)."""
+    names the target in each change's price (`statstorm opcache reset --pool POOL`). `step`
+    says what is tried: step 7's `[7/8]` line, or a plain line when the pipeline began the
+    step itself (its re-check of the target, said before it runs)."""
     todo, left_out = escalation.plan(reported, mirror)
     skipped = [Skipped(i, why) for i, why in left_out]
     baseline = after

@@ -149,11 +149,22 @@ def outcome(demo_data: DemoData | None, whatifs: list[tuple[str, WhatifResult]],
                          _marked(fmt(rt.predicted), marks[1]), fmt(rt.after),
                          "demo (forecast of the mount and app changes; volume profile)"))
         out.notes += prediction_fit.closing_notes(calls, rt, demo.predicted)
+        end = demo.final()
         for ratio, what in ((ratio_rps, "throughput, network / local"),
                             (ratio_p99, "p99 latency, network / local")):
             rb, ra = ratio(demo.before), ratio(demo.after)
             out.rows.append((what, f"{fmt(rb)}x" if rb else "–", "–",
-                             f"{fmt(ra)}x" if ra else "–", "demo (medians of the rounds)"))
+                             f"{fmt(ra)}x" if ra else "–", "demo (medians of the rounds; "
+                             "after apply --all)"))
+            if end is not None and end.kept:
+                if ratio is ratio_rps:
+                    out.rows.append((f"network round trips per request, {end.label}",
+                                     fmt(rt.before), "–", fmt(end.round_trips_per_request),
+                                     "demo (the escalation's last kept change)"))
+                rf = ratio(end.phase)
+                out.rows.append((f"{what}, {end.label}", f"{fmt(rb)}x" if rb else "–", "–",
+                                 f"{fmt(rf)}x" if rf else "–",
+                                 "demo (the escalation's last kept change, medians)"))
     for name, w in whatifs:
         cur, prop = (side.per_request.get("total") for side in (w.current, w.proposed))
         measured = trace_totals[-1][1] if len(trace_totals) > 1 else None
@@ -183,15 +194,16 @@ def headline(host: str, trace_totals: list[tuple[str, float]], n_findings: dict[
         d = as_demo(demo)
         app = APPS.get(d.app, d.app)
         st = STORAGES.get(d.storage, d.storage)
-        rb, ra = ratio_rps(d.before), ratio_rps(d.after)
+        rb, end = ratio_rps(d.before), d.final()
         rt = d.round_trips()
         parts = []
         if rb:
-            parts.append(f"{st} {rb:.2f}x local throughput before" +
-                         (f", {ra:.2f}x after" if ra else " (no after measurement)"))
-        if rt.before and rt.after is not None:
-            parts.append(f"{fewer(rt.before, rt.after)} network round trips per request "
-                         f"({fmt(rt.before)} → {fmt(rt.after)})")
+            parts.append(f"{st} {rb:.2f}x local throughput before" + final_text(d))
+        rt_end = end.round_trips_per_request if end is not None else None
+        if rt.before and rt_end is not None:
+            at = f", {end.label}" if end is not None and end.kept else ""
+            parts.append(f"{fewer(rt.before, rt_end)} network round trips per request "
+                         f"({fmt(rt.before)} → {fmt(rt_end)}{at})")
         calls = d.metadata_calls_per_request
         if calls.before and calls.after is not None:
             parts.append(f"{fewer(calls.before, calls.after)} metadata calls per request")
@@ -243,14 +255,34 @@ def headline(host: str, trace_totals: list[tuple[str, float]], n_findings: dict[
     return Headline("statstorm results", on, "nothing measured to compare.")
 
 
+def final_text(d: DemoResult) -> str:
+    """The headline's figures after `before`: the ratio the run ended at and what got it there
+    (apply --all, then the escalation's kept changes by name), the `after apply --all` one
+    beside it when the escalation kept a change."""
+    end, ra = d.final(), ratio_rps(d.after)
+    if end is None or end.phase.ratio_rps is None or ra is None:
+        return " (no after measurement)"
+    p99 = end.phase.ratio_p99
+    tail = f" (p99 {p99:.2f}x local)" if p99 else ""
+    if not end.kept:
+        tried = len(d.trials)
+        return (f", {ra:.2f}x after apply --all{tail}"
+                + (f"; the escalation kept none of the {tried} change(s) it tried" if tried
+                   else ""))
+    return (f", {end.phase.ratio_rps:.2f}x at the end{tail}, by {end.how} "
+            f"({ra:.2f}x after apply --all alone)")
+
+
 # -- sections of the verbs that change things -------------------------------------------------
 def demo_section(name: str, data: DemoData) -> Section:
     d = as_demo(data)
     sec = Section(f"demo-{slug(name)}", "Demo: before and after the fix")
     sec.intro.append("Labs: " + "; ".join(f"{role} {lab.name} ({lab.url})"
                                           for role, lab in d.labs.items()) + ".")
-    phases = d.phases()
+    phases = d.phases() + [(f"with {t.finding}" + ("" if t.kept else " (rolled back)"), t.phase)
+                           for t in d.trials]
     storage = STORAGES.get(d.storage, d.storage)
+    escalation_part(d, sec)
     for key, what, unit in (("rps", "throughput", "requests/s"), ("p99_ms", "p99 latency", "ms")):
         series: list[tuple[str, list[float | None]]] = []
         errs: list[list[tuple[float, float] | None]] = []
@@ -286,6 +318,25 @@ def demo_section(name: str, data: DemoData) -> Section:
         sec.intro.append("Left to do by hand: " + "; ".join(d.manual) + ".")
     sec.intro += [f"note: {n}" for n in d.notes]
     return sec
+
+
+def escalation_part(d: DemoResult, sec: Section) -> None:
+    """Where the run ended (`final`), and each change the escalation tried or skipped."""
+    end = d.final()
+    if end is not None and end.phase.ratio_rps is not None:
+        figures = (f"{fmt(end.phase.ratio_rps)}x local throughput, p99 "
+                   f"{fmt(end.phase.ratio_p99)}x local")
+        sec.intro.append(f"Ended at {figures}, by {end.how} ({fmt(ratio_rps(d.after))}x after "
+                         "apply --all alone)." if end.kept
+                         else f"Ended after apply --all: {figures}.")
+    rows = [(t.finding, f"{fmt(t.ratio_without)}x", f"{fmt(t.ratio_with)}x",
+             f"{fmt(t.phase.ratio_p99)}x", "kept" if t.kept else "rolled back", t.why,
+             t.price if t.kept else "") for t in d.trials]
+    rows += [(x.finding, "–", "–", "–", "not tried", x.why, "") for x in d.skipped]
+    if rows:
+        sec.tables.append(Table("Demo: the escalation after apply --all, each change alone",
+                                ("change", "ratio without", "ratio with", "p99 ratio with",
+                                 "verdict", "why", "its price"), rows, numeric=False))
 
 
 def whatif_section(name: str, w: WhatifResult) -> Section:

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from statstorm.results import jsonread as jr
 from statstorm.results.jsontypes import JsonObject as JsonObject, JsonValue
-from statstorm.results.trials import Skipped, Trial, trials_json
+from statstorm.results.trials import Final as Final, Skipped, Trial, final_of, trials_json
 from statstorm.results.measurements import (STAGES as STAGES, PerRequest as PerRequest,
                                             Phase as Phase, Prediction as Prediction,
                                             Round as Round, Side as Side)
@@ -107,6 +107,11 @@ class DemoResult:
                           self.after.network.round_trips_per_request if self.after else None,
                           self.predicted.round_trips_per_request if self.predicted else None)
 
+    def final(self) -> Final | None:
+        """The phase the run ended at and its label: `after` (apply --all), or the last kept
+        escalation trial's, with every kept change made; None before `after`."""
+        return final_of(self.after, self.trials)
+
     def phases(self) -> list[tuple[str, Phase]]:
         return [(name, p) for name, p in (("before", self.before), ("after", self.after))
                 if p is not None]
@@ -126,6 +131,7 @@ class DemoResult:
                 "before": self.before.to_json() if self.before else None,
                 "after": self.after.to_json() if self.after else None,
                 "round_trips_per_request": self.round_trips().to_json(),
+                "final": final.to_json() if (final := self.final()) is not None else None,
                 "metadata_calls_per_request": self.metadata_calls_per_request.to_json(),
                 "predicted": self.predicted.to_json() if self.predicted else {},
                 "predicted_at": self.predicted_at,
@@ -144,7 +150,8 @@ class DemoResult:
 
     @classmethod
     def from_json(cls, data: Json) -> DemoResult:
-        """A demo.json's content; ValueError naming the key when it is not one."""
+        """A demo.json's content; ValueError naming the key when it is not one. Its `final`
+        (absent before it was written) is derived from `after` and the trials, not read."""
         d = jr.obj(data, "demo.json")
         labs = {role: Lab(jr.str_(lab, "name"), jr.str_(lab, "url"))
                 for role, v in jr.sub(d, "labs").items() for lab in (jr.obj(v, "lab"),)}

@@ -1,6 +1,7 @@
 """The escalation's changes (model/escalation.py) as demo.json and tune.json record them: each
 tried (`Trial`: applied alone, both sides measured again, kept or rolled back, judged by
-`judge`) and each not tried, with why (`Skipped`).
+`judge`), each not tried, with why (`Skipped`), and the phase the run ended at (`Final`: after
+`apply --all`, or with the escalation's kept changes made).
 """
 
 from __future__ import annotations
@@ -85,6 +86,51 @@ class Skipped:
     def from_json(cls, data: JsonValue) -> Skipped:
         d = jr.obj(data, "escalation_skipped entry")
         return cls(jr.str_(d, "finding"), jr.str_(d, "why"))
+
+
+@dataclass(frozen=True)
+class Final:
+    """The phase a run ended at, and what got it there: `apply --all` (the `after` phase) and
+    the escalation's changes kept, in the order kept (the last kept trial's phase, measured
+    with every one of them made). Derived from `after` and the trials (`final_of`), so a
+    result file's `final` key is written for its readers and never read back."""
+
+    phase: Phase
+    kept: tuple[str, ...] = ()  # the escalation's changes kept ((): apply --all alone)
+
+    @property
+    def label(self) -> str:
+        """`after apply --all`, or `with A and B kept`."""
+        return f"with {_and(self.kept)} kept" if self.kept else "after apply --all"
+
+    @property
+    def how(self) -> str:
+        """What got the target there: `apply --all`, then the escalation's kept changes."""
+        return ("apply --all" + (f", then {_and(self.kept)} kept by the escalation"
+                                 if self.kept else ""))
+
+    @property
+    def round_trips_per_request(self) -> float | None:
+        return self.phase.network.round_trips_per_request
+
+    def to_json(self) -> JsonObject:
+        return {"ratio_rps": self.phase.ratio_rps, "ratio_p99": self.phase.ratio_p99,
+                "round_trips_per_request": self.round_trips_per_request,
+                "label": self.label, "kept": list(self.kept)}
+
+
+def final_of(after: Phase | None, trials: tuple[Trial, ...]) -> Final | None:
+    """The phase the run ended at: the last kept trial's (every kept change made), else
+    `after` (apply --all alone); None before `after` was measured."""
+    kept = [t for t in trials if t.kept]
+    if kept:
+        return Final(kept[-1].phase, tuple(t.finding for t in kept))
+    return Final(after) if after is not None else None
+
+
+def _and(names: tuple[str, ...]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def trials_json(data: JsonObject) -> tuple[tuple[Trial, ...], tuple[Skipped, ...]]:

@@ -14,8 +14,9 @@ from typing import ClassVar
 
 from statstorm.results import jsonread as jr
 from statstorm.results.demo import DemoResult, Lab, PerRequest, Phase, Prediction
-from statstorm.results.trials import (KEEP_MARGIN as KEEP_MARGIN, Skipped as Skipped,
-                                      Trial as Trial, judge as judge, trials_json)
+from statstorm.results.trials import (KEEP_MARGIN as KEEP_MARGIN, Final as Final,
+                                      Skipped as Skipped, Trial as Trial, final_of,
+                                      judge as judge, trials_json)
 from statstorm.results.jsontypes import JsonObject, JsonValue
 
 SCHEMA = "statstorm.tune/1"
@@ -56,10 +57,10 @@ class TuneResult:
     trials: tuple[Trial, ...] = ()  # the escalation's changes tried after `after`, each judged
     skipped: tuple[Skipped, ...] = ()  # the escalation's changes not tried, and why
 
-    def final(self) -> Phase | None:
-        """The last phase with every kept change made: the last kept trial's, else `after`."""
-        kept = [t.phase for t in self.trials if t.kept]
-        return kept[-1] if kept else self.after
+    def final(self) -> Final | None:
+        """The phase the run ended at and its label: `after` (apply --all), or the last kept
+        escalation trial's, with every kept change made; None before `after`."""
+        return final_of(self.after, self.trials)
 
     def round_trips(self) -> PerRequest:
         """Network round trips per request: measured before and after, and predicted."""
@@ -79,8 +80,9 @@ class TuneResult:
             after=self.after, predicted=self.predicted, predicted_at=self.predicted_at,
             applied=self.applied, applied_at=self.applied_at, manual=self.manual,
             metadata_calls_per_request=self.metadata_calls_per_request,
-            findings_before=self.findings_before, findings_after=self.findings_after, files={}, timings_s=dict(self.timings_s),
-            notes=self.notes)
+            findings_before=self.findings_before, findings_after=self.findings_after, files={},
+            timings_s=dict(self.timings_s), notes=self.notes, trials=self.trials,
+            skipped=self.skipped)
 
     def to_json(self) -> JsonObject:
         head: JsonObject = {"schema": SCHEMA}
@@ -94,6 +96,7 @@ class TuneResult:
                 "before": self.before.to_json() if self.before else None,
                 "after": self.after.to_json() if self.after else None,
                 "round_trips_per_request": self.round_trips().to_json(),
+                "final": final.to_json() if (final := self.final()) is not None else None,
                 "metadata_calls_per_request": self.metadata_calls_per_request.to_json(),
                 "predicted": self.predicted.to_json() if self.predicted else None,
                 "predicted_at": self.predicted_at, "planned": list(self.planned),
@@ -108,7 +111,8 @@ class TuneResult:
 
     @classmethod
     def from_json(cls, data: JsonValue) -> TuneResult:
-        """A tune.json's content; ValueError naming the key when it is not one."""
+        """A tune.json's content; ValueError naming the key when it is not one. Its `final`
+        (absent before it was written) is derived from `after` and the trials, not read."""
         d = jr.obj(data, "tune.json")
         shadow = jr.section(d, "shadow")
         before, after, predicted = (jr.section(d, k) for k in ("before", "after", "predicted"))
