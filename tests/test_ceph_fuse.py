@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from statstorm.adapters.storage import ceph, ceph_client
+from statstorm.adapters.storage import ceph, ceph_admin, ceph_client
 from statstorm.model import applyplan, ceph_fuse, rules_ceph, storage_kinds
 from statstorm.model.checkfacts import Facts, MountFact, TraceFacts
 from statstorm.results.storage_kind import StorageKind
@@ -90,3 +90,35 @@ def test_a_restarted_client_reads_every_directory_once(tmp_path: Path) -> None:
     (tmp_path / "c").mkdir()
     (tmp_path / "a" / "x.php").write_text("<?php")
     assert ceph_client.list_tree(tmp_path) == 4  # the root, a, a/b, c
+
+
+def test_the_evidence_says_where_the_settings_were_read() -> None:
+    asok = "/lab/cluster/run/client.asok"
+    [f] = rules_ceph.cephfs_fuse_request_work(facts(**{
+        ceph_fuse.SOURCE: f"{ceph_fuse.FROM_SOCKET} {asok}"}))
+    assert any(e.startswith("these are the settings ceph-fuse runs with, read from its admin "
+                            f"socket {asok}") for e in f.evidence)
+    assert f"ceph daemon {asok} config set fuse_set_user_groups false" in f.change[-1]
+    [f] = rules_ceph.cephfs_fuse_request_work(facts(**{
+        ceph_fuse.SOURCE: f"{ceph_fuse.FROM_ARGV}: no admin socket answered: x: run check "
+                          "as root"}))
+    assert ("these settings are read from ceph-fuse's command line (no admin socket answered: "
+            "x: run check as root): one made in ceph.conf or the cluster's configuration "
+            "database is not seen there") in f.evidence
+
+
+def test_settings_a_running_client_took_from_ceph_conf_are_not_asked_again() -> None:
+    """The real `config show` of a lab's ceph-fuse whose ceph.conf [client] section has
+    fuse_set_user_groups = false and debug_client = 0/0 (its command line has neither)."""
+    config = ceph_admin.parse_config((GOLDEN.parent / "config-show-fuse-conf.json").read_text())
+    options = {**ceph_fuse.running_options(config, storage_kinds.CEPHFS_CACHE_KEYS),
+               ceph_fuse.SOURCE: f"{ceph_fuse.FROM_SOCKET} /lab/run/client.asok"}
+    assert ceph_fuse.argv_options(lab_argv()) == {}  # what the command line alone says
+    assert rules_ceph.cephfs_fuse_request_work(facts(**options)) == []
+    assert rules_ceph.cephfs_client_cache_size(facts(**options)) == []
+
+
+def test_a_restarted_client_runs_with_the_same_values_it_was_given() -> None:
+    assert ceph_fuse.same(ceph_fuse.SET_GROUPS, "false", "0")
+    assert ceph_fuse.same(ceph_fuse.DEBUG_CLIENT, "0/0", "0")
+    assert not ceph_fuse.same(ceph_fuse.DEBUG_CLIENT, "0/5", "0/0")

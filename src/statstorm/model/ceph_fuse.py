@@ -20,6 +20,12 @@ change, so a deploy is seen at once. The settings are given on ceph-fuse's comma
 (`--fuse-set-user-groups=false`), in ceph.conf's `[client]` section, or live through the
 client's admin socket (`ceph daemon SOCKET config set fuse_set_user_groups false`); Ceph
 takes `-` and `_` alike in option names, statstorm writes them with `-` (mount options).
+
+What a client runs with is what its admin socket answers (`config show`: the command line over
+ceph.conf over the cluster's configuration database, a live `config set` over all three);
+its command line alone misses the other two. The adapter (adapters/storage/ceph_admin.py)
+reads the socket and falls back on the command line when none answers, and says which under
+`SOURCE` among the options; the rules say it in their evidence.
 """
 
 from __future__ import annotations
@@ -32,6 +38,10 @@ SET_GROUPS, DEBUG_CLIENT = PER_CALL_KEYS  # fuse_set_user_groups, debug_client
 DEFAULTS = {SET_GROUPS: "true", DEBUG_CLIENT: "0/5"}  # Ceph 16.2's
 WANTED = {SET_GROUPS: "false", DEBUG_CLIENT: "0/0"}
 _TRUE = frozenset({"true", "1", "yes", "on"})
+# not a Ceph option: where the settings beside it were read (`FROM_SOCKET` and its path, or
+# `FROM_ARGV` and why no socket answered), as the adapter wrote it
+SOURCE = "settings-from"
+FROM_SOCKET, FROM_ARGV = "admin socket", "command line"
 
 
 def option_key(name: str) -> str:
@@ -68,6 +78,36 @@ def cache_options(argv: Sequence[str], table_keys: Sequence[str] = ()) -> dict[s
     return {**named, **settings(given)}
 
 
+def running_options(config: Mapping[str, str], table_keys: Sequence[str] = ()) -> dict[str, str]:
+    """A running client's options from what its admin socket answered (`config show` or
+    `config get`: names with `_`): those among `table_keys` under their name, and the per-call
+    settings as `option_key` writes them (Ceph's defaults for any it did not name)."""
+    out = {k: str(config[k]) for k in table_keys if k in config}
+    given = {k: str(config[k.replace("-", "_")]) for k in PER_CALL_KEYS
+             if k.replace("-", "_") in config}
+    return {**out, **settings(given)}
+
+
+def from_socket(options: Mapping[str, str]) -> str:
+    """The admin socket the options were read from; '' when they came from the command line
+    (or nobody said)."""
+    src = options.get(SOURCE, "")
+    return src[len(FROM_SOCKET):].strip() if src.startswith(FROM_SOCKET) else ""
+
+
+def source_line(options: Mapping[str, str]) -> str:
+    """Where the settings were read, for a finding's evidence."""
+    asok = from_socket(options)
+    if asok:
+        return (f"these are the settings ceph-fuse runs with, read from its admin socket {asok} "
+                "(`config show`): whichever of its command line, ceph.conf and the cluster's "
+                "configuration database set them")
+    why = options.get(SOURCE, "").removeprefix(FROM_ARGV).strip(" :")
+    return ("these settings are read from ceph-fuse's command line"
+            + (f" ({why})" if why else "") + ": one made in ceph.conf or the cluster's "
+            "configuration database is not seen there")
+
+
 def settings(options: Mapping[str, str]) -> dict[str, str]:
     """The per-call settings a client runs with: the ones given, else Ceph's defaults."""
     return {k: options.get(k, DEFAULTS[k]) for k in PER_CALL_KEYS}
@@ -87,6 +127,15 @@ def debug_levels(value: str) -> tuple[int, int]:
         return 0, 5
 
 
+def same(key: str, a: str, b: str) -> bool:
+    """Two values of a per-call setting mean the same (`0`/`false`, `0`/`0/0`)."""
+    if key == SET_GROUPS:
+        return is_on(a) == is_on(b)
+    if key == DEBUG_CLIENT:
+        return debug_levels(a) == debug_levels(b)
+    return a.strip() == b.strip()
+
+
 def changes(options: Mapping[str, str]) -> dict[str, str]:
     """The per-call settings to change ({} : none left): group lookups on → off, any client
     log gathered at a level above 0 → `0/0`."""
@@ -104,5 +153,7 @@ def conf_lines(options: Mapping[str, str]) -> list[str]:
     return [f"{k.replace('-', '_')} = {v}" for k, v in options.items()]
 
 
-__all__ = ["DEBUG_CLIENT", "DEFAULTS", "PER_CALL_KEYS", "SET_GROUPS", "WANTED", "argv_options",
-           "cache_options", "changes", "conf_lines", "debug_levels", "is_on", "option_key", "settings"]
+__all__ = ["DEBUG_CLIENT", "DEFAULTS", "FROM_ARGV", "FROM_SOCKET", "PER_CALL_KEYS", "SET_GROUPS",
+           "SOURCE", "WANTED", "argv_options", "cache_options", "changes", "conf_lines",
+           "debug_levels", "from_socket", "is_on", "option_key", "running_options", "same", "settings",
+           "source_line"]

@@ -26,7 +26,10 @@ work ceph-fuse does for each of the FUSE requests PHP's stats and path steps mak
 keeps nothing: 0 s timeouts, which no option changes). Two of its settings add work to every
 request without adding anything a PHP site needs (model/ceph_fuse.py): the caller's groups
 read from /proc (`fuse_set_user_groups`) and the client's in-memory log (`debug_client`
-`0/5`). Neither changes coherence, so `apply --all` makes it.
+`0/5`). Neither changes coherence, so `apply --all` makes it. The settings judged are those the
+running client answers on its admin socket (set on its command line, in ceph.conf or in the
+cluster's configuration database), its command line's when no socket answers; the evidence
+says which.
 """
 
 from __future__ import annotations
@@ -73,9 +76,11 @@ def cephfs_client_cache_size(facts: Facts) -> list[Finding]:
         if facts.tree_entries <= size:
             continue
         want = wanted_size(facts.tree_entries)
+        asok = ceph_fuse.from_socket(m.cache_options)
         ev = [f"{m.mount_point} is CephFS through ceph-fuse, whose cache keeps at most "
               f"{size:,} inodes ({KEY}"
-              + (")" if KEY in m.cache_options else ", Ceph's default)"),
+              + (f", as its admin socket {asok} says)" if asok and KEY in m.cache_options
+                 else ")" if KEY in m.cache_options else ", Ceph's default)"),
               f"the code under it has {facts.tree_entries:,} files and directories: a walk "
               "that needs more than the cache keeps asks the MDS again for what was trimmed",
               "measured on the CephFS lab's MediaWiki (24,743 entries): 1.05 MDS requests per "
@@ -127,10 +132,12 @@ def cephfs_fuse_request_work(facts: Facts) -> list[Finding]:
         if not want:
             continue
         now = ceph_fuse.settings(m.cache_options)
+        asok = ceph_fuse.from_socket(m.cache_options) or "<ceph-fuse admin socket>"
         ev = [f"{m.mount_point} is CephFS through ceph-fuse, which answers the kernel with 0 s "
               "entry and attribute timeouts (no option changes them): every stat and every "
               "path step PHP makes there is a FUSE request into ceph-fuse"]
         ev += ["ceph-fuse " + PER_CALL_WHY[k].format(value=now[k]) for k in want]
+        ev.append(ceph_fuse.source_line(m.cache_options))
         t = facts.trace
         if t is not None and t.round_trips_per_request is not None:
             ev.append(f"{t.round_trips_per_request:g} MDS and OSD round trips per request "
@@ -139,7 +146,7 @@ def cephfs_fuse_request_work(facts: Facts) -> list[Finding]:
         change = [f"# mount options for {m.mount_point}:", options,
                   "# ceph.conf of the client, [client] section: "
                   + "; ".join(ceph_fuse.conf_lines(want)),
-                  "# live: " + "; ".join(f"ceph daemon <ceph-fuse admin socket> config set "
+                  "# live: " + "; ".join(f"ceph daemon {asok} config set "
                                           f"{k.replace('-', '_')} {v}" for k, v in want.items())]
         tradeoff = "; ".join(PER_CALL_TRADEOFF[k] for k in want) + (
             "; coherence is unchanged: a deploy is still seen at once")

@@ -14,19 +14,27 @@ see it. The path is recorded in `<lab dir>/delay-path.json` before each thing it
 exists (the namespace, the relay's PID), so `lab down` — or the cleanup after a failed or
 interrupted `up` — removes all of it: the relay ended (its TUN devices go with it), the
 namespace deleted.
+
+Two labs made at once must not take the same /30: the pick of a free one (the addresses and
+routes the machine has now) and its claim (the addresses added to the devices) are made under
+one lock, an fcntl lock on `/run/statstorm/delay-path.lock` that the next lab's pick waits for
+(`picking`); once the addresses are on the devices, the next pick sees them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import ipaddress
 import json
 import os
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 from statstorm.adapters.host import delay_relay, procs
 from statstorm.env import Env
@@ -43,6 +51,7 @@ RELAY = Path(delay_relay.__file__)
 MTU = 65000  # large segments: fewer packets for the relay to move
 QUEUE_LEN = 10000  # the TUN devices' queues: no drop while the relay is busy
 READY_S = 10.0
+LOCK = Path("/run/statstorm/delay-path.lock")  # held from a /30's pick to its claim
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,32 @@ def free_block(env: Env) -> ipaddress.IPv4Network:
                     "(`statstorm lab list`)")
 
 
+@contextmanager
+def picking(lock: Path = LOCK) -> Iterator[None]:
+    """Held while a lab picks its /30 and claims it (its addresses added): another lab's pick
+    waits until then, in this process or another; released when the holder ends whatever
+    way it ends (the kernel drops an fcntl lock with its file)."""
+    try:
+        lock.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ComponentError(f"cannot open the delayed paths' lock {lock}: {exc.strerror} "
+                             "(--storage-delay needs root)") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # the lock with it
+
+
+def claim(env: Env, lab: str, delay_us: int, build: Callable[[DelayPath], DelayPath],
+          lock: Path = LOCK) -> DelayPath:
+    """A path planned on a /30 no other lab has, made by `build` (which adds its addresses),
+    the pick and the claim under `picking`'s lock."""
+    with picking(lock):
+        return build(plan(env, lab, delay_us))
+
+
 def plan(env: Env, lab: str, delay_us: int) -> DelayPath:
     block = free_block(env)
     host, ns = list(block.hosts())
@@ -141,7 +176,15 @@ def make(env: Env, lab_dir: Path, lab: str, delay_us: int, *, now_us: int | None
     """The lab's namespace, relay and addresses, each recorded before it exists; the relay
     delays by `now_us` (default: `delay_us`) until `set_delay`."""
     now_us = delay_us if now_us is None else now_us
-    path = dataclasses.replace(plan(env, lab, delay_us), in_effect_us=now_us)
+    return claim(env, lab, delay_us,
+                 lambda planned: _build(env, lab_dir, dataclasses.replace(planned,
+                                                                          in_effect_us=now_us)))
+
+
+def _build(env: Env, lab_dir: Path, path: DelayPath) -> DelayPath:
+    """Make the planned path: namespace, relay, devices and addresses, each recorded first."""
+    lab = path.netns.removeprefix(NETNS_PREFIX)
+    now_us = path.in_effect_us
     if path.netns_file.exists():
         raise BusyError(f"network namespace {path.netns} exists: `statstorm lab down --name "
                         f"{lab}` (or `ip netns del {path.netns}`)")
@@ -235,5 +278,5 @@ def remove(env: Env, lab_dir: Path) -> None:
     (lab_dir / CONTROL).unlink(missing_ok=True)
 
 
-__all__ = ["DelayPath", "RECORD", "client_prefix", "free_block", "load", "make", "plan",
-           "relay_pids", "remove", "require", "set_delay"]
+__all__ = ["DelayPath", "LOCK", "RECORD", "claim", "client_prefix", "free_block", "load", "make",
+           "picking", "plan", "relay_pids", "remove", "require", "set_delay"]

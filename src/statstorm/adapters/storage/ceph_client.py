@@ -1,10 +1,12 @@
-"""A ceph-fuse client's per-call settings, read from its command line, and a lab's client
-restarted with new ones (statstorm apply's step for the `cephfs-fuse-request-work` finding).
+"""A ceph-fuse client's per-call settings, as it runs with them (its admin socket, else its
+command line: adapters/storage/ceph_admin.py), and a lab's client restarted with new ones (statstorm apply's step for the `cephfs-fuse-request-work` finding).
 
 On a lab, ceph-fuse runs on the cluster's own config with its options on its command line
 (adapters/storage/ceph.py `fuse_argv`): apply unmounts it and starts it again with the new
 options (the old ones kept to start it with on undo); requests on the mount fail for the
-second in between. A host's ceph-fuse is left to the admin: the settings go in ceph.conf's
+second in between. A command-line option wins over ceph.conf and the cluster's configuration
+database, so the restarted client runs with what apply gave it, whatever they say; the
+restart reads that back from its admin socket, the same answer check judges. A host's ceph-fuse is left to the admin: the settings go in ceph.conf's
 `[client]` section and live through its admin socket. What the settings mean:
 model/ceph_fuse.py.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from statstorm.adapters.storage import ceph, mounts
+from statstorm.adapters.storage import ceph, ceph_admin, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError
 from statstorm.model import ceph_fuse
@@ -35,10 +37,11 @@ def cache_options(argv: list[str]) -> dict[str, str]:
     return ceph_fuse.cache_options(argv, CEPHFS_CACHE_KEYS)
 
 
-def mount_cache_options(mount_point: str) -> dict[str, str]:
-    """The settings of the ceph-fuse serving `mount_point`; {} when none serves it."""
+def mount_cache_options(mount_point: str, env: Env | None = None) -> dict[str, str]:
+    """The settings the ceph-fuse serving `mount_point` runs with (its admin socket's, else
+    its command line's; `ceph_fuse.SOURCE` says which); {} when none serves it."""
     found = client_of(mount_point)
-    return cache_options(found[1]) if found else {}
+    return ceph_admin.cache_options(found[0], found[1], env) if found else {}
 
 
 def lab_cluster(mount_point: str) -> ceph.Cluster | None:
@@ -70,7 +73,7 @@ def live_step(mount_point: str, options: dict[str, str]
     found = client_of(mount_point)
     if found is None or lab_cluster(mount_point) is None:
         return manual_line(options)
-    now = cache_options(found[1])
+    now = ceph_admin.cache_options(found[0], found[1])
     return {k: now.get(k, "") for k in options}, found[1]
 
 
@@ -85,10 +88,26 @@ def restart(env: Env, cluster: ceph.Cluster, options: dict[str, str]) -> int:
     if found is None or ceph_fuse.argv_options(found[1]) != {
             ceph_fuse.option_key(k): v for k, v in options.items()}:
         raise ComponentError(f"ceph-fuse did not come back on {mp} with {options}")
+    _check_running(env, found, options)
     if listing is not None and _listing(cluster.code) != listing:
         raise ComponentError(f"the remounted {mp} does not show the same files")
     list_tree(cluster.code)
     return pid
+
+
+def _check_running(env: Env, client: tuple[int, list[str]], options: dict[str, str]) -> None:
+    """The restarted client runs with the per-call settings it was given, as its admin socket
+    says (what check reads); a client with no socket that answers is taken at its word."""
+    got = ceph_admin.running_config(env, client[0], client[1])
+    if isinstance(got, str):
+        return
+    asked = {ceph_fuse.option_key(k): v for k, v in options.items()}
+    now = ceph_fuse.running_options(got[1])
+    wrong = {k: now[k] for k in ceph_fuse.PER_CALL_KEYS
+             if k in asked and not ceph_fuse.same(k, now[k], asked[k])}
+    if wrong:
+        raise ComponentError(f"the restarted ceph-fuse runs with {wrong} (its admin socket "
+                             f"{got[0]}), not the {asked} it was given")
 
 
 def list_tree(code: Path) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from statstorm.adapters.host import procs
-from statstorm.adapters.storage import afs_options
+from statstorm.adapters.storage import afs_options, ceph_admin
 from statstorm.adapters.storage.nfs_mountstats import unescape
 from statstorm.model import ceph_fuse, storage_kinds
 from statstorm.model.mount_options import (
@@ -118,8 +118,9 @@ def describe(path: str, entry: MountEntry, *, client_argv: list[str] | None = No
         vol = gluster_cache_volume_options(volume_options or {})
     elif kind is StorageKind.OPENAFS and client_argv is not None:  # afsd.fuse's sizes
         cache = afs_options.cache_options(client_argv)
-    elif kind is StorageKind.CEPHFS and client_argv is not None:  # ceph-fuse's settings
-        cache = ceph_fuse.cache_options(client_argv, CEPHFS_CACHE_KEYS)
+    elif kind is StorageKind.CEPHFS and client_argv is not None:  # ceph-fuse's settings:
+        cache = (ceph_admin.cache_options(client_pid, client_argv) if client_pid  # running
+                 else ceph_fuse.cache_options(client_argv, CEPHFS_CACHE_KEYS))
     elif kind is StorageKind.SSHFS:
         if client_argv is None:
             extra.append("sshfs process not found: cache options shown are the defaults")
