@@ -5,6 +5,7 @@ through the load generators (adapters/load/wrk.py, ab.py, vegeta.py).
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import socket
 import urllib.error
@@ -16,12 +17,23 @@ from statstorm.errors import UsageError
 
 def get(url: str, timeout: float = 60) -> tuple[int, bytes]:
     """GET `url`; its status and body (an HTTP error status is an answer, not an error).
-    Raises OSError (urllib's URLError, ConnectionError, TimeoutError) when nothing answers."""
+    Raises OSError (urllib's URLError, ConnectionError, TimeoutError) when nothing answers,
+    or when the answer breaks off (the server closed the connection mid-body: a PHP worker
+    that died while answering, behind nginx)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
+    except http.client.HTTPException as exc:  # IncompleteRead, a malformed status line, …
+        raise ConnectionError(f"the answer broke off ({type(exc).__name__}: "
+                              f"{_short(exc)})") from None
+
+
+def _short(exc: Exception) -> str:
+    if isinstance(exc, http.client.IncompleteRead):
+        return f"{len(exc.partial)} bytes read"
+    return str(exc)[:80]
 
 
 def fetch(url: str, timeout: float = 60) -> tuple[int, str]:
