@@ -20,6 +20,7 @@ from test_tune_unit import PREDICTION, RootEnv, phase
 from statstorm.adapters.labs import lab_build
 from statstorm.commands import apply as apply_cmd, check as check_cmd, demo as demo_cmd
 from statstorm.commands import run_record
+from statstorm.cli.demo import render
 from statstorm.commands.pair import Pair
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
@@ -264,6 +265,12 @@ def test_the_final_phase_is_in_demo_json_and_the_report_headline(
     assert "0.70x at the end" in html_text
     assert ("Ended at 0.70x local throughput, p99 4.50x local, by apply --all, then "
             f"{OFF} kept by the escalation (0.50x after apply --all alone)") in html_text
+    assert final.line(20.0) == (f"in the end (with {OFF} kept): 0.7x local throughput, p99 "
+                                f"4.5x local, network round trips per request 20 → 5 (75% "
+                                f"fewer); by apply --all, then {OFF} kept by the escalation")
+    out = io.StringIO()
+    render(Env(stdout=out), r)  # the demo's closing table says it too
+    assert final.line(20.0) in " ".join(out.getvalue().split())
     rows = {row[0]: row for row in page.outcome.rows}
     assert rows["throughput, network / local"][3] == "0.50x"  # after apply --all, still shown
     assert rows[f"throughput, network / local, with {OFF} kept"][3] == "0.70x"

@@ -51,6 +51,9 @@ def render(env: Env, r: DemoResult) -> None:
     for skip in r.skipped:
         con.print(f"escalation: {skip.finding}: {skip.why}")
     rt = r.round_trips()
+    end = r.final()
+    if end is not None:
+        con.print(end.line(rt.before))
     mc = r.metadata_calls_per_request
     t2 = Table(title="per request, on the network lab")
     for h in ("", "before", "predicted", "after"):

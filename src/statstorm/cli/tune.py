@@ -46,6 +46,9 @@ def render(env: Env, r: TuneResult) -> None:
     for skip in r.skipped:
         con.print(f"escalation: {skip.finding}: {skip.why}")
     rt, mc = r.round_trips(), r.metadata_calls_per_request
+    end = r.final()
+    if end is not None and not r.dry_run:
+        con.print(end.line(rt.before))
     t2 = Table(title=f"per request, on pool {r.pool}")
     for h in ("", "before", "predicted", "after"):
         t2.add_column(h, justify="left" if not h else "right")

@@ -113,6 +113,17 @@ class Final:
     def round_trips_per_request(self) -> float | None:
         return self.phase.network.round_trips_per_request
 
+    def line(self, round_trips_before: float | None) -> str:
+        """The figure the run ended at and what got it there, in one line."""
+        ph, rt, before = self.phase, self.round_trips_per_request, round_trips_before
+        fewer = (f", network round trips per request {before:g} → {rt:g} "
+                 f"({1 - rt / before:.0%} fewer)" if before and rt is not None else "")
+        rps, p99 = ph.ratio_rps, ph.ratio_p99
+        return (f"in the end ({self.label}): "
+                + (f"{rps:g}x local throughput" if rps is not None else "throughput not measured")
+                + (f", p99 {p99:g}x local" if p99 is not None else "")
+                + f"{fewer}; by {self.how}")
+
     def to_json(self) -> JsonObject:
         return {"ratio_rps": self.phase.ratio_rps, "ratio_p99": self.phase.ratio_p99,
                 "round_trips_per_request": self.round_trips_per_request,
