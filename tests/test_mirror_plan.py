@@ -317,3 +317,19 @@ def test_include_path_outside_the_tree_is_left_alone() -> None:
     assert rebased_include_path(".:/usr/share/php", APP, "/m") == ""
     assert rebased_include_path(f"{APP}/lib:.", APP, "/m") == "/m/current/lib:."
     assert rebased_include_path(f"{APP}x/lib", APP, "/m") == ""  # a sibling, not inside
+
+
+def test_realpath_ttl_evidence_names_the_sync_for_a_mirrors_own_symlink() -> None:
+    """A pool served through its mirror's `current`: the short-TTL finding says the sync
+    reloads the pool, instead of pointing at symlink-deploy-stale (which does not fire)."""
+    from statstorm.model import rules_php, rules_stack
+    mf = MirrorFacts("/m/www/abc", MirrorMarker(APP, "www", "tree-1", 1.0, "", 1, 1))
+    base = _facts(settings={"realpath_cache_ttl": "120"}, mirror=mf,
+                  symlinks=(("/m/www/abc/current", "tree-1"),))
+    (f,) = rules_php.realpath_cache_ttl(base)
+    assert any("`statstorm mirror sync` reloads the pool" in e for e in f.evidence)
+    assert rules_stack.symlink_deploy_stale(base) == []
+    other = _facts(settings={"realpath_cache_ttl": "120"}, mirror=mf,
+                   symlinks=(("/srv/www/current", "/srv/www/r2"),))
+    (g,) = rules_php.realpath_cache_ttl(other)
+    assert any("see symlink-deploy-stale" in e for e in g.evidence)

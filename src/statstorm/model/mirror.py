@@ -62,6 +62,12 @@ class MirrorFacts:
     newest: tuple[tuple[str, float], ...] = ()
 
 
+def mirror_switch(mirror: MirrorFacts | None, link: str) -> bool:
+    """Whether `link` is the `current` of the statstorm mirror the pool serves: `statstorm
+    mirror sync` switches it and then reloads the pool, so no worker keeps the old tree."""
+    return mirror is not None and posixpath.normpath(link) == posixpath.join(mirror.path, CURRENT)
+
+
 def stale_files(facts: MirrorFacts) -> tuple[str, ...]:
     """The network tree's PHP files changed after the mirror's last sync."""
     return tuple(p for p, mtime in facts.newest if mtime > facts.marker.synced)

@@ -10,6 +10,7 @@ from statstorm.model.checkfacts import (OPCACHE_MAX_FILES, Facts, human_bytes, i
 from statstorm.model.finding import (NO_TRACE, REALPATH_DEFAULT, Finding, Rule,
                                      code_on_network, finding, gain_estimate, opcache_on,
                                      opcache_reset_step, setting)
+from statstorm.model.mirror import mirror_switch
 from statstorm.model.php_versions import setting_of
 from statstorm.results.check import Severity
 
@@ -81,9 +82,12 @@ def realpath_cache_ttl(facts: Facts) -> list[Finding]:
     sev = Severity.WARNING if secs < 60 else Severity.INFO
     ev = [f"realpath_cache_ttl = {secs}: every cached path is resolved again (1 lstat per "
           f"component) every {secs} s in every worker"]
-    if facts.symlinks:
+    if any(not mirror_switch(facts.mirror, link) for link, _ in facts.symlinks):
         ev.append("the code is reached through a symlink, so a long TTL keeps the old target; "
                   "see symlink-deploy-stale")
+    elif facts.symlinks:  # only the mirror's own `current`
+        ev.append("the code is reached through its local mirror's `current` symlink: "
+                  "`statstorm mirror sync` reloads the pool after switching it")
     return [finding(sev, "realpath cache entries expire sooner than useful", ev,
                ["realpath_cache_ttl = 600"],
                "a file or symlink moved by a deploy resolves to its old place for up to 600 s "

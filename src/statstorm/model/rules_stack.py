@@ -4,12 +4,11 @@ model.rules for the registry."""
 
 from __future__ import annotations
 
-import posixpath
 
 from statstorm.model.checkfacts import Facts, ini_bool, ini_int
 from statstorm.model.finding import (CODE_ROLES, NETWORK_KINDS, Finding, Rule, code_mounts, finding,
                                      memory_fit, opcache_on, setting)
-from statstorm.model.mirror import CURRENT
+from statstorm.model.mirror import mirror_switch
 from statstorm.results.check import Severity
 
 # -- storage -------------------------------------------------------------------------------------
@@ -110,15 +109,8 @@ def writable_data_on_network(facts: Facts) -> list[Finding]:
                "rename wipes the worker's realpath cache); not in a trace summary")]
 
 
-def _mirror_switch(facts: Facts, link: str) -> bool:
-    """Whether `link` is the `current` of the statstorm mirror the pool serves: `statstorm
-    mirror sync` switches it and then reloads the pool, so no worker keeps the old tree."""
-    return facts.mirror is not None and \
-        posixpath.normpath(link) == posixpath.join(facts.mirror.path, CURRENT)
-
-
 def symlink_deploy_stale(facts: Facts) -> list[Finding]:
-    links = [(link, to) for link, to in facts.symlinks if not _mirror_switch(facts, link)]
+    links = [(link, to) for link, to in facts.symlinks if not mirror_switch(facts.mirror, link)]
     if not links:
         return []
     ttl = ini_int(setting(facts, "realpath_cache_ttl"), 120)
