@@ -21,11 +21,10 @@ wherever the client's config put it.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Mapping
 
-from statstorm.adapters.storage import mounts
+from statstorm.adapters.storage import ceph_admin, mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.model.storage_kinds import STORAGE
@@ -84,31 +83,9 @@ def total(calls: Mapping[str, int]) -> int:
     return sum(calls.get(k, 0) for k in _COUNTED)
 
 
-def socket_paths(pid: int, *, proc: Path = Path("/proc")) -> list[str]:
-    """The paths of the Unix sockets process `pid` holds open."""
-    inodes = set()
-    try:
-        for fd in os.scandir(proc / str(pid) / "fd"):
-            try:
-                target = os.readlink(fd.path)
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
-        table = (proc / str(pid) / "net/unix").read_text()
-    except OSError:
-        return []
-    paths = []
-    for line in table.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) >= 8 and fields[6] in inodes:
-            paths.append(fields[7])
-    return paths
-
-
 def asok_of(pid: int) -> Path | None:
     """The admin socket of a Ceph client process, or None."""
-    found = [p for p in socket_paths(pid) if p.endswith(".asok")]
+    found = [p for p in ceph_admin.held_sockets(pid) if p.endswith(".asok")]
     return Path(found[0]) if found else None
 
 
@@ -121,4 +98,4 @@ def asok_for_mount(mount_point: str) -> Path | None:
 
 
 __all__ = ["MDS", "OSD", "OSD_READ", "OSD_WRITE", "asok_of", "delta", "parse", "snapshot",
-           "socket_paths", "total", "asok_for_mount"]
+           "total", "asok_for_mount"]
