@@ -111,6 +111,10 @@ def test_the_escalation_on_a_lab_applies_by_name_or_says_why_not(
     if escalation.MIRROR in proposed:  # made in the network lab's own directory, undone
         assert escalation.MIRROR in [t.finding for t in r.trials], why
         assert not list((state_home / "labs" / f"{name}-net" / "mirror").glob("*/*"))
+        made = json.loads((tmp_path / "out" / f"apply-{escalation.MIRROR}.json").read_text())
+        inc = [c for c in made["changes"] if c["key"] == "include_path"]  # the synthetic's
+        assert inc and all(e.startswith(str(state_home / "labs" / f"{name}-net" / "mirror"))
+                           for e in inc[0]["value"].split(":")), made["changes"]
     for t in r.trials:  # applied on the lab, measured at the same 0.5x: rolled back
         assert not t.kept and f"with {t.finding}" in labels
         assert json.loads((tmp_path / "out" / f"apply-{t.finding}.json").read_text())[
