@@ -75,10 +75,12 @@ def invoke(args: list[str], home: Path, *, check: bool = False,
 
 
 def run_cli(args: list[str], home: Path, *, check: bool = False, timeout: float = 600,
-            user: str | None = None) -> subprocess.CompletedProcess[str]:
+            user: str | None = None, environ: dict[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[str]:
     """Run the installed CLI in a real process (as a user would): for signals, locales,
-    other users (`user`, through setpriv) and verbs that start real servers."""
-    env = dict(os.environ, STATSTORM_HOME=str(home))
+    other users (`user`, through setpriv) and verbs that start real servers. `environ`
+    replaces this process's environment (STATSTORM_HOME is set whatever it holds)."""
+    env = dict(os.environ if environ is None else environ, STATSTORM_HOME=str(home))
     argv = [sys.executable, "-m", "statstorm", *args]
     if user:
         argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
@@ -153,6 +155,35 @@ def lab(state_home: Path) -> Iterator[Callable[..., dict[str, object]]]:
     yield start
     for name in names:
         run_cli(["lab", "down", "--name", name], state_home)
+
+
+@pytest.fixture(scope="module")
+def shared_lab(state_home: Path) -> Iterator[Callable[..., dict[str, object]]]:
+    """One lab per module and set of flags, for the tests of a file that use a lab without
+    changing it for the next (or that put back what they change): `shared_lab(*flags)`
+    starts it the first time and returns its current `lab status` every time (worker PIDs
+    as they are now). Every one is taken down when the module ends, whatever its tests did,
+    in the environment it was started in (a test's monkeypatched STATSTORM_PHP_ROOTS)."""
+    labs: dict[tuple[str, ...], str] = {}
+    environs: dict[str, dict[str, str]] = {}
+
+    def start(*flags: str) -> dict[str, object]:
+        if flags not in labs:
+            name = unique_name("shared")
+            environs[name] = dict(os.environ)
+            labs[flags] = name  # before `up`: a lab that fails half-way is taken down too
+            try:
+                run_cli(["lab", "up", "--name", name, *flags], state_home, check=True)
+            except BaseException:
+                del labs[flags]  # the next test starts another
+                raise
+        proc = run_cli(["lab", "status", "--name", labs[flags], "--json"], state_home,
+                       check=True)
+        return dict(json.loads(proc.stdout))
+
+    yield start
+    for name, environ in environs.items():
+        run_cli(["lab", "down", "--name", name], state_home, environ=environ)
 
 
 # PHP roots of other versions shared by every test session (built once per machine, reused
