@@ -18,9 +18,24 @@ from typing import Callable, Iterator
 import pytest
 
 ROOT = os.geteuid() == 0
+# Every case of every lab test, also those repeating what another case proves (`full_labs`):
+# bench runs and a release's check; CI runs without (tests/README.md).
+FULL_LABS = os.environ.get("STATSTORM_FULL_LABS") == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "full_labs: a slow lab case that repeats what other "
+                            "cases prove; run only with STATSTORM_FULL_LABS=1 "
+                            "(tests/README.md)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not FULL_LABS:
+        repeat = pytest.mark.skip(reason="repeats what other cases prove: "
+                                  "STATSTORM_FULL_LABS=1 runs it")
+        for item in items:
+            if "full_labs" in item.keywords:
+                item.add_marker(repeat)
     if ROOT:
         return
     skip = pytest.mark.skip(reason="needs root and real components")
