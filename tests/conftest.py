@@ -185,8 +185,8 @@ def shared_lab(state_home: Path) -> Iterator[Callable[..., dict[str, object]]]:
     def start(*flags: str) -> dict[str, object]:
         if flags not in labs:
             name = unique_name("shared")
-            environs[name] = dict(os.environ)
-            labs[flags] = name  # before `up`: a lab that fails half-way is taken down too
+            environs[name] = dict(os.environ)  # before `up`: one failing half-way goes down too
+            labs[flags] = name
             try:
                 run_cli(["lab", "up", "--name", name, *flags], state_home, check=True)
             except BaseException:
