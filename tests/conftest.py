@@ -18,9 +18,24 @@ from typing import Callable, Iterator
 import pytest
 
 ROOT = os.geteuid() == 0
+# Every case of every lab test, also those repeating what another case proves (`full_labs`):
+# bench runs and a release's check; CI runs without (tests/README.md).
+FULL_LABS = os.environ.get("STATSTORM_FULL_LABS") == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "full_labs: a slow lab case that repeats what other "
+                            "cases prove; run only with STATSTORM_FULL_LABS=1 "
+                            "(tests/README.md)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not FULL_LABS:
+        repeat = pytest.mark.skip(reason="repeats what other cases prove: "
+                                  "STATSTORM_FULL_LABS=1 runs it")
+        for item in items:
+            if "full_labs" in item.keywords:
+                item.add_marker(repeat)
     if ROOT:
         return
     skip = pytest.mark.skip(reason="needs root and real components")
@@ -75,10 +90,12 @@ def invoke(args: list[str], home: Path, *, check: bool = False,
 
 
 def run_cli(args: list[str], home: Path, *, check: bool = False, timeout: float = 600,
-            user: str | None = None) -> subprocess.CompletedProcess[str]:
+            user: str | None = None, environ: dict[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[str]:
     """Run the installed CLI in a real process (as a user would): for signals, locales,
-    other users (`user`, through setpriv) and verbs that start real servers."""
-    env = dict(os.environ, STATSTORM_HOME=str(home))
+    other users (`user`, through setpriv) and verbs that start real servers. `environ`
+    replaces this process's environment (STATSTORM_HOME is set whatever it holds)."""
+    env = dict(os.environ if environ is None else environ, STATSTORM_HOME=str(home))
     argv = [sys.executable, "-m", "statstorm", *args]
     if user:
         argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
@@ -153,6 +170,35 @@ def lab(state_home: Path) -> Iterator[Callable[..., dict[str, object]]]:
     yield start
     for name in names:
         run_cli(["lab", "down", "--name", name], state_home)
+
+
+@pytest.fixture(scope="module")
+def shared_lab(state_home: Path) -> Iterator[Callable[..., dict[str, object]]]:
+    """One lab per module and set of flags, for the tests of a file that use a lab without
+    changing it for the next (or that put back what they change): `shared_lab(*flags)`
+    starts it the first time and returns its current `lab status` every time (worker PIDs
+    as they are now). Every one is taken down when the module ends, whatever its tests did,
+    in the environment it was started in (a test's monkeypatched STATSTORM_PHP_ROOTS)."""
+    labs: dict[tuple[str, ...], str] = {}
+    environs: dict[str, dict[str, str]] = {}
+
+    def start(*flags: str) -> dict[str, object]:
+        if flags not in labs:
+            name = unique_name("shared")
+            environs[name] = dict(os.environ)  # before `up`: one failing half-way goes down too
+            labs[flags] = name
+            try:
+                run_cli(["lab", "up", "--name", name, *flags], state_home, check=True)
+            except BaseException:
+                del labs[flags]  # the next test starts another
+                raise
+        proc = run_cli(["lab", "status", "--name", labs[flags], "--json"], state_home,
+                       check=True)
+        return dict(json.loads(proc.stdout))
+
+    yield start
+    for name, environ in environs.items():
+        run_cli(["lab", "down", "--name", name], state_home, environ=environ)
 
 
 # PHP roots of other versions shared by every test session (built once per machine, reused

@@ -4,9 +4,6 @@ real `statstorm trace` of the lab; a well-set lab gets no warning of those ids."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -16,6 +13,7 @@ from typing import Any
 import pytest
 
 from conftest import run_cli, unique_name
+from test_trace_lab import finish, start_trace, wait_attached
 
 pytestmark = pytest.mark.root
 
@@ -31,14 +29,12 @@ def traced(home: Path, st: dict[str, Any], out: Path, requests: int) -> dict[str
     time.sleep(2.5)  # OPcache does not cache files younger than file_update_protection (2 s)
     for _ in range(6):
         get(url)
-    env = dict(os.environ, STATSTORM_HOME=str(home))
-    proc = subprocess.Popen([sys.executable, "-m", "statstorm", "trace", "--lab", str(st["name"]),
-                             "--requests", str(requests), "-d", "120", "-o", str(out), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = start_trace(home, ["--lab", str(st["name"]), "--requests", str(requests), "-d",
+                              "120", "-o", str(out), "--json"])
+    wait_attached(proc)  # earlier requests are simply not seen
     stop = threading.Event()
 
     def load() -> None:
-        time.sleep(5)  # bpftrace attaches in about 2 s; earlier requests are simply not seen
         while not stop.is_set():
             get(url)
             time.sleep(0.05)
@@ -46,12 +42,10 @@ def traced(home: Path, st: dict[str, Any], out: Path, requests: int) -> dict[str
     t = threading.Thread(target=load, daemon=True)
     t.start()
     try:
-        stdout, stderr = proc.communicate(timeout=300)
+        return finish(proc)
     finally:
         stop.set()
         t.join()
-    assert proc.returncode == 0, stderr
-    return dict(json.loads(stdout))
 
 
 def check(home: Path, *args: str) -> tuple[int, dict[str, Any]]:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, invoke, run_cli, unique_name
+from test_trace_lab import finish, start_trace, wait_attached
 from statstorm.adapters.tracing import bpftrace
 from statstorm.adapters.tracing.count_lines import (Counted, CountLine, Exit, Fork, ScriptStart,
                                                     Uri, from_fields, from_record)
@@ -322,20 +323,15 @@ def test_prometheus_sees_the_tracers_counts_check_findings_and_respawns(
         base, base_failed = by_call(), by_call("failed")
 
         # The same 20 requests, counted by the exporter and by `trace --counts` at once.
-        env = dict(os.environ, STATSTORM_HOME=str(state_home))
-        trace = subprocess.Popen([sys.executable, "-m", "statstorm", "trace", "--lab", name,
-                                  "--counts", "-d", "120", "-o", str(tmp_path / "c.sst.gz"),
-                                  "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, env=env)
-        time.sleep(6)  # bpftrace attaches in about 2 s here
+        trace = start_trace(state_home, ["--lab", name, "--counts", "-d", "120", "-o",
+                                         str(tmp_path / "c.sst.gz"), "--json"])
+        wait_attached(trace)
         for _ in range(20):
             get(url)
             time.sleep(0.05)
         time.sleep(1)
         trace.send_signal(signal.SIGINT)
-        out, err = trace.communicate(timeout=120)
-        assert trace.returncode == 0, err
-        t = json.loads(out)
+        t = finish(trace)
         assert t["requests"] == 20
         wait_for("20 requests in Prometheus",
                  lambda: prom.value(f"statstorm_requests_total{sel}") == 20, timeout=30)

@@ -20,6 +20,10 @@ from statstorm.adapters.labs import apache_lab
 SAPI = {"fpm": "FPM/FastCGI", "mod_php": "Apache 2.0 Handler", "fcgid": "CGI/FastCGI"}
 COMBOS = [("event", "fpm"), ("worker", "fpm"), ("prefork", "fpm"), ("event", "fcgid"),
           ("worker", "fcgid"), ("prefork", "fcgid"), ("prefork", "mod_php")]
+# Every MPM and every handler serve in the first three; the other pairings repeat them and
+# run with STATSTORM_FULL_LABS=1 (event + fcgid also in test_allow_override_all_reads_htaccess
+# and test_apache_check.py, worker + fcgid in test_killed_master_...).
+EVERY_ONCE = {("event", "fpm"), ("worker", "fcgid"), ("prefork", "mod_php")}
 
 
 def get(url: str) -> tuple[int, str]:
@@ -42,7 +46,9 @@ def down_clean(state_home: Path, state: dict[str, object]) -> None:
 # -- the valid combinations, each serving a page through the SAPI it names ----------------
 
 @pytest.mark.root
-@pytest.mark.parametrize("mpm,handler", COMBOS)
+@pytest.mark.parametrize("mpm,handler", [
+    pytest.param(m, h, marks=() if (m, h) in EVERY_ONCE else pytest.mark.full_labs)
+    for m, h in COMBOS])
 def test_every_mpm_and_handler_serves(lab, state_home: Path, mpm: str, handler: str) -> None:
     state = lab("--server", "apache", "--mpm", mpm, "--handler", handler, "--app", "synthetic",
                 "--workers", "2", "--touch", "11", "--php-ini", "realpath_cache_size=16K")

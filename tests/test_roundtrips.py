@@ -269,16 +269,21 @@ def test_nfs_bad_text_is_one_line_error(text: str, message: str) -> None:
 # ---------------------------------------------------------------- a real GlusterFS lab
 
 
+# One small GlusterFS lab, its FUSE caches off, for both tests (conftest.shared_lab): the
+# first turns the volume's profiling on and off again, the second only traces.
+SMALL_GLUSTER = ("--app", "synthetic", "--storage", "glusterfs", "--workers", "1",
+                 "--packages", "2", "--classes", "2", "--touch", "2", "--legacy-files", "1",
+                 "--missing", "1",
+                 "--mount-opt", "attribute-timeout=0,entry-timeout=0,negative-timeout=0")
+
+
 @pytest.mark.root
 def test_missing_path_stats_are_round_trips_on_a_real_volume(
-        lab: Callable[..., dict[str, object]]) -> None:
+        shared_lab: Callable[..., dict[str, object]]) -> None:
     """N stats of distinct missing paths, caches off: the bricks see at least N more LOOKUPs."""
     if not Path("/usr/sbin/glusterd").exists():
         pytest.skip("needs GlusterFS")
-    state = lab("--app", "synthetic", "--storage", "glusterfs", "--workers", "1",
-                "--packages", "2", "--classes", "2", "--touch", "2", "--legacy-files", "1",
-                "--missing", "1",
-                "--mount-opt", "attribute-timeout=0,entry-timeout=0,negative-timeout=0")
+    state = shared_lab(*SMALL_GLUSTER)
     env, volume, mount = Env(), str(state["volume"]), Path(str(state["mount_point"]))
     n, tag = 50, uuid.uuid4().hex[:8]
     gp.start(env, volume)
@@ -302,7 +307,7 @@ def test_missing_path_stats_are_round_trips_on_a_real_volume(
 
 @pytest.mark.root
 def test_a_pool_trace_finds_its_volume_and_counts_round_trips(
-        lab: Callable[..., dict[str, object]], tmp_path: Path) -> None:
+        shared_lab: Callable[..., dict[str, object]], tmp_path: Path) -> None:
     """`trace --pool` (not --lab): the code's storage is found from the nginx server that
     passes to the pool, and the trace's trailer holds that volume's round trips."""
     import subprocess
@@ -311,7 +316,7 @@ def test_a_pool_trace_finds_its_volume_and_counts_round_trips(
     import urllib.request
     if not Path("/usr/sbin/glusterd").exists():
         pytest.skip("needs GlusterFS")
-    state = lab("--app", "synthetic", "--storage", "glusterfs", "--workers", "1")
+    state = shared_lab(*SMALL_GLUSTER)
     url = str(state["url"]) + str(state["entry_path"])
     out = tmp_path / "p.sst.gz"
     proc = subprocess.Popen([sys.executable, "-m", "statstorm", "trace", "--pool",

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -20,6 +21,9 @@ from conftest import run_cli
 from statstorm.results.trace import read_trace
 
 pytestmark = pytest.mark.root
+# One synthetic lab serves every test here but MediaWiki's (conftest.shared_lab): tracing
+# changes nothing in it, and the worker one test kills is replaced by php-fpm.
+SYNTHETIC = ("--app", "synthetic", "--storage", "local", "--workers", "2")
 
 
 def get(url: str) -> int:
@@ -40,29 +44,54 @@ def send(url: str, n: int, delay: float = 0.0, pace: float = 0.05) -> threading.
     return t
 
 
-def start_trace(home: Path, args: list[str]) -> subprocess.Popen[str]:
+class TraceProc(subprocess.Popen[str]):
+    """`statstorm trace` running, its stderr in a file: read while it runs (wait_attached)
+    and whole once it has ended."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.err_file = tempfile.NamedTemporaryFile("w", prefix="statstorm-trace-",
+                                                    suffix=".err")
+        super().__init__(argv, stdout=subprocess.PIPE, stderr=self.err_file, text=True,
+                         env=env)
+
+    def err_text(self) -> str:
+        return Path(self.err_file.name).read_text(errors="replace")
+
+
+def start_trace(home: Path, args: list[str]) -> TraceProc:
     env = dict(os.environ, STATSTORM_HOME=str(home))
-    return subprocess.Popen([sys.executable, "-m", "statstorm", "trace", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return TraceProc([sys.executable, "-m", "statstorm", "trace", *args], env)
 
 
-def wait_attached(proc: subprocess.Popen[str], seconds: float = 6.0) -> None:
-    """bpftrace attaches in about 2 s here; requests sent before that are simply not seen."""
+# trace's startup line: printed once the tracer is attached (the compiled tracer and
+# bpftrace: every probe in place; strace: started)
+ATTACHED = "Ctrl-C to stop."
+
+
+def wait_attached(proc: TraceProc, seconds: float = 120.0) -> None:
+    """Until the tracer is attached (its startup line, within a second or two here);
+    requests sent before that are simply not seen."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.communicate()
+        if ATTACHED in proc.err_text():
+            return
+        time.sleep(0.1)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)  # statstorm then detaches what it attached
+    out, _ = proc.communicate(timeout=120)
+    raise AssertionError(f"the trace never attached: {out} {proc.err_text()}")
 
 
-def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = proc.communicate(timeout=300)
+def finish(proc: TraceProc) -> dict[str, Any]:
+    out, _ = proc.communicate(timeout=300)
+    err = proc.err_text()
     assert proc.returncode == 0, err
     return dict(json.loads(out))
 
 
-def test_synthetic_lab_stable_counts_and_respawned_worker(lab, state_home: Path,
+def test_synthetic_lab_stable_counts_and_respawned_worker(shared_lab, state_home: Path,
                                                          tmp_path: Path) -> None:
-    st = lab("--app", "synthetic", "--storage", "local", "--workers", "2")
+    st = shared_lab(*SYNTHETIC)
     url = str(st["url"]) + str(st.get("entry_path") or "/")
     # OPcache does not cache files changed less than 2 s ago (file_update_protection): wait
     # until the new app is older, then warm every worker's caches.
@@ -113,10 +142,11 @@ def test_synthetic_lab_stable_counts_and_respawned_worker(lab, state_home: Path,
     assert len(totals) >= 20 and totals[0] > 0 and totals[0] == totals[-1], totals
 
 
-def test_counts_mode_sees_what_full_tracing_sees(lab, state_home: Path, tmp_path: Path) -> None:
+def test_counts_mode_sees_what_full_tracing_sees(shared_lab, state_home: Path,
+                                                 tmp_path: Path) -> None:
     """Three tracers at once on the same requests: full events and `--counts` with the
     compiled tracer and with bpftrace agree exactly."""
-    st = lab("--app", "synthetic", "--storage", "local", "--workers", "2")
+    st = shared_lab(*SYNTHETIC)
     url = str(st["url"]) + str(st.get("entry_path") or "/")
     time.sleep(2.5)
     for _ in range(6):
@@ -157,8 +187,8 @@ def test_counts_mode_sees_what_full_tracing_sees(lab, state_home: Path, tmp_path
     assert ten["trace"]["stopped"] == "requests" and 10 <= ten["requests"] <= 20, ten["trace"]
 
 
-def test_ctrl_c_writes_a_valid_trace(lab, state_home: Path, tmp_path: Path) -> None:
-    st = lab("--app", "synthetic", "--storage", "local", "--workers", "1")
+def test_ctrl_c_writes_a_valid_trace(shared_lab, state_home: Path, tmp_path: Path) -> None:
+    st = shared_lab(*SYNTHETIC)
     url = str(st["url"]) + str(st.get("entry_path") or "/")
     out = tmp_path / "int.sst.gz"
     proc = start_trace(state_home, ["--lab", str(st["name"]), "-d", "120", "-o", str(out),
@@ -224,12 +254,12 @@ def probed_code_kb(pid: int) -> int:
     return kb
 
 
-def test_workers_given_by_pid_are_the_only_ones_probed(lab, state_home: Path,
+def test_workers_given_by_pid_are_the_only_ones_probed(shared_lab, state_home: Path,
                                                        tmp_path: Path) -> None:
     """`trace -p WORKER` puts PHP's function probes in that worker only (the compiled tracer
     attaches them per PID): the pool's other worker runs untouched, and the traced worker's
     requests carry the same operations as a trace of the whole pool gives them."""
-    st = lab("--app", "synthetic", "--storage", "local", "--workers", "2")
+    st = shared_lab(*SYNTHETIC)
     url = str(st["url"]) + str(st.get("entry_path") or "/")
     w1, w2 = (int(p) for p in st["worker_pids"])  # type: ignore[attr-defined]
     time.sleep(2.5)
@@ -259,12 +289,13 @@ def test_workers_given_by_pid_are_the_only_ones_probed(lab, state_home: Path,
     assert sum(n for (kind, _, _), n in own_ops.items() if kind == "include") >= by_pid[w1] * 20
 
 
-def test_backends_agree_and_a_sampled_trace_scales_to_the_full_one(lab, state_home: Path,
+def test_backends_agree_and_a_sampled_trace_scales_to_the_full_one(shared_lab,
+                                                                   state_home: Path,
                                                                    tmp_path: Path) -> None:
     """Three tracers on the same requests: the compiled tracer and bpftrace record the same
     calls; a trace sampling 1 request in 4 records some and counts the others, and adds up to
     the full trace exactly, its per-request mean within the error it states."""
-    st = lab("--app", "synthetic", "--storage", "local", "--workers", "2")
+    st = shared_lab(*SYNTHETIC)
     url = str(st["url"]) + str(st.get("entry_path") or "/")
     time.sleep(2.5)
     for _ in range(6):

@@ -25,10 +25,12 @@ from statstorm.env import Env
 from statstorm.errors import DependencyError
 from statstorm.results.php_root import release
 from statstorm.results.trace import read_trace
-from test_trace_lab import get, send, start_trace, wait_attached
+from test_trace_lab import TraceProc, get, send, start_trace, wait_attached
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
+# The synthetic labs (one per version) are shared by the file's tests (conftest.shared_lab):
+# tracing changes nothing in them; the layout cache one test fakes is removed after it.
 # Shared by every test session, as in tests/test_php_root_lab.py: built once, reused after.
 ROOTS = Path("/var/tmp/statstorm-php-roots")
 KEYS = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd", "total", "failed")
@@ -50,10 +52,11 @@ def need_root(version: str) -> None:
             pytest.skip(f"PHP {version}'s root is not built and {exc}")
 
 
-def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
+def finish(proc: TraceProc) -> dict[str, Any]:
     """The trace's summary, with its warnings (stderr's `warning:` lines, as one line each
     whatever the width they were wrapped to)."""
-    out, err = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=300)
+    err = proc.err_text()
     assert proc.returncode == 0, err
     warnings = " ".join(err.split()).replace(" warning: ", "\nwarning: ").split("\n")
     return {**json.loads(out), "warnings": [w.removeprefix("warning: ") for w in warnings
@@ -102,14 +105,14 @@ def trace_with_strace(state_home: Path, tmp_path: Path, st: dict[str, Any],
 
 
 @pytest.mark.parametrize("version", ["8.4", "7.4"])
-def test_trace_equals_strace_on_php_version(version: str, roots: Path, lab, state_home: Path,
-                                             tmp_path: Path) -> None:
+def test_trace_equals_strace_on_php_version(version: str, roots: Path, shared_lab,
+                                             state_home: Path, tmp_path: Path) -> None:
     """On a `--php VERSION` lab the compiled tracer probes the root's php-fpm (8.4 in Debian
     13 has no USDT probe: its request start is php_request_startup's) with that version's
     layout: the same calls as strace, request by request and call by call, and the same PHP
     operations as on the host's 8.2 (the synthetic app's includes, from PHP's table)."""
     need_root(version)
-    st = lab("--app", "synthetic", "--workers", "2", "--php", version)
+    st = shared_lab("--app", "synthetic", "--workers", "2", "--php", version)
     binary = str(st["fpm_binary"])
     assert php_roots.root_of(binary) is not None
     layout = php_layouts.for_binaries(Env(state_root=state_home), [binary])
@@ -167,14 +170,14 @@ def test_mediawiki_trace_equals_strace_on_php_version(version: str, roots: Path,
     assert tr.header["php_layout"] == {"version": version, "attributed": True, "note": ""}
 
 
-def test_unknown_php_build_is_counted_not_attributed(roots: Path, lab, state_home: Path,
-                                                     tmp_path: Path) -> None:
+def test_unknown_php_build_is_counted_not_attributed(roots: Path, shared_lab,
+                                                     state_home: Path, tmp_path: Path) -> None:
     """A PHP whose layout the tracer cannot know (here: the 8.4 root's headers give none,
     as a layout cached without fields says) still gets its requests and their calls,
     strace's to the call, no PHP operation, and one line saying what is not attributed and
     why."""
     need_root("8.4")
-    st = lab("--app", "synthetic", "--workers", "2", "--php", "8.4")
+    st = shared_lab("--app", "synthetic", "--workers", "2", "--php", "8.4")
     binary = str(st["fpm_binary"])
     root = php_roots.root_of(binary)
     assert root is not None and php_roots.headers(root) is not None
@@ -229,12 +232,13 @@ def test_a_root_built_before_gets_its_headers_on_next_use(roots: Path, state_hom
             shutil.rmtree(aside, ignore_errors=True)
 
 
-def test_counting_stream_names_php_84_scripts(roots: Path, lab, state_home: Path) -> None:
+def test_counting_stream_names_php_84_scripts(roots: Path, shared_lab, state_home: Path
+                                              ) -> None:
     """The exporter's counting tracer on a PHP 8.4 lab (no USDT probe): given the state
     root, it reads each request's script from the SAPI's globals with 8.4's layout, so every
     counted request names its script (the exporter tells its own queries apart by it)."""
     need_root("8.4")
-    st = lab("--app", "synthetic", "--workers", "2", "--php", "8.4")
+    st = shared_lab("--app", "synthetic", "--workers", "2", "--php", "8.4")
     url = str(st["url"]) + str(st.get("entry_path") or "/")
     target = trace_targets.resolve(Env(state_root=state_home), lab=str(st["name"]))
     seen: list[object] = []
