@@ -96,4 +96,4 @@ def test_tune_tries_it_only_where_check_proposed_it() -> None:
     assert rules_afs.TIMEOUTS_ID not in [s for s, _ in skipped]
     tried, skipped = escalation.plan(["opcache-timestamps-off"])
     assert rules_afs.TIMEOUTS_ID not in tried + [s for s, _ in skipped]
-    assert "unseen up to 60 s" in escalation.price(rules_afs.TIMEOUTS_ID, "www")
+    assert "unseen up to 60 s" in escalation.price(rules_afs.TIMEOUTS_ID, "--pool www")

@@ -189,7 +189,7 @@ def test_the_escalation_runs_on_the_network_lab_by_name(tmp_path: Path,
     assert "apply could not make it here (not on this lab's volume)" in why[CONTENT]
     assert why[MIRROR].startswith("apply made nothing (nothing: Apache serves this pool")
     assert OFF in r.applied
-    assert "statstorm opcache reset --pool statstorm-dm-net" in r.trials[0].price
+    assert "statstorm opcache reset --lab dm-net" in r.trials[0].price
     data = json.loads((tmp_path / "out/demo.json").read_text())
     assert [t["finding"] for t in data["measure_first"]] == [OFF]
     assert DemoResult.from_json(data).skipped == r.skipped
@@ -290,3 +290,20 @@ def test_without_a_kept_change_the_run_ends_after_apply_all(
     verdict = build(load_all([tmp_path / "out/demo.json"])).headline.verdict
     assert "0.50x after apply --all" in verdict
     assert "the escalation kept none of the 1 change(s) it tried" in verdict
+
+
+def test_a_final_phase_without_round_trips_keeps_the_after_figure_in_the_headline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fakes = DemoFakes(tmp_path, ratios={"before": 0.2, "after": 0.5, f"with {OFF}": 0.7},
+                      reported=escalation.ESCALATION)
+
+    def measure(env: Env, local: Any, network: Any, load: Any, label: str, say: Any) -> Phase:
+        p = fakes.measure(env, local, network, load, label, say)  # 20 round trips a request
+        return Phase(p.local, Side((Round(70, 30, 90, 0, 40),))) if OFF in label else p
+    r = run(tmp_path, fakes, monkeypatch, report=demo_cmd.Steps().report, measure=measure)
+    final = r.final()
+    assert final is not None and final.kept == (OFF,) and final.round_trips_per_request is None
+    verdict = build(load_all([tmp_path / "out/demo.json"])).headline.verdict
+    rt = r.round_trips()
+    assert rt.before and rt.after is not None
+    assert f"({rt.before:.1f} → " in verdict and ", after apply --all)" in verdict, verdict

@@ -308,7 +308,14 @@ def test_include_path_entries_in_the_tree_follow_the_mirror(host: Host) -> None:
     cur = f"{st.where}/current"
     assert (c.kind, c.value, c.current) == (applyplan.POOL_INI,
                                             f".:{cur}/inc:/usr/share/php:{cur}", inc)
-    assert c.line == f"php_value[include_path] = {c.value}"
+    assert c.line == f"php_admin_value[include_path] = {c.value}"
+    # include-path-misses' reordered include_path in the same apply: rebased, not doubled
+    order = applyplan.Change("include-path-misses", applyplan.POOL_INI, "include_path",
+                             f"{host.app}/inc:.", f"php_admin_value[include_path] = "
+                             f"{host.app}/inc:.", "", inc)
+    (c2,) = [c for c in mirror.plan(Env(), host.target, [order, *applyplan.classify(f)])[0]
+             if c.key == "include_path"]
+    assert (c2.finding, c2.value) == ("include-path-misses", f"{cur}/inc:.")
 
 
 def test_include_path_outside_the_tree_is_left_alone() -> None:

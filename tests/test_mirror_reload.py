@@ -132,3 +132,18 @@ def test_a_reload_not_followed_keeps_the_tree_before(
     assert (mirror / first).is_dir() and res.kept == ((str(mirror / first),
                                                         "the reload was not followed"),)
     assert "not seen to settle" in res.note
+
+
+def test_a_mapped_file_holds_its_generation(tmp_path: Path) -> None:
+    """A process that only maps a file of the tree (its descriptor closed) holds it too."""
+    import mmap
+    tree = tmp_path / "tree-1"
+    tree.mkdir()
+    (tree / "lib.php").write_bytes(b"<?php\n" * 100)
+    with open(tree / "lib.php", "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        assert os.getpid() in code_mirror.holders(tree)
+    finally:
+        mapped.close()
+    assert os.getpid() not in code_mirror.holders(tree)

@@ -118,8 +118,8 @@ def test_the_order_is_least_invasive_first_and_none_is_in_apply_all() -> None:
         [], [(CONTENT, "check did not propose it for this pool"),
              (OFF, "check did not propose it for this pool"), (MIRROR, "left out by --no-mirror")])
     assert not escalation.reached(0.89) and escalation.reached(0.9)
-    assert "statstorm mirror sync --pool www" in escalation.price(MIRROR, "www")
-    assert "statstorm opcache reset --pool www" in escalation.price(OFF, "www")
+    assert "statstorm mirror sync --pool www" in escalation.price(MIRROR, "--pool www")
+    assert "statstorm opcache reset --pool www" in escalation.price(OFF, "--pool www")
 
 
 def test_each_is_tried_alone_kept_or_rolled_back_until_the_target(
@@ -244,8 +244,8 @@ def test_a_mirror_root_other_users_cannot_enter_is_refused() -> None:
 
 def test_the_text_output_shows_each_trial_its_price_and_what_was_not_tried(
         tmp_path: Path) -> None:
-    mirror = judge(MIRROR, phase(100, 90), phase(100, 60), escalation.price(MIRROR, "www"))
-    content = judge(CONTENT, phase(100, 61), phase(100, 60), escalation.price(CONTENT, "www"))
+    mirror = judge(MIRROR, phase(100, 90), phase(100, 60), escalation.price(MIRROR, "--pool www"))
+    content = judge(CONTENT, phase(100, 61), phase(100, 60), escalation.price(CONTENT, "--pool www"))
     r = dataclasses.replace(result(tmp_path), trials=(content, mirror),
                    skipped=(Skipped(OFF, "check did not propose it for this pool"),))
     out = io.StringIO()

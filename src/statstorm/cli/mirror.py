@@ -1,4 +1,4 @@
-"""`statstorm mirror sync --pool NAME`: flags → SyncOptions → commands.mirror."""
+"""`statstorm mirror sync --pool NAME | --lab NAME`: flags → SyncOptions → commands.mirror."""
 
 from __future__ import annotations
 
@@ -21,14 +21,17 @@ def mirror() -> None:
 
 
 @mirror.command("sync")
-@click.option("--pool", required=True, help="The php-fpm pool whose mirror to refresh.")
+@click.option("--pool", default="", metavar="NAME", help="The php-fpm pool whose mirror to "
+              "refresh.")
+@click.option("--lab", "lab", is_flag=False, flag_value="lab", default=None, metavar="[NAME]",
+              help="Refresh a lab's mirror instead (default name: lab).")
 @click.option("--no-reload", "no_reload", is_flag=True,
               help="Do not reload the pool after the switch: its workers may serve the tree "
                    "before for up to realpath_cache_ttl (600 s after `apply --all`), and with "
                    "opcache.validate_timestamps = 0 until php-fpm reloads.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was synced as JSON.")
 @click.pass_obj
-def sync(env: Env, pool: str, no_reload: bool, as_json: bool) -> None:
+def sync(env: Env, pool: str, lab: str | None, no_reload: bool, as_json: bool) -> None:
     """Copy the pool's network tree into its local mirror again: run it after every deploy,
     on every web server.
 
@@ -49,10 +52,12 @@ def sync(env: Env, pool: str, no_reload: bool, as_json: bool) -> None:
       statstorm mirror sync --pool www
       statstorm mirror sync --pool www --no-reload
       statstorm mirror sync --pool www --json
+      statstorm mirror sync --lab demo-net
     """
     from statstorm.commands import mirror as mirror_cmd
-    ready = StartedWhenReady(env, "mirror sync", f"pool {pool}")
-    result = mirror_cmd.run(env, mirror_cmd.SyncOptions(pool, reload=not no_reload), ready)
+    ready = StartedWhenReady(env, "mirror sync", f"lab {lab}" if lab else f"pool {pool}")
+    result = mirror_cmd.run(env, mirror_cmd.SyncOptions(pool, reload=not no_reload,
+                                                        lab=lab or ""), ready)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return

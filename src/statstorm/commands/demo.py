@@ -269,7 +269,7 @@ def pipeline(env: Env, job: Job, pair: Pair, rec: Record[Any], steps: Steps) -> 
                     f"{escalation.TARGET_RATIO:g}x)…")
         reported = steps.check(env, check_options(target, trace_path, below))
         rec.write("check_escalation", "check-escalation.json", reported.to_json())
-    escalate(rec, [f.id for f in reported.findings], job.mirror, target.pool_name, after,
+    escalate(rec, [f.id for f in reported.findings], job.mirror, target.args, after,
              Tries(apply=lambda i: steps.apply(env, on_target(findings=(i,), yes=True,
                                                                trace=trace_path,
                                                                local_ratio=gap())),

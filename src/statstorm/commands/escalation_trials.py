@@ -53,11 +53,12 @@ def not_made(tried: Applied) -> str:
             + (f": {why}" if why else "") + "); not measured")
 
 
-def escalate(record: Any, reported: list[str], mirror: bool, pool: str, after: Phase,
+def escalate(record: Any, reported: list[str], mirror: bool, target: str, after: Phase,
              tries: Tries, step: Callable[[str], None], log: Callable[[str], None]) -> None:
     """Step 7 of the pipeline: the trials and the changes skipped, saved in `record` (a
-    run_record.Record of a result with `trials`, `skipped` and `applied`) as they come; `pool`
-    names the target in each change's price (`statstorm opcache reset --pool POOL`). `step`
+    run_record.Record of a result with `trials`, `skipped` and `applied`) as they come; `target`
+    names the target in each change's price as the verbs take it (`--pool NAME`, `--lab
+    NAME`: `statstorm opcache reset --pool NAME`). `step`
     says what is tried: step 7's `[7/8]` line, or a plain line when the pipeline began the
     step itself (its re-check of the target, said before it runs)."""
     todo, left_out = escalation.plan(reported, mirror)
@@ -78,7 +79,7 @@ def escalate(record: Any, reported: list[str], mirror: bool, pool: str, after: P
             skipped += [Skipped(i, f"the target reached {baseline.ratio_rps:g}x of its "
                                    "reference: not tried") for i in todo[n:]]
             break
-        price = escalation.price(rule_id, pool)
+        price = escalation.price(rule_id, target)
         log(f"{rule_id}: trying it; its price: {price}")
         try:
             tried = tries.apply(rule_id)

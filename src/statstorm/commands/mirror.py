@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from statstorm.adapters.apply import apply_target, pool_config
+from statstorm.adapters.labs import state as labs
 from statstorm.adapters.storage import code_mirror
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
@@ -35,8 +36,9 @@ STALE_WINDOW = ("the pool was not reloaded: its workers may serve the generation
 
 @dataclass(frozen=True)
 class SyncOptions:
-    pool: str
+    pool: str = ""
     reload: bool = True  # reload the pool after the switch (--no-reload: do not)
+    lab: str = ""  # a lab's mirror (made in its own directory) instead of a pool's
 
 
 @dataclass(frozen=True)
@@ -63,19 +65,25 @@ def run(env: Env, opts: SyncOptions, ready: threading.Event | None = None) -> Sy
     """Sync every mirror of the pool, then reload the pool (unless `opts.reload` is False)
     and remove the generations served before; `ready` is set once they are found (the copy
     starts)."""
-    if not opts.pool or "/" in opts.pool or opts.pool.startswith("."):
+    if bool(opts.pool) == bool(opts.lab):
+        raise UsageError("name the mirror's pool (--pool NAME) or its lab (--lab NAME)")
+    if opts.pool and ("/" in opts.pool or opts.pool.startswith(".")):
         raise UsageError("--pool names a php-fpm pool (as `statstorm apply --pool` took it)")
-    code_mirror.require(opts.pool)
+    pool, under = opts.pool, None
+    if opts.lab:  # a lab's mirror lives in the lab's own directory
+        pool, under = labs.require_up(env, opts.lab, pool=True).pool, labs.mirror_root(env, opts.lab)
+    code_mirror.require(pool, under, f"--lab {opts.lab}" if opts.lab else "")
     # the pool's master and files, before anything is copied (a pool not running: one line)
-    target = apply_target.resolve(env, lab=None, pool=opts.pool) if opts.reload else None
+    target = apply_target.resolve(env, lab=opts.lab or None, pool=None if opts.lab else pool) \
+        if opts.reload else None
     done = []
-    for s in code_mirror.sync(opts.pool, ready):
+    for s in code_mirror.sync(pool, ready, under):
         env.log(f"mirror: {s.marker.source} → {s.path}/{s.marker.tree} ({s.marker.files} "
                 f"entries, {s.marker.bytes / 1048576:.1f} MiB) in {s.seconds:g} s")
         done.append(s)
     if target is None:
         env.log(f"mirror: {STALE_WINDOW}")
-        return SyncResult(opts.pool, tuple(done), note=STALE_WINDOW)
+        return SyncResult(pool, tuple(done), note=STALE_WINDOW)
     try:
         lost = pool_config.reload(env, target, [], fpm=True)
     except pool_config.ApplyFailed as exc:
@@ -85,7 +93,7 @@ def run(env: Env, opts: SyncOptions, ready: threading.Event | None = None) -> Sy
         note = (f"php-fpm's new master was not seen to settle ({lost}): the generation before "
                 "is kept until the next sync")
         env.log(f"mirror: {note}")
-        return SyncResult(opts.pool, tuple(done), True, note,
+        return SyncResult(pool, tuple(done), True, note,
                           kept=tuple((str(Path(s.path) / s.previous), "the reload was not "
                                       "followed") for s in done if s.previous))
     removed, kept = [], []
@@ -93,14 +101,18 @@ def run(env: Env, opts: SyncOptions, ready: threading.Event | None = None) -> Sy
         if not s.previous or s.previous == s.marker.tree:
             continue
         old = Path(s.path) / s.previous
-        held = code_mirror.remove_generation(Path(s.path), s.previous)
+        held = code_mirror.remove_generation(Path(s.path), s.previous, under)
         if held:
             why = f"process(es) {', '.join(map(str, held[:5]))} still hold files in it"
             env.log(f"mirror: {old} kept until the next sync: {why}")
             kept.append((str(old), why))
         elif not old.exists():
             removed.append(str(old))
-    return SyncResult(opts.pool, tuple(done), True, "", tuple(removed), tuple(kept))
+        else:
+            why = "it could not be removed: remove it by hand"
+            env.log(f"mirror: {old}: {why}")
+            kept.append((str(old), why))
+    return SyncResult(pool, tuple(done), True, "", tuple(removed), tuple(kept))
 
 
 __all__ = ["STALE_WINDOW", "SyncOptions", "SyncResult", "run"]

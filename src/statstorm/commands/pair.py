@@ -44,9 +44,9 @@ class Member:
         return f"lab {self.lab}" if self.lab else f"pool {self.pool}"
 
     @property
-    def pool_name(self) -> str:
-        """Its php-fpm pool's name (a lab's pool is `statstorm-LAB`), as `--pool` takes it."""
-        return self.pool or f"statstorm-{self.lab}"
+    def args(self) -> str:
+        """How the verbs' options name it: `--lab NAME` or `--pool NAME`."""
+        return f"--lab {self.lab}" if self.lab else f"--pool {self.pool}"
 
     def names(self) -> dict[str, str | None]:
         """How trace and apply name it: `lab=` or `pool=`."""

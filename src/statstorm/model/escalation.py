@@ -34,14 +34,16 @@ PRICE = {
     AFS_TIMEOUTS: "afsd.fuse restarted with a 60 s negative timeout: a new file on the AFS "
                   "mount may stay unseen up to 60 s on this client",
     TIMESTAMPS: "OPcache no longer sees code changes by itself: every deploy must run "
-                "`statstorm opcache reset --pool {pool}`",
+                "`statstorm opcache reset {target}`",
     MIRROR: "a copy of the code on local disk that every deploy must sync with "
-            "`statstorm mirror sync --pool {pool}` (until then the old code is served)",
+            "`statstorm mirror sync {target}` (until then the old code is served)",
 }
 
 
-def price(rule_id: str, pool: str) -> str:
-    return PRICE.get(rule_id, "").format(pool=pool)
+def price(rule_id: str, target: str) -> str:
+    """What the change asks of the user; `target` names the pool as the verbs take it
+    (`--pool NAME`, or a lab's `--lab NAME`)."""
+    return PRICE.get(rule_id, "").format(target=target)
 
 
 def plan(reported: list[str], mirror: bool = True) -> tuple[list[str], list[tuple[str, str]]]:

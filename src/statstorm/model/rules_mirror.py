@@ -11,7 +11,12 @@ from statstorm.model.mirror import MIRROR_INCLUDE_PATH, STALE_SHOWN, inside, sta
 from statstorm.model.rules_app import network_bound_evidence
 from statstorm.results.check import Severity
 
-SYNC = "statstorm mirror sync --pool {pool}"
+SYNC = "statstorm mirror sync {target}"
+
+
+def sync_command(facts: Facts, pool: str = "") -> str:
+    """The sync a deploy runs: a lab's by its name (its mirror is in its own directory)."""
+    return SYNC.format(target=f"--lab {facts.lab}" if facts.lab else f"--pool {pool or facts.pool}")
 
 
 def writable_in_tree(facts: Facts, app_root: str) -> list[str]:
@@ -27,7 +32,7 @@ def code_local_mirror(facts: Facts) -> list[Finding]:
     if not why or not net or not facts.docroot or not facts.pool:
         return []
     app_root = facts.app_root or facts.docroot
-    sync = SYNC.format(pool=facts.pool)
+    sync = sync_command(facts)
     writes = writable_in_tree(facts, app_root)
     ev = [*why, f"the code is on {net[0].mount_point} ({net[0].kind})",
           "what the cache settings leave is per-request work through the network client "
@@ -85,7 +90,7 @@ def mirror_stale(facts: Facts) -> list[Finding]:
                     "the code", [f"the pool serves {m.path}, a mirror of {m.marker.source} "
                                  f"synced at {m.marker.synced_at}",
                                  f"PHP files changed on the network copy since: {names}{more}"],
-                    [SYNC.format(pool=m.marker.pool or facts.pool)],
+                    [sync_command(facts, m.marker.pool)],
                     "the sync copies the whole tree beside the current one, then switches to "
                     "it at once: twice the copy's disk for a moment", None,
                     "a deploy that is not served yet: no gain to measure")]

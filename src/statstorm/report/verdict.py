@@ -200,8 +200,10 @@ def headline(host: str, trace_totals: list[tuple[str, float]], n_findings: dict[
         if rb:
             parts.append(f"{st} {rb:.2f}x local throughput before" + final_text(d))
         rt_end = end.round_trips_per_request if end is not None else None
+        at = f", {end.label}" if end is not None and end.kept else ""
+        if rt_end is None:  # the final phase counted none: the figure after apply --all
+            rt_end, at = rt.after, (", after apply --all" if at else "")
         if rt.before and rt_end is not None:
-            at = f", {end.label}" if end is not None and end.kept else ""
             parts.append(f"{fewer(rt.before, rt_end)} network round trips per request "
                          f"({fmt(rt.before)} → {fmt(rt_end)}{at})")
         calls = d.metadata_calls_per_request

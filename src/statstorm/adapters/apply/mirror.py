@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 from statstorm.adapters.apply.pool_config import Target
@@ -116,12 +117,25 @@ def plan(env: Env, target: Target, changes: list[Change],
             if Path(r.file) not in target.nginx_files:
                 target.nginx_files.append(Path(r.file))
         for p in paths:  # includes through the pool's include_path: from the mirror too
-            new = rebased_include_path(p.value, str(source), str(dest))
-            if new:
-                out.append(Change(c.finding, POOL_INI, "include_path", new,
-                                  f"php_value[include_path] = {new}",
-                                  "include_path served from the local mirror", p.value))
+            out = _rebase_include_path(out, c.finding, p.value, str(source), str(dest))
     return out, steps, []
+
+
+def _rebase_include_path(out: list[Change], finding: str, current: str, source: str,
+                         dest: str) -> list[Change]:
+    """`out` with the pool's include_path pointed at the mirror: the include_path another
+    change of this apply sets (include-path-misses' order) rebased in place, else the pool's
+    current one as a change of its own."""
+    at = next((i for i, x in enumerate(out) if x.kind == POOL_INI and x.key == "include_path"),
+              None)
+    new = rebased_include_path(out[at].value if at is not None else current, source, dest)
+    if not new:
+        return out
+    line = f"php_admin_value[include_path] = {new}"
+    if at is not None:
+        return [*out[:at], replace(out[at], value=new, line=line), *out[at + 1:]]
+    return [*out, Change(finding, POOL_INI, "include_path", new, line,
+                         "include_path served from the local mirror", current)]
 
 
 def where(env: Env, target: Target) -> Path:

@@ -122,32 +122,47 @@ def make(mirror: Path, source: Path, pool: str, under: Path | None = None) -> Mi
 
 
 def holders(tree: Path, proc: Path = Path("/proc")) -> list[int]:
-    """The processes whose working directory, root or an open file is inside `tree`."""
+    """The processes whose working directory, root, an open file or a mapped file is inside
+    `tree`. Without root, a process this one may not look into counts as holding it (the
+    tree is kept, not removed under it); as root, one the kernel still hides (an init
+    outside this namespace) does not, nor one that ended meanwhile."""
     real = os.path.realpath(tree)
     found = []
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
-        links = [entry / "cwd", entry / "root"]
         try:
-            links += list((entry / "fd").iterdir())
-        except OSError:
-            pass  # gone, or not ours to read
-        for link in links:
-            try:
-                target = os.readlink(link)
-            except OSError:
-                continue
-            if target != "/" and inside(target, real):
+            if _holds(entry, real):
                 found.append(int(entry.name))
-                break
+        except PermissionError:
+            if os.geteuid() != 0:
+                found.append(int(entry.name))
+        except OSError:
+            continue  # gone
     return sorted(found)
 
 
-def remove_generation(mirror: Path, name: str) -> list[int]:
+def _holds(entry: Path, real: str) -> bool:
+    links = [entry / "cwd", entry / "root", *(entry / "fd").iterdir()]
+    for link in links:
+        try:
+            target = os.readlink(link)
+        except FileNotFoundError:
+            continue  # closed meanwhile
+        if target != "/" and inside(target, real):
+            return True
+    with open(entry / "maps", errors="replace") as maps:  # addr perms offset dev inode path
+        for line in maps:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and parts[5].startswith("/") and inside(parts[5].strip(), real):
+                return True
+    return False
+
+
+def remove_generation(mirror: Path, name: str, under: Path | None = None) -> list[int]:
     """Remove the generation `name` of `mirror` unless `current` points to it or a process
     holds something in it: those processes' PIDs then (nothing removed)."""
-    _guard(mirror, None)
+    _guard(mirror, under)
     tree = mirror / name
     cur = mirror / CURRENT
     if not name.startswith("tree-") or "/" in name or not tree.is_dir() or \
@@ -171,25 +186,29 @@ def remove(mirror: Path, under: Path | None = None) -> None:
         pass  # other mirrors of the pool, or not empty
 
 
-def of_pool(pool: str) -> list[Path]:
-    """The mirrors made for `pool` (their directories)."""
-    return sorted(m.parent for m in (root_dir() / pool).glob(f"*/{MARKER}"))
+def of_pool(pool: str, under: Path | None = None) -> list[Path]:
+    """The mirrors made for `pool` (their directories), under the mirror root or `under`."""
+    return sorted(m.parent for m in ((under or root_dir()) / pool).glob(f"*/{MARKER}"))
 
 
-def require(pool: str) -> list[Path]:
-    """The mirrors of `pool`; UsageError, naming how to make one, when there is none."""
-    found = of_pool(pool)
+def require(pool: str, under: Path | None = None, target: str = "") -> list[Path]:
+    """The mirrors of `pool`; UsageError, naming how to make one (`statstorm apply TARGET`,
+    default `--pool POOL`), when there is none."""
+    found = of_pool(pool, under)
     if not found:
-        raise UsageError(f"no mirror of pool {pool} under {root_dir()}: make one with "
-                         f"`statstorm apply --pool {pool} code-local-mirror --yes`")
+        raise UsageError(f"no mirror of pool {pool} under {under or root_dir()}: make one with "
+                         f"`statstorm apply {target or '--pool ' + pool} code-local-mirror "
+                         "--yes`")
     return found
 
 
-def sync(pool: str, ready: threading.Event | None = None) -> list[MirrorSync]:
-    """Every mirror of `pool` copied anew from its network tree (see the module's note);
-    `ready` is set once they are found and checked, before the first copy."""
+def sync(pool: str, ready: threading.Event | None = None, under: Path | None = None,
+         ) -> list[MirrorSync]:
+    """Every mirror of `pool` (under the mirror root or `under`) copied anew from its network
+    tree (see the module's note); `ready` is set once they are found and checked, before the
+    first copy."""
     checked = []
-    for mirror in require(pool):
+    for mirror in require(pool, under):
         if not os.access(mirror, os.W_OK):
             raise PrivilegeError(f"cannot write {mirror}: run statstorm mirror sync as root")
         marker = read_marker(mirror)
@@ -203,7 +222,7 @@ def sync(pool: str, ready: threading.Event | None = None) -> list[MirrorSync]:
         checked.append((mirror, source, marker.pool or pool))
     if ready is not None:
         ready.set()
-    return [make(*one) for one in checked]
+    return [make(*one, under) for one in checked]
 
 
 def newest_php(source: Path, limit: int = NEWEST) -> tuple[tuple[str, float], ...]:
