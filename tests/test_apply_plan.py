@@ -193,7 +193,11 @@ def test_edit_pool_replaces_appends_and_stays_in_section() -> None:
     assert "php_admin_value[realpath_cache_size] = 4M" in www
     assert "pm.max_children = 8" in www and "pm.max_children = 5" not in www
     assert www.count(applyplan.MARK) == 1
-    assert "php_admin_value[include_path] = /srv/app/lib:." in www
+    # an app may set its include_path itself (set_include_path): php_value, not admin
+    assert "php_value[include_path] = /srv/app/lib:." in www
+    assert "php_admin_value[include_path]" not in www
+    kept = applyplan.edit_pool(POOL_CONF, "other", changes[1:2]).split("[other]")[1]
+    assert "php_admin_value[include_path] = /srv/app/lib:." in kept  # the pool's own kind
     assert "php_admin_value[open_basedir] =\n" in www
     assert www.rstrip().endswith("pm.max_requests = 5000")
     assert out.split("[other]")[1] == POOL_CONF.split("[other]")[1]  # untouched

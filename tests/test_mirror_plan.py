@@ -308,7 +308,7 @@ def test_include_path_entries_in_the_tree_follow_the_mirror(host: Host) -> None:
     cur = f"{st.where}/current"
     assert (c.kind, c.value, c.current) == (applyplan.POOL_INI,
                                             f".:{cur}/inc:/usr/share/php:{cur}", inc)
-    assert c.line == f"php_admin_value[include_path] = {c.value}"
+    assert c.line == f"php_value[include_path] = {c.value}"
     # include-path-misses' reordered include_path in the same apply: rebased, not doubled
     order = applyplan.Change("include-path-misses", applyplan.POOL_INI, "include_path",
                              f"{host.app}/inc:.", f"php_admin_value[include_path] = "

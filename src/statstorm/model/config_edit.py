@@ -131,17 +131,25 @@ def set_line(lines: Lines, lo: int, hi: int, pattern: re.Pattern[str], new: str,
     lines.insert(end, new)
 
 
+# Settings apps change themselves at run time (set_include_path() in PEAR- and ZF1-style
+# bootstraps): a pool's php_admin_value would make that call fail, so apply gives them as
+# php_value, unless the pool already fixes them with php_admin_value.
+APP_SETTABLE = frozenset({"include_path"})
+
+
 def pool_setting(lines: Lines, lo: int, hi: int, kind: str, key: str, value: str,
                  header: str) -> None:
-    """`php_admin_value[key] = value` ("ini") or the directive `key = value` ("directive")
-    in the pool's lines [lo, hi)."""
+    """`php_admin_value[key] = value` ("ini"; php_value for APP_SETTABLE keys) or the
+    directive `key = value` ("directive") in the pool's lines [lo, hi)."""
     if kind == "ini" and key == "extension":  # several may load: match this one
         pat = re.compile(r"[ \t]*php(?:_admin)?_value\[extension\][ \t]*=[ \t]*\"?[^ \t\"]*"
                          rf"{re.escape(value.rsplit('/', 1)[-1])}\"?[ \t]*$")
         new = f"php_admin_value[extension] = {ini_value(value)}"
     elif kind == "ini":
         pat = re.compile(rf"[ \t]*php(?:_admin)?_(?:value|flag)\[{re.escape(key)}\][ \t]*=")
-        new = f"php_admin_value[{key}] = {ini_value(value)}".rstrip()
+        fixed = re.compile(rf"[ \t]*php_admin_value\[{re.escape(key)}\]")
+        admin = key not in APP_SETTABLE or any(fixed.match(lines.body[i]) for i in range(lo, hi))
+        new = f"php_{'admin_' if admin else ''}value[{key}] = {ini_value(value)}".rstrip()
     else:
         pat = re.compile(rf"[ \t]*{re.escape(key)}[ \t]*=")
         new = f"{key} = {ini_value(value)}"

@@ -131,7 +131,7 @@ def _rebase_include_path(out: list[Change], finding: str, current: str, source: 
     new = rebased_include_path(out[at].value if at is not None else current, source, dest)
     if not new:
         return out
-    line = f"php_admin_value[include_path] = {new}"
+    line = f"php_value[include_path] = {new}"
     if at is not None:
         return [*out[:at], replace(out[at], value=new, line=line), *out[at + 1:]]
     return [*out, Change(finding, POOL_INI, "include_path", new, line,
