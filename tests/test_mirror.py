@@ -98,7 +98,8 @@ def test_mirror_apply_sync_rollback(state_home: Path, monkeypatch: pytest.Monkey
         assert dry.returncode == 0, dry.stderr
         planned = json.loads(dry.stdout)
         (step,) = planned["storage"]
-        assert step["kind"] == "mirror" and step["before"] == {"source": str(app)}
+        assert step["kind"] == "mirror" and step["before"] == {"source": str(app),
+                                                               "under": str(mirror_root)}
         assert int(step["after"]["bytes"]) > 0
         (edit,) = planned["files"]
         assert f"+\troot {step['where']}/current;" in edit["diff"], edit["diff"]
