@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from statstorm.adapters.host import unix_sockets
 from statstorm.adapters.storage import ceph_admin
 from statstorm.env import Env
 from statstorm.errors import ComponentError
@@ -92,7 +93,7 @@ def test_the_socket_the_client_holds_comes_first(tmp_path: Path) -> None:
     argv = [*LAB_ARGV[:5], str(run / "client.asok"), LAB_ARGV[-1]]
     proc = fake_proc(tmp_path, 77, {str(run / "mds.a.asok"): 10, str(run / "client.asok"): 11,
                                     str(run / "other.sock"): 12}, held=[11, 12])
-    assert ceph_admin.held_sockets(77, proc) == [str(run / "client.asok"), str(run / "other.sock")]
+    assert unix_sockets.held(77, proc) == [str(run / "client.asok"), str(run / "other.sock")]
     assert ceph_admin.candidates(77, argv, proc) == [str(run / "client.asok")]
     # its fds unreadable (another user's process): the path its command line names
     assert ceph_admin.candidates(78, argv, proc) == [str(run / "client.asok")]
@@ -104,9 +105,9 @@ def test_a_real_listening_socket_is_found_from_this_process(tmp_path: Path) -> N
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.bind(str(path))
         s.listen(1)
-        assert str(path) in ceph_admin.held_sockets(os.getpid())
+        assert str(path) in unix_sockets.held(os.getpid())
         assert ceph_admin.candidates(os.getpid(), ["ceph-fuse", "/m"])[0] == str(path)
-    assert str(path) not in ceph_admin.held_sockets(os.getpid())
+    assert str(path) not in unix_sockets.held(os.getpid())
 
 
 def test_no_socket_falls_back_on_the_command_line_and_says_so(tmp_path: Path) -> None:

@@ -58,12 +58,11 @@ def render(env: Env, r: TuneResult) -> None:
     con.print(t2)
     for line in prediction_fit.closing_notes(mc, rt, r.predicted):
         con.print(line)
-    kept = [t for t in r.trials if t.kept]
-    if kept:
-        con.print("not predicted: the escalation's kept changes ("
-                  + ", ".join(t.finding for t in kept) + ") were made after the prediction; "
-                  f"with them, {_fmt(kept[-1].phase.network.round_trips_per_request)} round "
-                  "trips per request measured (their rows above)")
+    if end is not None and end.kept:
+        con.print("not predicted: the escalation's kept changes (" + ", ".join(end.kept)
+                  + ") were made after the prediction; with them, "
+                  f"{_fmt(end.round_trips_per_request)} round trips per request measured "
+                  "(their rows above)")
     if r.findings_before:
         con.print("check: " + "; ".join(r.findings_before))
     if r.findings_after:

@@ -54,6 +54,7 @@ from statstorm.results.demo import (DemoResult, Lab, LabSettings, PerRequest, Ph
 from statstorm.results.lab import LabState
 from statstorm.results.php_root import HOST_VERSION, release
 from statstorm.results.storage_kind import StorageKind
+from statstorm.results.trials import final_of
 
 ROLES = ("local", "network")
 STEPS = 8
@@ -259,8 +260,8 @@ def pipeline(env: Env, job: Job, pair: Pair, rec: Record[Any], steps: Steps) -> 
     def gap() -> float | None:
         """The target's latest ratio to its reference (after apply --all, or with the last
         change kept), as check's evidence while it is below the goal."""
-        kept = [t for t in rec.result.trials if t.kept]
-        ratio = kept[-1].phase.ratio_rps if kept else after.ratio_rps
+        end = final_of(after, rec.result.trials)
+        ratio = end.phase.ratio_rps if end is not None else after.ratio_rps
         return None if escalation.reached(ratio) else ratio
     reported, below = chk, gap()
     if below is not None:  # step 7's line (and fault point) first, then its re-check

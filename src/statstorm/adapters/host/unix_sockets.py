@@ -17,6 +17,7 @@ Each network namespace has its own table: `table(pid)` reads the one of `pid`'s 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,25 @@ def table(pid: int = 0) -> list[UnixSocket]:
     return parse(where.read_text(errors="replace"))
 
 
+def held(pid: int, proc: Path = Path("/proc")) -> list[str]:
+    """The paths of the listening UNIX sockets process `pid` holds ([] when its fds cannot
+    be read: another user's process, or gone)."""
+    inodes = set()
+    try:
+        for fd in os.scandir(proc / str(pid) / "fd"):
+            try:
+                target = os.readlink(fd.path)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(int(target[8:-1]))
+        table = parse((proc / str(pid) / "net/unix").read_text(errors="replace"))
+    except OSError:
+        return []
+    return [s.path for s in table if s.listening and s.inode in inodes
+            and s.path.startswith("/")]
+
+
 def connections(sockets: list[UnixSocket], bound: str) -> int:
     """How many connections the listener bound to `bound` has not finished with: accepted
     and open on the server's side, or waiting in its backlog."""
@@ -73,5 +93,5 @@ def listeners(sockets: list[UnixSocket], bound: str) -> int:
     return sum(1 for s in sockets if s.path == bound and s.listening)
 
 
-__all__ = ["ACCEPTCON", "SS_CONNECTING", "UnixSocket", "connections", "listeners", "parse",
+__all__ = ["ACCEPTCON", "SS_CONNECTING", "UnixSocket", "connections", "held", "listeners", "parse",
            "table"]

@@ -18,7 +18,6 @@ another mount namespace is reached through `/proc/PID/root`.
 from __future__ import annotations
 
 import json
-import os
 import socket
 from pathlib import Path
 from typing import Sequence
@@ -96,25 +95,6 @@ def expand(template: str, argv: Sequence[str], pid: int) -> str:
     return out
 
 
-def held_sockets(pid: int, proc: Path = Path("/proc")) -> list[str]:
-    """The paths of the listening UNIX sockets process `pid` holds ([] when its fds cannot
-    be read: another user's process, or gone)."""
-    inodes = set()
-    try:
-        for fd in os.scandir(proc / str(pid) / "fd"):
-            try:
-                target = os.readlink(fd.path)
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(int(target[8:-1]))
-        table = unix_sockets.parse((proc / str(pid) / "net/unix").read_text(errors="replace"))
-    except OSError:
-        return []
-    return [s.path for s in table if s.listening and s.inode in inodes
-            and s.path.startswith("/")]
-
-
 def _matches(path: str, pattern: str) -> bool:
     return Path(path).match(pattern) if "*" in pattern else path == pattern
 
@@ -137,7 +117,7 @@ def candidates(pid: int, argv: Sequence[str], proc: Path = Path("/proc")) -> lis
     named = _arg(argv, "--admin-socket")
     pattern = expand(named, argv, pid) if named else ""
     default = expand(DEFAULT_ASOK, argv, pid)
-    held = held_sockets(pid, proc)
+    held = unix_sockets.held(pid, proc)
     out = [p for p in held if pattern and _matches(p, pattern)]
     out += [p for p in held if p.endswith(".asok") or _matches(p, default)]
     out = [q for p in out for q in _existing(p, pid, proc)[:1] or [p]]
@@ -189,5 +169,4 @@ def cache_options(pid: int, argv: list[str], env: Env | None = None) -> dict[str
             ceph_fuse.SOURCE: f"{ceph_fuse.FROM_SOCKET} {asok}"}
 
 
-__all__ = ["CEPH", "DEFAULT_ASOK", "cache_options", "candidates", "expand", "held_sockets",
-           "identity", "parse_config", "read_config", "running_config"]
+__all__ = ["CEPH", "DEFAULT_ASOK", "cache_options", "candidates", "expand", "identity", "parse_config", "read_config", "running_config"]

@@ -24,7 +24,8 @@ import json
 from pathlib import Path
 from typing import Mapping
 
-from statstorm.adapters.storage import ceph_admin, mounts
+from statstorm.adapters.host import unix_sockets
+from statstorm.adapters.storage import mounts
 from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.model.storage_kinds import STORAGE
@@ -85,7 +86,7 @@ def total(calls: Mapping[str, int]) -> int:
 
 def asok_of(pid: int) -> Path | None:
     """The admin socket of a Ceph client process, or None."""
-    found = [p for p in ceph_admin.held_sockets(pid) if p.endswith(".asok")]
+    found = [p for p in unix_sockets.held(pid) if p.endswith(".asok")]
     return Path(found[0]) if found else None
 
 
