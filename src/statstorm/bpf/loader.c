@@ -349,7 +349,7 @@ int main(int argc, char **argv)
 		}
 	}
 	/* Stop recording, let the probes running now finish, and drain: the file is then
-	 * complete (DONE). Detaching every probe takes the kernel seconds: it comes after. */
+	 * complete (DONE). The probes are detached after, all at once (destroy_links). */
 	skel->bss->stopped = 1;
 	struct timespec settle = {0, 50 * 1000 * 1000};
 	nanosleep(&settle, NULL);
@@ -363,8 +363,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (sampler)
 		sampler_stop(sampler);
-	for (int i = nlinks - 1; i >= 0; i--)
-		bpf_link__destroy(links[i]);
+	destroy_links(links, nlinks);
 	ring_buffer__free(rb);
 	trace_bpf__destroy(skel);
 	return 0;

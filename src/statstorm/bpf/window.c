@@ -75,25 +75,42 @@ void sampler_record(struct sampler *s, unsigned char tag, unsigned int pid)
 	}
 }
 
-static void *destroy_one(void *link)
+#define DETACH_THREADS 256
+
+struct stripe { struct bpf_link **links; int from, n, step; };
+
+static void *destroy_stripe(void *arg)
 {
-	bpf_link__destroy(link);
+	struct stripe *st = arg;
+	for (int i = st->from; i < st->n; i += st->step)
+		bpf_link__destroy(st->links[i]);
 	return NULL;
+}
+
+void destroy_links(struct bpf_link **links, int n)
+{
+	/* at most DETACH_THREADS threads, each destroying every step-th link of its stripe; a
+	 * thread that cannot be started leaves its stripe to this one */
+	int step = n < DETACH_THREADS ? n : DETACH_THREADS;
+	pthread_t t[DETACH_THREADS];
+	struct stripe st[DETACH_THREADS];
+	int ok[DETACH_THREADS];
+	for (int k = 0; k < step; k++) {
+		st[k] = (struct stripe){links, k, n, step};
+		ok[k] = step > 1 && pthread_create(&t[k], NULL, destroy_stripe, &st[k]) == 0;
+	}
+	for (int k = 0; k < step; k++)
+		if (!ok[k])
+			destroy_stripe(&st[k]);
+	for (int k = 0; k < step; k++)
+		if (ok[k])
+			pthread_join(t[k], NULL);
 }
 
 static void *detach_all(void *arg)
 {
 	struct sampler *s = arg;
-	pthread_t t[WLINKS];
-	int ok[WLINKS];
-	for (int i = 0; i < s->ndlinks; i++) {
-		ok[i] = pthread_create(&t[i], NULL, destroy_one, s->dlinks[i]) == 0;
-		if (!ok[i])
-			bpf_link__destroy(s->dlinks[i]);
-	}
-	for (int i = 0; i < s->ndlinks; i++)
-		if (ok[i])
-			pthread_join(t[i], NULL);
+	destroy_links(s->dlinks, s->ndlinks);
 	s->ndlinks = 0;
 	__atomic_store_n(&s->detached, 1, __ATOMIC_RELEASE);
 	return NULL;
