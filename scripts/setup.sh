@@ -171,7 +171,7 @@ if [[ -n $php_api && ! -f $php_inc/main/php.h ]]; then
     fi
     rm -rf "$tmpdeb"
 fi
-bpf_want=$(cat "$bpf_src/trace.bpf.c" "$bpf_src/loader.c" "$bpf_src/window.h" "$bpf_src/window.c" "$bpf_src/build.sh" "$bpf_src/php_layout.c" "$bpf_src/php_table.h" "$bpf_src/php_table.c" | sha256sum | cut -c1-16)
+bpf_want=$(cat "$bpf_src/trace.bpf.c" "$bpf_src/loader.c" "$bpf_src/window.h" "$bpf_src/window.c" "$bpf_src/probes.h" "$bpf_src/probes.c" "$bpf_src/build.sh" "$bpf_src/php_layout.c" "$bpf_src/php_table.h" "$bpf_src/php_table.c" | sha256sum | cut -c1-16)
 if [[ ! -x $bpf_dest/statstorm-trace || $(cat "$bpf_dest/source.sha" 2>/dev/null) != "$bpf_want" ]]; then
     if [[ ! -r /sys/kernel/btf/vmlinux ]]; then
         echo "statstorm setup: this kernel has no BTF (/sys/kernel/btf/vmlinux); the compiled" \

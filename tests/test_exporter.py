@@ -433,6 +433,10 @@ def test_the_compiled_tracers_sources_are_where_its_build_check_looks() -> None:
     for name in libbpf_trace.SOURCES:
         assert (libbpf_trace.SOURCE_DIR / name).is_file(), name
     assert len(libbpf_trace.source_hash()) == 16
+    # setup.sh stamps its build with the hash of the same files, in the same order
+    setup = (libbpf_trace.SOURCE_DIR.parents[2] / "scripts/setup.sh").read_text()
+    stamp = next(line for line in setup.splitlines() if line.startswith("bpf_want="))
+    assert tuple(re.findall(r'"\$bpf_src/([^"]+)"', stamp)) == libbpf_trace.SOURCES
 
 
 def test_opcache_figures_take_only_what_the_status_gives() -> None:

@@ -22,6 +22,6 @@ if [[ -n $php_inc && -f $php_inc/main/php.h ]] &&
             "$src/php_layout.c" -o "$work/php_layout" && "$work/php_layout" > "$work/layout.h"; then
     mv "$work/layout.h" "$work/php_layout.h"
 fi
-cc -O2 -Wall -pthread -I"$work" -I"$src" "$src/loader.c" "$src/window.c" "$src/php_table.c" -o "$work/statstorm-trace" -lbpf -lelf -lz
+cc -O2 -Wall -pthread -I"$work" -I"$src" "$src/loader.c" "$src/window.c" "$src/probes.c" "$src/php_table.c" -o "$work/statstorm-trace" -lbpf -lelf -lz
 mkdir -p "$dest"
 install -m 0755 "$work/statstorm-trace" "$dest/statstorm-trace"

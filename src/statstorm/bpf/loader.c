@@ -37,6 +37,7 @@
 #include <bpf/libbpf.h>
 #include <bpf/bpf.h>
 #include "trace.skel.h"
+#include "probes.h"
 #include "window.h"
 #include "php_table.h"
 
@@ -116,27 +117,26 @@ static void die(const char *what, const char *detail)
 	exit(1);
 }
 
-static struct bpf_link *links[MAX_LINKS];
+static struct ulink links[MAX_LINKS];
 static int nlinks;
 
 static void keep_link(struct bpf_link *l)
 {
 	if (nlinks < MAX_LINKS)
-		links[nlinks++] = l;
+		links[nlinks++] = (struct ulink){l, -1};
 }
 
 /* a uprobe in `bin` for the process `pid` (-1: every process that maps it) */
 static void attach_uprobe(const struct probe *p, const char *bin, int pid, long long cookie)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = p->func, .retprobe = p->ret != 0,
-	            .bpf_cookie = (__u64)cookie);
-	struct bpf_link *l = bpf_program__attach_uprobe_opts(p->prog, pid, bin, 0, &uo);
-	if (!l) {
+	struct ulink l;
+	if (uprobe_attach(&l, p->prog, bin, p->func, p->ret, pid, (unsigned long long)cookie)) {
 		char what[512];
 		snprintf(what, sizeof(what), "%s in %s", p->func, bin);
 		die("could not attach a uprobe to", what);
 	}
-	keep_link(l);
+	if (nlinks < MAX_LINKS)
+		links[nlinks++] = l;
 }
 
 int main(int argc, char **argv)
@@ -222,12 +222,16 @@ int main(int argc, char **argv)
 	}
 	if (counts)
 		sample = 1;  /* no windows: nothing is ever armed */
+	/* the syscalls: at the raw tracepoints (full events), or each at its own (counting
+	 * only: trace.bpf.c says why) */
 	struct bpf_program *prog;
 	bpf_object__for_each_program(prog, skel->obj) {
 		const char *sec = bpf_program__section_name(prog);
-		if (!strncmp(sec, "tp/syscalls/", 12) && !tracepoint_exists(sec))
+		if (!strncmp(sec, "tp/syscalls/", 12) ? !counts || !tracepoint_exists(sec)
+		    : !strncmp(sec, "tp_btf/sys_e", 12) && counts)
 			bpf_program__set_autoload(prog, false);
 	}
+	uprobes_prepare(skel->obj);
 	int err = trace_bpf__load(skel);
 	if (err)
 		die("the kernel refused the BPF program", strerror(-err));
@@ -239,11 +243,12 @@ int main(int argc, char **argv)
 
 	bpf_object__for_each_program(prog, skel->obj) {
 		const char *sec = bpf_program__section_name(prog);
-		if (strncmp(sec, "tp/", 3) || !bpf_program__autoload(prog))
+		if ((strncmp(sec, "tp/", 3) && strncmp(sec, "tp_btf/", 7)) ||
+		    !bpf_program__autoload(prog))
 			continue;
 		struct bpf_link *l = bpf_program__attach(prog);
 		if (!l)
-			die("could not attach to the tracepoint", sec + 3);
+			die("could not attach to the tracepoint", strchr(sec, '/') + 1);
 		keep_link(l);
 	}
 	/* once per request, attached for every process (--own: the --pid ones): request

@@ -38,6 +38,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/usdt.bpf.h>
+#include <asm/unistd.h>  /* the syscalls' numbers (__NR_*): only macros */
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -438,20 +439,68 @@ static __always_inline __u32 count_kind(__u32 call, __s64 flags)
 	}
 }
 
-/* the i-th argument (i a constant: the context is read at fixed offsets only) */
-static __always_inline __u64 arg(struct trace_event_raw_sys_enter *ctx, int i)
+/* Full events: the syscalls are seen at the raw sys_enter and sys_exit tracepoints (two BPF
+ * links), not at each syscall's own tracepoints. Each of those is a perf event, and the kernel
+ * takes a grace period under one global lock to detach each (about 40 ms: seconds for the 38
+ * of them), while raw tracepoints detach at once. The price is paid by every syscall of the
+ * machine while tracing: a switch on its number, untraced ones leaving at once, about 0.2 µs
+ * more per untraced syscall than the syscalls' own tracepoints cost. Counting only (the
+ * exporter, `trace --counts`: long runs at production load) keeps those, each syscall's own:
+ * a slow detach, the least cost on the rest of the machine. */
+#if defined(__TARGET_ARCH_x86)
+#define SYSCALL_NR(regs) ((long)(regs)->orig_ax)  /* a BTF pointer: read directly */
+#elif defined(__TARGET_ARCH_arm64)
+#define SYSCALL_NR(regs) ((long)(regs)->syscallno)
+#endif
+
+/* the i-th argument of the syscall whose registers are `regs` */
+static __always_inline __u64 arg(struct pt_regs *regs, int i)
 {
 	switch (i) {
-	case 0: return ctx->args[0];
-	case 1: return ctx->args[1];
-	case 2: return ctx->args[2];
-	case 3: return ctx->args[3];
+	case 0: return PT_REGS_PARM1_CORE_SYSCALL(regs);
+	case 1: return PT_REGS_PARM2_CORE_SYSCALL(regs);
+	case 2: return PT_REGS_PARM3_CORE_SYSCALL(regs);
+	case 3: return PT_REGS_PARM4_CORE_SYSCALL(regs);
 	default: return 0;
 	}
 }
 
-static __always_inline int on_enter(struct trace_event_raw_sys_enter *ctx, __u32 call,
-                                    int path_i, int flags_i, int dfd_i)
+/* a traced syscall: its call, and which arguments are its path, flags and dirfd (-1: none);
+ * 0 for any other syscall. x86_64's stat, lstat and fstat are the kernel's newstat,
+ * newlstat and newfstat (glibc before 2.33 calls them: Debian 11's PHP 7.4); arm64 has only
+ * the *at calls. */
+struct sysargs { int call, path_i, flags_i, dfd_i; };
+
+static __always_inline int traced_call(long nr, struct sysargs *a)
+{
+#define CALL(nr_, call_, p_, f_, d_) \
+	case nr_: a->call = call_; a->path_i = p_; a->flags_i = f_; a->dfd_i = d_; return 1;
+	switch (nr) {
+	CALL(__NR_newfstatat, C_NEWFSTATAT, 1, 3, 0)
+	CALL(__NR_statx, C_STATX, 1, 2, 0)
+	CALL(__NR_faccessat, C_FACCESSAT, 1, -1, 0)
+#ifdef __NR_faccessat2
+	CALL(__NR_faccessat2, C_FACCESSAT2, 1, 3, 0)
+#endif
+	CALL(__NR_openat, C_OPENAT, 1, 2, 0)
+	CALL(__NR_readlinkat, C_READLINKAT, 1, -1, 0)
+	CALL(__NR_getcwd, C_GETCWD, 0, -1, -1)
+	CALL(__NR_chdir, C_CHDIR, 0, -1, -1)
+	CALL(__NR_fchdir, C_FCHDIR, -1, -1, 0)
+	CALL(__NR_fstat, C_FSTAT, -1, -1, 0)
+#ifdef __NR_stat
+	CALL(__NR_stat, C_STAT, 0, -1, -1)
+	CALL(__NR_lstat, C_LSTAT, 0, -1, -1)
+	CALL(__NR_access, C_ACCESS, 0, -1, -1)
+	CALL(__NR_open, C_OPEN, 0, 1, -1)
+	CALL(__NR_readlink, C_READLINK, 0, -1, -1)
+#endif
+	default: return 0;
+	}
+#undef CALL
+}
+
+static __always_inline int on_enter(__u32 call, __u64 path, __s64 flags, __s64 dfd)
 {
 	struct tstate *s = traced();
 	if (!s)
@@ -459,15 +508,15 @@ static __always_inline int on_enter(struct trace_event_raw_sys_enter *ctx, __u32
 	struct inflight *f = &s->f;
 	f->ts = bpf_ktime_get_ns();
 	f->call = call;
-	f->path = path_i >= 0 ? arg(ctx, path_i) : 0;
-	f->flags = flags_i >= 0 ? (__s64)arg(ctx, flags_i) : 0;
-	f->dfd = dfd_i >= 0 ? (__s64)(int)arg(ctx, dfd_i) : -100;
-	f->kind = count_kind(call, f->flags);
+	f->path = path;
+	f->flags = flags;
+	f->dfd = dfd;
+	f->kind = count_kind(call, flags);
 	s->busy = 1;
 	return 0;
 }
 
-static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
+static __always_inline int on_exit(__s64 ret)
 {
 	struct tstate *s = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
 	if (!s || !s->busy)
@@ -476,7 +525,6 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 	struct inflight *f = &s->f;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 pid = tgid();
-	__s64 ret = ctx->ret;
 	if (sample_n > 1) {
 		struct pstate *st = pstate_of(pid);
 		if (!st && counts_only)
@@ -504,12 +552,62 @@ static __always_inline int on_exit(struct trace_event_raw_sys_exit *ctx)
 	return 0;
 }
 
+static __always_inline int on_accept(__s64 ret)
+{
+	struct tstate *s;
+	if (ret < 0 || !(s = traced()))
+		return 0;
+	__u32 pid = tgid();
+	__u64 now = bpf_ktime_get_ns();
+	sopen_close(s, pid);
+	s->inc = 0;
+	new_request(pid, now);
+	if (recording(pid))
+		emit_small(T_A, 0, pid, now, 0);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long nr)
+{
+	struct sysargs a;
+	if (!traced_call(nr, &a))
+		return 0;
+	return on_enter(a.call, a.path_i >= 0 ? arg(regs, a.path_i) : 0,
+	                a.flags_i >= 0 ? (__s64)arg(regs, a.flags_i) : 0,
+	                a.dfd_i >= 0 ? (__s64)(int)arg(regs, a.dfd_i) : -100);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	long nr = SYSCALL_NR(regs);
+	struct sysargs a;
+#ifdef __NR_accept
+	if (nr == __NR_accept)
+		return on_accept(ret);
+#endif
+	if (nr == __NR_accept4)
+		return on_accept(ret);
+	if (!traced_call(nr, &a))
+		return 0;
+	return on_exit(ret);
+}
+
+/* Counting only: each syscall's own tracepoints (the loader loads one set or the other). The
+ * context's arguments are read at fixed offsets only: the indices are constants. */
+#define TP_ARG(ctx, i) ((i) == 0 ? (ctx)->args[0] : (i) == 1 ? (ctx)->args[1] : \
+                        (i) == 2 ? (ctx)->args[2] : (ctx)->args[3])
 #define SYSCALL(name, call, path_i, flags_i, dfd_i)                                      \
 	SEC("tp/syscalls/sys_enter_" #name)                                                 \
 	int enter_##name(struct trace_event_raw_sys_enter *ctx)                            \
-	{ return on_enter(ctx, call, path_i, flags_i, dfd_i); }                             \
+	{                                                                                   \
+		return on_enter(call, path_i >= 0 ? TP_ARG(ctx, path_i) : 0,                    \
+		                flags_i >= 0 ? (__s64)TP_ARG(ctx, flags_i) : 0,                 \
+		                dfd_i >= 0 ? (__s64)(int)TP_ARG(ctx, dfd_i) : -100);            \
+	}                                                                                   \
 	SEC("tp/syscalls/sys_exit_" #name)                                                  \
-	int exit_##name(struct trace_event_raw_sys_exit *ctx) { return on_exit(ctx); }
+	int exit_##name(struct trace_event_raw_sys_exit *ctx) { return on_exit(ctx->ret); }
 
 SYSCALL(newfstatat, C_NEWFSTATAT, 1, 3, 0)
 SYSCALL(statx, C_STATX, 1, 2, 0)
@@ -531,31 +629,16 @@ SYSCALL(newstat, C_STAT, 0, -1, -1)
 SYSCALL(newlstat, C_LSTAT, 0, -1, -1)
 SYSCALL(newfstat, C_FSTAT, -1, -1, 0)
 
-static __always_inline int on_accept(struct trace_event_raw_sys_exit *ctx)
-{
-	struct tstate *s;
-	if (ctx->ret < 0 || !(s = traced()))
-		return 0;
-	__u32 pid = tgid();
-	__u64 now = bpf_ktime_get_ns();
-	sopen_close(s, pid);
-	s->inc = 0;
-	new_request(pid, now);
-	if (recording(pid))
-		emit_small(T_A, 0, pid, now, 0);
-	return 0;
-}
-
 SEC("tp/syscalls/sys_exit_accept")
-int exit_accept(struct trace_event_raw_sys_exit *ctx) { return on_accept(ctx); }
+int exit_accept(struct trace_event_raw_sys_exit *ctx) { return on_accept(ctx->ret); }
 SEC("tp/syscalls/sys_exit_accept4")
-int exit_accept4(struct trace_event_raw_sys_exit *ctx) { return on_accept(ctx); }
+int exit_accept4(struct trace_event_raw_sys_exit *ctx) { return on_accept(ctx->ret); }
 
 /* -- processes ---------------------------------------------------------------------------- */
-SEC("tp/sched/sched_process_fork")
-int on_fork(struct trace_event_raw_sched_process_fork *ctx)
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent_task, struct task_struct *child_task)
 {
-	__u32 parent = ctx->parent_pid, child = ctx->child_pid;
+	__u32 parent = parent_task->pid, child = child_task->pid;
 	__u8 *t = bpf_map_lookup_elem(&targets, &parent);
 	if (!t)
 		return 0;
@@ -565,8 +648,8 @@ int on_fork(struct trace_event_raw_sched_process_fork *ctx)
 	return 0;
 }
 
-SEC("tp/sched/sched_process_exit")
-int on_process_exit(void *ctx)
+SEC("tp_btf/sched_process_exit")
+int on_process_exit(__u64 *ctx)
 {
 	__u32 pid = tgid();
 	if (pid != tid() || !bpf_map_lookup_elem(&targets, &pid))

@@ -2,8 +2,7 @@
 /* The sampler of window.h. States: idle (no worker armed; probes of the last window may
  * still be detaching) → armed (one worker's probes attached, its new requests recorded) →
  * draining (disarmed; its recorded request in flight, if any, ends) → idle, its probes
- * detached in the background: the kernel takes about 0.1 s per uprobe to detach one, so the
- * links are destroyed by one thread each. */
+ * detached in the background (probes.h: all at once). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -11,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <bpf/bpf.h>
+#include "probes.h"
 #include "window.h"
 
 #define WLINKS 64
@@ -30,14 +30,14 @@ struct sampler {
 	unsigned int one_in;
 	int state;
 	unsigned int pid, last_pid;
-	struct bpf_link *links[WLINKS];
+	struct ulink links[WLINKS];
 	int nlinks;
 	double since;
 	unsigned long long recorded_in_window, windows, seen_at_arm;
 	int inflight, started;
 	pthread_t detacher;
 	int detaching, detached;
-	struct bpf_link *dlinks[WLINKS];
+	struct ulink dlinks[WLINKS];
 	int ndlinks;
 };
 
@@ -73,38 +73,6 @@ void sampler_record(struct sampler *s, unsigned char tag, unsigned int pid)
 			s->recorded_in_window++;
 		s->inflight = 0;
 	}
-}
-
-#define DETACH_THREADS 256
-
-struct stripe { struct bpf_link **links; int from, n, step; };
-
-static void *destroy_stripe(void *arg)
-{
-	struct stripe *st = arg;
-	for (int i = st->from; i < st->n; i += st->step)
-		bpf_link__destroy(st->links[i]);
-	return NULL;
-}
-
-void destroy_links(struct bpf_link **links, int n)
-{
-	/* at most DETACH_THREADS threads, each destroying every step-th link of its stripe; a
-	 * thread that cannot be started leaves its stripe to this one */
-	int step = n < DETACH_THREADS ? n : DETACH_THREADS;
-	pthread_t t[DETACH_THREADS];
-	struct stripe st[DETACH_THREADS];
-	int ok[DETACH_THREADS];
-	for (int k = 0; k < step; k++) {
-		st[k] = (struct stripe){links, k, n, step};
-		ok[k] = step > 1 && pthread_create(&t[k], NULL, destroy_stripe, &st[k]) == 0;
-	}
-	for (int k = 0; k < step; k++)
-		if (!ok[k])
-			destroy_stripe(&st[k]);
-	for (int k = 0; k < step; k++)
-		if (ok[k])
-			pthread_join(t[k], NULL);
 }
 
 static void *detach_all(void *arg)
@@ -165,12 +133,10 @@ static int arm(struct sampler *s, unsigned int pid, unsigned long long seen)
 {
 	for (int b = 0; b < s->nbins; b++)
 		for (int i = 0; i < s->nprobes && s->nlinks < WLINKS; i++) {
-			LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = s->probes[i].func,
-			            .retprobe = s->probes[i].ret != 0);
-			struct bpf_link *l = bpf_program__attach_uprobe_opts(
-				s->probes[i].prog, (pid_t)pid, s->bins[b], 0, &uo);
-			if (!l) {  /* the worker is gone: try another one next time */
-				detach(s, 0);
+			struct ulink l;
+			if (uprobe_attach(&l, s->probes[i].prog, s->bins[b], s->probes[i].func,
+			                  s->probes[i].ret, (int)pid, 0)) {
+				detach(s, 0);  /* the worker is gone: try another one next time */
 				return -1;
 			}
 			s->links[s->nlinks++] = l;

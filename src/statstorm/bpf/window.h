@@ -26,9 +26,5 @@ void sampler_tick(struct sampler *s, unsigned long long recorded, unsigned long 
 /* disarm and detach everything (waits for the kernel) */
 void sampler_stop(struct sampler *s);
 unsigned long long sampler_windows(const struct sampler *s);
-/* destroy `n` links at once: the kernel waits out a grace period for each uprobe it detaches
- * (about 0.1 s), so they are destroyed by one thread each and the waits overlap; returns when
- * all are gone */
-void destroy_links(struct bpf_link **links, int n);
 
 #endif
