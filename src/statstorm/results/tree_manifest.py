@@ -82,3 +82,17 @@ class TreeManifest:
             raise UsageError(f"tree manifest: schema {d.get('schema')!r}, not {SCHEMA}")
         entries = tuple(TreeEntry.from_json(e) for e in jr.lst(d, "entries"))
         return cls(entries=tuple(sorted(entries, key=lambda e: e.path)), key=jr.str_(d, "key"))
+
+
+@dataclass(frozen=True)
+class CachedTree:
+    """A cached app tree as `statstorm lab cache list` shows it."""
+
+    name: str  # its key's name: "<app>-<version>-<storage>-<hash>"
+    path: str
+    files: int  # the app's files (from its manifest; 0 when unreadable)
+    size_bytes: int  # on disk, the brick's .glusterfs included
+
+    def to_json(self) -> JsonObject:
+        return {"name": self.name, "path": self.path, "files": self.files,
+                "size_bytes": self.size_bytes}

@@ -32,7 +32,7 @@ from statstorm.errors import ComponentError, UsageError
 from statstorm.model import tree_cache
 from statstorm.model.tree_cache import TreeKey
 from statstorm.results.common import read_json, write_json_atomic
-from statstorm.results.tree_manifest import TreeEntry, TreeManifest
+from statstorm.results.tree_manifest import CachedTree, TreeEntry, TreeManifest
 
 SUBDIR = "app"  # the app's directory in the volume (the lab's code_path is <mount>/app)
 MANIFEST = "manifest.json"
@@ -41,7 +41,10 @@ MAX_MANIFEST = 64 * 1024 * 1024
 
 
 def cache_root(env: Env) -> Path:
-    return env.state_root / "cache" / "trees"
+    """`<state root>/cache/trees`; `$STATSTORM_TREE_CACHE` puts it elsewhere (test sessions
+    with state roots of their own can share one)."""
+    chosen = os.environ.get("STATSTORM_TREE_CACHE")
+    return Path(chosen) if chosen else env.state_root / "cache" / "trees"
 
 
 def scan(root: Path, *, digests: bool) -> TreeManifest:
@@ -210,15 +213,16 @@ def _kind_of(manifest: TreeManifest, path: str) -> str:
     return next((e.kind for e in manifest.entries if e.path == path), "")
 
 
-def cached(env: Env) -> list[tuple[str, int]]:
-    """The cached trees there are: (key name, bytes on disk)."""
+def cached(env: Env) -> list[CachedTree]:
+    """The cached trees there are (`statstorm lab cache list`)."""
     root = cache_root(env)
     if not root.is_dir():
         return []
     out = []
     for entry in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         size = sum(os.lstat(os.path.join(d, f)).st_size for d, _, fs in os.walk(entry) for f in fs)
-        out.append((entry.name, size))
+        manifest = _load(entry)
+        out.append(CachedTree(entry.name, str(entry), manifest.files if manifest else 0, size))
     return out
 
 
