@@ -16,6 +16,7 @@ from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 
 SOURCE = Path("/usr/share/mediawiki")
+PACKAGES = ("mediawiki",)  # the Debian packages its tree comes from (its cache key)
 # Dangling in the package (they point into /var/lib/mediawiki and /etc/mediawiki) or only
 # reachable through the resolved `extensions/` symlinks.
 EXCLUDES = ("./extensions-core", "./LocalSettings.php", "./images", "./config")

@@ -25,6 +25,7 @@ from statstorm.results.php_root import HOST_VERSION
 SOURCE = Path("/usr/share/wordpress")
 THEME = "twentytwentyone"  # a classic PHP theme: templates, template parts and includes
 THEME_PACKAGE = f"wordpress-theme-{THEME}"
+PACKAGES = ("wordpress", THEME_PACKAGE)  # the Debian packages its tree comes from (its cache key)
 # Debian's wp-config.php (reads /etc/wordpress) and its .htaccess (a link into /etc/wordpress
 # holding only comments); the lab writes its own wp-config.php.
 EXCLUDES = ("./wp-config.php", "./.htaccess")

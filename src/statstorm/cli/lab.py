@@ -288,3 +288,4 @@ def gen_app(env: Env, /, directory: Path, force: bool, as_json: bool, **spec: ob
 
 
 from statstorm.cli import php_root  # noqa: E402,F401  (registers `lab php-root`)
+from statstorm.cli import tree_cache  # noqa: E402,F401  (registers `lab cache`)

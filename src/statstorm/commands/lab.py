@@ -13,9 +13,12 @@ from statstorm.adapters.labs.lab_build import (APPS, SERVERS, STORAGES, LabOptio
                                           validate)
 from statstorm.adapters.labs.lab_servers import check_pages
 from statstorm.apps import synthetic
+from statstorm.adapters.storage import tree_cache
 from statstorm.env import Env
+from statstorm.errors import PrivilegeError
 from statstorm.results.lab import LabState
 from statstorm.results.php_root import PhpRoot
+from statstorm.results.tree_manifest import CachedTree
 
 
 def status(env: Env, name: str) -> LabState:
@@ -53,6 +56,19 @@ def php_root_remove(env: Env, version: str) -> bool:
     return php_roots.remove(env, version)
 
 
+def cache_list(env: Env) -> list[CachedTree]:
+    """The cached app trees (`lab cache list`)."""
+    return tree_cache.cached(env)
+
+
+def cache_clear(env: Env) -> list[str]:
+    """Remove every cached app tree (`lab cache clear`); their names."""
+    if not env.is_root():
+        raise PrivilegeError("statstorm lab cache clear needs root (the cached trees are "
+                             "root's): run it with sudo")
+    return tree_cache.clear(env)
+
+
 __all__ = ["APPS", "SERVERS", "STORAGES", "LabOptions", "LabState", "check_pages", "down",
            "gen_app", "list_labs", "status", "up", "validate"]
-__all__ += ["php_root_build", "php_root_list", "php_root_remove"]
+__all__ += ["php_root_build", "php_root_list", "php_root_remove", "cache_list", "cache_clear"]

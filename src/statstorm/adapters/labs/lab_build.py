@@ -21,11 +21,12 @@ from pathlib import Path
 from statstorm import faults
 from statstorm.adapters.apply import backups
 from statstorm.adapters.host import delay_path, procs
-from statstorm.adapters.labs import apache_lab, lab_apps, lab_servers, mariadb, php_roots, phpfpm
+from statstorm.adapters.labs import (apache_lab, lab_apps, lab_servers, lab_tree, mariadb,
+                                     php_roots, phpfpm)
 from statstorm.adapters.labs import state as labs
 from statstorm.adapters.php import target
 from statstorm.adapters.servers import nginx
-from statstorm.adapters.storage import ceph, gluster, mounts, openafs, tree_copy
+from statstorm.adapters.storage import ceph, gluster, mounts, openafs
 from statstorm.apps import mediawiki, synthetic, wordpress
 from statstorm.env import Env
 from statstorm.errors import BusyError, ComponentError, PrivilegeError, UsageError
@@ -191,11 +192,13 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         # No delay yet: the app is copied in at the machine's own speed (MediaWiki's 24,743
         # files through 5 ms round trips would take many minutes); step 3 puts it on.
         delayed = delay_path.make(env, root, opts.name, opts.storage_delay_us, now_us=0)
+    tree = lab_tree.plan(env, opts.app, opts.storage)  # a cached tree's key, if it can have one
     if opts.storage == StorageKind.GLUSTERFS:
         lab_servers.step(env, state, "creating a GlusterFS volume on loopback…", "volume")
+        state = rec.record(volume=VOLUME_PREFIX + opts.name, brick=str(root / "brick"))
+        lab_tree.seed(env, state, tree, Path(state.brick))  # its brick the cached tree, if any
         with gluster.glusterd_lock():  # no other lab's down stops it meanwhile
             gluster.ensure_glusterd(env)
-            state = rec.record(volume=VOLUME_PREFIX + opts.name, brick=str(root / "brick"))
             gluster.create_volume(env, state.volume, Path(state.brick),
                                   delay_us=opts.storage_delay_us)
         if opts.storage_delay_us:
@@ -247,6 +250,7 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         lab_servers.step(env, state, f"copying MediaWiki {mediawiki.version()} and installing "
                          "it (SQLite)…", "app")
         lab_apps.copy_mediawiki(env, stage)
+        lab_tree.after_package(env, state, tree, stage, code)
         mediawiki.install(env, php, stage, root / "data", state.port)
         docroot, entry, front = code, mediawiki.ENTRY, "index.php"
         extra_ini: dict[str, str] = {}
@@ -261,6 +265,7 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         lab_servers.step(env, state, f"copying WordPress {wordpress.version()} and installing "
                          "it (MariaDB)…", "app")
         lab_apps.copy_wordpress(env, stage)
+        lab_tree.after_package(env, state, tree, stage, code)
         wordpress.install(env, php, stage, root / "data", root / "conf", state.port, db)
         docroot, entry, front = code, wordpress.ENTRY, "index.php"
         extra_ini = {}
@@ -270,12 +275,7 @@ def _up_steps(env: Env, opts: LabOptions, rec: labs.LabRecord) -> None:
         docroot, entry, front = code / "public", "/" + app.entry, app.entry
         extra_ini = {"include_path": app.include_path_for(str(code))}
     if stage != code:
-        title = STORAGE[StorageKind(opts.storage)].title
-        lab_servers.step(env, state, f"copying the app tree to {code} ({title})…", "copy")
-        if opts.storage == StorageKind.OPENAFS:
-            openafs.copy_in(env, stage, code)
-        else:
-            tree_copy.copy_tree(stage, code, jobs=8)
+        lab_tree.finish(env, state, tree, stage, code)
         shutil.rmtree(stage)
 
     if delayed is not None:
