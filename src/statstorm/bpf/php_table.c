@@ -14,8 +14,7 @@
 #include <unistd.h>
 #include "php_table.h"
 
-/* the value of symbol `name` in the ELF file `bin` (its dynamic or full symbol table), or 0 */
-static unsigned long long elf_symbol(const char *bin, const char *name)
+unsigned long long elf_symbol(const char *bin, const char *name)
 {
 	unsigned long long value = 0;
 	int fd = open(bin, O_RDONLY | O_CLOEXEC);

@@ -28,6 +28,8 @@ int layout_fits(const char *bin, const struct php_layout *l);
  * of its probe (trace.bpf.c); 0 when the table's layout is not known for it (a PHP other than
  * the one whose headers gave the layout, a thread-safe one, a binary without the symbols). */
 long long table_delta(const char *bin, const struct php_layout *l);
+/* the value of symbol `name` in the ELF file `bin` (its dynamic or full symbol table), or 0 */
+unsigned long long elf_symbol(const char *bin, const char *name);
 /* From php_request_startup to the SAPI's globals in `bin` (0: not found) */
 long long sapi_delta(const char *bin);
 #endif

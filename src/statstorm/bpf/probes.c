@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include "php_table.h"
 #include "probes.h"
 
 /* the kernel's numbers (uapi/linux/bpf.h of Linux 6.6), absent from older headers */
@@ -78,35 +79,17 @@ int uprobes_prepare(struct bpf_object *obj)
 	return use_multi;
 }
 
-/* the file offset of the function `name` in the ELF file `bin` (its symbol's address in
- * the loadable segment holding it), or 0 */
+/* the file offset of the function `name` in the ELF file `bin` (its symbol's address in the
+ * executable segment holding it), or 0 */
 static unsigned long long func_offset(const char *bin, const char *name)
 {
-	unsigned long long addr = 0, off = 0;
-	int fd = open(bin, O_RDONLY | O_CLOEXEC);
+	unsigned long long addr = elf_symbol(bin, name), off = 0;
+	int fd = addr ? open(bin, O_RDONLY | O_CLOEXEC) : -1;
 	if (fd < 0)
 		return 0;
 	Elf *e = elf_version(EV_CURRENT) != EV_NONE ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
-	Elf_Scn *scn = NULL;
-	while (e && !addr && (scn = elf_nextscn(e, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB) ||
-		    !sh.sh_entsize)
-			continue;
-		Elf_Data *data = elf_getdata(scn, NULL);
-		for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			const char *n;
-			if (gelf_getsym(data, (int)i, &sym) && sym.st_value &&
-			    GELF_ST_TYPE(sym.st_info) == STT_FUNC &&
-			    (n = elf_strptr(e, sh.sh_link, sym.st_name)) && !strcmp(n, name)) {
-				addr = sym.st_value;
-				break;
-			}
-		}
-	}
 	size_t nph = 0;
-	if (e && addr && elf_getphdrnum(e, &nph) == 0)
+	if (e && elf_getphdrnum(e, &nph) == 0)
 		for (size_t i = 0; i < nph; i++) {
 			GElf_Phdr ph;
 			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD &&
