@@ -201,6 +201,91 @@ def shared_lab(state_home: Path) -> Iterator[Callable[..., dict[str, object]]]:
         run_cli(["lab", "down", "--name", name], state_home, environ=environ)
 
 
+class SessionLabs:
+    """The labs `session_lab` started: one per set of flags for the whole run, taken down
+    (and checked for leftovers) after the last test that asks for `session_lab`, or at the
+    session's end whatever happened, each in the environment it was started in."""
+
+    def __init__(self) -> None:
+        self.home: Path | None = None
+        self.labs: dict[tuple[str, ...], str] = {}
+        self.started: dict[str, tuple[dict[str, str], str, str]] = {}  # environ, dir, volume
+
+    def start(self, home: Path, flags: tuple[str, ...]) -> dict[str, object]:
+        self.home = home
+        if flags not in self.labs:
+            name = unique_name("session")
+            self.labs[flags] = name
+            self.started[name] = (dict(os.environ), str(home / "labs" / name), "")
+            try:
+                run_cli(["lab", "up", "--name", name, *flags], home, check=True)
+            except BaseException:
+                del self.labs[flags]  # the next test starts another (this one goes down)
+                raise
+        name = self.labs[flags]
+        proc = run_cli(["lab", "status", "--name", name, "--json"], home, check=True)
+        state = dict(json.loads(proc.stdout))
+        environ, _, _ = self.started[name]
+        self.started[name] = (environ, str(state["state_dir"]), str(state.get("volume") or ""))
+        return state
+
+    def down(self) -> None:
+        """Every lab down; AssertionError naming what any of them left on the machine."""
+        started, self.started, self.labs = self.started, {}, {}
+        left = []
+        for name, (environ, state_dir, volume) in started.items():
+            assert self.home is not None
+            proc = run_cli(["lab", "down", "--name", name], self.home, environ=environ)
+            if proc.returncode != 0:
+                left.append(f"lab down --name {name} failed: {proc.stderr.strip()}")
+            left += leftovers(state_dir, volume)
+        assert left == [], f"the session's labs left {left}"
+
+
+SESSION_LABS = SessionLabs()
+
+
+@pytest.fixture(scope="session")
+def session_lab(state_home: Path) -> Iterator[Callable[..., dict[str, object]]]:
+    """One lab per set of flags for the whole run, shared by the tests of several files
+    that read the same kind of lab without changing it (tracing, checking, fetching pages):
+    `session_lab(*flags)` starts it the first time and returns its current `lab status`
+    every time. Taken down, and checked for leftovers, after the last test of the run that
+    uses `session_lab` (`pytest_runtest_teardown`), else at the session's end."""
+    yield lambda *flags: SESSION_LABS.start(state_home, flags)
+    SESSION_LABS.down()
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures are torn down
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The session's labs go down after the last test that uses them, not at the end of the
+    run: a lab kept running would load the machine under the files after it."""
+    if not SESSION_LABS.started:
+        return
+    items = item.session.items
+    later = items[items.index(item) + 1:] if item in items else []
+    if not any("session_lab" in getattr(i, "fixturenames", ()) for i in later):
+        SESSION_LABS.down()
+
+
+def wait_cacheable(*trees: object, protection_s: float = 2.0) -> None:
+    """Until every file under `trees` is older than OPcache's file_update_protection (2 s;
+    files younger are not cached, PHP's request time counts whole seconds): no wait at all
+    for a lab made earlier (a shared one), the rest of the 2.5 s a new one needs."""
+    import time
+    newest = 0.0
+    for tree in trees:
+        for dirpath, _, filenames in os.walk(str(tree)):
+            for name in filenames:
+                try:
+                    newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+                except FileNotFoundError:
+                    continue
+    wait = newest + protection_s + 0.5 - time.time()
+    if wait > 0:
+        time.sleep(wait)
+
+
 # PHP roots of other versions shared by every test session (built once per machine, reused
 # after, as a user's are under their state root).
 PHP_ROOTS = Path("/var/tmp/statstorm-php-roots")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, wait_cacheable
 from test_apply_lab import Load, execute
 from test_trace_lab import finish, get, start_trace, wait_attached
 
@@ -87,7 +87,7 @@ def test_trace_of_php_in_apache_matches_strace(lab, state_home: Path, tmp_path: 
     st = lab("--app", "synthetic", "--server", "apache", "--mpm", mpm, "--handler", handler,
              "--workers", "1", "--allow-override", "All")
     name, url = str(st["name"]), str(st["url"]) + str(st["entry_path"])
-    time.sleep(2.5)  # older than opcache.file_update_protection
+    wait_cacheable(st["code_path"], st["docroot"])  # older than file_update_protection
     for _ in range(8):
         assert get(url) == 200
     workers = status(state_home, name)["worker_pids"]

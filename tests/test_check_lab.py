@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli, unique_name
+from conftest import run_cli, unique_name, wait_cacheable
 from test_trace_lab import finish, start_trace, wait_attached
 
 pytestmark = pytest.mark.root
@@ -26,7 +26,7 @@ def get(url: str) -> None:
 def traced(home: Path, st: dict[str, Any], out: Path, requests: int) -> dict[str, Any]:
     """Warm the lab, trace `requests` requests of it while sending them, return the summary."""
     url = str(st["url"]) + str(st.get("entry_path") or "/")
-    time.sleep(2.5)  # OPcache does not cache files younger than file_update_protection (2 s)
+    wait_cacheable(st["code_path"], st["docroot"])  # OPcache caches no younger file
     for _ in range(6):
         get(url)
     proc = start_trace(home, ["--lab", str(st["name"]), "--requests", str(requests), "-d",

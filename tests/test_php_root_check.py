@@ -106,9 +106,12 @@ def test_check_apply_and_reset_on_php_84(roots: Path, lab, state_home: Path) -> 
     assert get(f"{state['url']}/ttl.php").split()[0] == "120"
 
 
-def test_check_on_php_74_proposes_nothing_it_lacks(roots: Path, lab, state_home: Path) -> None:
+def test_check_on_php_74_proposes_nothing_it_lacks(roots: Path, session_lab,
+                                                   state_home: Path) -> None:
+    """On the run's 7.4 lab (conftest.session_lab; test_trace_php_versions.py traces it):
+    check only reads it."""
     root = root_of("7.4")
-    state = lab("--app", "synthetic", "--workers", "2", "--php", "7.4")
+    state = session_lab("--app", "synthetic", "--workers", "2", "--php", "7.4")
     result = check(state_home, str(state["name"]))
     pool = result["pools"][0]  # type: ignore[index]
     assert f"chrooted in the PHP root {root}" in pool["settings_source"]

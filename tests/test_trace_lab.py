@@ -17,13 +17,15 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, wait_cacheable
 from statstorm.results.trace import read_trace
 
 pytestmark = pytest.mark.root
-# One synthetic lab serves every test here but MediaWiki's (conftest.shared_lab): tracing
-# changes nothing in it, and the worker one test kills is replaced by php-fpm.
+# The run's synthetic and MediaWiki labs (conftest.session_lab, shared with test_lab.py and
+# test_whatif_real.py): tracing changes nothing in them, and the worker one test kills is
+# replaced by php-fpm.
 SYNTHETIC = ("--app", "synthetic", "--storage", "local", "--workers", "2")
+MEDIAWIKI = ("--app", "mediawiki", "--storage", "local", "--workers", "2")
 
 
 def get(url: str) -> int:
@@ -89,13 +91,13 @@ def finish(proc: TraceProc) -> dict[str, Any]:
     return dict(json.loads(out))
 
 
-def test_synthetic_lab_stable_counts_and_respawned_worker(shared_lab, state_home: Path,
+def test_synthetic_lab_stable_counts_and_respawned_worker(session_lab, state_home: Path,
                                                          tmp_path: Path) -> None:
-    st = shared_lab(*SYNTHETIC)
+    st = session_lab(*SYNTHETIC)
     url = str(st["url"]) + str(st.get("entry_path") or "/")
     # OPcache does not cache files changed less than 2 s ago (file_update_protection): wait
-    # until the new app is older, then warm every worker's caches.
-    time.sleep(2.5)
+    # until the app is older (at once on a lab made earlier), then warm every worker's caches.
+    wait_cacheable(st["code_path"], st["docroot"])
     for _ in range(10):
         assert get(url) == 200
     out = tmp_path / "lab.sst.gz"
@@ -142,13 +144,13 @@ def test_synthetic_lab_stable_counts_and_respawned_worker(shared_lab, state_home
     assert len(totals) >= 20 and totals[0] > 0 and totals[0] == totals[-1], totals
 
 
-def test_counts_mode_sees_what_full_tracing_sees(shared_lab, state_home: Path,
+def test_counts_mode_sees_what_full_tracing_sees(session_lab, state_home: Path,
                                                  tmp_path: Path) -> None:
     """Three tracers at once on the same requests: full events and `--counts` with the
     compiled tracer and with bpftrace agree exactly."""
-    st = shared_lab(*SYNTHETIC)
+    st = session_lab(*SYNTHETIC)
     url = str(st["url"]) + str(st.get("entry_path") or "/")
-    time.sleep(2.5)
+    wait_cacheable(st["code_path"], st["docroot"])
     for _ in range(6):
         assert get(url) == 200
     full = start_trace(state_home, ["--lab", str(st["name"]), "-d", "120", "-o",
@@ -187,8 +189,8 @@ def test_counts_mode_sees_what_full_tracing_sees(shared_lab, state_home: Path,
     assert ten["trace"]["stopped"] == "requests" and 10 <= ten["requests"] <= 20, ten["trace"]
 
 
-def test_ctrl_c_writes_a_valid_trace(shared_lab, state_home: Path, tmp_path: Path) -> None:
-    st = shared_lab(*SYNTHETIC)
+def test_ctrl_c_writes_a_valid_trace(session_lab, state_home: Path, tmp_path: Path) -> None:
+    st = session_lab(*SYNTHETIC)
     url = str(st["url"]) + str(st.get("entry_path") or "/")
     out = tmp_path / "int.sst.gz"
     proc = start_trace(state_home, ["--lab", str(st["name"]), "-d", "120", "-o", str(out),
@@ -214,10 +216,11 @@ def test_ctrl_c_writes_a_valid_trace(shared_lab, state_home: Path, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_mediawiki_lab_per_request_counts(lab, state_home: Path, tmp_path: Path) -> None:
-    st = lab("--app", "mediawiki", "--storage", "local", "--workers", "2")
+def test_mediawiki_lab_per_request_counts(session_lab, state_home: Path,
+                                         tmp_path: Path) -> None:
+    st = session_lab(*MEDIAWIKI)
     url = str(st["url"]) + str(st.get("entry_path") or "/")
-    time.sleep(2.5)
+    wait_cacheable(st["code_path"], st["docroot"])
     for _ in range(6):
         assert get(url) == 200
     out = tmp_path / "mw.sst.gz"
@@ -277,15 +280,15 @@ def breakpoints(pid: int) -> int:
     return found
 
 
-def test_workers_given_by_pid_are_the_only_ones_probed(shared_lab, state_home: Path,
+def test_workers_given_by_pid_are_the_only_ones_probed(session_lab, state_home: Path,
                                                        tmp_path: Path) -> None:
     """`trace -p WORKER` puts PHP's function probes in that worker only (the compiled tracer
     attaches them per PID): the pool's other worker runs untouched, and the traced worker's
     requests carry the same operations as a trace of the whole pool gives them."""
-    st = shared_lab(*SYNTHETIC)
+    st = session_lab(*SYNTHETIC)
     url = str(st["url"]) + str(st.get("entry_path") or "/")
     w1, w2 = (int(p) for p in st["worker_pids"])  # type: ignore[attr-defined]
-    time.sleep(2.5)
+    wait_cacheable(st["code_path"], st["docroot"])
     for _ in range(6):
         assert get(url) == 200
     assert breakpoints(w1) == breakpoints(w2) == 0
@@ -316,15 +319,15 @@ def test_workers_given_by_pid_are_the_only_ones_probed(shared_lab, state_home: P
     assert sum(n for (kind, _, _), n in own_ops.items() if kind == "include") >= by_pid[w1] * 20
 
 
-def test_backends_agree_and_a_sampled_trace_scales_to_the_full_one(shared_lab,
+def test_backends_agree_and_a_sampled_trace_scales_to_the_full_one(session_lab,
                                                                    state_home: Path,
                                                                    tmp_path: Path) -> None:
     """Three tracers on the same requests: the compiled tracer and bpftrace record the same
     calls; a trace sampling 1 request in 4 records some and counts the others, and adds up to
     the full trace exactly, its per-request mean within the error it states."""
-    st = shared_lab(*SYNTHETIC)
+    st = session_lab(*SYNTHETIC)
     url = str(st["url"]) + str(st.get("entry_path") or "/")
-    time.sleep(2.5)
+    wait_cacheable(st["code_path"], st["docroot"])
     for _ in range(6):
         assert get(url) == 200
     name = str(st["name"])

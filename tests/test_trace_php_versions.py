@@ -29,8 +29,9 @@ from test_trace_lab import TraceProc, get, send, start_trace, wait_attached
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-# The synthetic labs (one per version) are shared by the file's tests (conftest.shared_lab):
-# tracing changes nothing in them; the layout cache one test fakes is removed after it.
+# The synthetic labs (one per version) are shared by the file's tests (conftest.shared_lab;
+# 7.4's by the run, conftest.session_lab: test_php_root_check.py checks it): tracing changes
+# nothing in them; the layout cache one test fakes is removed after it.
 # Shared by every test session, as in tests/test_php_root_lab.py: built once, reused after.
 ROOTS = Path("/var/tmp/statstorm-php-roots")
 KEYS = ("lstat", "stat", "fstat", "access", "open", "readlink", "getcwd", "total", "failed")
@@ -106,13 +107,16 @@ def trace_with_strace(state_home: Path, tmp_path: Path, st: dict[str, Any],
 
 @pytest.mark.parametrize("version", ["8.4", "7.4"])
 def test_trace_equals_strace_on_php_version(version: str, roots: Path, shared_lab,
-                                             state_home: Path, tmp_path: Path) -> None:
+                                             session_lab, state_home: Path,
+                                             tmp_path: Path) -> None:
     """On a `--php VERSION` lab the compiled tracer probes the root's php-fpm (8.4 in Debian
     13 has no USDT probe: its request start is php_request_startup's) with that version's
     layout: the same calls as strace, request by request and call by call, and the same PHP
     operations as on the host's 8.2 (the synthetic app's includes, from PHP's table)."""
     need_root(version)
-    st = shared_lab("--app", "synthetic", "--workers", "2", "--php", version)
+    # 7.4's is the run's (test_php_root_check.py checks it), 8.4's this file's
+    st = (session_lab if version == "7.4" else shared_lab)("--app", "synthetic", "--workers",
+                                                           "2", "--php", version)
     binary = str(st["fpm_binary"])
     assert php_roots.root_of(binary) is not None
     layout = php_layouts.for_binaries(Env(state_root=state_home), [binary])

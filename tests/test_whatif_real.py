@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, wait_cacheable
 from statstorm.model.phpsettings import from_recorded, parse_set, with_changes
 from statstorm.model.replay import prepare, replay
 from statstorm.model.tracestats import summarize
@@ -598,26 +598,31 @@ def trace_lab(home: Path, name: str, url: str, n: int, out: Path) -> Path:
     return out
 
 
-def warm(url: str) -> None:
-    time.sleep(2.5)  # OPcache does not cache files younger than file_update_protection
+def warm(url: str, *trees: object) -> None:
+    wait_cacheable(*trees)  # OPcache does not cache files younger than file_update_protection
     for _ in range(6):
         with urllib.request.urlopen(url, timeout=60) as resp:
             resp.read()
 
 
-def test_lab_pools_replay_and_predict(lab: Any, state_home: Path, tmp_path: Path) -> None:
+def test_lab_pools_replay_and_predict(lab: Any, session_lab: Any, state_home: Path,
+                                      tmp_path: Path) -> None:
     """Running pools (2 warm workers, OPcache on with its default 2 s revalidation window):
     the synthetic app and MediaWiki replay to their measured counts; the synthetic app's
-    prediction for opcache.validate_timestamps=0 matches a lab run with that setting."""
+    prediction for opcache.validate_timestamps=0 matches a lab run with that setting. The
+    synthetic and MediaWiki labs are the run's (conftest.session_lab, traced by
+    test_trace_lab.py too: tracing changes nothing in them); the other is this test's own."""
     runs = {}
     for key, flags in (("synthetic", ["--app", "synthetic"]), ("mediawiki", ["--app", "mediawiki"]),
                        ("novalidate", ["--app", "synthetic", "--php-ini",
                                        "opcache.validate_timestamps=0"])):
-        st = lab(*flags, "--storage", "local", "--workers", "2")
+        own = key == "novalidate"
+        st = (lab if own else session_lab)(*flags, "--storage", "local", "--workers", "2")
         url = str(st["url"]) + str(st.get("entry_path") or "/")
-        warm(url)
+        warm(url, st["code_path"], st["docroot"])
         runs[key] = trace_lab(state_home, str(st["name"]), url, 20, tmp_path / f"{key}.sst.gz")
-        run_cli(["lab", "down", "--name", str(st["name"])], state_home)
+        if own:
+            run_cli(["lab", "down", "--name", str(st["name"])], state_home)
     for key in ("synthetic", "mediawiki", "novalidate"):
         t = runs[key]
         assert summarize(read_trace(t))["trace"].get("dropped", 0) == 0
