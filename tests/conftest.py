@@ -29,7 +29,20 @@ def pytest_configure(config: pytest.Config) -> None:
                             "(tests/README.md)")
 
 
+# The app trees that labs copy onto network storage, cached once per machine and reused by
+# every test session after (adapters/storage/tree_cache.py), as PHP roots are (PHP_ROOTS)
+TREE_CACHE = Path("/var/tmp/statstorm-tree-cache")
+if ROOT:
+    os.environ.setdefault("STATSTORM_TREE_CACHE", str(TREE_CACHE))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The files that share session labs run first, one after the other, each in its own
+    # order: the session's labs are down before any other file runs (one that takes "the
+    # only PHP target running", or traces every php-fpm process, would see them).
+    users = {item.nodeid.split("::")[0] for item in items
+             if "session_lab" in getattr(item, "fixturenames", ())}
+    items[:] = sorted(items, key=lambda item: item.nodeid.split("::")[0] not in users)
     if not FULL_LABS:
         repeat = pytest.mark.skip(reason="repeats what other cases prove: "
                                   "STATSTORM_FULL_LABS=1 runs it")

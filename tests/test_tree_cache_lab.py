@@ -23,9 +23,11 @@ pytestmark = pytest.mark.root
 
 
 @pytest.fixture
-def volumes() -> Iterator[tuple[Env, list[tuple[str, Path, Path]]]]:
+def volumes(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Env, list[tuple[str, Path, Path]]]]:
     home = Path(f"/var/tmp/statstorm-test-tc-{uuid.uuid4().hex[:8]}")
     home.mkdir(mode=0o755)
+    # its own cache, not the one the suite's labs share (conftest.TREE_CACHE)
+    monkeypatch.setenv("STATSTORM_TREE_CACHE", str(home / "cache/trees"))
     made: list[tuple[str, Path, Path]] = []
     env = Env(state_root=home)
     try:
