@@ -17,7 +17,7 @@ from statstorm.adapters.php.codetree import writable_paths
 from statstorm.adapters.servers import nginx_conf
 from statstorm.adapters.labs.phpfpm import pool_directives
 from statstorm.adapters.php.pool_facts import app_docroot
-from statstorm.model.checkfacts import MountFact, fsbench_p50, trace_facts
+from statstorm.model.checkfacts import MountFact, fsbench_p50, sample_note, trace_facts
 from statstorm.model.tracestats import summarize_trace
 from statstorm.results.trace import Request, RequestCounts, Syscall, Trace, new_header
 
@@ -205,6 +205,45 @@ def test_trace_facts_from_a_counts_trace() -> None:
     assert f.per_request["lstat"] == 40 and f.per_request["total"] == 45
     assert f.working_set_bytes == 0 and f.ok_lstat_per_request == 0
     assert f.vendor_failed_per_request == 0 and f.cold_extra_calls is None
+
+
+def _unfinished_trace(finished: int) -> Trace:
+    """Four requests of mod_php children traced by PID, `finished` of them seen to end (the
+    rest broke off: the trace stopped first), each with its calls."""
+    h = new_header("ebpf", created="", host="", targets={"pids": [10, 11]}, settings={},
+                   mounts=[("/", "ext4")])
+    tr = Trace(header=h)
+    for req in range(4):
+        end = req * 100 + 50 if req < finished else -1
+        tr.requests[req] = Request(req, 10 + req % 2, req * 100, end, "/srv/index.php", "/")
+        tr.syscalls += [Syscall(0, 10 + req % 2, "lstat", "newfstatat", "/srv/x.php", 0,
+                                req=req)] * 3
+    return tr
+
+
+def test_a_trace_with_no_finished_request_gives_check_no_figure() -> None:
+    """Seen on Debian's mod_php: a trace whose 4 requests never showed their end made check's
+    facts take the median of nothing (a traceback). Now: requests 0, no figure, a note, and
+    the rules judge the pool as traced by nothing."""
+    from test_check_rules import facts
+    from statstorm.model.rules import evaluate
+    tr = _unfinished_trace(0)
+    f = trace_facts(tr, summarize_trace(tr))
+    assert f.requests == 0 and f.per_request == {} and f.ok_lstat_per_request == 0
+    assert sample_note(tr) == ("not enough requests in the trace (0 finished of 4): check goes "
+                               "on without its figures")
+    evaluate(facts(trace=f))  # no exception
+
+
+def test_a_trace_of_few_finished_requests_is_used_and_said() -> None:
+    one, three = _unfinished_trace(1), _unfinished_trace(3)
+    f = trace_facts(one, summarize_trace(one))
+    assert f.requests == 1 and f.ok_lstat_per_request == 3.0
+    assert sample_note(one) == "only 1 finished request(s) in the trace: its figures are one " \
+        "sample each"
+    assert sample_note(three) is None
+    # a trace without requests of its own (an imported `strace -c` table): its count stands
+    assert sample_note(Trace(header=one.header)) is None
 
 
 def test_fsbench_p50() -> None:

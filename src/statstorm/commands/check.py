@@ -164,6 +164,8 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
                 use, origin, evidence = got_last
         if use is not None and use.sampled:
             notes.append(use.sampled)
+        if use is not None and use.thin:
+            notes.append(use.thin)
         change = _last_change(env, pool.name, lab, notes)
         env.log(f"checking {'' if pool.pool.handler.php_in_server else 'php-fpm pool '}"
                 f"{pool.name}…")

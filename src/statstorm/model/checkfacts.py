@@ -232,8 +232,33 @@ def opcache_rounded(n: int) -> int:
 
 
 # -- from a trace --------------------------------------------------------------------------------
+FEW_REQUESTS = 3  # below this many finished requests, a trace's figures are said to be thin
+
+
+def finished_requests(trace: Trace) -> int | None:
+    """How many of a trace's requests finished (None: the trace has no requests of its own,
+    an imported `strace -c` table: its summary's count stands)."""
+    if not trace.requests:
+        return None
+    return sum(1 for r in trace.requests.values() if r.end_ns >= 0)
+
+
+def sample_note(trace: Trace) -> str | None:
+    """What check says of a trace with no or few finished requests (None: enough): one with
+    none gives check no figure (`trace_facts`); one with a few gives one sample of each."""
+    done = finished_requests(trace)
+    if done is None or done >= FEW_REQUESTS:
+        return None
+    if done == 0:
+        return (f"not enough requests in the trace (0 finished of {len(trace.requests)}): "
+                "check goes on without its figures")
+    return (f"only {done} finished request(s) in the trace: its figures are "
+            f"{'one sample' if done == 1 else 'two samples'} each")
+
+
 def trace_facts(trace: Trace, summary: TraceSummary) -> TraceFacts:
-    """The figures `check` uses from a loaded trace (results.trace.Trace) and its summary."""
+    """The figures `check` uses from a loaded trace (results.trace.Trace) and its summary; a
+    trace whose requests all broke off (none finished) gives none but its count of 0."""
     n = summary.requests
     per_request = {k: float(v) for k, v in summary.per_request.items() if v is not None}
     entries = tuple((e.entry, e.failed, e.per_request)
@@ -242,10 +267,12 @@ def trace_facts(trace: Trace, summary: TraceSummary) -> TraceFacts:
     detail = summary.detail or "events"
     net = summary.trace.network
     rt = float(net.per_request) if net is not None and net.per_request is not None else None
+    done = {i for i, r in trace.requests.items() if r.end_ns >= 0}
+    if trace.requests and not done:
+        return TraceFacts(requests=0, detail=detail, per_request={})
     if not trace.syscalls or n == 0:
         return TraceFacts(requests=n, detail=detail, per_request=per_request,
                           failed_by_entry=entries, mounts=mounts, round_trips_per_request=rt)
-    done = {i for i, r in trace.requests.items() if r.end_ns >= 0}
     div = max(len(done), 1)
     network = storage_kinds.network_mount_indexes(trace.head.mounts)
     data_opens: Counter[str] = Counter()

@@ -18,7 +18,7 @@ from pathlib import Path
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model import sampling
-from statstorm.model.checkfacts import TraceFacts, network_time, trace_facts
+from statstorm.model.checkfacts import TraceFacts, network_time, sample_note, trace_facts
 from statstorm.model.tracestats import summarize_trace
 from statstorm.results.common import MAX_JSON_BYTES, read_bounded, write_atomic
 from statstorm.results.last_trace import LastTrace
@@ -35,13 +35,15 @@ class LoadedTrace:
     pool: str  # the pool the trace's header names ('' when none)
     sampled: str | None  # what to say of its sampling (None: every request recorded)
     created: str  # when it began (the header's ISO time; '' when it does not say)
+    thin: str | None = None  # what to say of too few finished requests (None: enough)
 
 
 def load(path: Path) -> LoadedTrace:
     """A trace's facts for check (UsageError when it cannot be read as a trace)."""
     tr = read_trace(path)
     return LoadedTrace(trace_facts(tr, summarize_trace(tr)), tr.head.target_pool,
-                       sampling.check_note(tr.head, tr.tail), tr.head.created)
+                       sampling.check_note(tr.head, tr.tail), tr.head.created,
+                       sample_note(tr))
 
 
 def root(env: Env) -> Path:
