@@ -13,12 +13,15 @@
 # pyproject.toml's floors. Nothing is fetched at install time.
 # Files are taken from git (tracked files as they are in the work tree); a tree with
 # uncommitted changes gives a version that says so (<version>+dirty).
+# $STATSTORM_DIST: where to write them (default: dist/ of this clone). $STATSTORM_DEB_COMPRESS:
+# the .deb's compressor, dpkg-deb's -Z (default xz; zstd builds in a fraction of the time,
+# for tests).
 # Needs: what scripts/setup.sh installs (clang, bpftool, libbpf-dev, gcc, dpkg-deb), PyPI and
 # the Debian mirror (once). Run as any user that can write dist/ and /var/tmp.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 started=$(date +%s)
-say() { echo "statstorm package: $*" >&2; }
+say() { echo "statstorm package: [$(( $(date +%s) - started )) s] $*" >&2; }
 python=/usr/bin/python3   # Debian 12's 3.11: the interpreter the .deb's libraries are for
 for tool in git clang bpftool cc dpkg-deb "$python"; do
     command -v "$tool" >/dev/null || { say "$tool is not installed (run scripts/setup.sh)"; exit 4; }
@@ -88,7 +91,8 @@ PYTHONPATH=$tree/src "$python" -c 'from statstorm.adapters.tracing import libbpf
 echo "$kpkg $kver" > "$bpf/bin/kernel-types"
 
 # --- the wheel ------------------------------------------------------------------------------
-mkdir -p "$here/dist"
+dist=${STATSTORM_DIST:-$here/dist}
+mkdir -p "$dist"
 # The tracer is a Linux x86-64 program: the wheel says so (it is pure Python otherwise).
 printf '[bdist_wheel]\nplat_name = linux_x86_64\n' > "$tree/setup.cfg"
 venv=$work/venv
@@ -97,8 +101,8 @@ say "building the wheel"
 "$venv/bin/pip" wheel -q --no-deps -w "$work/wheel" "$tree" >"$work/wheel.log" 2>&1 ||
     { cat "$work/wheel.log" >&2; say "building the wheel failed (is PyPI reachable?)"; exit 1; }
 whl=$(ls "$work"/wheel/statstorm-*.whl)
-rm -f "$here"/dist/statstorm-"$version"-*.whl
-cp "$whl" "$here/dist/"
+rm -f "$dist"/statstorm-"$version"-*.whl
+cp "$whl" "$dist/"
 
 # --- the .deb -------------------------------------------------------------------------------
 say "building the Debian package (its Python libraries from PyPI's wheels)"
@@ -181,8 +185,10 @@ Description: find, explain, fix and prove the file-system cost of PHP web servin
  Its Python libraries are bundled in /usr/lib/statstorm/lib; the exporter's
  systemd unit is installed, not enabled.
 EOF
-out=$here/dist/statstorm_${version}_amd64.deb
-rm -f "$here"/dist/statstorm_"$version"_amd64.deb
-dpkg-deb --root-owner-group -Zxz --build "$deb" "$out" >/dev/null
+out=$dist/statstorm_${version}_amd64.deb
+rm -f "$out"
+say "writing the .deb (${STATSTORM_DEB_COMPRESS:-xz})"
+dpkg-deb --root-owner-group -Z"${STATSTORM_DEB_COMPRESS:-xz}" --threads-max="$(nproc)" \
+    --build "$deb" "$out" >/dev/null
 say "done in $(( $(date +%s) - started )) s:"
-ls -l "$out" "$here/dist/$(basename "$whl")" | awk '{print "  " $5 " bytes  " $NF}' >&2
+ls -l "$out" "$dist/$(basename "$whl")" | awk '{print "  " $5 " bytes  " $NF}' >&2
