@@ -119,6 +119,16 @@ for tool in cc gcc clang; do
         echo "statstorm package-check: the package pulled in a compiler ($tool)" >&2; exit 1
     fi
 done
+echo "--- bash completion of 'statstorm tr'"
+in_root env _STATSTORM_COMPLETE=bash_complete COMP_WORDS="statstorm tr" COMP_CWORD=1 statstorm | tr '\n' ' '
+echo
+in_root statstorm --version
+echo "--- apt remove statstorm"
+in_root apt-get remove -y -q statstorm > "$work/remove.log" 2>&1 || { tail -20 "$work/remove.log"; exit 1; }
+if [[ -e $mnt/usr/lib/statstorm ]]; then
+    echo "statstorm package-check: removing the package left /usr/lib/statstorm behind:" >&2
+    find "$mnt/usr/lib/statstorm" | head -5 >&2; exit 1
+fi
 echo "--- numbers"
 echo "deb_bytes $(stat -c %s "$deb")"
 echo "installed_kib $(in_root dpkg-query -W -f='${Installed-Size}' statstorm)"

@@ -9,8 +9,10 @@
 # links libbpf in: where it runs it needs libc, libelf and zlib only.
 # The .deb bundles its Python libraries (wheels from PyPI, built at package time) in
 # /usr/lib/statstorm/lib for Debian 12's python3 (3.11): Debian 12 has neither hdrhistogram
-# nor crossplane, and its numpy, scipy, matplotlib and prometheus-client are older than
-# pyproject.toml's floors. Nothing is fetched at install time.
+# nor crossplane, its numpy, scipy, matplotlib and prometheus-client are older than
+# pyproject.toml's floors, and its python3-scipy brings a compiler (it depends on
+# python3-pythran, which depends on g++ and libboost-dev: 154 packages, 800 MB with
+# matplotlib's). Nothing is fetched at install time.
 # Files are taken from git (tracked files as they are in the work tree); a tree with
 # uncommitted changes gives a version that says so (<version>+dirty).
 # $STATSTORM_DIST: where to write them (default: dist/ of this clone). $STATSTORM_DEB_COMPRESS:
@@ -111,7 +113,8 @@ lib=$deb/usr/lib/statstorm/lib
 "$venv/bin/pip" install -q --target "$lib" --only-binary :all: --no-warn-script-location \
     "$whl" >"$work/pip.log" 2>&1 || { cat "$work/pip.log" >&2; say "pip install --target failed"; exit 1; }
 rm -rf "$lib/bin"
-find "$lib" -name __pycache__ -prune -exec rm -rf {} +
+# the libraries' own test suites (numpy's, scipy's, matplotlib's: about 27 MB) are never imported
+find "$lib" \( -name __pycache__ -o -name tests \) -type d -prune -exec rm -rf {} +
 mkdir -p "$deb/usr/bin"
 cat > "$deb/usr/bin/statstorm" <<'SH'
 #!/usr/bin/python3 -I
