@@ -86,11 +86,21 @@ fi
 
 # --- the tracer, into the package's statstorm/bpf/bin ------------------------------------------
 bpf=$tree/src/statstorm/bpf
-say "building the eBPF tracer against $kpkg $kver's types"
-VMLINUX_H=$vmlinux_h nice -n 10 bash "$bpf/build.sh" "$bpf/bin" >"$work/bpf.log" 2>&1 ||
+# PHP 8.2's layout (the included-files table the tracer reads) from the php8.2-dev headers
+# scripts/setup.sh unpacks; without them the packaged tracer would probe every include.
+php_inc=$(ls -d /opt/statstorm/php/include/php/20* 2>/dev/null | sort | tail -1 || true)
+if [[ -z $php_inc || ! -f $php_inc/main/php.h ]]; then
+    say "no PHP headers in /opt/statstorm/php/include (run scripts/setup.sh): the tracer would" \
+        "not know PHP 8.2's layout"
+    exit 4
+fi
+say "building the eBPF tracer against $kpkg $kver's types and PHP API ${php_inc##*/}'s layout"
+VMLINUX_H=$vmlinux_h nice -n 10 bash "$bpf/build.sh" "$bpf/bin" "$php_inc" >"$work/bpf.log" 2>&1 ||
     { cat "$work/bpf.log" >&2; say "building the tracer failed"; exit 1; }
 PYTHONPATH=$tree/src "$python" -c 'from statstorm.adapters.tracing import libbpf_trace as t; print(t.source_hash())' > "$bpf/bin/source.sha"
-echo "$kpkg $kver" > "$bpf/bin/kernel-types"
+printf 'kernel types: %s %s\nPHP layout: PHP API %s (php8.2-dev %s)\n' "$kpkg" "$kver" \
+    "${php_inc##*/}" "$(apt-cache policy php8.2-dev 2>/dev/null | sed -n 's/ *Candidate: //p')" \
+    > "$bpf/bin/build-info"
 
 # --- the wheel ------------------------------------------------------------------------------
 dist=${STATSTORM_DIST:-$here/dist}
@@ -139,6 +149,11 @@ sed 's#/usr/local/bin/statstorm#/usr/bin/statstorm#; s#^\# Install as .*#\# Inst
 install -m 0644 "$tree/contrib/default/statstorm-exporter" "$deb/etc/default/statstorm-exporter"
 cp -r "$tree/contrib/prometheus" "$tree/contrib/grafana" "$deb/usr/share/doc/statstorm/"
 gzip -9nc "$tree/README.md" > "$deb/usr/share/doc/statstorm/README.md.gz"
+# which versions of the libraries this build bundled (PyPI's newest at package time)
+"$python" -I -c 'import sys; sys.path.insert(0, sys.argv[1])
+from importlib import metadata
+for d in sorted(metadata.distributions(path=[sys.argv[1]]), key=lambda d: d.metadata["Name"].lower()):
+    print(d.metadata["Name"], d.version)' "$lib" > "$deb/usr/share/doc/statstorm/bundled-libraries.txt"
 printf 'statstorm %s\nLicense: MIT\nBundled Python libraries in /usr/lib/statstorm/lib: see their *.dist-info/ for their licenses.\n' \
     "$version" > "$deb/usr/share/doc/statstorm/copyright"
 # The compiled byte code is made at install time, where it is removed from again.
