@@ -16,8 +16,8 @@
 # Files are taken from git (tracked files as they are in the work tree); a tree with
 # uncommitted changes gives a version that says so (<version>+dirty).
 # $STATSTORM_DIST: where to write them (default: dist/ of this clone). $STATSTORM_DEB_COMPRESS:
-# the .deb's compressor, dpkg-deb's -Z (default xz; zstd builds in a fraction of the time,
-# for tests).
+# the .deb's compressor, dpkg-deb's -Z: zstd by default (Debian 12's dpkg reads it; measured
+# here: 72 MB, written in 1 s, installed in 12 s; xz: 52 MB, 75-130 s, 28-43 s).
 # Needs: what scripts/setup.sh installs (clang, bpftool, libbpf-dev, gcc, dpkg-deb), PyPI and
 # the Debian mirror (once). Run as any user that can write dist/ and /var/tmp.
 set -euo pipefail
@@ -205,8 +205,8 @@ Description: find, explain, fix and prove the file-system cost of PHP web servin
 EOF
 out=$dist/statstorm_${version}_amd64.deb
 rm -f "$out"
-say "writing the .deb (${STATSTORM_DEB_COMPRESS:-xz})"
-dpkg-deb --root-owner-group -Z"${STATSTORM_DEB_COMPRESS:-xz}" --threads-max="$(nproc)" \
+say "writing the .deb (${STATSTORM_DEB_COMPRESS:-zstd})"
+dpkg-deb --root-owner-group -Z"${STATSTORM_DEB_COMPRESS:-zstd}" --threads-max="$(nproc)" \
     --build "$deb" "$out" >/dev/null
 say "done in $(( $(date +%s) - started )) s:"
 ls -l "$out" "$dist/$(basename "$whl")" | awk '{print "  " $5 " bytes  " $NF}' >&2
