@@ -7,7 +7,10 @@ waking per event, and they are decoded once the trace has stopped. So while PHP 
 tracer spends no CPU on formatting or parsing: that cost is paid after the measurement.
 
 The loader is built by scripts/setup.sh into BUILD_DIR, stamped with the hash of its sources:
-a loader built from other sources is not used.
+a loader built from other sources is not used. An installed package (scripts/package.sh: the
+.deb and the wheel) carries its own, prebuilt and stamped the same way, in PACKAGED_DIR next to
+the sources it was built from; BUILD_DIR's is preferred when both are current (it was built on
+this machine, against its PHP's headers).
 
 `decode` yields each record as the typed event of the bpftrace program's matching line
 (model.attribution's `Record`), so both backends feed the same attribution; the counting
@@ -34,6 +37,8 @@ BUILD_DIR = Path("/opt/statstorm/bpf")
 # builds side by side in one run)
 OTHER_BUILD_ENV = "STATSTORM_BPF_DIR"
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "bpf"  # src/statstorm/bpf
+PACKAGED_DIR = SOURCE_DIR / "bin"  # the prebuilt loader of a .deb or a wheel
+BINARY, STAMP = "statstorm-trace", "source.sha"
 SOURCES = ("trace.bpf.c", "loader.c", "window.h", "window.c", "probes.h", "probes.c",
            "build.sh", "php_layout.c", "php_table.h", "php_table.c")
 STRMAX = 256  # trace.bpf.c's STRMAX: strings are cut at STRMAX - 1 bytes
@@ -55,15 +60,26 @@ def source_hash() -> str:
 
 
 def loader() -> Path | None:
-    """The built loader, if it was built from these sources (or the other build named by
-    $STATSTORM_BPF_DIR, whatever its sources)."""
+    """The built loader, if it was built from these sources: this machine's build
+    (BUILD_DIR), else the package's (PACKAGED_DIR); or the other build named by
+    $STATSTORM_BPF_DIR, whatever its sources."""
     other = os.environ.get(OTHER_BUILD_ENV)
     if other:
-        binary = Path(other) / "statstorm-trace"
+        binary = Path(other) / BINARY
         return binary if binary.exists() else None
-    binary, stamp = BUILD_DIR / "statstorm-trace", BUILD_DIR / "source.sha"
+    want = source_hash()
+    for directory in (BUILD_DIR, PACKAGED_DIR):
+        found = stamped(directory, want)
+        if found is not None:
+            return found
+    return None
+
+
+def stamped(directory: Path, want: str) -> Path | None:
+    """`directory`'s loader if its stamp names the sources `want` (their hash)."""
+    binary = directory / BINARY
     try:
-        if binary.exists() and stamp.read_text().strip() == source_hash():
+        if binary.exists() and (directory / STAMP).read_text().strip() == want:
             return binary
     except OSError:
         pass
@@ -74,7 +90,8 @@ def find() -> Path:
     path = loader()
     if path is None:
         raise DependencyError("the compiled eBPF tracer is not built (or is out of date); run "
-                              "scripts/setup.sh")
+                              "scripts/setup.sh (an installed package carries its own: "
+                              "reinstall it)")
     return path
 
 
