@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import invoke, run_cli
 from statstorm.commands import report as report_cmd
 from statstorm.env import Env
 from statstorm.errors import UsageError
@@ -154,8 +154,8 @@ def _bad_inputs(tmp: Path) -> dict[str, Path]:
 def test_bad_input_is_one_line_naming_the_file_and_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     out.write_text("the previous report\n")
-    for what, bad in _bad_inputs(tmp_path).items():
-        p = run_cli(["report", str(FIX / "sweep.json"), str(bad), "-o", str(out)], tmp_path)
+    for what, bad in _bad_inputs(tmp_path).items():  # in-process: the process is not the point
+        p = invoke(["report", str(FIX / "sweep.json"), str(bad), "-o", str(out)], tmp_path)
         assert p.returncode == 2, (what, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1 and str(bad) in p.stderr, (what, p.stderr)
         assert "Traceback" not in p.stderr

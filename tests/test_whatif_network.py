@@ -27,7 +27,7 @@ from statstorm.results.apply import compare
 from statstorm.results.trace.raw import read_records
 from statstorm.results.trace.vocabulary import CALLS
 
-from conftest import leftovers, run_cli, unique_name
+from conftest import invoke, leftovers, run_cli, unique_name
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report" / "demo" / "before.sst.gz"
 S = 1_000_000_000
@@ -189,7 +189,7 @@ def trace(tmp_path: Path) -> Path:
 def whatif(path: Path, *sets: str, profile: str | None = None,
            code: int = 0) -> dict[str, Any]:
     args = ["whatif", str(path), *[x for s in sets for x in ("--set", s)], "--json"]
-    proc = run_cli(args + (["--profile", profile] if profile else []), path.parent)
+    proc = invoke(args + (["--profile", profile] if profile else []), path.parent)
     assert proc.returncode == code, proc.stderr
     return dict(json.loads(proc.stdout))
 
@@ -225,8 +225,8 @@ def test_mount_keys_of_the_wrong_kind_are_one_line_errors(trace: Path) -> None:
     for sets, words in ((["mount:acregmin=60"], "is an NFS option"),
                         (["mount:attribute-timeout=soon"], "number of seconds"),
                         (["app:data-cache=maybe"], "app:data-cache=on")):
-        proc = run_cli(["whatif", str(trace), *[x for s in sets for x in ("--set", s)]],
-                       trace.parent)
+        proc = invoke(["whatif", str(trace), *[x for s in sets for x in ("--set", s)]],
+                      trace.parent)
         assert proc.returncode == 2 and words in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 

@@ -224,24 +224,46 @@ def _load(trace: Path) -> tuple[JsonObject, list[list[Any]]] | None:
             data = fh.read()
     except OSError:
         return None
+    # The chunks' bounds first, then the last chunk alone: the SHA-256s are checked before
+    # anything else is decoded (a damaged length inside a dump can make marshal allocate a
+    # huge list before it finds the data short).
+    bounds = []  # each chunk's (start of its length, start of its dump, end)
+    pos = 0
+    end = len(data)
     try:
-        chunks = []
-        pos = 0
-        last_at = 0
-        end = len(data)
         while pos < end:
             (n,) = _LEN.unpack_from(data, pos)
-            last_at = pos
-            pos += 8
-            if pos + n > end:
+            if pos + 8 + n > end:
                 return None
-            chunks.append(marshal.loads(data[pos:pos + n]))
-            pos += n
-    except (EOFError, ValueError, TypeError, struct.error):
+            bounds.append((pos, pos + 8, pos + 8 + n))
+            pos += 8 + n
+    except struct.error:
         return None
-    if len(chunks) < 2:
+    if len(bounds) < 2:
         return None
-    first, last = chunks[0], chunks[-1]
+    last_at, start, stop = bounds[-1]
+    try:
+        last = marshal.loads(data[start:stop])
+    except (EOFError, ValueError, TypeError):
+        return None
+    match last:
+        case {"end": True, "records": records, "sha256": sha, "trace_sha256": trace_sha} if (
+                type(last) is dict):
+            pass
+        case _:
+            return None
+    if sha != hashlib.sha256(memoryview(data)[:last_at]).hexdigest():
+        return None
+    try:
+        if trace_sha != file_sha256(trace):
+            return None
+    except OSError:
+        return None
+    try:
+        chunks = [marshal.loads(data[start:stop]) for _, start, stop in bounds[:-1]]
+    except (EOFError, ValueError, TypeError):
+        return None
+    first = chunks[0]
     match first:
         case {"format": fmt, "version": version, "header": dict(header)} if (
                 type(first) is dict and type(header) is dict
@@ -249,20 +271,7 @@ def _load(trace: Path) -> tuple[JsonObject, list[list[Any]]] | None:
             pass
         case _:
             return None
-    match last:
-        case {"end": True, "records": records, "sha256": sha, "trace_sha256": trace_sha} if (
-                type(last) is dict):
-            pass
-        case _:
-            return None
-    batches = chunks[1:-1]
+    batches = chunks[1:]
     if records != sum(len(b) if type(b) is list else -1 << 40 for b in batches):
-        return None
-    if sha != hashlib.sha256(memoryview(data)[:last_at]).hexdigest():
-        return None
-    try:
-        if trace_sha != file_sha256(trace):
-            return None
-    except OSError:
         return None
     return header, batches
