@@ -51,7 +51,7 @@ MAX_TOTAL_S = 4 * 3600.0
 MAX_CONCURRENCY = 10_000
 MAX_RATE = 100_000.0
 # --trace: bpftrace attaches in about 2 s before each run and is stopped after it (an upper bound).
-TRACE_OVERHEAD_S = 6.0
+TRACE_OVERHEAD_S = 3.0  # attach, detach and the counts written (bench/trace_detach.py)
 
 
 def make_tool(name: str) -> LoadGenerator:
