@@ -443,8 +443,9 @@ static __always_inline __u32 count_kind(__u32 call, __s64 flags)
  * links), not at each syscall's own tracepoints. Each of those is a perf event, and the kernel
  * takes a grace period under one global lock to detach each (about 40 ms: seconds for the 38
  * of them), while raw tracepoints detach at once. The price is paid by every syscall of the
- * machine while tracing: a switch on its number, untraced ones leaving at once, about 0.2 µs
- * more per untraced syscall than the syscalls' own tracepoints cost. Counting only (the
+ * machine while tracing: a switch on its number, untraced ones leaving at once, about 0.1 µs
+ * more per syscall of another kind than the syscalls' own tracepoints cost (docs/trace.md
+ * says how it was measured), a little less per metadata call. Counting only (the
  * exporter, `trace --counts`: long runs at production load) keeps those, each syscall's own:
  * a slow detach, the least cost on the rest of the machine. */
 #if defined(__TARGET_ARCH_x86)
