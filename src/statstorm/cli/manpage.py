@@ -13,10 +13,9 @@ import click
 
 from statstorm import __version__
 from statstorm.cli import cli, load_commands
+from statstorm.cli.docs import EXIT_CODES, walk
 
 SECTION = "1"
-EXIT_CODES = ("0 success, 1 failure, 2 bad usage or input, 3 needs root, 4 missing dependency, "
-              "5 busy (port or name taken), 130 interrupted")
 
 
 def escape(text: str) -> str:
@@ -37,21 +36,13 @@ def _help(cmd: click.Command, path: list[str]) -> str:
     return cmd.get_help(ctx)
 
 
-def _walk(cmd: click.Command, path: list[str]) -> list[tuple[list[str], click.Command]]:
-    out = [(path, cmd)]
-    if isinstance(cmd, click.Group):
-        for name in sorted(cmd.commands):
-            out += _walk(cmd.commands[name], path + [name])
-    return out
-
-
 def page(cmd: click.Command, path: list[str], see_also: list[str]) -> str:
     """One man page: `cmd` and every subcommand under it, each as its `--help` text."""
     name = "-".join(path)
     summary = cmd.get_short_help_str(limit=120).rstrip(".")
     parts = [f'.TH {name.upper()} {SECTION} "" "statstorm {__version__}" "statstorm"',
              ".SH NAME", f"{escape(name)} \\- {escape(summary)}"]
-    for sub_path, sub in _walk(cmd, path):
+    for sub_path, sub in walk(cmd, path):
         heading = "SYNOPSIS" if sub_path == path else escape(" ".join(sub_path))
         parts += [f'.SH "{heading}"', ".nf", escape(_help(sub, sub_path)), ".fi"]
     parts += [".SH EXIT STATUS", escape(EXIT_CODES) + ".",
