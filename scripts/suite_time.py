@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Where the test suite's time went: printed by scripts/test.sh at the end of a full run.
 
-  suite_time.py --phase NAME=SECONDS:JUNIT.xml ... [--phase NAME=SECONDS] [--slowest 20]
+  suite_time.py --phase NAME=SECONDS:JUNIT.xml[,JUNIT.xml] ... [--phase NAME=SECONDS]
+                [--slowest 20]
 
 Each phase is a part of the run with its wall time (setup, the tests not marked root, the
-root tests), and for pytest's phases the JUnit XML it wrote (each test's time there is its
-setup, call and teardown together, a module's shared lab in its first test's setup). Printed:
+root tests in two lanes side by side, then those that run alone), and for pytest's phases
+the JUnit XML they wrote, one for each lane of a phase (each test's time there is its setup,
+call and teardown together, a module's shared lab in its first test's setup). Printed:
 the N slowest tests, the root tests' time by file, and each phase's wall time with the total.
 """
 
@@ -45,14 +47,15 @@ def main() -> None:
             wall = float(seconds)
         except ValueError:
             sys.exit(f"suite_time: --phase {spec!r} is not NAME=SECONDS[:XML]")
-        phases.append((name, wall, tests_of(Path(xml)) if xml else []))
+        phases.append((name, wall, [t for one in xml.split(",") if one
+                                    for t in tests_of(Path(one))]))
     every = [(t, s, name) for name, _, tests in phases for t, s in tests]
     if every:
         print(f"\nthe {min(a.slowest, len(every))} slowest tests (setup + call + teardown):")
         for t, s, name in sorted(every, key=lambda x: -x[1])[:a.slowest]:
             print(f"  {s:8.1f} s  {t}  [{name}]")
     for name, wall, tests in phases:
-        if name != "root" or not tests:
+        if not name.startswith("root") or not tests:
             continue
         by_file: dict[str, list[float]] = defaultdict(list)
         for t, s in tests:

@@ -26,24 +26,53 @@ fi
 cd "$here"
 py=.venv/bin/python
 if ((!fast)); then
-    # the tests that need no root component on 2 processes, then the root ones one at a time
-    # (they share the machine's services, mounts and load lock); at the end, where the time
-    # went: the 20 slowest tests, the root tests by file, each part's wall time and the total
+    # the tests that need no root component on 2 processes; then the root ones: two lanes
+    # side by side (the files marked `beside` share nothing with the others: their own labs
+    # of storages no other file uses, no tracer on a pool, no measurement), then the files
+    # marked `alone`, which need the machine to themselves (tests/README.md says why each).
+    # At the end, where the time went: the 20 slowest tests, the root tests by file, each
+    # part's wall time and the total.
     times=$(mktemp -d)
-    trap 'rm -rf "$times"' EXIT
+    beside_pid=
+    trap 'if [[ -n $beside_pid ]]; then kill -INT "$beside_pid" 2>/dev/null; wait "$beside_pid"; fi
+          rm -rf "$times"' EXIT
     setup_s=$((SECONDS - start))
     rc=0
     t=$SECONDS
     "$py" -m pytest -q -m "not root" -n 2 --junitxml="$times/nonroot.xml" "$@" || rc=$?
     nonroot_s=$((SECONDS - t))
     [[ $rc -eq 5 ]] && rc=0  # none of them among the tests named
-    root_rc=0
     t=$SECONDS
-    "$py" -m pytest -q -m root --junitxml="$times/root.xml" "$@" || root_rc=$?
-    root_s=$((SECONDS - t))
-    [[ $root_rc -eq 5 ]] && root_rc=0
+    # job control: the beside lane in its own process group, with SIGINT not ignored (a
+    # script's background job ignores it otherwise, and the signal tests send it)
+    set -m
+    "$py" -m pytest -q -p no:cacheprovider -m "root and beside and not alone" \
+        --junitxml="$times/beside.xml" "$@" >"$times/beside.log" 2>&1 &
+    beside_pid=$!
+    main_rc=0
+    "$py" -m pytest -q -m "root and not beside and not alone" --junitxml="$times/main.xml" \
+        "$@" || main_rc=$?
+    main_s=$((SECONDS - t))
+    beside_rc=0
+    wait "$beside_pid" || beside_rc=$?
+    beside_pid=
+    set +m
+    lanes_s=$((SECONDS - t))
+    echo "statstorm test: the root tests beside the main lane (${main_s} s for the main lane," \
+         "$((lanes_s)) s for both):"
+    cat "$times/beside.log"
+    alone_rc=0
+    t=$SECONDS
+    "$py" -m pytest -q -m "root and alone" --junitxml="$times/alone.xml" "$@" || alone_rc=$?
+    alone_s=$((SECONDS - t))
+    root_rc=0
+    for r in $main_rc $beside_rc $alone_rc; do
+        [[ $r -ne 0 && $r -ne 5 ]] && root_rc=$r
+    done
     "$py" scripts/suite_time.py --phase "setup=$setup_s" \
-        --phase "non-root=$nonroot_s:$times/nonroot.xml" --phase "root=$root_s:$times/root.xml"
+        --phase "non-root=$nonroot_s:$times/nonroot.xml" \
+        --phase "root (two lanes)=$lanes_s:$times/main.xml,$times/beside.xml" \
+        --phase "root (alone)=$alone_s:$times/alone.xml"
     exit $((rc != 0 ? rc : root_rc))
 fi
 

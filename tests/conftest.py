@@ -27,6 +27,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "full_labs: a slow lab case that repeats what other "
                             "cases prove; run only with STATSTORM_FULL_LABS=1 "
                             "(tests/README.md)")
+    config.addinivalue_line("markers", "beside: a root file that runs in the lane beside the "
+                            "main one (scripts/test.sh): its own labs, of storages no other "
+                            "lane uses; no pool traced; nothing measured (tests/README.md)")
+    config.addinivalue_line("markers", "alone: a root file that needs the machine to itself: "
+                            "the system's own services, every pool running, or a timing "
+                            "(tests/README.md)")
 
 
 # The app trees that labs copy onto network storage, cached once per machine and reused by

@@ -16,7 +16,7 @@ from statstorm.adapters.storage import fstab, gluster, mounts
 from statstorm.env import Env
 from statstorm.model.rules_gluster import RULE_ID
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.beside]
 
 MD_TIER = "attribute-timeout=600,entry-timeout=600,negative-timeout=600"
 

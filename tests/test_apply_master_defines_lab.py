@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_cli
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.beside]
 
 
 def test_opcache_enable_given_as_d_is_manual_on_a_lab(lab, state_home: Path) -> None:

@@ -13,7 +13,7 @@ from statstorm.model import escalation
 from statstorm.results.trace import read_trace
 from test_php_root_check import root_of
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.beside]
 
 
 def test_demo_predicts_before_it_applies_and_leaves_nothing(state_home: Path, tmp_path: Path,

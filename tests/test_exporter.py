@@ -29,6 +29,8 @@ from statstorm.errors import UsageError
 from statstorm.model import exporter_metrics as em
 from statstorm.model.checkfacts import OpcacheStatus
 
+pytestmark = pytest.mark.alone  # the lane it runs in (tests/README.md); root per test
+
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARD = REPO / "contrib/grafana/statstorm.json"
 

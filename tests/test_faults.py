@@ -32,7 +32,7 @@ from conftest import leftovers, run_cli, unique_name
 from test_apply_lab import Load  # light load, failures counted
 from statstorm.adapters.apply import backups
 
-pytestmark = [pytest.mark.root,
+pytestmark = [pytest.mark.root, pytest.mark.beside,
               pytest.mark.skipif(fault_runs.available() is not None,
                                  reason=str(fault_runs.available()))]
 

@@ -16,7 +16,7 @@ from conftest import interrupt_up, leftovers, run_cli, unique_name
 from statstorm.adapters.storage import afs_client
 from test_afs_cache import stat_cache_case
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
+pytestmark = [pytest.mark.root, pytest.mark.beside, pytest.mark.slow,
               pytest.mark.skipif(not Path("/usr/sbin/afsd.fuse").exists(),
                                  reason="OpenAFS is not installed: run scripts/setup.sh --afs")]
 

@@ -17,6 +17,8 @@ from conftest import interrupt_up, leftovers, run_cli, unique_name
 
 from statstorm.adapters.labs import apache_lab
 
+pytestmark = pytest.mark.beside  # the lane it runs in (tests/README.md); root per test
+
 SAPI = {"fpm": "FPM/FastCGI", "mod_php": "Apache 2.0 Handler", "fcgid": "CGI/FastCGI"}
 COMBOS = [("event", "fpm"), ("worker", "fpm"), ("prefork", "fpm"), ("event", "fcgid"),
           ("worker", "fcgid"), ("prefork", "fcgid"), ("prefork", "mod_php")]

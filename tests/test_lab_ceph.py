@@ -16,7 +16,7 @@ from conftest import interrupt_up, leftovers, run_cli, unique_name
 from statstorm.adapters.storage import ceph_perf
 from statstorm.env import Env
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
+pytestmark = [pytest.mark.root, pytest.mark.beside, pytest.mark.slow,
               pytest.mark.skipif(not Path("/usr/bin/ceph-fuse").exists()
                                  or not Path("/usr/bin/ceph-mds").exists(),
                                  reason="Ceph is not installed: run scripts/setup.sh --ceph")]

@@ -18,7 +18,7 @@ from statstorm.adapters.storage import afs_client, ceph_client
 from statstorm.env import Env
 from statstorm.model import afs_fuse, ceph_fuse, rules_afs, rules_ceph
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.root, pytest.mark.beside, pytest.mark.slow]
 needs_ceph = pytest.mark.skipif(not Path("/usr/bin/ceph-fuse").exists(),
                                 reason="Ceph is not installed: run scripts/setup.sh --ceph")
 needs_afs = pytest.mark.skipif(not Path("/usr/sbin/afsd.fuse").exists(),

@@ -14,6 +14,8 @@ from statstorm.adapters.labs import mariadb
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError, UsageError
 
+pytestmark = pytest.mark.beside  # the lane it runs in (tests/README.md); root per test
+
 
 def test_greets_nothing_on_a_missing_socket(tmp_path: Path) -> None:
     assert not mariadb.greets(tmp_path / "none.sock")

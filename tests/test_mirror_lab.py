@@ -14,7 +14,7 @@ import pytest
 
 from conftest import leftovers, run_cli, unique_name
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.beside]
 
 
 def _status(url: str) -> int:

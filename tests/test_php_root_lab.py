@@ -17,7 +17,7 @@ from conftest import invoke, run_cli
 from statstorm.adapters.labs import php_roots
 from statstorm.results.php_root import MARKER
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.beside]
 
 # Shared by every test session (each has a state root of its own), so the root is built
 # once per machine and reused after, as a user's is under their state root.

@@ -22,7 +22,7 @@ from test_trace_lab import finish, start_trace, wait_attached
 from statstorm.adapters.host.procs import free_port
 from statstorm.adapters.php import php_targets
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.alone]
 PHP_ETC = Path("/etc/php/8.2")
 PROBE = "<?php $k = $_GET['k'] ?? 'realpath_cache_size'; echo ini_get($k);\n"
 PREFORK = """<IfModule mpm_prefork_module>

@@ -15,7 +15,7 @@ import pytest
 from conftest import run_cli
 from stock_host import StockHost, stock_host
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.alone]
 
 PHP = "include snippets/fastcgi-php.conf; fastcgi_pass {to};"
 

@@ -31,6 +31,8 @@ from stock_host import (FPM_PIDFILE, StockHost, stock_host, tree_digest,  # noqa
                         wait_for)
 from test_stock_apache import vhost  # noqa: E402
 
+pytestmark = pytest.mark.alone  # the lane it runs in (tests/README.md); root per test
+
 ETC = (Path("/etc/php/8.2"), Path("/etc/nginx"))
 SOCK = "/run/php/php8.2-fpm.sock"
 PORT = free_port(18089)  # labs take ports from 8080 up

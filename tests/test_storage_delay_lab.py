@@ -16,7 +16,7 @@ from statstorm.adapters.load.loadgen import LOAD_LOCK
 from statstorm.adapters.storage import round_trips
 from statstorm.env import Env
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.alone]
 
 # The mount's entry and attribute caches kept (600 s, on both labs): a failed lookup is then
 # one LOOKUP on the brick (negative-timeout stays 0), where the default 1 s entry-timeout

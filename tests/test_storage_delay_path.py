@@ -21,7 +21,7 @@ from statstorm.adapters.host import delay_path, procs
 from statstorm.adapters.load.loadgen import LOAD_LOCK
 from statstorm.env import Env
 
-pytestmark = [pytest.mark.root,
+pytestmark = [pytest.mark.root, pytest.mark.alone,
               pytest.mark.skipif(not Path("/dev/net/tun").exists(), reason="no /dev/net/tun")]
 
 PINGS = 200

@@ -22,7 +22,7 @@ from statstorm.adapters.load.loadgen import LOAD_LOCK
 from statstorm.adapters.storage import afs_client, ceph_perf, fsbench_ops, openafs, round_trips
 from statstorm.env import Env
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
+pytestmark = [pytest.mark.root, pytest.mark.alone, pytest.mark.slow,
               pytest.mark.skipif(not Path("/dev/net/tun").exists(), reason="no /dev/net/tun")]
 CEPH = pytest.mark.skipif(not Path("/usr/bin/ceph-fuse").exists(), reason="Ceph is not installed")
 AFS = pytest.mark.skipif(not Path("/usr/sbin/afsd.fuse").exists(),

@@ -35,3 +35,18 @@ def test_a_missing_xml_still_gives_the_wall_times(tmp_path: Path) -> None:
                           f"non-root=114:{tmp_path / 'none.xml'}"], capture_output=True,
                          text=True, check=True).stdout
     assert "total 2.0 min" in out and "slowest" not in out
+
+
+def test_a_phase_of_two_lanes_reads_both_files(tmp_path: Path) -> None:
+    """scripts/test.sh's root lanes side by side: one phase, one wall time, a file each."""
+    main, beside = tmp_path / "main.xml", tmp_path / "beside.xml"
+    main.write_text(XML)
+    beside.write_text(XML.replace("tests.test_a", "tests.test_d").replace("test_b", "test_e"))
+    out = subprocess.run([sys.executable, str(SCRIPT), "--phase",
+                          f"root (two lanes)=900:{main},{beside}", "--phase",
+                          f"root (alone)=300:{tmp_path / 'none.xml'}"], capture_output=True,
+                         text=True, check=True).stdout
+    files = out.split("root (two lanes) tests by file:", 1)[1].split("\n\n", 1)[0]
+    assert {"tests/test_a.py", "tests/test_b.py", "tests/test_d.py",
+            "tests/test_e.py"} <= {line.split()[-1] for line in files.splitlines() if line}
+    assert "root (two lanes) 15.0 min, root (alone) 5.0 min; total 20.0 min" in out

@@ -281,6 +281,7 @@ def breakpoints(pid: int) -> int:
     return found
 
 
+@pytest.mark.alone  # reads the breakpoints in the workers' memory: no other lane's trace then
 def test_workers_given_by_pid_are_the_only_ones_probed(session_lab, state_home: Path,
                                                        tmp_path: Path) -> None:
     """`trace -p WORKER` puts PHP's function probes in that worker only (the compiled tracer

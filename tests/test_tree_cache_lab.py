@@ -19,7 +19,7 @@ from statstorm.adapters.storage import gluster, tree_cache
 from statstorm.env import Env
 from statstorm.model.tree_cache import compare, key_for
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.beside]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from conftest import run_cli
 from stock_host import TREES, stock_host, tree_digest
 from test_tune import SHORT, URL, _no_shadow_left, _wiki_on_gluster
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.root, pytest.mark.alone, pytest.mark.slow]
 
 # inside the trace tune takes (a thread), inside apply between the reload and its health
 # check, and after apply before the second measurement

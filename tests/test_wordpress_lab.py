@@ -17,6 +17,8 @@ from statstorm.commands import lab as lab_cmd
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
 
+pytestmark = pytest.mark.beside  # the lane it runs in (tests/README.md); root per test
+
 
 def get(url: str) -> tuple[int, str]:
     with urllib.request.urlopen(url, timeout=60) as resp:

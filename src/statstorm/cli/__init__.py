@@ -8,6 +8,7 @@ documented code (see statstorm.errors).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import re
 import signal
@@ -23,7 +24,27 @@ from statstorm.env import Env
 from statstorm.errors import EXIT_INTERRUPTED, Interrupted, StatstormError, os_error
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+# the verbs, each a module of this package that registers itself on `cli` when imported
+VERBS = ("apply", "check", "demo", "exporter", "fsbench", "lab", "matrix", "mirror", "opcache",
+         "report", "sweep", "trace", "tune", "whatif")
+
+
+class VerbGroup(click.Group):
+    """The top-level group: a verb's module is imported only when that verb runs (or when
+    the whole list is asked for: `--help`, the docs, the man pages), so a command starts
+    without importing every other verb's libraries."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(VERBS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in VERBS and cmd_name not in self.commands:
+            importlib.import_module(f"statstorm.cli.{cmd_name}")
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=VerbGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="statstorm")
 @click.option("-v", "--verbose", is_flag=True, help="Log every command statstorm runs.")
 @click.pass_context
@@ -68,10 +89,10 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def load_commands() -> None:
-    """Import the subcommand modules; each registers itself on `cli`."""
-    from statstorm.cli import (apply, check, demo, exporter, fsbench, lab,  # noqa: F401
-                               matrix, mirror, opcache, report, sweep, trace, tune,
-                               whatif)
+    """Import every verb's module (each registers itself on `cli`), for what walks them all:
+    the docs, the man pages. `run` imports only the verb it runs (`VerbGroup`)."""
+    for verb in VERBS:
+        importlib.import_module(f"statstorm.cli.{verb}")
 
 
 def _fail(env: Env, message: str, code: int, as_json: bool) -> int:
@@ -86,7 +107,6 @@ def run(argv: list[str] | None = None, env: Env | None = None) -> int:
     """Run the CLI on `argv` (default: the process's arguments) in `env` (default: the real
     streams, clock and state root) and return the exit code; every error becomes one line on
     `env.stderr`. Tests call this (through `main`) in-process with captured streams."""
-    load_commands()
     env = env or Env()
     args = sys.argv[1:] if argv is None else list(argv)
     as_json = "--json" in args

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import signal
 import socket
@@ -194,11 +195,47 @@ def check_port_free(port: int) -> None:
         )
 
 
+# The ports `free_port` has handed out: a file per port naming the process that took it
+# (its PID and start time), held until that process ends (its server has bound the port by
+# then); the picks are made under an fcntl lock on PORT_CLAIMS/.lock
+PORT_CLAIMS = Path(os.environ.get("STATSTORM_PORT_CLAIMS", "/run/statstorm/ports"))
+
+
 def free_port(start: int = 8080, tries: int = 200) -> int:
-    for port in range(start, start + tries):
-        if not port_in_use(port):
+    """A free loopback TCP port from `start` on, claimed for this process, so that two labs
+    made at once on one machine (two users, two lanes of the test suite) never take the same
+    one between the pick and their server's bind. A port another live process claimed is
+    skipped, and so is one this process claimed before (a demo makes two labs). Where the
+    claims cannot be written (not root), the pick is unclaimed."""
+    me = f"{os.getpid()} {start_ticks(os.getpid())}"
+    try:
+        PORT_CLAIMS.mkdir(parents=True, exist_ok=True)
+        lock = os.open(PORT_CLAIMS / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        lock = -1
+    try:
+        if lock >= 0:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        for port in range(start, start + tries):
+            if port_in_use(port) or (lock >= 0 and _claimed(PORT_CLAIMS / str(port))):
+                continue
+            if lock >= 0:
+                (PORT_CLAIMS / str(port)).write_text(me)
             return port
+    finally:
+        if lock >= 0:
+            os.close(lock)
     raise BusyError(f"no free TCP port in {start}-{start + tries - 1}: pass --port")
+
+
+def _claimed(claim: Path) -> bool:
+    """True while the process that wrote `claim` lives (the same PID started at the same
+    tick: not a later process given its number)."""
+    try:
+        pid, ticks = (int(f) for f in claim.read_text().split())
+    except (OSError, ValueError):
+        return False
+    return alive(pid) and start_ticks(pid) == ticks
 
 
 class HeldCommand:
