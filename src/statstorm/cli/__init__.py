@@ -72,6 +72,7 @@ def load_commands() -> None:
     from statstorm.cli import (apply, check, demo, exporter, fsbench, lab,  # noqa: F401
                                matrix, mirror, opcache, report, sweep, trace, tune,
                                whatif)
+    from statstorm.cli import doctor  # noqa: F401
 
 
 def _fail(env: Env, message: str, code: int, as_json: bool) -> int:

@@ -32,7 +32,7 @@ from statstorm import __version__
 from statstorm.adapters.host import procs, smaps
 from statstorm.adapters.labs import state as labs
 from statstorm.adapters.php import php_targets, pool_facts
-from statstorm.adapters.tracing import bpftrace, count_stream
+from statstorm.adapters.tracing import bpftrace, count_stream, libbpf_trace, tracer_host
 from statstorm.adapters.php.pool_watch import Pools, Watched
 from statstorm.adapters.tracing.bpftrace_session import Refused
 from statstorm.adapters.tracing.count_lines import Counted, CountLine, Exit, Fork, ScriptStart
@@ -115,7 +115,7 @@ class Exporter:
     """The counters and states of every pool, fed by the tracer and the refresher, read by
     the metrics server (under one lock)."""
 
-    def __init__(self, env: Env, opts: ExporterOptions) -> None:
+    def __init__(self, env: Env, opts: ExporterOptions, backend: str = "") -> None:
         self.env, self.opts = env, opts
         self.lock = threading.Lock()
         self.counters: dict[str, PoolCounters] = {}
@@ -127,7 +127,7 @@ class Exporter:
         self.tracer_starts = 0
         self.tracer_cpu_s = 0.0  # of tracers that ended
         self.stream: CountStream | CompiledCountStream | None = None
-        self.backend = count_stream.available(opts.backend)
+        self.backend = backend or count_stream.available(opts.backend)
 
     # ---- the tracer's lines
     def on_event(self, line: CountLine) -> None:
@@ -307,8 +307,10 @@ def run(env: Env, opts: ExporterOptions, *, ready: threading.Event | None = None
     validate(opts)
     if os.geteuid() != 0:
         bpftrace.check_privileges()
-    if count_stream.available(opts.backend) == "bpftrace":
-        bpftrace.find()
+    if opts.backend == "bpftrace" or (opts.backend == "auto" and libbpf_trace.loader() is None):
+        bpftrace.find()  # not installed: its own line
+    # what this host's kernel cannot run: refused in doctor's words (no strace fallback)
+    backend = count_stream.available(opts.backend, tracer_host.judge())
     bpftrace.ensure_tracefs()
     host, port = parse_listen(opts.listen)
     if procs.port_in_use(port, host):
@@ -317,7 +319,7 @@ def run(env: Env, opts: ExporterOptions, *, ready: threading.Event | None = None
     if opts.lab:
         labs.require_up(env, opts.lab, pool=True)  # a one-line error naming the fix
     stop = stop or threading.Event()
-    exp = Exporter(env, opts)
+    exp = Exporter(env, opts, backend)
     exp.pools.resolve()
     warnings: list[str] = []
     if not exp.pools.watched:
