@@ -67,7 +67,10 @@ def render(env: Env, result: DoctorResult) -> None:
                 print(_verb(p), file=out)
             trace = next((p for p in result.privileges if p.verb == "trace"), None)
             if trace is not None and trace.elsewhere:
-                text = "; ".join(f"{c} ({w})" for c, w in trace.elsewhere)
+                whys: dict[str, list[str]] = {}
+                for cap, why in trace.elsewhere:
+                    whys.setdefault(cap, []).append(why)
+                text = "; ".join(f"{cap} ({', '.join(w)})" for cap, w in whys.items())
                 print(_wrap(text, "    trace, not needed here: ", " " * 6), file=out)
     for c in result.checks:
         if c.id not in placed:

@@ -31,25 +31,28 @@ class DoctorOptions:
     root: Path | None = None  # where /proc and /sys are read (None: HOST_ROOT, this host)
 
 
+def describe(env: Env, label: str, binaries: list[str], tools: TracerTools) -> PhpFound:
+    """A PHP target by its binaries: version, build ids, and what the compiled tracer
+    attributes in them (as it would trace them)."""
+    versions = {php_versions.version_of(b) for b in binaries} - {""}
+    builds = tuple((php_layouts.build_ids(b) or [""])[0] for b in binaries)
+    if tools.tracer:
+        cov, note = php_layouts.coverage(env, binaries, tools.tracer_php_build)
+    else:
+        cov, note = Coverage.UNKNOWN, NOT_BUILT
+    return PhpFound(label, tuple(binaries), versions.pop() if len(versions) == 1 else "",
+                    builds, cov, note)
+
+
 def php_found(env: Env, tools: TracerTools) -> tuple[list[PhpFound], str]:
-    """The PHP targets running here, each with its binaries and what the compiled tracer
-    attributes in them; or '' and why they could not be listed."""
+    """The PHP targets running here (trace's binaries of each), described; or [] and why
+    they could not be listed."""
     try:
         running = target.running(env)
     except StatstormError as exc:
         return [], str(exc)
-    found = []
-    for php in running:
-        binaries = trace_targets.own_binaries(php)
-        versions = {php_versions.version_of(b) for b in binaries} - {""}
-        builds = tuple((php_layouts.build_ids(b) or [""])[0] for b in binaries)
-        if tools.tracer:
-            cov, note = php_layouts.coverage(env, binaries, tools.tracer_php_build)
-        else:
-            cov, note = Coverage.UNKNOWN, NOT_BUILT
-        found.append(PhpFound(php.label, tuple(binaries),
-                              versions.pop() if len(versions) == 1 else "", builds, cov, note))
-    return found, ""
+    return [describe(env, php.label, trace_targets.own_binaries(php), tools)
+            for php in running], ""
 
 
 def run(env: Env, opts: DoctorOptions = DoctorOptions(), *,

@@ -5,10 +5,11 @@ given.
 The capabilities are the kernel's (capabilities(7)). Where a need depends on the host, its
 condition says so: CAP_BPF and CAP_PERFMON exist since Linux 5.8 (before, BPF tracing needs
 CAP_SYS_ADMIN); BPF maps are charged to RLIMIT_MEMLOCK before 5.11, which the loader and
-bpftrace lift (CAP_SYS_RESOURCE); trace and the exporter mount tracefs when it is not
-mounted (CAP_SYS_ADMIN); and where kernel.perf_event_paranoid is above 2 (Debian's and
-Ubuntu's own level 3), perf_event_open, which perf-event uprobes and the syscall
-tracepoints are opened with, asks for CAP_SYS_ADMIN: CAP_PERFMON is not enough."""
+bpftrace lift (CAP_SYS_RESOURCE, unless its hard limit is unlimited already); trace and the
+exporter mount tracefs when it is not mounted (CAP_SYS_ADMIN); and where
+kernel.perf_event_paranoid is above 2 (Debian's and Ubuntu's own level 3), perf_event_open,
+which perf-event uprobes and the syscall tracepoints are opened with, asks for CAP_SYS_ADMIN:
+CAP_PERFMON is not enough."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ class Host:
     version: tuple[int, int] | None = None
     tracefs: bool = True  # mounted
     paranoid: int | None = None  # kernel.perf_event_paranoid
+    memlock_unlimited: bool = False  # the hard RLIMIT_MEMLOCK: nothing to lift
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,9 @@ TRACE_NEEDS = (
     Need("CAP_SYS_ADMIN", "BPF tracing before Linux 5.8", "old-bpf"),
     Need("CAP_SYS_ADMIN", "open perf events where kernel.perf_event_paranoid > 2", "paranoid"),
     Need("CAP_SYS_PTRACE", "read other users' workers (/proc/PID/exe, maps)"),
-    Need("CAP_SYS_ADMIN", "mount tracefs (not mounted now)", "no-tracefs"),
-    Need("CAP_SYS_RESOURCE", "lift RLIMIT_MEMLOCK for BPF maps (before Linux 5.11)", "memlock"),
+    Need("CAP_SYS_ADMIN", "mount tracefs where it is not mounted", "no-tracefs"),
+    Need("CAP_SYS_RESOURCE", "lift RLIMIT_MEMLOCK for BPF maps before Linux 5.11 (unless "
+         "unlimited)", "memlock"),
 )
 STRACE_NEEDS = (Need("CAP_SYS_PTRACE", "attach strace to other users' workers"),)
 READ_NEEDS = (
@@ -107,7 +110,7 @@ def applies(need: Need, host: Host) -> bool:
         case "old-bpf":
             return v is not None and v < BPF_CAPS_SINCE
         case "memlock":
-            return v is None or v < MEMLOCK_UNTIL
+            return (v is None or v < MEMLOCK_UNTIL) and not host.memlock_unlimited
         case "no-tracefs":
             return not host.tracefs
         case "paranoid":

@@ -303,8 +303,9 @@ def _php(php: Sequence[PhpFound] | None, error: str) -> list[Check]:
         elif p.coverage == Coverage.UNKNOWN:
             note = p.note or "what the compiled tracer attributes is not known"
             out.append(_check("php", Status.INFO, f"{head}: {note}"))
-        else:
-            out.append(_check("php", Status.WARN, f"{head}: {p.coverage.value}: {p.note}"))
+        else:  # the note's own "PHP at BINARY: " is in the head already
+            note = p.note.split(": ", 1)[1] if p.note.startswith("PHP at ") else p.note
+            out.append(_check("php", Status.WARN, f"{head}: {p.coverage.value}: {note}"))
     return out
 
 
@@ -312,7 +313,8 @@ def checks(k: KernelFacts, t: TracerTools, php: Sequence[PhpFound] | None = None
            php_error: str = "") -> tuple[tuple[Check, ...], tuple[VerbPrivileges, ...]]:
     """Every check, in the order doctor prints them (a mode's reason is its first blocking
     check), and each verb's privileges."""
-    host = caps.Host(version(k.release), bool(k.tracefs), k.perf_event_paranoid)
+    host = caps.Host(version(k.release), bool(k.tracefs), k.perf_event_paranoid,
+                     k.memlock_hard == -1)
     privs = caps.judge_all(k.euid, k.cap_eff, host)
     out = [_kernel(k), _btf(k), _lockdown(k), _config(k), _tracefs(k), _syscall_tracepoints(k),
            _uprobes(k), *_sysctls(k), *_privileges(k, host, privs), *_tools(t),

@@ -32,7 +32,8 @@ class KernelFacts:
     securityfs: bool = False  # mounted (where the lockdown file lives)
     tracefs: str = ""  # where tracefs is mounted ('' not mounted)
     tracefs_known: bool = False  # "tracefs" in /proc/filesystems: it can be mounted
-    syscall_tracepoints: bool | None = None  # events/syscalls/sys_enter_newfstatat (None: no tracefs)
+    # events/syscalls/sys_enter_newfstatat in tracefs (None: tracefs not mounted)
+    syscall_tracepoints: bool | None = None
     uprobe_events: bool | None = None  # tracefs's uprobe_events (None: no tracefs)
     uprobe_pmu: bool = False  # /sys/bus/event_source/devices/uprobe: perf-event uprobes
     config: dict[str, str] = field(default_factory=dict)  # CONFIG_X → y, m or '' (not set)
@@ -42,6 +43,7 @@ class KernelFacts:
     ptrace_scope: int | None = None  # kernel.yama.ptrace_scope (None: Yama not active)
     euid: int | None = None  # /proc/self/status Uid: (the effective one)
     cap_eff: int | None = None  # /proc/self/status CapEff:
+    memlock_hard: int | None = None  # /proc/self/limits Max locked memory, bytes (-1: unlimited)
 
     def to_json(self) -> JsonObject:
         return {"release": self.release, "btf": self.btf, "lockdown": self.lockdown or None,
@@ -53,7 +55,8 @@ class KernelFacts:
                 "unprivileged_bpf_disabled": self.unprivileged_bpf_disabled,
                 "perf_event_paranoid": self.perf_event_paranoid,
                 "ptrace_scope": self.ptrace_scope, "euid": self.euid,
-                "cap_eff": None if self.cap_eff is None else f"{self.cap_eff:016x}"}
+                "cap_eff": None if self.cap_eff is None else f"{self.cap_eff:016x}",
+                "memlock_hard": self.memlock_hard}
 
     @classmethod
     def from_json(cls, data: JsonObject) -> KernelFacts:
@@ -71,7 +74,7 @@ class KernelFacts:
                    _int_or_none(data.get("unprivileged_bpf_disabled")),
                    _int_or_none(data.get("perf_event_paranoid")),
                    _int_or_none(data.get("ptrace_scope")), _int_or_none(data.get("euid")),
-                   int(cap, 16) if cap else None)
+                   int(cap, 16) if cap else None, _int_or_none(data.get("memlock_hard")))
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """The kernel's facts that decide which tracer can run here, read once from /proc and /sys
-(`read`): its release, BTF, lockdown, tracefs and its syscall tracepoints, uprobes (the
-perf PMU, tracefs's uprobe_events), the kernel configuration where one is readable
-(/proc/config.gz, /boot/config-RELEASE), the sysctls that gate BPF, perf events and ptrace,
-and the effective user and capabilities of this process. Nothing is mounted, loaded or
-probed: a file that is not there or cannot be read is a fact not known (None, '').
+(`read`): its release, BTF, lockdown, tracefs and its syscall tracepoints, uprobes (the perf
+PMU, tracefs's uprobe_events), the kernel configuration where one is readable (/proc/config.gz,
+/boot/config-RELEASE), the sysctls that gate BPF, perf events and ptrace, and the effective
+user, capabilities and RLIMIT_MEMLOCK of this process. Nothing is mounted, loaded or probed: a
+file that is not there or cannot be read is a fact not known (None, '').
 
 `root` is where the tree is read from: '/' on this host, a captured copy of the same files
 in tests (tests/fixtures/doctor/). The judgement of these facts is model/host_checks.py's."""
@@ -111,6 +111,14 @@ def status(text: str | None) -> tuple[int | None, int | None]:
     return uid, cap
 
 
+def memlock_hard(text: str | None) -> int | None:
+    """The hard RLIMIT_MEMLOCK in a /proc/PID/limits text, in bytes (-1: unlimited)."""
+    m = re.search(r"^Max locked memory\s+\S+\s+(\S+)", text or "", re.M)
+    if not m:
+        return None
+    return -1 if m.group(1) == "unlimited" else int(m.group(1)) if m.group(1).isdigit() else None
+
+
 def read(root: Path | str = "/") -> KernelFacts:
     """The facts of the kernel whose /proc and /sys are under `root`."""
     r = Path(root)
@@ -135,4 +143,4 @@ def read(root: Path | str = "/") -> KernelFacts:
         unprivileged_bpf_disabled=_int(r / "proc/sys/kernel/unprivileged_bpf_disabled"),
         perf_event_paranoid=_int(r / "proc/sys/kernel/perf_event_paranoid"),
         ptrace_scope=_int(r / "proc/sys/kernel/yama/ptrace_scope"),
-        euid=euid, cap_eff=cap_eff)
+        euid=euid, cap_eff=cap_eff, memlock_hard=memlock_hard(_text(r / "proc/self/limits")))
