@@ -423,3 +423,21 @@ def test_the_exporter_counts_with_what_runs_or_refuses(tmp_path: Path,
     assert str(exc.value) == host_checks.refusal(host, Mode.COUNTS)
     with pytest.raises(DependencyError):
         count_stream.available("ebpf", _host("kernel-5.10", tmp_path))
+
+
+def test_check_notes_why_a_trace_it_asks_for_falls_back(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    from statstorm.commands import check as check_cmd
+    from statstorm.results.check import Finding, Severity
+
+    asks = Finding("no-trace", Severity.INFO, "trace the pool", (),
+                   ("statstorm trace --pool www -d 20 -o after.sst.gz",), "")
+    other = Finding("realpath-cache", Severity.WARNING, "raise it", (),
+                    ("realpath_cache_size = 4096K",), "")
+    host = _host("kernel-5.10", tmp_path)
+    monkeypatch.setattr(tracer_host, "judge", lambda root="/": host)
+    (note,) = check_cmd._tracing_here([other, asks])
+    assert note.startswith(host_checks.refusal(host, Mode.EVENTS)) and "bpftrace" in note
+    assert check_cmd._tracing_here([other]) == []
+    monkeypatch.setattr(tracer_host, "judge", lambda root="/": _host("this-host", tmp_path))
+    assert check_cmd._tracing_here([asks]) == []

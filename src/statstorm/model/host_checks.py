@@ -8,8 +8,8 @@ bpf_task_pt_regs (with the ring buffer, task storage and tp_btf raw tracepoints 
 the kernel's BTF (CO-RE, tp_btf), uprobes (uprobe_multi links where the kernel has them,
 6.6 and later, perf-event uprobes otherwise: probes.c `uprobes_prepare`), and for its
 counting mode the syscall tracepoints in tracefs. Kernel lockdown (kernel_lockdown(7)):
-`integrity` forbids bpf_probe_write_user and writes through debugfs (with unsigned modules,
-/dev/mem, kexec), none of which the tracers use; `confidentiality` also makes the verifier
+`integrity` forbids bpf_probe_write_user and debugfs files other than read-only ones (with
+unsigned modules, /dev/mem, kexec), none of which the tracers use; `confidentiality` also makes the verifier
 refuse bpf_probe_read_kernel (the compiled tracer reads a syscall's registers with it:
 BPF_CORE_READ) and keeps tracefs's files from being made (the syscall tracepoints of
 bpftrace and of the counting mode), so only strace can trace."""
@@ -105,8 +105,9 @@ def _lockdown(k: KernelFacts) -> Check:
         return _check("lockdown", Status.OK, "lockdown: none")
     if mode == "integrity":
         return _check("lockdown", Status.OK, "lockdown: integrity: it forbids "
-                      "bpf_probe_write_user and writes through debugfs (and unsigned modules, "
-                      "/dev/mem, kexec), none of which statstorm's tracers use")
+                      "bpf_probe_write_user and debugfs files other than read-only ones (and "
+                      "unsigned modules, /dev/mem, kexec), none of which statstorm's tracers "
+                      "use")
     if mode == "confidentiality":
         return _check("lockdown", Status.MISSING, "lockdown: confidentiality: BPF may not read "
                       "kernel memory (bpf_probe_read_kernel, which the compiled tracer reads a "

@@ -121,9 +121,10 @@ def require_system_apache(env: Env) -> ModPhpChildren | FcgidPhpCgi:
 
 
 def running(env: Env) -> list[PhpTarget]:
-    """Every PHP target running on this host: each php-fpm pool (by its workers' titles),
-    then the system Apache's PHP (mod_php, mod_fcgid) if it runs any; [] when none. A pool
-    whose workers are gone by the time it is looked at is left out."""
+    """Every PHP target running on this host, found as `sole` finds the one (doctor lists
+    them all): each php-fpm pool by its workers' titles, then the system Apache's PHP
+    (mod_php, mod_fcgid) if it runs any; [] when none. A pool whose workers are gone by the
+    time it is looked at is left out."""
     found: list[PhpTarget] = []
     for name in fpm_master.running_pools():
         try:
@@ -138,12 +139,12 @@ def sole(env: Env) -> PhpTarget:
     """The one PHP target running on this host when none is named: a php-fpm pool, or the
     system Apache's PHP (mod_php, mod_fcgid). UsageError naming the flag to give when there
     is none or more than one."""
-    found = running(env)
-    named = [f"--pool {p.name}" if isinstance(p, php_targets.FpmPool) else "--apache"
-             for p in found]
+    pools = fpm_master.running_pools()
+    apache = system_apache(env)
+    named = [f"--pool {p}" for p in pools] + (["--apache"] if apache is not None else [])
     if not named:
         raise UsageError("no PHP is running here (no php-fpm pool, no system Apache running "
                          "PHP): name a pool with --pool NAME, or a lab with --lab NAME")
     if len(named) > 1:
         raise UsageError(f"several PHP targets are running: name one with {', '.join(named)}")
-    return found[0]
+    return apache if apache is not None else php_targets.find_pool(pools[0])
