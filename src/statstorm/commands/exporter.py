@@ -43,6 +43,7 @@ from statstorm.errors import DependencyError, StatstormError, UsageError
 from statstorm.model.checkfacts import ini_bytes
 from statstorm.model.exporter_metrics import PoolCounters, PoolStatus
 from statstorm.model.rules import evaluate
+from statstorm.results.doctor import Mode
 from statstorm.results.jsontypes import JsonObject
 
 SCHEMA = "statstorm.exporter/1"
@@ -309,8 +310,11 @@ def run(env: Env, opts: ExporterOptions, *, ready: threading.Event | None = None
         bpftrace.check_privileges()
     if opts.backend == "bpftrace" or (opts.backend == "auto" and libbpf_trace.loader() is None):
         bpftrace.find()  # not installed: its own line
-    # what this host's kernel cannot run: refused in doctor's words (no strace fallback)
-    backend = count_stream.available(opts.backend, tracer_host.judge())
+    # what this host's kernel cannot run: passed over, or refused, in doctor's words (no
+    # strace fallback)
+    judged = tracer_host.judge()
+    backend = count_stream.available(opts.backend, judged)
+    passed_over = tracer_host.refusal(judged, Mode.COUNTS)
     bpftrace.ensure_tracefs()
     host, port = parse_listen(opts.listen)
     if procs.port_in_use(port, host):
@@ -322,6 +326,9 @@ def run(env: Env, opts: ExporterOptions, *, ready: threading.Event | None = None
     exp = Exporter(env, opts, backend)
     exp.pools.resolve()
     warnings: list[str] = []
+    if backend == "bpftrace" and opts.backend == "auto" and libbpf_trace.loader() is not None:
+        warnings.append(f"{passed_over}; counting with bpftrace")
+        env.log("exporter: " + warnings[-1])
     if not exp.pools.watched:
         warnings.append(f"no pool {'named ' + ', '.join(opts.pools) + ' ' if opts.pools else ''}"
                         "is running yet: serving empty metrics until one starts")
