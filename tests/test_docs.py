@@ -32,3 +32,13 @@ def test_architecture_names_only_modules_that_exist() -> None:
     assert len(named) > 20
     missing = sorted(n for n in named if not (src / n).exists())
     assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
+
+
+def test_on_your_server_starts_with_doctor() -> None:
+    """README's "On your server": the first verb named is `statstorm doctor`, which says what
+    the host allows before any other verb fails on it."""
+    import re
+    text = (DOCS.parent / "README.md").read_text()
+    section = text.split("## On your server", 1)[1].split("\n## ", 1)[0]
+    verbs = re.findall(r"`statstorm (\w+)", section)
+    assert verbs and verbs[0] == "doctor", verbs

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from statstorm.adapters.apply import backups
 from statstorm.adapters.php import by_site, pool_facts
-from statstorm.adapters.tracing import last_trace
+from statstorm.adapters.tracing import last_trace, tracer_host
 from statstorm.env import Env
 from statstorm.errors import UsageError
 from statstorm.model.checkfacts import AppliedChange, Facts, TraceOrigin, fsbench_p50
@@ -19,6 +19,7 @@ from statstorm.model.rules import evaluate
 from statstorm.results.check import SCHEMA, SEVERITIES, CheckedPool, CheckResult, Finding
 from statstorm.results.check import Severity, by_severity
 from statstorm.results.common import read_json
+from statstorm.results.doctor import Mode
 from statstorm.results.fsbench import FsbenchResult
 from statstorm.results.last_trace import LastTrace
 
@@ -173,10 +174,26 @@ def run(env: Env, opts: CheckOptions) -> CheckResult:
                                 trace=use.facts if use else None, fsb=fsb)
         facts = replace(got.facts, trace_origin=origin, last_change=change,
                         target_args=_target_args(opts, pool), local_ratio=opts.local_ratio)
+        findings = evaluate(facts)
+        notes += _tracing_here(findings)
         checked.append(replace(checked_pool(facts, got.settings_source, got.notes + notes),
                                trace=evidence, trace_remembered=bool(origin and origin.remembered)))
-        found += evaluate(facts)
+        found += findings
     return CheckResult(tuple(checked), list(by_severity(found)))
+
+
+def _tracing_here(findings: list[Finding]) -> list[str]:
+    """When a finding asks for a trace and this host cannot run the compiled tracer: one note
+    in doctor's words, with what `statstorm trace` uses instead (or that it refuses)."""
+    if not any(c.startswith("statstorm trace ") for f in findings for c in f.change):
+        return []
+    host = tracer_host.judge()
+    why = tracer_host.refusal(host, Mode.EVENTS)
+    if not why:
+        return []
+    route = next(r for r in host.routes if r.verb == "trace")
+    return [f"{why}: statstorm trace here uses {route.note}" if route.mode is not None
+            else f"{why}: statstorm trace cannot trace here (statstorm doctor says why)"]
 
 
 __all__ = ["SCHEMA", "SEVERITIES", "CheckOptions", "CheckResult", "failed", "run"]

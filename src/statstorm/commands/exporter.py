@@ -32,7 +32,7 @@ from statstorm import __version__
 from statstorm.adapters.host import procs, smaps
 from statstorm.adapters.labs import state as labs
 from statstorm.adapters.php import php_targets, pool_facts
-from statstorm.adapters.tracing import bpftrace, count_stream
+from statstorm.adapters.tracing import bpftrace, count_stream, libbpf_trace, tracer_host
 from statstorm.adapters.php.pool_watch import Pools, Watched
 from statstorm.adapters.tracing.bpftrace_session import Refused
 from statstorm.adapters.tracing.count_lines import Counted, CountLine, Exit, Fork, ScriptStart
@@ -43,6 +43,7 @@ from statstorm.errors import DependencyError, StatstormError, UsageError
 from statstorm.model.checkfacts import ini_bytes
 from statstorm.model.exporter_metrics import PoolCounters, PoolStatus
 from statstorm.model.rules import evaluate
+from statstorm.results.doctor import Mode
 from statstorm.results.jsontypes import JsonObject
 
 SCHEMA = "statstorm.exporter/1"
@@ -115,7 +116,7 @@ class Exporter:
     """The counters and states of every pool, fed by the tracer and the refresher, read by
     the metrics server (under one lock)."""
 
-    def __init__(self, env: Env, opts: ExporterOptions) -> None:
+    def __init__(self, env: Env, opts: ExporterOptions, backend: str = "") -> None:
         self.env, self.opts = env, opts
         self.lock = threading.Lock()
         self.counters: dict[str, PoolCounters] = {}
@@ -127,7 +128,7 @@ class Exporter:
         self.tracer_starts = 0
         self.tracer_cpu_s = 0.0  # of tracers that ended
         self.stream: CountStream | CompiledCountStream | None = None
-        self.backend = count_stream.available(opts.backend)
+        self.backend = backend or count_stream.available(opts.backend)
 
     # ---- the tracer's lines
     def on_event(self, line: CountLine) -> None:
@@ -307,8 +308,13 @@ def run(env: Env, opts: ExporterOptions, *, ready: threading.Event | None = None
     validate(opts)
     if os.geteuid() != 0:
         bpftrace.check_privileges()
-    if count_stream.available(opts.backend) == "bpftrace":
-        bpftrace.find()
+    if opts.backend == "bpftrace" or (opts.backend == "auto" and libbpf_trace.loader() is None):
+        bpftrace.find()  # not installed: its own line
+    # what this host's kernel cannot run: passed over, or refused, in doctor's words (no
+    # strace fallback)
+    judged = tracer_host.judge()
+    backend = count_stream.available(opts.backend, judged)
+    passed_over = tracer_host.refusal(judged, Mode.COUNTS)
     bpftrace.ensure_tracefs()
     host, port = parse_listen(opts.listen)
     if procs.port_in_use(port, host):
@@ -317,9 +323,12 @@ def run(env: Env, opts: ExporterOptions, *, ready: threading.Event | None = None
     if opts.lab:
         labs.require_up(env, opts.lab, pool=True)  # a one-line error naming the fix
     stop = stop or threading.Event()
-    exp = Exporter(env, opts)
+    exp = Exporter(env, opts, backend)
     exp.pools.resolve()
     warnings: list[str] = []
+    if backend == "bpftrace" and opts.backend == "auto" and libbpf_trace.loader() is not None:
+        warnings.append(f"{passed_over}; counting with bpftrace")
+        env.log("exporter: " + warnings[-1])
     if not exp.pools.watched:
         warnings.append(f"no pool {'named ' + ', '.join(opts.pools) + ' ' if opts.pools else ''}"
                         "is running yet: serving empty metrics until one starts")

@@ -23,7 +23,7 @@ from typing import Callable
 from statstorm import faults
 from statstorm.adapters.php import by_site
 from statstorm.adapters.tracing import (bpftrace, last_trace, libbpf_trace, strace_log,
-                                        trace_targets)
+                                        trace_targets, tracer_host)
 from statstorm.adapters.tracing.bpftrace_run import run_bpftrace
 from statstorm.adapters.tracing.bpftrace_session import Refused
 from statstorm.adapters.tracing.libbpf_run import run_ebpf
@@ -36,6 +36,7 @@ from statstorm.errors import DependencyError, UsageError
 from statstorm.model.tracestats import diff as diff_summaries
 from statstorm.model.tracestats import summarize_trace
 from statstorm.results.common import check_output_dir
+from statstorm.results.doctor import DoctorResult, Mode
 from statstorm.results.trace import (CALLS, FLAGGED_STAT, SUMMARY_KEYS, SYSCALL_CALL, Trace,
                                     read_trace, write_trace)
 from statstorm.results.trace.diff import Change, DiffSide, TraceDiff
@@ -176,25 +177,35 @@ def _remember(env: Env, result: TraceRun, pool: str, lab: str) -> None:
 def _record(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Path,
             progress: Callable[[str], None] | None, ready: threading.Event | None,
             stop: threading.Event | None) -> TraceRun:
-    """Run the backend chosen (falling back as `auto` allows) until its bound."""
+    """Run the backend chosen (falling back as `auto` allows) until its bound. What this
+    host's kernel cannot run is refused, or fallen back from, in doctor's words
+    (adapters/tracing/tracer_host.py)."""
     backend = opts.backend
     rec = opts.recording()
     warnings: list[str] = []
+    host = tracer_host.judge()
     if backend in ("auto", EBPF):
-        if backend == EBPF or libbpf_trace.loader() is not None:
-            libbpf_trace.find()
-            bpftrace.ensure_tracefs()
+        why = tracer_host.refusal(host, Mode.COUNTS if rec.counts else Mode.EVENTS)
+        built = libbpf_trace.loader() is not None
+        if why and (backend == EBPF or opts.sample > 1):
+            raise DependencyError(why)  # --sample needs it too: the line says how
+        if not why:
+            if rec.counts:  # full events need no tracefs (raw tracepoints, uprobe links)
+                bpftrace.ensure_tracefs()
             try:
                 return run_ebpf(env, rec, target, out, warnings, progress, ready, stop)
             except libbpf_trace.Refused as exc:
                 if backend == EBPF:
                     raise DependencyError(f"the eBPF tracer could not attach: {exc}") from None
                 warnings.append(f"the eBPF tracer could not attach ({exc}); trying bpftrace")
-        elif opts.sample > 1:
-            libbpf_trace.find()  # --sample needs it: says how to build it
-    if backend in ("auto", BPFTRACE, EBPF):
+        elif built:
+            warnings.append(f"{why}; trying bpftrace")
+    if backend in ("auto", BPFTRACE):
         try:
             bpftrace.find()
+            why = tracer_host.refusal(host, Mode.BPFTRACE)
+            if why:
+                raise DependencyError(why)
             bpftrace.ensure_tracefs()
         except DependencyError as exc:
             if backend == BPFTRACE:
@@ -202,14 +213,29 @@ def _record(env: Env, opts: TraceOptions, target: trace_targets.Target, out: Pat
             warnings.append(f"{exc}; falling back to strace")
             backend = STRACE
     if backend == STRACE:
-        return run_strace(env, rec, target, out, warnings, progress, ready, stop)
+        return _strace(env, host, rec, target, out, warnings, progress, ready, stop)
     try:
         return run_bpftrace(env, rec, target, out, warnings, progress, ready, stop)
     except Refused as exc:
         if opts.backend == BPFTRACE:
             raise DependencyError(f"bpftrace could not attach: {exc}") from None
         warnings.append(f"bpftrace could not attach ({exc}); falling back to strace")
-        return run_strace(env, rec, target, out, warnings, progress, ready, stop)
+        return _strace(env, host, rec, target, out, warnings, progress, ready, stop)
+
+
+def _strace(env: Env, host: DoctorResult, rec: RecordOptions, target: trace_targets.Target,
+            out: Path, warnings: list[str], progress: Callable[[str], None] | None,
+            ready: threading.Event | None, stop: threading.Event | None) -> TraceRun:
+    """strace, the last fallback: refused in doctor's words where ptrace cannot attach; a
+    counting trace fallen back to it holds every call (strace cannot count in the kernel)."""
+    why = tracer_host.refusal(host, Mode.STRACE)
+    if why and host.tools.strace:  # not installed: StraceSession says what to install
+        raise DependencyError(why)
+    if rec.counts:
+        rec = replace(rec, counts=False)
+        warnings.append("strace cannot count in the kernel: this trace holds every call "
+                        "(full events), not counts")
+    return run_strace(env, rec, target, out, warnings, progress, ready, stop)
 
 
 def _summary(tr: Trace) -> TraceSummary:

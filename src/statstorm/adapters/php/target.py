@@ -120,6 +120,21 @@ def require_system_apache(env: Env) -> ModPhpChildren | FcgidPhpCgi:
     return php
 
 
+def running(env: Env) -> list[PhpTarget]:
+    """Every PHP target running on this host, found as `sole` finds the one (doctor lists
+    them all): each php-fpm pool by its workers' titles, then the system Apache's PHP
+    (mod_php, mod_fcgid) if it runs any; [] when none. A pool whose workers are gone by the
+    time it is looked at is left out."""
+    found: list[PhpTarget] = []
+    for name in fpm_master.running_pools():
+        try:
+            found.append(php_targets.find_pool(name))
+        except UsageError:
+            continue
+    apache = system_apache(env)
+    return found + ([apache] if apache is not None else [])
+
+
 def sole(env: Env) -> PhpTarget:
     """The one PHP target running on this host when none is named: a php-fpm pool, or the
     system Apache's PHP (mod_php, mod_fcgid). UsageError naming the flag to give when there

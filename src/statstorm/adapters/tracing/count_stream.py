@@ -27,12 +27,15 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from statstorm.adapters.tracing import bpftrace, count_lines, libbpf_trace, php_layouts
+from statstorm.adapters.tracing import (bpftrace, count_lines, libbpf_trace, php_layouts,
+                                        tracer_host)
 from statstorm.adapters.tracing.bpftrace_session import BpftraceSession, EventFramer, Refused
 from statstorm.adapters.tracing.count_lines import CountLine
 from statstorm.adapters.tracing.trace_targets import Target
 from statstorm.env import Env
+from statstorm.errors import DependencyError
 from statstorm.model.events import Reorder
+from statstorm.results.doctor import DoctorResult, Mode
 
 ATTACH_TIMEOUT_S = 120.0
 # bpftrace prints each CPU's lines in batches; a line can trail one printed after it on
@@ -235,12 +238,29 @@ class CompiledCountStream(_Tracer):
                 self._dir = None
 
 
-def available(backend: str) -> str:
+def available(backend: str, host: DoctorResult | None = None) -> str:
     """The backend to count with: `ebpf` when the compiled tracer is built, else bpftrace
-    ("auto"); a named one as asked."""
-    if backend == "auto":
-        return "ebpf" if libbpf_trace.loader() is not None else "bpftrace"
-    return backend
+    ("auto"); a named one as asked. With `host` (tracer_host.judge()), what this host's kernel
+    cannot run is passed over, and refused in doctor's words when neither can run (the
+    exporter has no strace fallback: strace cannot count in the kernel)."""
+    if host is None:
+        if backend == "auto":
+            return "ebpf" if libbpf_trace.loader() is not None else "bpftrace"
+        return backend
+    compiled = tracer_host.refusal(host, Mode.COUNTS)
+    fallback = tracer_host.refusal(host, Mode.BPFTRACE)
+    if backend == "ebpf" and compiled:
+        raise DependencyError(compiled)
+    if backend == "bpftrace" and fallback:
+        raise DependencyError(fallback)
+    if backend != "auto":
+        return backend
+    if not compiled:
+        return "ebpf"
+    if not fallback:
+        return "bpftrace"
+    built = libbpf_trace.loader() is not None
+    raise DependencyError(compiled if built or not host.tools.bpftrace else fallback)
 
 
 def new_stream(backend: str, targets: Sequence[Target],

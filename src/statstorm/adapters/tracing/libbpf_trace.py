@@ -86,12 +86,14 @@ def stamped(directory: Path, want: str) -> Path | None:
     return None
 
 
+NOT_BUILT = "the compiled eBPF tracer is not built (or is out of date)"
+BUILD_FIX = "run scripts/setup.sh (an installed package carries its own: reinstall it)"
+
+
 def find() -> Path:
     path = loader()
     if path is None:
-        raise DependencyError("the compiled eBPF tracer is not built (or is out of date); run "
-                              "scripts/setup.sh (an installed package carries its own: "
-                              "reinstall it)")
+        raise DependencyError(f"{NOT_BUILT}; {BUILD_FIX}")
     return path
 
 

@@ -14,7 +14,11 @@ strings).
 A PHP whose layout is not known (no headers in its root, headers of another build, a
 thread-safe build, no compiler) is traced without PHP's function probes (`--ops 0`): its
 requests and their syscalls are counted, none is attributed to a PHP operation, and
-`PhpLayout.note` says so in one line."""
+`PhpLayout.note` says so in one line. The host's PHP of another build than the one whose
+layout is built in (the loader looks for that build id, ZEND_MODULE_BUILD_ID, in the binary:
+php_table.c `layout_fits`) keeps its operations, but each include's zend_stream_open is
+probed instead of PHP's included-files table being read (`coverage` says which, for
+doctor)."""
 
 from __future__ import annotations
 
@@ -30,11 +34,16 @@ from pathlib import Path
 from statstorm.adapters.host import elf
 from statstorm.adapters.labs import php_roots
 from statstorm.env import Env
+from statstorm.results.host_facts import Coverage
 
 SOURCE = Path(__file__).resolve().parents[2] / "bpf" / "php_layout.c"
 DEFINE = re.compile(r"^#define PHP_(\w+) (\S+)$")
 NOT_ATTRIBUTED = ("syscalls are counted per request but not attributed to PHP operations "
                   "(includes, stats, realpaths)")
+# ZEND_MODULE_BUILD_ID: "API" the module API number, ",NTS" or ",TS", then ",debug" and extras
+BUILD_ID = re.compile(rb"API\d{8},N?TS(?:,[A-Za-z0-9_.-]+)*")
+PROBED = ("its includes are probed at every zend_stream_open instead of read from PHP's "
+          "included-files table (more traps per request)")
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,49 @@ def for_binaries(env: Env, binaries: list[str]) -> PhpLayout:
     version = dict(fields).get("VERSION_NUM", "0")
     major, minor = int(version) // 10000, int(version) // 100 % 100
     return PhpLayout(("--layout", arg), version=f"{major}.{minor}")
+
+
+def build_ids(path: Path | str) -> list[str]:
+    """The ZEND_MODULE_BUILD_ID strings in a file, in order, each once: a PHP binary's own
+    ("API20220829,NTS"), or the one of the layout compiled into the loader ([]: none, or
+    not readable)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return []
+    return list(dict.fromkeys(m.group().decode() for m in BUILD_ID.finditer(data)))
+
+
+def holds(binary: str, build: str) -> bool:
+    """Does `binary` hold the build id `build` (the loader's own test: php_table.c
+    `layout_fits`, a substring anywhere in the file)?"""
+    try:
+        return build.encode() in Path(binary).read_bytes()
+    except OSError:
+        return False
+
+
+def coverage(env: Env, binaries: list[str], builtin: str) -> tuple[Coverage, str]:
+    """What the compiled tracer attributes in these PHP binaries, and why not everything in
+    one line: a PHP root's by its own layout (`for_binaries`), the host's by whether the
+    layout built into the loader (its build id `builtin`, '' none) is of their build."""
+    if not binaries:
+        return Coverage.UNKNOWN, "no PHP binary to probe was found"
+    if any(php_roots.root_of(b) is not None for b in binaries):
+        try:
+            layout = for_binaries(env, binaries)
+        except OSError as exc:  # the state root's layout cache not writable here
+            return Coverage.UNKNOWN, f"its layout could not be computed ({exc.strerror})"
+        return (Coverage.TABLE, "") if layout.attributes else (Coverage.COUNTS, layout.note)
+    other = [b for b in binaries if not builtin or not holds(b, builtin)]
+    if not other:
+        return Coverage.TABLE, ""
+    why = (f"the tracer's built-in layout is of {builtin}" if builtin
+           else "the tracer was built without PHP's headers")
+    zts = [b for b in other if any(",TS" in i for i in build_ids(b))]
+    if zts:
+        why += "; a thread-safe (ZTS) PHP has no layout the tracer can read"
+    return Coverage.PROBES, f"PHP at {', '.join(other)}: {PROBED} ({why})"
 
 
 def layout_of(env: Env, binary: str) -> tuple[tuple[str, str], ...]:

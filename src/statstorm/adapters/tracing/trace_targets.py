@@ -43,11 +43,11 @@ class Target:
 
 def _php_target(env: Env, php: target.PhpTarget, mode: str, description: str) -> Target:
     return Target(mode=mode, description=description, pids=php.workers, parents=php.masters,
-                  binaries=_own_binaries(php), pool=php.name, settings=php.settings(env),
+                  binaries=own_binaries(php), pool=php.name, settings=php.settings(env),
                   allow=php.allow, settled=php.settled)
 
 
-def _own_binaries(php: target.PhpTarget) -> list[str]:
+def own_binaries(php: target.PhpTarget) -> list[str]:
     """A php-fpm pool's binaries as its processes run them (/proc/PID/exe: a chrooted
     master's is its root's php-fpm), else the ones the target names."""
     if not isinstance(php, php_targets.FpmPool):
