@@ -25,8 +25,8 @@ from statstorm.errors import EXIT_INTERRUPTED, Interrupted, StatstormError, os_e
 
 
 # the verbs, each a module of this package that registers itself on `cli` when imported
-VERBS = ("apply", "check", "demo", "doctor", "exporter", "fsbench", "lab", "matrix", "mirror", "opcache",
-         "report", "sweep", "trace", "tune", "whatif")
+VERBS = ("apply", "check", "demo", "doctor", "exporter", "fsbench", "lab", "matrix", "mirror",
+         "opcache", "report", "sweep", "trace", "tune", "whatif")
 
 
 class VerbGroup(click.Group):
