@@ -17,6 +17,8 @@ import pytest
 from statstorm.adapters.tracing import libbpf_trace
 from statstorm.cli import load_commands, cli, manpage
 
+pytestmark = pytest.mark.beside  # the lane it runs in (tests/README.md); root per test
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -22,7 +22,7 @@ from statstorm.errors import DependencyError
 from statstorm.results.php_root import release
 from statstorm.model import php_versions
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.root, pytest.mark.beside, pytest.mark.slow]
 
 # Shared by every test session, as in tests/test_php_root_lab.py: built once per machine.
 ROOTS = Path("/var/tmp/statstorm-php-roots")

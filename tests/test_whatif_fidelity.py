@@ -17,7 +17,7 @@ import pytest
 
 import php_scenarios as ps
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.beside]
 
 BASE = {"realpath_cache_size": "4096K", "open_basedir": "", "opcache.enable_cli": "0"}
 
