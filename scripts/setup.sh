@@ -97,6 +97,10 @@ if [[ ! -x $venv/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; the
     rm -f "$log"
     echo "$want" > "$stamp"
 fi
+# the package's byte code, written here once: every statstorm process (the suite starts
+# hundreds) then loads it instead of compiling some 200 modules (about 0.15 s of CPU a
+# process), also where PYTHONDONTWRITEBYTECODE is set; what is up to date is skipped
+"$venv/bin/python" -m compileall -q -j 0 "$here/src/statstorm" >/dev/null
 
 # ---------------------------------------------------------------------------------------------
 # APCu for `statstorm apply`: the object cache an app's own caches go to, loaded into one pool
