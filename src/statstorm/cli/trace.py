@@ -222,7 +222,7 @@ def trace(ctx: click.Context, pool: str | None, pids: tuple[int, ...], lab: str 
     opts = trace_cmd.TraceOptions(pool=pool, pids=pids, lab=lab, cmd=cmd, duration_s=duration,
                                   requests=requests, max_events=max_events, output=output,
                                   backend=backend, counts=counts, sample=sample,
-                                  apache=apache, site=site)
+                                  apache=apache, site=site, live=True)
     trace_cmd.validate(opts)
     err = Console(file=env.stderr, stderr=True, highlight=False)
     ready = StartedWhenReady(env, "trace", describe(opts))

@@ -64,12 +64,13 @@ class TraceOptions:
     run_id: str = ""  # the run the trace belongs to (the demo's), in the trace's header
     apache: bool = False  # the system Apache's PHP (mod_php, mod_fcgid)
     site: str = ""  # a site's URL: the PHP target serving it
+    live: bool = False  # attribute while recording (RecordOptions.live): the CLI's own traces
 
     def recording(self) -> RecordOptions:
         """What the backend records and until when."""
         return RecordOptions(duration_s=self.duration_s, requests=self.requests,
                              max_events=self.max_events, counts=self.counts,
-                             sample=self.sample, run_id=self.run_id)
+                             sample=self.sample, run_id=self.run_id, live=self.live)
 
 
 def default_output() -> Path:

@@ -4,6 +4,7 @@ trace file and its summary, with a sampled trace's counted requests stated in th
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import tempfile
@@ -27,6 +28,7 @@ from statstorm.model.count_attribution import CountAttributor
 from statstorm.model.events import feed_record
 from statstorm.model.sampling import CountedRequests
 from statstorm.model.tracestats import SummaryBuilder
+from statstorm.results.common import signals_deferred
 from statstorm.results.trace import TraceWriter
 from statstorm.results.trace.header import PhpIdentity
 from statstorm.results.trace.summary import TraceSummary
@@ -61,6 +63,7 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
         spool_dir / "records.bin", sample=opts.sample, counts=opts.counts,
         own=target.own_probes, layout=layout.args)
     stopped = "end"
+    spooled: SpoolAttribution | None = None
 
     def command_ended() -> str | None:
         if held is not None and held.ended():
@@ -78,7 +81,8 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
             raise
         env.debug(f"eBPF tracer attached in {time.monotonic() - t_attach:.1f} s")
         t_start = time.monotonic()
-        t0 = time.monotonic_ns()
+        spooled = SpoolAttribution(opts, target, head, out, time.monotonic_ns())
+        main = threading.current_thread() is threading.main_thread()
         deadline = (t_start + (opts.duration_s or DEFAULT_DURATION_S)
                     if opts.duration_s is not None or target.mode != "cmd" else None)
         on_attached(network, held, ready_event)
@@ -94,13 +98,14 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
                     break
                 if session.exited():
                     raise ComponentError(f"the eBPF tracer stopped: {session.refusal()}")
+                if opts.live:
+                    spooled.feed(session.spool, deferred=True)
                 if progress and now - last_progress >= 1.0:
                     last_progress = now
                     progress(f"{now - t_start:5.1f} s  {st.syscalls:,} syscalls  "
                              f"{st.requests} requests done")
         except (KeyboardInterrupt, Interrupted):
             stopped = "interrupted"
-        main = threading.current_thread() is threading.main_thread()
         old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
         try:
             if held is not None:
@@ -108,9 +113,10 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
             status = session.stop()
             faults.phase("trace/stopped")
             if progress:
-                progress(f"attributing {status.records:,} events")
-            result = _attribute_spool(env, opts, target, head, out, warnings, progress,
-                                      session.spool, t0, stopped, t_start, status, network)
+                progress(f"attributing the last of {status.records:,} events" if opts.live
+                         else f"attributing {status.records:,} events")
+            spooled.feed(session.spool)
+            result = spooled.finish(env, progress, warnings, stopped, t_start, status, network)
         finally:
             if main:
                 signal.signal(signal.SIGINT, old)
@@ -118,6 +124,8 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
         session.kill()
         if held is not None:
             held.cancel()
+        if spooled is not None:
+            spooled.abort()
         raise
     finally:
         session.close()
@@ -125,24 +133,53 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
     return TraceRun(out, result, TracerBackend.EBPF, warnings)
 
 
-def _attribute_spool(env: Env, opts: RecordOptions, target: trace_targets.Target,
-                     head: dict[str, Any], out: Path, warnings: list[str],
-                     progress: Callable[[str], None] | None, spool: Path, t0: int,
-                     stopped: str, t_start: float, status: libbpf_trace.Status,
-                     network: round_trips.Window | None) -> TraceSummary:
-    """The spooled records → the trace file and its summary."""
-    summary = SummaryBuilder(head)
-    writer = TraceWriter(out, head)
-    attr: Attributor | CountAttributor
-    if opts.counts:
-        attr = count_attributor(target, writer, summary)
-    else:
-        attr = event_attributor(target, head, writer, summary, libbpf_trace.STRMAX)
-    attr.t0 = t0
-    keep = title_filter(target)
-    counted = CountedRequests()
-    try:
-        for rec in libbpf_trace.decode(spool.read_bytes()):
+class SpoolAttribution:
+    """The spooled records → the trace file and its summary. Fed the spool's new whole
+    records as it grows (`opts.live`: a `statstorm trace` a user waits for, whose file is
+    then written soon after its end: only the loader's last buffer is left to attribute), or
+    all at once after the stop (a measured run: nothing decoded while PHP is measured)."""
+
+    def __init__(self, opts: RecordOptions, target: trace_targets.Target, head: dict[str, Any],
+                 out: Path, t0: int) -> None:
+        self.opts, self.out = opts, out
+        self.summary = SummaryBuilder(head)
+        self.writer = TraceWriter(out, head)
+        self.attr: Attributor | CountAttributor
+        if opts.counts:
+            self.attr = count_attributor(target, self.writer, self.summary)
+        else:
+            self.attr = event_attributor(target, head, self.writer, self.summary,
+                                         libbpf_trace.STRMAX)
+        self.attr.t0 = t0
+        self.keep = title_filter(target)
+        self.counted = CountedRequests()
+        self.interned: dict[tuple[int, int, int], bytes] = {}
+        self.offset = 0  # of the spool: the bytes attributed so far
+        self.aborted = False
+
+    def feed(self, spool: Path, deferred: bool = False) -> None:
+        """Attribute the spool's whole records past those already fed. `deferred`: Ctrl-C
+        and SIGTERM handled once they are (`signals_deferred`), so that an interruption
+        while recording never falls inside a record's attribution: the trace published
+        after it must read."""
+        # (a signal held back is raised as the `with` ends: the trace goes on to its stop)
+        with signals_deferred() if deferred else contextlib.nullcontext():
+            try:
+                with open(spool, "rb") as fh:
+                    fh.seek(self.offset)
+                    data = fh.read()
+                whole = libbpf_trace.complete(data)
+                self._attribute(data[:whole] if whole < len(data) else data)
+                self.offset += whole
+            except FileNotFoundError:
+                return  # not written yet
+            except BaseException:
+                self.abort()  # a failed trace is not published: the previous file stays
+                raise
+
+    def _attribute(self, data: bytes) -> None:
+        attr, keep, counted = self.attr, self.keep, self.counted
+        for rec in libbpf_trace.decode(data, self.interned):
             tag = rec[0]
             if keep is not None and tag != "F" and tag != "E" and not keep(rec[1]):
                 continue
@@ -155,26 +192,34 @@ def _attribute_spool(env: Env, opts: RecordOptions, target: trace_targets.Target
                     counted.add(line.calls())
             else:
                 feed_record(attr, rec)
-    except BaseException:
-        writer.abort()  # a failed trace is not published: the previous file stays
-        raise
 
-    def extra() -> dict[str, Any]:
-        if opts.sample <= 1:
-            return {"events": status.records}
-        done = [c["total"] for i, c in summary.per_req.items()
-                if i in summary.requests and summary.requests[i].end_ns >= 0]
-        sampling = counted.trailer(opts.sample, done)
-        # the recording windows (one worker at a time) and the PHP function probes that ran
-        # in requests not recorded (those of the armed worker while its probes detach)
-        sampling.update(windows=status.windows, probe_hits_unrecorded=status.unrecorded_hits)
-        return {"events": status.records, "sampling": sampling}
+    def abort(self) -> None:
+        if not self.aborted:  # no temp file (a no-op once published)
+            self.aborted = True
+            self.writer.abort()
 
-    try:
-        return finish_events(env, attr, writer, summary, progress, out, warnings,
-                             backend=TracerBackend.EBPF, stopped=stopped, t_start=t_start,
-                             dropped=status.lost, network=network,
-                             strlen=libbpf_trace.STRMAX, extra=extra)
-    except BaseException:
-        writer.abort()  # no temp file after a failed drain (abort is a no-op once published)
-        raise
+    def finish(self, env: Env, progress: Callable[[str], None] | None, warnings: list[str],
+               stopped: str, t_start: float, status: libbpf_trace.Status,
+               network: round_trips.Window | None) -> TraceSummary:
+        """Every record fed: the trailer, the summary and the what-if input."""
+        opts, summary, counted = self.opts, self.summary, self.counted
+
+        def extra() -> dict[str, Any]:
+            if opts.sample <= 1:
+                return {"events": status.records}
+            done = [c["total"] for i, c in summary.per_req.items()
+                    if i in summary.requests and summary.requests[i].end_ns >= 0]
+            sampling = counted.trailer(opts.sample, done)
+            # the recording windows (one worker at a time) and the PHP function probes that
+            # ran in requests not recorded (those of the armed worker while its probes detach)
+            sampling.update(windows=status.windows, probe_hits_unrecorded=status.unrecorded_hits)
+            return {"events": status.records, "sampling": sampling}
+
+        try:
+            return finish_events(env, self.attr, self.writer, summary, progress, self.out,
+                                 warnings, backend=TracerBackend.EBPF, stopped=stopped,
+                                 t_start=t_start, dropped=status.lost, network=network,
+                                 strlen=libbpf_trace.STRMAX, extra=extra)
+        except BaseException:
+            self.abort()  # no temp file after a failed drain
+            raise

@@ -256,16 +256,19 @@ def complete(data: bytes) -> int:
     return off
 
 
-def decode(data: bytes) -> Iterator[tuple[Any, ...]]:
+def decode(data: bytes, interned: dict[tuple[int, int, int], bytes] | None = None
+           ) -> Iterator[tuple[Any, ...]]:
     """The spool's records → typed event records (model.attribution's `Record` layout; a
     counted request: ("K", pid, start, end, [16 packed counters])). The ring buffer hands
     records out in the order they were reserved, which is event order (a syscall's record is
-    reserved at its exit): no reordering is needed."""
+    reserved at its exit): no reordering is needed. `interned`: OPcache's interned paths seen
+    so far, by their string's address, hash and length (kept by a caller that decodes the
+    spool a piece at a time, each piece whole records: `complete`)."""
     off, end = 0, len(data)
     hdr, body, counts, num = HDR.unpack_from, BODY.unpack_from, COUNTS.unpack_from, \
         SMALL_A.unpack_from
-    # OPcache's interned paths, by their string's address, hash and length
-    interned: dict[tuple[int, int, int], bytes] = {}
+    if interned is None:
+        interned = {}
     while off + HDR.size <= end:
         size, tag, kind, pid, ts = hdr(data, off)
         if size < HDR.size or off + size > end:

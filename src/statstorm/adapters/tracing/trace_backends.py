@@ -50,6 +50,9 @@ class RecordOptions:
     counts: bool = False  # count per request in the kernel: no paths, mounts or operations
     sample: int = 1  # record about one request in N in full, count the others (ebpf)
     run_id: str = ""  # the run the trace belongs to (a demo's), written in the header
+    # attribute the compiled tracer's records while it records (`statstorm trace`: the file
+    # is written soon after the trace ends), not only once it has stopped (a measured run)
+    live: bool = False
 
 
 def cwd_of(pid: int) -> str:
