@@ -61,7 +61,7 @@ def attributed(tmp: Path, name: str, pieces: list[bytes], live: bool) -> Trace:
         with spool.open("ab") as fh:
             fh.write(piece)
         if live:
-            spooled.feed(spool, deferred=True)
+            spooled.feed(spool, budget=1.0)
     spooled.feed(spool)
     status = lt.Status(records=0, syscalls=0, requests=len(pieces))
     summary = spooled.finish(Env(), None, [], "duration", 0.0, status, None)
@@ -85,3 +85,23 @@ def test_live_attribution_gives_the_trace_attributing_after_the_stop_gives(tmp_p
     assert [s.call for s in live.syscalls if s.req == last][-3:] == ["stat", "open", "stat"]
     assert [o.args.get("name") for o in live.operations.values() if o.req == last] == \
         ["/srv/lib.php"]
+
+
+def test_no_share_of_a_core_while_recording_leaves_it_all_to_the_stop(tmp_path: Path) -> None:
+    """A budget spent (a saturated pool's records outrun it): nothing attributed while the
+    trace records, everything after the stop, the same trace."""
+    data = b"".join(request(n, 1_000_000 + n * 100) for n in range(40))
+    spool = tmp_path / "spool.bin"
+    spool.write_bytes(data)
+    target = Target(mode="pids", description="test", pids=[PID])
+    head = new_header("ebpf", created="2026-12-07T00:00:00+00:00", host="test",
+                      targets={"mode": "pids", "description": "test", "pids": [PID]},
+                      settings={}, mounts=[("/", "ext4")], detail="events")
+    spooled = SpoolAttribution(RecordOptions(live=True), target, head, tmp_path / "t.sst.gz", 0)
+    spooled.feed(spool, budget=0.0)
+    assert spooled.offset == 0
+    spooled.feed(spool)
+    assert spooled.offset == len(data)
+    spooled.finish(Env(), None, [], "duration", 0.0, lt.Status(), None)
+    assert read_trace(tmp_path / "t.sst.gz").requests == \
+        attributed(tmp_path, "after", [data], live=False).requests

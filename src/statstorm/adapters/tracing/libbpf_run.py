@@ -99,7 +99,7 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
                 if session.exited():
                     raise ComponentError(f"the eBPF tracer stopped: {session.refusal()}")
                 if opts.live:
-                    spooled.feed(session.spool, deferred=True)
+                    spooled.feed(session.spool, budget=LIVE_SHARE)
                 if progress and now - last_progress >= 1.0:
                     last_progress = now
                     progress(f"{now - t_start:5.1f} s  {st.syscalls:,} syscalls  "
@@ -133,11 +133,19 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
     return TraceRun(out, result, TracerBackend.EBPF, warnings)
 
 
+# While a `statstorm trace` records: at most this share of one core attributes its records,
+# in pieces of PIECE bytes (about 1,000 records), from at most LIVE_READ bytes read at a time
+LIVE_SHARE = 0.2
+PIECE = 64 << 10
+LIVE_READ = 1 << 20
+
+
 class SpoolAttribution:
     """The spooled records → the trace file and its summary. Fed the spool's new whole
     records as it grows (`opts.live`: a `statstorm trace` a user waits for, whose file is
-    then written soon after its end: only the loader's last buffer is left to attribute), or
-    all at once after the stop (a measured run: nothing decoded while PHP is measured)."""
+    then written soon after its end, with no more than a fifth of one core spent on it while
+    PHP runs: LIVE_SHARE), or all at once after the stop (a measured run: nothing decoded
+    while PHP is measured)."""
 
     def __init__(self, opts: RecordOptions, target: trace_targets.Target, head: dict[str, Any],
                  out: Path, t0: int) -> None:
@@ -156,26 +164,42 @@ class SpoolAttribution:
         self.interned: dict[tuple[int, int, int], bytes] = {}
         self.offset = 0  # of the spool: the bytes attributed so far
         self.aborted = False
+        self.start = time.monotonic()
+        self.spent = 0.0  # CPU seconds attributing while the trace records
 
-    def feed(self, spool: Path, deferred: bool = False) -> None:
-        """Attribute the spool's whole records past those already fed. `deferred`: Ctrl-C
-        and SIGTERM handled once they are (`signals_deferred`), so that an interruption
-        while recording never falls inside a record's attribution: the trace published
-        after it must read."""
-        # (a signal held back is raised as the `with` ends: the trace goes on to its stop)
-        with signals_deferred() if deferred else contextlib.nullcontext():
-            try:
-                with open(spool, "rb") as fh:
-                    fh.seek(self.offset)
-                    data = fh.read()
-                whole = libbpf_trace.complete(data)
-                self._attribute(data[:whole] if whole < len(data) else data)
+    def feed(self, spool: Path, budget: float | None = None) -> None:
+        """Attribute the spool's whole records past those already fed. `budget` (while the
+        trace records): at most that share of one core since `start` goes to attributing,
+        a piece (PIECE bytes) at a time, the rest left for later (a saturated pool's records
+        come faster than they are attributed: what PHP is measured with stays PHP's); and
+        Ctrl-C and SIGTERM are handled once a piece is done (`signals_deferred`), so an
+        interruption never falls inside a record's attribution: the trace published after it
+        must read. Without: everything left, at once (after the stop)."""
+        try:
+            with open(spool, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read() if budget is None else fh.read(LIVE_READ)
+        except FileNotFoundError:
+            return  # not written yet
+        done = 0
+        while done < len(data):
+            if budget is not None and self.spent >= budget * (time.monotonic() - self.start):
+                break
+            piece = data[done:] if budget is None else data[done:done + PIECE]
+            whole = libbpf_trace.complete(piece)
+            if not whole:
+                break  # the rest of a record not written yet
+            t = time.thread_time()
+            # (a signal held back is raised as the `with` ends: the trace goes on to its stop)
+            with signals_deferred() if budget is not None else contextlib.nullcontext():
+                try:
+                    self._attribute(piece[:whole] if whole < len(piece) else piece)
+                except BaseException:
+                    self.abort()  # a failed trace is not published: the previous file stays
+                    raise
+                done += whole
                 self.offset += whole
-            except FileNotFoundError:
-                return  # not written yet
-            except BaseException:
-                self.abort()  # a failed trace is not published: the previous file stays
-                raise
+            self.spent += time.thread_time() - t
 
     def _attribute(self, data: bytes) -> None:
         attr, keep, counted = self.attr, self.keep, self.counted
