@@ -1,6 +1,8 @@
 """The compiled eBPF tracer's run for `statstorm trace` (adapters/tracing/libbpf_trace.py): attached
-to a resolved target, its records spooled while PHP runs, then decoded and attributed into the
-trace file and its summary, with a sampled trace's counted requests stated in the trailer."""
+to a resolved target, its records spooled while PHP runs and decoded and attributed into the
+trace file and its summary (while it records for `statstorm trace`, within a share of one core;
+after the stop for a measured run), with a sampled trace's counted requests stated in the
+trailer."""
 
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
               ready_event: threading.Event | None = None,
               stop: threading.Event | None = None) -> TraceRun:
     """The compiled tracer: records spooled in the kernel's format while PHP runs, decoded
-    and attributed once the trace has stopped (adapters/tracing/libbpf_trace.py)."""
+    and attributed as they come (`opts.live`, within LIVE_SHARE of a core) and once the
+    trace has stopped (adapters/tracing/libbpf_trace.py)."""
     network = round_trips.window_for(env, target.code)
     held = hold_command(target)
     head = header(TracerBackend.EBPF, target, opts, env)

@@ -3,8 +3,9 @@
 `statstorm trace`'s default full-event backend. The kernel side (`statstorm/bpf/trace.bpf.c`)
 records the same events as the bpftrace program of adapters/tracing/bpftrace.py, as binary records in
 one ring buffer; the loader (`statstorm/bpf/loader.c`) copies them to a spool file without
-waking per event, and they are decoded once the trace has stopped. So while PHP runs, the
-tracer spends no CPU on formatting or parsing: that cost is paid after the measurement.
+waking per event, and they are decoded once the trace has stopped (a measured run: no CPU
+spent on parsing while PHP is measured) or, for `statstorm trace`, while it records with at
+most a fifth of one core (adapters/tracing/libbpf_run.py), the rest after the stop.
 
 The loader is built by scripts/setup.sh into BUILD_DIR, stamped with the hash of its sources:
 a loader built from other sources is not used. An installed package (scripts/package.sh: the
