@@ -70,7 +70,7 @@ work=$(mktemp -d /var/tmp/statstorm-package-check.XXXXXX)
 mnt=$work/root
 mkdir -p "$work/upper" "$work/work" "$mnt"
 cleanup() {
-    for m in "$mnt/sys" "$mnt/proc" "$mnt"; do
+    for m in "$mnt/sys/kernel/tracing" "$mnt/sys" "$mnt/proc" "$mnt"; do
         mountpoint -q "$m" && { umount "$m" 2>/dev/null || umount -l "$m"; }
     done
     rm -rf "$work"
@@ -79,6 +79,7 @@ trap cleanup EXIT
 mount -t overlay overlay -o "lowerdir=$root,upperdir=$work/upper,workdir=$work/work" "$mnt"
 mount -t proc proc "$mnt/proc"
 mount -t sysfs sysfs "$mnt/sys"
+mount -t tracefs tracefs "$mnt/sys/kernel/tracing"
 cp "$deb" "$mnt/tmp/"
 name=$(basename "$deb")
 in_root() { DEBIAN_FRONTEND=noninteractive LC_ALL=C chroot "$mnt" "$@"; }
@@ -106,6 +107,19 @@ print(t.find())'
 in_root ldd "$(in_root python3 -I -c 'import sys; sys.path.insert(0, "/usr/lib/statstorm/lib")
 from statstorm.adapters.tracing import libbpf_trace as t
 print(t.find())')" | sed 's/ (0x.*//'
+echo "--- statstorm doctor (no PHP running in the clean root)"
+doctor_rc=0
+in_root statstorm doctor --json > "$work/doctor.json" || doctor_rc=$?
+in_root statstorm doctor | tail -3 || true
+python3 - "$work/doctor.json" "$doctor_rc" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1]))
+rc, modes = int(sys.argv[2]), {m["mode"]: m["works"] for m in got["modes"]}
+if rc != 0 or not modes.get("events") or not modes.get("counts") or got["php"]:
+    sys.exit(f"statstorm package-check: doctor in the clean root: exit {rc}, modes {modes}, "
+             f"PHP {got['php']}")
+print(f"doctor: exit 0, modes {modes}, no PHP running")
+PY
 for f in /usr/share/man/man1/statstorm.1.gz /usr/share/bash-completion/completions/statstorm \
          /lib/systemd/system/statstorm-exporter.service /etc/default/statstorm-exporter; do
     [[ -e $mnt$f ]] || { echo "statstorm package-check: $f is not installed" >&2; exit 1; }

@@ -61,13 +61,24 @@ def _alive(pid: int) -> str | None:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
+def shared(cmdline: str, home: Path) -> bool:
+    """A process the machine's labs share, not the run's own: glusterd (one for every lab,
+    started by whichever lab first needs it, and serving the other lane's labs too:
+    scripts/test.sh), and what it forked into the run's cgroup for another state root's lab
+    (a brick of that lab's volume)."""
+    if cmdline.split(" ", 1)[0].endswith("/glusterd"):
+        return True
+    return "/statstorm-test-" in cmdline and str(home) not in cmdline
+
+
 def run(args: list[str], home: Path, fault: str, timeout: float = 900,
         keep: Callable[[str], bool] = lambda cmdline: False) -> Run:
     """`statstorm ARGS` in a cgroup of its own, with STATSTORM_TEST_FAULT=`fault`; whatever
     is still running in the cgroup when it has exited is reported in `left`, then ended (by
     PID: only processes this run started are in it), except the daemons it was meant to
-    leave (`keep` of their command line: e.g. the FUSE client of a mount apply remade), which
-    are moved out of the cgroup and left running. It gets a TMPDIR of its own, whose
+    leave (`keep` of their command line: e.g. the FUSE client of a mount apply remade) and
+    those the machine's labs share (`shared`), which are moved out of the cgroup and left
+    running. It gets a TMPDIR of its own, whose
     leftovers are reported in `tmp_left`."""
     cg = CGROUPS / f"statstorm-fault-{uuid.uuid4().hex[:8]}"
     cg.mkdir()
@@ -88,7 +99,7 @@ def run(args: list[str], home: Path, fault: str, timeout: float = 900,
         left = []
         for line in (cg / "cgroup.procs").read_text().split():
             what = _alive(int(line))
-            if what is not None and keep(what):
+            if what is not None and (keep(what) or shared(what, home)):
                 (CGROUPS / "cgroup.procs").write_text(line)
             elif what is not None:
                 left.append(f"{line}: {what}")

@@ -20,7 +20,9 @@ from statstorm.env import Env
 from conftest import leftovers, run_cli, unique_name
 from test_apply_lab import Load
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+# alone (tests/README.md): the brick's READLINKs are held to the forecast within 15 %, and
+# beside the other lane they were fewer (117 counted, 151 forecast, once)
+pytestmark = [pytest.mark.root, pytest.mark.alone, pytest.mark.slow]
 
 FILES = 40
 VIEWS = 30
