@@ -138,7 +138,7 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
 
 # While a `statstorm trace` records: at most this share of one core attributes its records,
 # in pieces of PIECE bytes (about 1,000 records), from at most LIVE_READ bytes read at a time
-LIVE_SHARE = 0.1
+LIVE_SHARE = 0.25
 PIECE = 64 << 10
 LIVE_READ = 1 << 20
 
@@ -146,9 +146,9 @@ LIVE_READ = 1 << 20
 class SpoolAttribution:
     """The spooled records → the trace file and its summary. Fed the spool's new whole
     records as it grows (`opts.live`: a `statstorm trace` a user waits for, whose file is
-    then written soon after its end, with no more than a tenth of one core spent on it while
-    PHP runs: LIVE_SHARE), or all at once after the stop (a measured run: nothing decoded
-    while PHP is measured)."""
+    then written soon after its end, with no more than a quarter of one core spent on it
+    while PHP runs: LIVE_SHARE), or all at once after the stop (a measured run: nothing
+    decoded while PHP is measured)."""
 
     def __init__(self, opts: RecordOptions, target: trace_targets.Target, head: dict[str, Any],
                  out: Path, t0: int) -> None:

@@ -5,7 +5,7 @@ records the same events as the bpftrace program of adapters/tracing/bpftrace.py,
 one ring buffer; the loader (`statstorm/bpf/loader.c`) copies them to a spool file without
 waking per event, and they are decoded once the trace has stopped (a measured run: no CPU
 spent on parsing while PHP is measured) or, for `statstorm trace`, while it records with at
-most a tenth of one core (adapters/tracing/libbpf_run.py), the rest after the stop.
+most a quarter of one core (adapters/tracing/libbpf_run.py), the rest after the stop.
 
 The loader is built by scripts/setup.sh into BUILD_DIR, stamped with the hash of its sources:
 a loader built from other sources is not used. An installed package (scripts/package.sh: the
