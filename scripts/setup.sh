@@ -100,7 +100,7 @@ fi
 # the package's byte code, written here once: every statstorm process (the suite starts
 # hundreds) then loads it instead of compiling some 200 modules (about 0.15 s of CPU a
 # process), also where PYTHONDONTWRITEBYTECODE is set; what is up to date is skipped
-"$venv/bin/python" -m compileall -q -j 0 "$here/src/statstorm" >/dev/null
+"$venv/bin/python" -m compileall -q -j 0 "$here/src/statstorm"
 
 # ---------------------------------------------------------------------------------------------
 # APCu for `statstorm apply`: the object cache an app's own caches go to, loaded into one pool

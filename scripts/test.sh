@@ -46,13 +46,16 @@ if ((!fast)); then
     # job control: the beside lane in its own process group, with SIGINT not ignored (a
     # script's background job ignores it otherwise, and the signal tests send it)
     set -m
-    "$py" -m pytest -q -p no:cacheprovider -m "root and beside and not alone" \
-        --junitxml="$times/beside.xml" "$@" >"$times/beside.log" 2>&1 &
+    "$py" -m pytest -q -m "root and beside and not alone" \
+        --junitxml="$times/beside.xml" "$@" </dev/null >"$times/beside.log" 2>&1 &
     beside_pid=$!
     main_rc=0
     "$py" -m pytest -q -m "root and not beside and not alone" --junitxml="$times/main.xml" \
         "$@" || main_rc=$?
     main_s=$((SECONDS - t))
+    if [[ $main_rc -eq 2 ]]; then  # Ctrl-C (the main lane has the terminal): the run ends
+        exit 2                     # here, the beside lane stopped by the EXIT trap
+    fi
     beside_rc=0
     wait "$beside_pid" || beside_rc=$?
     beside_pid=

@@ -48,25 +48,39 @@ def request(n: int, ts: int) -> bytes:
             + first + small("Q", ts + 9))
 
 
-def attributed(tmp: Path, name: str, pieces: list[bytes], live: bool) -> Trace:
-    spool, out = tmp / f"{name}.bin", tmp / f"{name}.sst.gz"
-    opts = RecordOptions(live=live)
+def spool_attribution(out: Path, live: bool) -> SpoolAttribution:
     target = Target(mode="pids", description="test", pids=[PID])
     head = new_header("ebpf", created="2026-12-07T00:00:00+00:00", host="test",
                       targets={"mode": "pids", "description": "test", "pids": [PID]},
                       settings={}, mounts=[("/", "ext4")], detail="events")
-    spooled = SpoolAttribution(opts, target, head, out, 0)
+    return SpoolAttribution(RecordOptions(live=live), target, head, out, 0)
+
+
+def attributed(tmp: Path, name: str, pieces: list[bytes], live: bool, requests: int) -> Trace:
+    spool, out = tmp / f"{name}.bin", tmp / f"{name}.sst.gz"
+    spooled = spool_attribution(out, live)
     spool.write_bytes(b"")
+    written = b""
     for piece in pieces:
         with spool.open("ab") as fh:
             fh.write(piece)
-        if live:
-            spooled.feed(spool, budget=1.0)
+        written += piece
+        if live:  # every whole record written so far, attributed now (no share limit)
+            spooled.feed(spool, budget=1e9)
+            assert spooled.offset == lt.complete(written)
     spooled.feed(spool)
-    status = lt.Status(records=0, syscalls=0, requests=len(pieces))
-    summary = spooled.finish(Env(), None, [], "duration", 0.0, status, None)
-    assert summary.requests == 40
+    assert spooled.offset == len(written)
+    summary = spooled.finish(Env(), None, [], "duration", 0.0, lt.Status(), None)
+    assert summary.requests == requests
     return read_trace(out)
+
+
+def whole_requests(trace: Trace, n: int) -> None:
+    assert len(trace.requests) == n and all(r.end_ns >= 0 for r in trace.requests.values())
+    last = max(trace.requests)  # the last request whole: its three calls and its include
+    assert [s.call for s in trace.syscalls if s.req == last][-3:] == ["stat", "open", "stat"]
+    assert [o.args.get("name") for o in trace.operations.values() if o.req == last] == \
+        ["/srv/lib.php"]
 
 
 def test_live_attribution_gives_the_trace_attributing_after_the_stop_gives(tmp_path: Path
@@ -76,15 +90,25 @@ def test_live_attribution_gives_the_trace_attributing_after_the_stop_gives(tmp_p
     # the records naming it in different pieces
     cuts = [0, 7, 100, 101, len(data) // 3, len(data) // 2 + 3, len(data) - 5, len(data)]
     pieces = [data[a:b] for a, b in zip(cuts, cuts[1:])]
-    after_stop = attributed(tmp_path, "after", [data], live=False)
-    live = attributed(tmp_path, "live", pieces, live=True)
+    after_stop = attributed(tmp_path, "after", [data], False, 40)
+    live = attributed(tmp_path, "live", pieces, True, 40)
     assert (live.syscalls, live.requests, live.operations) == \
         (after_stop.syscalls, after_stop.requests, after_stop.operations)
-    assert len(live.requests) == 40 and all(r.end_ns >= 0 for r in live.requests.values())
-    last = max(live.requests)  # the last request whole: its three calls and its include
-    assert [s.call for s in live.syscalls if s.req == last][-3:] == ["stat", "open", "stat"]
-    assert [o.args.get("name") for o in live.operations.values() if o.req == last] == \
-        ["/srv/lib.php"]
+    whole_requests(live, 40)
+
+
+def test_a_flush_larger_than_a_piece_is_attributed_a_piece_at_a_time(tmp_path: Path) -> None:
+    """One of the loader's 1 MiB flushes holds many pieces (PIECE bytes each, cut at whole
+    records): all of them attributed, none twice."""
+    import statstorm.adapters.tracing.libbpf_run as lr
+    data = b"".join(request(n, 1_000_000 + n * 100) for n in range(1000))
+    assert len(data) > 3 * lr.PIECE
+    half = len(data) // 2 + 11
+    live = attributed(tmp_path, "live", [data[:half], data[half:]], True, 1000)
+    after_stop = attributed(tmp_path, "after", [data], False, 1000)
+    assert (live.syscalls, live.requests, live.operations) == \
+        (after_stop.syscalls, after_stop.requests, after_stop.operations)
+    whole_requests(live, 1000)
 
 
 def test_no_share_of_a_core_while_recording_leaves_it_all_to_the_stop(tmp_path: Path) -> None:
@@ -93,15 +117,11 @@ def test_no_share_of_a_core_while_recording_leaves_it_all_to_the_stop(tmp_path: 
     data = b"".join(request(n, 1_000_000 + n * 100) for n in range(40))
     spool = tmp_path / "spool.bin"
     spool.write_bytes(data)
-    target = Target(mode="pids", description="test", pids=[PID])
-    head = new_header("ebpf", created="2026-12-07T00:00:00+00:00", host="test",
-                      targets={"mode": "pids", "description": "test", "pids": [PID]},
-                      settings={}, mounts=[("/", "ext4")], detail="events")
-    spooled = SpoolAttribution(RecordOptions(live=True), target, head, tmp_path / "t.sst.gz", 0)
+    spooled = spool_attribution(tmp_path / "t.sst.gz", True)
     spooled.feed(spool, budget=0.0)
     assert spooled.offset == 0
     spooled.feed(spool)
     assert spooled.offset == len(data)
     spooled.finish(Env(), None, [], "duration", 0.0, lt.Status(), None)
     assert read_trace(tmp_path / "t.sst.gz").requests == \
-        attributed(tmp_path, "after", [data], live=False).requests
+        attributed(tmp_path, "after", [data], False, 40).requests

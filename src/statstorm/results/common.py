@@ -196,8 +196,14 @@ def signals_deferred() -> Iterator[None]:
     try:
         yield
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+        # both handlers put back with both signals blocked: one arriving between the two
+        # would otherwise run its own handler with the other still ours
+        signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+        try:
+            for s, h in old.items():
+                signal.signal(s, h)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
         for n in got[:1]:
             h = old[signal.Signals(n)]
             if callable(h):

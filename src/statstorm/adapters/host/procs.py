@@ -220,7 +220,10 @@ def free_port(start: int = 8080, tries: int = 200) -> int:
             if port_in_use(port) or (lock >= 0 and _claimed(PORT_CLAIMS / str(port))):
                 continue
             if lock >= 0:
-                (PORT_CLAIMS / str(port)).write_text(me)
+                try:
+                    (PORT_CLAIMS / str(port)).write_text(me)
+                except OSError:
+                    pass  # /run full, say: the port is handed out unclaimed
             return port
     finally:
         if lock >= 0:

@@ -108,6 +108,8 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
                     progress(f"{now - t_start:5.1f} s  {st.syscalls:,} syscalls  "
                              f"{st.requests} requests done")
         except (KeyboardInterrupt, Interrupted):
+            if spooled.failed is not None:  # a failed attribution, a signal held back with
+                raise spooled.failed from None  # it: the failure is what the user is told
             stopped = "interrupted"
         old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
         try:
@@ -141,6 +143,8 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
 LIVE_SHARE = 0.25
 PIECE = 64 << 10
 LIVE_READ = 1 << 20
+CREDIT_S = 0.1  # the share's CPU not spent, kept for a later burst (the loader's 1 MiB lumps)
+CALL_S = 0.1  # at most this long in one call, so the trace's bounds are checked on time
 
 
 class SpoolAttribution:
@@ -167,13 +171,15 @@ class SpoolAttribution:
         self.interned: dict[tuple[int, int, int], bytes] = {}
         self.offset = 0  # of the spool: the bytes attributed so far
         self.aborted = False
+        self.failed: BaseException | None = None  # what a feed raised (then aborted)
         self.start = time.monotonic()
         self.spent = 0.0  # CPU seconds attributing while the trace records
 
     def feed(self, spool: Path, budget: float | None = None) -> None:
         """Attribute the spool's whole records past those already fed. `budget` (while the
-        trace records): at most that share of one core since `start` goes to attributing,
-        a piece (PIECE bytes) at a time, the rest left for later (a saturated pool's records
+        trace records): at most that share of one core since `start` goes to attributing
+        (CREDIT_S saved up at most, CALL_S a call), a piece (PIECE bytes) at a time, the rest
+        left for later (a saturated pool's records
         come faster than they are attributed: what PHP is measured with stays PHP's); and
         Ctrl-C and SIGTERM are handled once a piece is done (`signals_deferred`), so an
         interruption never falls inside a record's attribution: the trace published after it
@@ -184,9 +190,13 @@ class SpoolAttribution:
                 data = fh.read() if budget is None else fh.read(LIVE_READ)
         except FileNotFoundError:
             return  # not written yet
-        done = 0
+        done, began = 0, time.monotonic()
+        if budget is not None:  # no credit saved up past CREDIT_S: the share holds at any time
+            self.spent = max(self.spent, budget * (began - self.start) - CREDIT_S)
         while done < len(data):
-            if budget is not None and self.spent >= budget * (time.monotonic() - self.start):
+            if budget is not None and (
+                    self.spent >= budget * (time.monotonic() - self.start)
+                    or time.monotonic() - began >= CALL_S):  # back to the trace's bounds
                 break
             piece = data[done:] if budget is None else data[done:done + PIECE]
             whole = libbpf_trace.complete(piece)
@@ -197,7 +207,8 @@ class SpoolAttribution:
             with signals_deferred() if budget is not None else contextlib.nullcontext():
                 try:
                     self._attribute(piece[:whole] if whole < len(piece) else piece)
-                except BaseException:
+                except BaseException as exc:
+                    self.failed = exc
                     self.abort()  # a failed trace is not published: the previous file stays
                     raise
                 done += whole
