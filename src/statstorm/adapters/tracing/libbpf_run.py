@@ -84,7 +84,7 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
             raise
         env.debug(f"eBPF tracer attached in {time.monotonic() - t_attach:.1f} s")
         t_start = time.monotonic()
-        spooled = SpoolAttribution(opts, target, head, out, time.monotonic_ns())
+        t0 = time.monotonic_ns()
         main = threading.current_thread() is threading.main_thread()
         deadline = (t_start + (opts.duration_s or DEFAULT_DURATION_S)
                     if opts.duration_s is not None or target.mode != "cmd" else None)
@@ -101,15 +101,17 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
                     break
                 if session.exited():
                     raise ComponentError(f"the eBPF tracer stopped: {session.refusal()}")
-                if opts.live:
+                if opts.live:  # the trace file begun at the first poll, once recording
+                    spooled = spooled or SpoolAttribution(opts, target, head, out, t0)
                     spooled.feed(session.spool, budget=LIVE_SHARE)
                 if progress and now - last_progress >= 1.0:
                     last_progress = now
                     progress(f"{now - t_start:5.1f} s  {st.syscalls:,} syscalls  "
                              f"{st.requests} requests done")
         except (KeyboardInterrupt, Interrupted):
-            if spooled.failed is not None:  # a failed attribution, a signal held back with
-                raise spooled.failed from None  # it: the failure is what the user is told
+            # an attribution that failed as a signal was held back: the failure is the news
+            if spooled is not None and spooled.failed is not None:
+                raise spooled.failed from None
             stopped = "interrupted"
         old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
         try:
@@ -120,6 +122,7 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
             if progress:
                 progress(f"attributing the last of {status.records:,} events" if opts.live
                          else f"attributing {status.records:,} events")
+            spooled = spooled or SpoolAttribution(opts, target, head, out, t0)
             spooled.feed(session.spool)
             result = spooled.finish(env, progress, warnings, stopped, t_start, status, network)
         finally:
