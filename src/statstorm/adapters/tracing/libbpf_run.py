@@ -182,11 +182,11 @@ class SpoolAttribution:
         """Attribute the spool's whole records past those already fed. `budget` (while the
         trace records): at most that share of one core since `start` goes to attributing
         (CREDIT_S saved up at most, CALL_S a call), a piece (PIECE bytes) at a time, the rest
-        left for later (a saturated pool's records
-        come faster than they are attributed: what PHP is measured with stays PHP's); and
-        Ctrl-C and SIGTERM are handled once a piece is done (`signals_deferred`), so an
-        interruption never falls inside a record's attribution: the trace published after it
-        must read. Without: everything left, at once (after the stop)."""
+        left for later (a saturated pool's records come faster than they are attributed:
+        the CPU stays PHP's); and Ctrl-C and SIGTERM are handled once a piece is done
+        (`signals_deferred`), so an interruption never falls inside a record's attribution:
+        the trace published after it must read. Without: everything left, at once (after
+        the stop)."""
         try:
             with open(spool, "rb") as fh:
                 fh.seek(self.offset)
