@@ -64,9 +64,13 @@ def _alive(pid: int) -> str | None:
 def shared(cmdline: str, home: Path) -> bool:
     """A process the machine's labs share, not the run's own: glusterd (one for every lab,
     started by whichever lab first needs it, and serving the other lane's labs too:
-    scripts/test.sh), and what it forked into the run's cgroup for another state root's lab
-    (a brick of that lab's volume)."""
-    if cmdline.split(" ", 1)[0].endswith("/glusterd"):
+    scripts/test.sh), and what it forked into the run's cgroup for a volume that is not the
+    run's: a brick of another state root's lab, or of a stock-host test's volume (its brick
+    under /var/tmp/statstorm-stock-brick-*)."""
+    argv0 = cmdline.split(" ", 1)[0]
+    if argv0.endswith("/glusterd"):
+        return True
+    if argv0.endswith("/glusterfsd") and str(home) not in cmdline:
         return True
     return "/statstorm-test-" in cmdline and str(home) not in cmdline
 

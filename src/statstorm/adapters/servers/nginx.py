@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from statstorm.adapters.host import procs
+from statstorm.adapters.host import listeners, procs
 from statstorm.adapters.servers import nginx_conf
 from statstorm.env import Env
 from statstorm.errors import ComponentError, DependencyError
@@ -154,7 +154,11 @@ def sites_passing_to(argvs: list[list[str]] | None, listen: str) -> tuple[Site, 
 
 
 def reload(master_pid: int, timeout: float = 15.0) -> None:
-    """Graceful reload (SIGHUP): new workers with the new configuration, old ones finish."""
+    """Graceful reload (SIGHUP): new workers with the new configuration, old ones finish.
+    Returns once the new workers run and no old one still accepts: an old worker closes
+    its listening sockets when it takes the master's QUIT, which comes after the new
+    workers start, so a request sent between the two could still be served with the old
+    configuration."""
     old = set(procs.children(master_pid))
     os.kill(master_pid, signal.SIGHUP)
     deadline = time.monotonic() + timeout
@@ -162,7 +166,7 @@ def reload(master_pid: int, timeout: float = 15.0) -> None:
         if not procs.alive(master_pid):
             raise ComponentError(f"the nginx master {master_pid} exited while reloading")
         kids = set(procs.children(master_pid))
-        if kids - old:
+        if kids - old and not any(listeners.holds_listener(p) for p in old & kids):
             return
         time.sleep(0.05)
     raise ComponentError(f"nginx did not reload within {timeout:.0f} s (master {master_pid})")

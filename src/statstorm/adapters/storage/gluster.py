@@ -6,6 +6,7 @@ import fcntl
 import ipaddress
 import os
 import shutil
+import signal
 import socket
 import time
 from pathlib import Path
@@ -266,19 +267,23 @@ def is_mounted(mount_point: Path) -> bool:
 
 def unmount(env: Env, mount_point: Path, client_pid: int = 0) -> None:
     """Unmount the top mount of `mount_point` (with clients stacked there, the one below
-    serves again) and wait for its client to end."""
+    serves again) and wait for its client to end. A client whose mount was only detached
+    (busy) and that outlives the wait is ended with SIGKILL: on SIGTERM a GlusterFS client
+    unmounts its mount point by path once more, which would take the mount below."""
+    detached = False
     if is_mounted(mount_point):
         res = env.run(["umount", str(mount_point)], check=False, what="umount")
         if res.returncode != 0:
             # Busy: a process still has files open there. Detach lazily so the FUSE client
             # can exit once they close; we end our own processes before this point.
             env.run(["umount", "-l", str(mount_point)], what=f"umount -l {mount_point}")
+            detached = True
     if client_pid and procs.alive(client_pid):
         deadline = time.monotonic() + 10
         while procs.alive(client_pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         if procs.alive(client_pid):
-            procs.terminate(client_pid)
+            procs.terminate(client_pid, sig=signal.SIGKILL if detached else signal.SIGTERM)
 
 
 def set_volume_option(env: Env, volume: str, key: str, value: str) -> None:
