@@ -44,6 +44,13 @@ if [[ $version == *+dirty ]]; then
     sed -i "s/^__version__ = .*/__version__ = \"$version\"/" "$tree/src/statstorm/__init__.py"
 fi
 
+# --- PHP's layouts: the tracer's table made again from each version's phpX.Y-dev headers ---
+# (scripts/php_layouts.py; the packages cached once), so the package reads PHP 7.4-8.4 with
+# no headers and no compiler where it runs; a table that differs from them stops the build
+say "PHP's layouts, made from each version's headers…"
+"$python" "$here/scripts/php_layouts.py" --out "$tree/src/statstorm/bpf/php_layouts.json" \
+    >"$work/layouts.log" 2>&1 || { cat "$work/layouts.log" >&2; say "PHP's layouts failed"; exit 1; }
+
 # --- the kernel types: Debian 12's newest 6.1 kernel image, its BTF as vmlinux.h --------------
 kcache=/var/tmp/statstorm-vmlinux
 kpkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' 2>/dev/null | cut -d' ' -f1 | sort -V | tail -1)

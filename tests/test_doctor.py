@@ -266,7 +266,8 @@ def test_php_builds_without_a_layout_say_counts_only_or_probing_includes(tmp_pat
     rooted, host = r.php
     assert rooted.coverage == Coverage.COUNTS
     assert php_layouts.NOT_ATTRIBUTED in rooted.note and "has no PHP headers" in rooted.note
-    assert host.coverage == Coverage.PROBES and "API20220829,NTS" in host.note
+    assert host.coverage == Coverage.PROBES and "API20200930,NTS" in host.note
+    assert "not in the tracer's table of PHP layouts" in host.note
     says = [c.says for c in r.checks if c.id == "php"]
     assert "counts only" in says[0] and "probing includes" in says[1]
 
@@ -278,12 +279,16 @@ def test_no_php_is_a_line_not_an_error(tmp_path: Path) -> None:
     assert r.exit_code == 0 and r.php == () and r.php_listed
 
 
-def test_a_tracer_built_without_php_headers_probes_every_include() -> None:
+def test_a_tracer_built_without_php_headers_reads_the_table() -> None:
+    """The host's 8.2 is in the table: attributed in full whatever layout the loader was
+    built with; a build the table lacks keeps the loader's own, or probes."""
     binary = str(FIX / "this-host" / "usr/sbin/php-fpm8.2")
-    assert php_layouts.coverage(Env(), [binary], "API20220829,NTS") == (Coverage.TABLE, "")
-    cov, note = php_layouts.coverage(Env(), [binary], "")
-    assert cov == Coverage.PROBES and "built without PHP's headers" in note
+    assert php_layouts.coverage(Env(), [binary], "") == (Coverage.TABLE, "")
     assert php_layouts.build_ids(binary) == ["API20220829,NTS"]
+    old = str(FIX / "unknown-php" / "usr/sbin/php-fpm8.0")
+    assert php_layouts.coverage(Env(), [old], "API20200930,NTS") == (Coverage.TABLE, "")
+    cov, note = php_layouts.coverage(Env(), [old], "")
+    assert cov == Coverage.PROBES and "zend_stream_open" in note
 
 
 # -- the CLI in-process --------------------------------------------------------------------------

@@ -80,6 +80,7 @@ def test_the_package_carries_every_source_the_tracers_stamp_is_made_of() -> None
     for name in libbpf_trace.SOURCES:
         assert any(fnmatch.fnmatch(f"bpf/{name}", p) for p in patterns), name
     assert "bpf/bin/*" in patterns
+    assert any(fnmatch.fnmatch("bpf/php_layouts.json", p) for p in patterns)  # PHP's layouts
 
 
 def test_the_packages_exporter_unit_is_the_contrib_one_with_its_installed_path() -> None:

@@ -105,22 +105,28 @@ def trace_with_strace(state_home: Path, tmp_path: Path, st: dict[str, Any],
     return finish(runs["ebpf"]), finish(runs["strace"])
 
 
-@pytest.mark.parametrize("version", ["8.4", "7.4"])
-def test_trace_equals_strace_on_php_version(version: str, roots: Path, shared_lab,
-                                             session_lab, state_home: Path,
-                                             tmp_path: Path) -> None:
+@pytest.mark.parametrize("version, source", [("8.4", "table"), ("7.4", "headers")])
+def test_trace_equals_strace_on_php_version(version: str, source: str, roots: Path,
+                                             shared_lab, session_lab, state_home: Path,
+                                             tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """On a `--php VERSION` lab the compiled tracer probes the root's php-fpm (8.4 in Debian
     13 has no USDT probe: its request start is php_request_startup's) with that version's
     layout: the same calls as strace, request by request and call by call, and the same PHP
-    operations as on the host's 8.2 (the synthetic app's includes, from PHP's table)."""
+    operations as on the host's 8.2 (the synthetic app's includes, from PHP's table). 8.4's
+    layout is the tracer's table's; 7.4's, with a table that lacks it, its root's headers'."""
     need_root(version)
+    if source == "headers":
+        empty = tmp_path / "no-layouts.json"
+        empty.write_text('{"layouts": []}')
+        monkeypatch.setenv(php_layouts.TABLE_ENV, str(empty))
     # 7.4's is the run's (test_php_root_check.py checks it), 8.4's this file's
     st = (session_lab if version == "7.4" else shared_lab)("--app", "synthetic", "--workers",
                                                            "2", "--php", version)
     binary = str(st["fpm_binary"])
     assert php_roots.root_of(binary) is not None
     layout = php_layouts.for_binaries(Env(state_root=state_home), [binary])
-    assert layout.attributes and layout.version == version, layout
+    assert layout.attributes and layout.version == version and layout.source == source, layout
     full, ref = trace_with_strace(state_home, tmp_path, st, 12)
     assert full["source"] == "ebpf" and ref["source"] == "strace"
     assert full["requests"] == ref["requests"] == 12
@@ -143,7 +149,8 @@ def test_trace_equals_strace_on_php_version(version: str, roots: Path, shared_la
     assert sum(n for (kind, _), n in ops.items() if kind == "file_probe") >= 12
     tr = read_trace(tmp_path / "ebpf.sst.gz")
     assert {r.script for r in tr.requests.values()} == {f"{st['docroot']}/index.php"}
-    assert tr.header["php_layout"] == {"version": version, "attributed": True, "note": ""}
+    assert tr.header["php_layout"] == {"version": version, "attributed": True, "note": "",
+                                       "source": source}
 
 
 @pytest.mark.parametrize("version", ["8.4", "7.4"])
@@ -171,16 +178,21 @@ def test_mediawiki_trace_equals_strace_on_php_version(version: str, roots: Path,
     assert len(includes) > 50 and all(n.startswith(code + "/") for n in includes)
     tr = read_trace(tmp_path / "ebpf.sst.gz")
     assert {r.script for r in tr.requests.values()} == {f"{st['docroot']}/index.php"}
-    assert tr.header["php_layout"] == {"version": version, "attributed": True, "note": ""}
+    assert tr.header["php_layout"] == {"version": version, "attributed": True, "note": "",
+                                       "source": "table"}
 
 
 def test_unknown_php_build_is_counted_not_attributed(roots: Path, shared_lab,
-                                                     state_home: Path, tmp_path: Path) -> None:
-    """A PHP whose layout the tracer cannot know (here: the 8.4 root's headers give none,
-    as a layout cached without fields says) still gets its requests and their calls,
-    strace's to the call, no PHP operation, and one line saying what is not attributed and
-    why."""
+                                                     state_home: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PHP whose layout the tracer cannot know (here: a table without 8.4, and the 8.4
+    root's headers giving none, as a layout cached without fields says) still gets its
+    requests and their calls, strace's to the call, no PHP operation, and one line saying
+    what is not attributed and why."""
     need_root("8.4")
+    empty = tmp_path / "no-layouts.json"
+    empty.write_text('{"layouts": []}')
+    monkeypatch.setenv(php_layouts.TABLE_ENV, str(empty))
     st = shared_lab("--app", "synthetic", "--workers", "2", "--php", "8.4")
     binary = str(st["fpm_binary"])
     root = php_roots.root_of(binary)
@@ -198,6 +210,7 @@ def test_unknown_php_build_is_counted_not_attributed(roots: Path, shared_lab,
     tr = read_trace(tmp_path / "ebpf.sst.gz")
     assert not tr.operations  # never a wrong operation
     assert tr.header["php_layout"]["attributed"] is False
+    assert tr.header["php_layout"]["source"] == "none"
     notes = [w for w in full["warnings"] if "not attributed to PHP operations" in w]
     assert len(notes) == 1 and "\n" not in notes[0]
     assert binary in notes[0] and "give no layout" in notes[0]

@@ -50,16 +50,15 @@ def run_ebpf(env: Env, opts: RecordOptions, target: trace_targets.Target, out: P
     head = header(TracerBackend.EBPF, target, opts, env)
     if opts.sample > 1:
         head["sampling"] = {"one_in": opts.sample}
-    # The layout of the PHP probed: from its own version's headers for a PHP root's; none
-    # known: its requests counted, no operation attributed, and one line saying why.
+    # The layout of the PHP probed (the table's, a root's headers', the built-in one); none
+    # known: its includes probed, or its requests counted and no operation attributed, and
+    # one line saying why, in the output and the header.
     layout = php_layouts.for_binaries(env, target.binaries)
     if layout.note and not opts.counts:
         warnings.append(layout.note)
-    if layout.args:  # a PHP root's: which layout it was traced with, or why none
-        head["php_layout"] = {"version": layout.version, "attributed": layout.attributes,
-                              "note": layout.note}
-        if layout.version and not head["php"]["version"]:  # the build id's layout says
-            head["php"] = PhpIdentity(layout.version, source="layout").to_json()
+    head["php_layout"] = layout.header()
+    if layout.version and not head["php"]["version"]:  # the build id's layout says
+        head["php"] = PhpIdentity(layout.version, source="layout").to_json()
     spool_dir = Path(tempfile.mkdtemp(prefix="statstorm-trace-"))
     session = libbpf_trace.LoaderSession(
         bpftrace.Targets(tuple(target.pids), tuple(target.parents)), target.binaries,
