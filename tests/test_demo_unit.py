@@ -110,7 +110,8 @@ class DemoFakes:
         return demo_cmd.DemoSteps(up=self.up, down=self.down, trace=self.trace,
                                   check=self.check, predict=self.predict, apply=self.apply,
                                   mirror=self.mirror, **{"report": self.report,
-                                                         "measure": self.measure, **kw})
+                                                         "measure": self.measure,
+                                                         "pages": lambda urls: (), **kw})
 
 
 def run(tmp_path: Path, fakes: DemoFakes, monkeypatch: pytest.MonkeyPatch,

@@ -25,16 +25,18 @@ from statstorm.cli.tune import render
 from statstorm.commands import apply as apply_cmd, check as check_cmd
 from statstorm.commands import tune as tune_cmd
 from statstorm.env import Env
-from statstorm.errors import RollbackFailed
+from statstorm.errors import NotSamePage, RollbackFailed
 from statstorm.model import escalation
 from statstorm.model.applyplan import NAMED_ONLY, POOL_INI, classify
 from statstorm.results.check import CheckResult, Finding, Severity
 from statstorm.results.demo import Phase, Round, Side
+from statstorm.results.page import Page
 from statstorm.report.page import build
 from statstorm.results.result_files import load_all
 from statstorm.results.tune import Skipped, TuneResult, judge
 
 CONTENT, OFF, MIRROR = escalation.ESCALATION
+PAGES = (Page(URL, 200, 4000, "Main Page"),)
 
 
 def reported_finding(rule_id: str) -> Finding:
@@ -45,10 +47,12 @@ def reported_finding(rule_id: str) -> Finding:
 def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratios: dict[str, float],
              reported: tuple[str, ...] = escalation.ESCALATION, mirror: bool = True,
              nothing: tuple[str, ...] = (), fakes: Fakes | None = None,
-             raising: dict[str, Exception] | None = None) -> tuple[TuneResult, Fakes]:
+             raising: dict[str, Exception] | None = None,
+             other_page: dict[str, str] | None = None) -> tuple[TuneResult, Fakes]:
     """tune --yes with check reporting `reported`; each phase's ratio from `ratios` (by its
     label: before, after, with ID); apply of an id in `nothing` makes nothing, of one in
-    `raising` raises its error."""
+    `raising` raises its error; the measurement of a label in `other_page` finds that side
+    (local, network) answering another page than the site's."""
     fakes = fakes or Fakes(tmp_path)
     fakes.checked = []  # type: ignore[attr-defined]
     base = fakes.steps()
@@ -60,7 +64,16 @@ def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratios: dict[str, 
 
     def measure(env: Env, local: Any, network: Any, load: Any, label: str, say: Any) -> Phase:
         fakes.event(f"measure {label}")
+        assert local.pages == network.pages == PAGES  # the site's, taken once
+        if label in (other_page or {}):
+            role = (other_page or {})[label]
+            raise NotSamePage(f"{label}: the {role} side answered another page", role)
         return phase(100, 100 * ratios[label])
+
+    def pages(urls: tuple[str, ...]) -> tuple[Page, ...]:
+        fakes.event("pages")
+        assert urls == (URL,)
+        return PAGES
 
     def apply(env: Env, opts: apply_cmd.ApplyOptions) -> apply_cmd.ApplyResult:
         fakes.event("apply --rollback" if opts.rollback else
@@ -74,7 +87,7 @@ def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratios: dict[str, 
                 else apply_cmd.ApplyMode.APPLIED)
         return apply_cmd.ApplyResult(mode, None)
 
-    steps = dataclasses.replace(base, measure=measure, check=check, apply=apply)
+    steps = dataclasses.replace(base, measure=measure, check=check, apply=apply, pages=pages)
     monkeypatch.setattr(tune_cmd.Wrk, "available", lambda self: "wrk 4")
     opts = tune_cmd.TuneOptions("www", (URL,), yes=True, output_dir=tmp_path / "out",
                                 mirror=mirror)
@@ -297,3 +310,40 @@ def test_a_failed_rollback_ends_the_escalation(tmp_path: Path,
                  raising={CONTENT: RollbackFailed("the remount failed; the previous files "
                                                   "are back but the old client did not start")})
     assert f"apply {OFF}" not in fakes.events
+
+
+def test_the_sites_pages_are_taken_once_before_the_first_measurement(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r, fakes = run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.95})
+    assert fakes.events.count("pages") == 1
+    assert fakes.events.index("pages") < fakes.events.index("measure before")
+
+
+def test_a_trial_that_changes_the_targets_page_is_rolled_back_and_not_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mirror of a docroot whose code sits above it turns the site into an error page:
+    never a ratio, the change undone at once, the next step goes on."""
+    r, fakes = run_with(tmp_path, monkeypatch, {"before": 0.1, "after": 0.5,
+                                                f"with {CONTENT}": 0.52, f"with {OFF}": 0.55},
+                        other_page={f"with {MIRROR}": "network"})
+    ev = after_all(fakes)
+    assert ev[ev.index(f"apply {MIRROR}") + 1:][:2] == [f"measure with {MIRROR}",
+                                                        "apply --rollback"]
+    (skip,) = [s for s in r.skipped if s.finding == MIRROR]
+    assert skip.why.startswith("rolled back: it changed the target's page")
+    assert MIRROR not in r.applied and all(t.finding != MIRROR for t in r.trials)
+
+
+def test_apply_all_that_changes_the_targets_page_is_rolled_back_and_the_run_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(NotSamePage, match="apply --all changed pool www's page, so it was "
+                                          "rolled back"):
+        run_with(tmp_path, monkeypatch, {"before": 0.1}, other_page={"after": "network"})
+
+
+def test_a_reference_that_serves_another_page_ends_the_run_before_any_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fakes = Fakes(tmp_path)
+    with pytest.raises(NotSamePage, match="the local side answered another page"):
+        run_with(tmp_path, monkeypatch, {}, other_page={"before": "local"}, fakes=fakes)
+    assert not [e for e in fakes.events if e.startswith("apply")]

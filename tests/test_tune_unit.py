@@ -262,7 +262,8 @@ class Fakes:
 
         return tune_cmd.Steps(resolve=resolve, shadow=running, measure=measure,
                               window=lambda env, path: None, trace=trace, check=check,
-                              predict=predict, apply=apply, mirror=mirror, report=report)
+                              predict=predict, apply=apply, mirror=mirror, report=report,
+                              pages=lambda urls: ())
 
 
 def run(tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch, yes: bool) -> TuneResult:

@@ -63,6 +63,17 @@ class RollbackFailed(ComponentError):
     changed (apply's backup set is marked rollback-failed). Nothing may be tried on top."""
 
 
+class NotSamePage(ComponentError):
+    """A side of a measurement answered another page than the site's own (its status, its
+    length beyond the bound, or without the page's marker): no ratio is taken from it.
+    `role`: which side ("local", the reference; "network", the target; '' the site itself
+    before anything changed)."""
+
+    def __init__(self, message: str, role: str = "") -> None:
+        super().__init__(message)
+        self.role = role
+
+
 class Interrupted(StatstormError):
     """Raised from signal handlers (SIGTERM) so cleanup runs as for Ctrl-C."""
 

@@ -44,7 +44,8 @@ from statstorm.commands.escalation_trials import Applied, Tries, escalate
 from statstorm.commands.pair import Member, Pair, carried_path, lab_member
 from statstorm.commands.run_record import Record, now
 from statstorm.env import Env
-from statstorm.errors import DependencyError, PrivilegeError, StatstormError, UsageError
+from statstorm.errors import (DependencyError, NotSamePage, PrivilegeError, StatstormError,
+                              UsageError)
 from statstorm.model import applyplan, escalation, storage_delay
 from statstorm.model.storage_kinds import LAB_ALIASES, STORAGE, lab_storages
 from statstorm.results.apply import ApplyMode
@@ -52,6 +53,7 @@ from statstorm.results.check import CheckResult
 from statstorm.results.demo import (DemoResult, Lab, LabSettings, PerRequest, Phase, Prediction,
                                     new_run_id)
 from statstorm.results.lab import LabState
+from statstorm.results.page import Page
 from statstorm.results.php_root import HOST_VERSION, release
 from statstorm.results.storage_kind import StorageKind
 from statstorm.results.trials import final_of
@@ -156,6 +158,7 @@ class Steps:
     """What the pipeline calls to touch the system (the real ones by default)."""
 
     measure: Callable[..., Phase] = interleaved.measure
+    pages: Callable[[tuple[str, ...]], tuple[Page, ...]] = interleaved.pages_of
     trace: Callable[..., float] = page_views.trace_views
     check: Callable[[Env, check_cmd.CheckOptions], CheckResult] = check_cmd.run
     predict: Callable[..., Prediction] = whatif_cmd.predict_findings
@@ -195,10 +198,13 @@ def record_apply(rec: Record[Any], job: Job, result: apply_cmd.ApplyResult, name
 def pipeline(env: Env, job: Job, pair: Pair, rec: Record[Any], steps: Steps) -> None:
     """Steps 2 to 8 on `pair`, each result saved in `rec` as it comes."""
     target, run_id = pair.target, rec.result.run_id or ""
+    pages: list[Page] = []  # the target's pages before anything changed: both sides' measure
 
     def measure(label: str) -> Phase:
-        return steps.measure(env, pair.reference.target(), target.target(), job.load, label,
-                             rec.log)
+        if not pages:
+            pages.extend(steps.pages(target.urls))
+        return steps.measure(env, pair.reference.target(tuple(pages)),
+                             target.target(tuple(pages)), job.load, label, rec.log)
 
     def trace(name: str, key: str) -> float:
         calls = steps.trace(env, trace_cmd.views_tracer(job.views, run_id), **target.names(),
@@ -248,7 +254,15 @@ def pipeline(env: Env, job: Job, pair: Pair, rec: Record[Any], steps: Steps) -> 
     job.fixed(rec, applied, steps.mirror(env, applied, pair))
 
     rec.step(6, f"after: {job.both} under the same load again…")
-    after = measure("after")
+    try:
+        after = measure("after")
+    except NotSamePage as exc:
+        if exc.role != target.role:
+            raise
+        rec.log(f"{exc}: rolling back apply --all on {target.label}…")
+        steps.apply(env, on_target(rollback=True))
+        raise NotSamePage(f"apply --all changed {target.label}'s page, so it was rolled back: "
+                          f"{exc}", exc.role) from None
     rec.save(after=after)
 
     def write(rule_id: str, tried: Applied) -> None:

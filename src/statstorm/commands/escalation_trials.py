@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from statstorm.errors import RollbackFailed, StatstormError
+from statstorm.errors import NotSamePage, RollbackFailed, StatstormError
 from statstorm.model import escalation
 from statstorm.model.applyplan import Change
 from statstorm.results.apply import ApplyMode
@@ -97,6 +97,14 @@ def escalate(record: Any, reported: list[str], mirror: bool, target: str, after:
             continue
         try:
             phase = tries.measure(f"with {rule_id}")
+        except NotSamePage as exc:  # the change broke the target's page: undone, not kept
+            tries.rollback()
+            if exc.role == "local":  # the reference's page: nothing can be judged
+                raise
+            log(f"{rule_id}: rolled back: {exc}")
+            skipped.append(Skipped(rule_id, f"rolled back: it changed the target's page ({exc})"))
+            record.save(skipped=tuple(skipped))
+            continue
         except BaseException:  # a failed or stopped measurement leaves no trial change behind
             tries.rollback()
             raise

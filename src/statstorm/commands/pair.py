@@ -19,6 +19,7 @@ from statstorm.adapters.load import interleaved
 from statstorm.adapters.storage import round_trips
 from statstorm.env import Env
 from statstorm.results.lab import LabState
+from statstorm.results.page import Page
 
 Window = Callable[[], "round_trips.Window | None"]
 
@@ -52,9 +53,10 @@ class Member:
         """How trace and apply name it: `lab=` or `pool=`."""
         return {"lab": self.lab, "pool": None if self.lab else self.pool}
 
-    def target(self) -> interleaved.Target:
-        """The side as the interleaved measurement loads it."""
-        return interleaved.Target(self.role, self.urls, self.window)
+    def target(self, pages: tuple[Page, ...] = ()) -> interleaved.Target:
+        """The side as the interleaved measurement loads it (each URL checked to answer its
+        page of `pages`)."""
+        return interleaved.Target(self.role, self.urls, self.window, pages, self.label)
 
 
 @dataclass(frozen=True)
