@@ -18,7 +18,7 @@
 # $STATSTORM_DIST: where to write them (default: dist/ of this clone). $STATSTORM_DEB_COMPRESS:
 # the .deb's compressor, dpkg-deb's -Z: zstd by default (Debian 12's dpkg reads it; measured
 # here: 72 MB, written in 1 s, installed in 12 s; xz: 52 MB, 75-130 s, 28-43 s).
-# Needs: what scripts/setup.sh installs (clang, bpftool, libbpf-dev, gcc, dpkg-deb), PyPI and
+# Needs: what scripts/setup.sh --lab installs (clang, bpftool, libbpf-dev, gcc, dpkg-deb), PyPI and
 # the Debian mirror (once). Run as any user that can write dist/ and /var/tmp.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +26,7 @@ started=$(date +%s)
 say() { echo "statstorm package: [$(( $(date +%s) - started )) s] $*" >&2; }
 python=/usr/bin/python3   # Debian 12's 3.11: the interpreter the .deb's libraries are for
 for tool in git clang bpftool cc dpkg-deb "$python"; do
-    command -v "$tool" >/dev/null || { say "$tool is not installed (run scripts/setup.sh)"; exit 4; }
+    command -v "$tool" >/dev/null || { say "$tool is not installed (run scripts/setup.sh --lab)"; exit 4; }
 done
 
 version=$("$python" -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' "$here/pyproject.toml")
@@ -94,10 +94,10 @@ fi
 # --- the tracer, into the package's statstorm/bpf/bin ------------------------------------------
 bpf=$tree/src/statstorm/bpf
 # PHP 8.2's layout (the included-files table the tracer reads) from the php8.2-dev headers
-# scripts/setup.sh unpacks; without them the packaged tracer would probe every include.
+# scripts/setup.sh --lab unpacks; without them the packaged tracer would probe every include.
 php_inc=$(ls -d /opt/statstorm/php/include/php/20* 2>/dev/null | sort | tail -1 || true)
 if [[ -z $php_inc || ! -f $php_inc/main/php.h ]]; then
-    say "no PHP headers in /opt/statstorm/php/include (run scripts/setup.sh): the tracer would" \
+    say "no PHP headers in /opt/statstorm/php/include (run scripts/setup.sh --lab): the tracer would" \
         "not know PHP 8.2's layout"
     exit 4
 fi

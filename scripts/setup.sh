@@ -8,7 +8,7 @@
 #                               (clang, bpftool, cc, libbpf-dev, libelf-dev, zlib1g-dev) is
 #                               already installed; otherwise `statstorm trace` uses its fallback
 #                               (bpftrace, else strace) and the package (scripts/package.sh)
-#                               carries the tracer prebuilt. wrk (bench, sweep, tune, matrix),
+#                               carries the tracer prebuilt. wrk (sweep, tune, apply --verify),
 #                               apache2-utils (ab) and bpftrace (145 MB of LLVM libraries) are
 #                               not installed: `apt-get install wrk bpftrace` where wanted.
 #   scripts/setup.sh --lab      + the lab's packages (php-fpm, nginx, GlusterFS, MariaDB,
