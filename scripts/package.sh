@@ -12,13 +12,15 @@
 # nor crossplane, its numpy, scipy, matplotlib and prometheus-client are older than
 # pyproject.toml's floors, and its python3-scipy brings a compiler (it depends on
 # python3-pythran, which depends on g++ and libboost-dev: 154 packages, 800 MB with
-# matplotlib's). Nothing is fetched at install time.
+# matplotlib's). Nothing is fetched at install time. Their versions and wheels are those of
+# packaging/bundled.lock (sha256-checked): every build bundles the same; `bash
+# scripts/lock-bundled.sh` updates it.
 # Files are taken from git (tracked files as they are in the work tree); a tree with
 # uncommitted changes gives a version that says so (<version>+dirty).
 # $STATSTORM_DIST: where to write them (default: dist/ of this clone). $STATSTORM_DEB_COMPRESS:
 # the .deb's compressor, dpkg-deb's -Z: zstd by default (Debian 12's dpkg reads it; measured
 # here: 72 MB, written in 1 s, installed in 12 s; xz: 52 MB, 75-130 s, 28-43 s).
-# Needs: what scripts/setup.sh installs (clang, bpftool, libbpf-dev, gcc, dpkg-deb), PyPI and
+# Needs: what scripts/setup.sh --lab installs (clang, bpftool, libbpf-dev, gcc, dpkg-deb), PyPI and
 # the Debian mirror (once). Run as any user that can write dist/ and /var/tmp.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +28,7 @@ started=$(date +%s)
 say() { echo "statstorm package: [$(( $(date +%s) - started )) s] $*" >&2; }
 python=/usr/bin/python3   # Debian 12's 3.11: the interpreter the .deb's libraries are for
 for tool in git clang bpftool cc dpkg-deb "$python"; do
-    command -v "$tool" >/dev/null || { say "$tool is not installed (run scripts/setup.sh)"; exit 4; }
+    command -v "$tool" >/dev/null || { say "$tool is not installed (run scripts/setup.sh --lab)"; exit 4; }
 done
 
 version=$("$python" -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' "$here/pyproject.toml")
@@ -94,10 +96,10 @@ fi
 # --- the tracer, into the package's statstorm/bpf/bin ------------------------------------------
 bpf=$tree/src/statstorm/bpf
 # PHP 8.2's layout (the included-files table the tracer reads) from the php8.2-dev headers
-# scripts/setup.sh unpacks; without them the packaged tracer would probe every include.
+# scripts/setup.sh --lab unpacks; without them the packaged tracer would probe every include.
 php_inc=$(ls -d /opt/statstorm/php/include/php/20* 2>/dev/null | sort | tail -1 || true)
 if [[ -z $php_inc || ! -f $php_inc/main/php.h ]]; then
-    say "no PHP headers in /opt/statstorm/php/include (run scripts/setup.sh): the tracer would" \
+    say "no PHP headers in /opt/statstorm/php/include (run scripts/setup.sh --lab): the tracer would" \
         "not know PHP 8.2's layout"
     exit 4
 fi
@@ -124,11 +126,20 @@ rm -f "$dist"/statstorm-"$version"-*.whl
 cp "$whl" "$dist/"
 
 # --- the .deb -------------------------------------------------------------------------------
-say "building the Debian package (its Python libraries from PyPI's wheels)"
+say "building the Debian package (its Python libraries: packaging/bundled.lock's wheels)"
 deb=$work/deb
 lib=$deb/usr/lib/statstorm/lib
-"$venv/bin/pip" install -q --target "$lib" --only-binary :all: --no-warn-script-location \
-    "$whl" >"$work/pip.log" 2>&1 || { cat "$work/pip.log" >&2; say "pip install --target failed"; exit 1; }
+# the libraries exactly as locked (versions and wheels' hashes: scripts/lock-bundled.sh
+# writes the lock), then statstorm's wheel, neither resolving anything; then pip check on the
+# result: every library's requirements (statstorm's included) met by what is there
+{ "$venv/bin/pip" install -q --target "$lib" --only-binary :all: --no-deps --require-hashes \
+      --no-warn-script-location --disable-pip-version-check -r "$tree/packaging/bundled.lock" &&
+  "$venv/bin/pip" install -q --target "$lib" --no-deps --no-warn-script-location \
+      --disable-pip-version-check "$whl"; } >"$work/pip.log" 2>&1 ||
+    { cat "$work/pip.log" >&2; say "pip install --target failed (is PyPI reachable?)"; exit 1; }
+PYTHONPATH=$lib "$venv/bin/python" -m pip check --disable-pip-version-check >"$work/pip.log" 2>&1 ||
+    { cat "$work/pip.log" >&2; say "the bundled libraries do not meet their requirements:" \
+          "packaging/bundled.lock is stale (bash scripts/lock-bundled.sh)"; exit 1; }
 rm -rf "$lib/bin"
 # the libraries' own test suites (numpy's, scipy's, matplotlib's: about 27 MB) are never imported
 find "$lib" \( -name __pycache__ -o -name tests \) -type d -prune -exec rm -rf {} +
@@ -156,7 +167,7 @@ sed 's#/usr/local/bin/statstorm#/usr/bin/statstorm#; s#^\# Install as .*#\# Inst
 install -m 0644 "$tree/contrib/default/statstorm-exporter" "$deb/etc/default/statstorm-exporter"
 cp -r "$tree/contrib/prometheus" "$tree/contrib/grafana" "$deb/usr/share/doc/statstorm/"
 gzip -9nc "$tree/README.md" > "$deb/usr/share/doc/statstorm/README.md.gz"
-# which versions of the libraries this build bundled (PyPI's newest at package time)
+# which versions of the libraries this build bundled (packaging/bundled.lock's)
 "$python" -I -c 'import sys; sys.path.insert(0, sys.argv[1])
 from importlib import metadata
 for d in sorted(metadata.distributions(path=[sys.argv[1]]), key=lambda d: d.metadata["Name"].lower()):

@@ -65,7 +65,7 @@ def test_the_tables_82_is_what_the_hosts_headers_give() -> None:
     inc = next(iter(sorted(Path("/opt/statstorm/php/include/php").glob("2022*/main/php.h"))),
                None)
     if inc is None or shutil.which("cc") is None:
-        pytest.skip("php8.2-dev's headers (scripts/setup.sh) and a C compiler are needed")
+        pytest.skip("php8.2-dev's headers and a C compiler are needed (scripts/setup.sh --lab)")
     printed = php_layouts._compute(inc.parents[1])
     fields = dict(m.groups() for m in map(php_layouts.DEFINE.match, printed.splitlines()) if m)
     (k,) = [k for k in php_layouts.table() if k.php == "8.2"]

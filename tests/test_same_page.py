@@ -59,7 +59,7 @@ class _Site(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def site() -> Iterator[str]:
     if shutil.which("wrk") is None:
-        pytest.skip("wrk is not installed (scripts/setup.sh)")
+        pytest.skip("wrk is not installed (scripts/setup.sh --lab)")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Site)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -94,7 +94,7 @@ class Env:
             )
         except FileNotFoundError as exc:
             raise DependencyError(
-                f"{argv[0]} is not installed: run `make setup` (scripts/setup.sh) as root"
+                f"{argv[0]} is not installed: run `make setup` (scripts/setup.sh --dev) as root"
             ) from exc
         except subprocess.TimeoutExpired as exc:
             raise ComponentError(

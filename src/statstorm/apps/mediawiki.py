@@ -29,7 +29,7 @@ PAGE_MARKERS = ('id="mw-content-text"', "Main Page")
 
 def require_installed() -> None:
     if not (SOURCE / "index.php").exists():
-        raise DependencyError("the mediawiki package is not installed: run scripts/setup.sh as root")
+        raise DependencyError("the mediawiki package is not installed: run scripts/setup.sh --lab as root")
 
 
 def version() -> str:

@@ -97,7 +97,7 @@ def generate(env: Env, root: Path, spec: AppSpec, *, force: bool = False) -> Gen
             raise UsageError(f"{root} is not a statstorm app (no {MANIFEST}); refusing to overwrite it")
     composer = shutil.which("composer")
     if composer is None:
-        raise DependencyError("composer is not installed: run scripts/setup.sh as root")
+        raise DependencyError("composer is not installed: run scripts/setup.sh --lab as root")
     rng = random.Random(spec.seed)
     tmp = Path(tempfile.mkdtemp(prefix=".statstorm-gen-", dir=root.parent if root.parent.exists() else None))
     try:

@@ -52,13 +52,13 @@ def require_installed(php_version: str = HOST_VERSION, root: str = "") -> None:
     """WordPress, its theme and PHP's mysqli are installed (`root`: the PHP root of another
     `php_version` a lab runs, whose own /usr/lib/php holds its mysqli)."""
     if not (SOURCE / "wp-settings.php").exists():
-        raise DependencyError("the wordpress package is not installed: run scripts/setup.sh as root")
+        raise DependencyError("the wordpress package is not installed: run scripts/setup.sh --lab as root")
     if not (SOURCE / "wp-content/themes" / THEME / "style.css").exists():
         raise DependencyError(f"the {THEME_PACKAGE} package is not installed (WordPress needs a "
-                              "theme to render pages): run scripts/setup.sh as root")
+                              "theme to render pages): run scripts/setup.sh --lab as root")
     if not list(Path(root + "/usr/lib/php").glob("*/mysqli.so")):
         how = (f"rebuild the PHP root: `statstorm lab php-root build {php_version} --rebuild`"
-               if root else "run scripts/setup.sh as root")
+               if root else "run scripts/setup.sh --lab as root")
         raise DependencyError(f"PHP's mysqli extension is missing (package php{php_version}-"
                               f"mysql): {how}")
 

@@ -181,8 +181,8 @@ def describe(opts: trace_cmd.TraceOptions) -> str:
 @click.option("-o", "--output", type=OutputPath(dir_okay=False), default=None,
               help="Trace file (gzip if it ends in .gz)  [default: trace-DATE-TIME.sst.gz]")
 @click.option("--backend", type=click.Choice(list(trace_cmd.BACKENDS)), default="auto",
-              show_default=True, help="auto: the compiled eBPF tracer (built by "
-              "scripts/setup.sh), else bpftrace, else strace.")
+              show_default=True, help="auto: the compiled eBPF tracer (the package's, or "
+              "built by scripts/setup.sh --lab), else bpftrace, else strace.")
 @click.option("--sample", type=int, default=1, show_default=True, metavar="N",
               help="Record about one request in N in full (one worker at a time, whole "
               "requests) and count the others in the kernel (ebpf backend): for busy "

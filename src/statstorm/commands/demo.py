@@ -103,7 +103,7 @@ def validate(env: Env, opts: DemoOptions) -> None:
     if not 1 <= opts.views <= 200:
         raise UsageError("--views must be between 1 and 200")
     if Wrk().available() is None:
-        raise DependencyError("wrk is not installed: run scripts/setup.sh as root")
+        raise DependencyError("wrk is not installed: run scripts/setup.sh --lab as root")
     out = opts.output_dir
     if out.exists() and not out.is_dir():
         raise UsageError(f"-o {out}: a file of that name exists; choose a directory")

@@ -117,7 +117,7 @@ def validate(env: Env, opts: MatrixOptions) -> None:
     if not env.is_root():
         raise PrivilegeError("statstorm matrix needs root (it starts labs): run it with sudo")
     if not wrk_checked.binary():
-        raise DependencyError("wrk is not installed: run scripts/setup.sh as root (Debian package wrk)")
+        raise DependencyError("wrk is not installed: run scripts/setup.sh --lab as root (or apt-get install wrk)")
     for version in opts.php:  # each root there, or one that can be made
         php_roots.require(env, version)
 

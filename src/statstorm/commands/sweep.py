@@ -210,7 +210,7 @@ def plan(env: Env, opts: SweepOptions) -> Plan:
     if not make_tool(tool).available():
         hint = {"wrk": "Debian package wrk", "ab": "Debian package apache2-utils",
                 "vegeta": "installed into /opt/statstorm/bin"}[tool]
-        raise DependencyError(f"{tool} is not installed: run scripts/setup.sh as root ({hint})")
+        raise DependencyError(f"{tool} is not installed: run scripts/setup.sh --lab as root ({hint})")
 
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     output = opts.output or Path(f"sweep-{stamp}.json")

@@ -104,7 +104,7 @@ def validate(env: Env, opts: TuneOptions) -> None:
         raise PrivilegeError("statstorm tune starts a shadow php-fpm and nginx and traces the "
                              "pool: run it as root")
     if Wrk().available() is None:
-        raise DependencyError("wrk is not installed: run scripts/setup.sh as root")
+        raise DependencyError("wrk is not installed: run scripts/setup.sh --lab as root (or apt-get install wrk)")
 
 
 # -- the pool, its site and its shadow -------------------------------------------------------------

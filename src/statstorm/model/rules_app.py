@@ -92,7 +92,7 @@ def app_data_on_network(facts: Facts) -> list[Finding]:
                 ev.append("APCu is not loaded in the pool and not available on this machine")
                 return [finding(Severity.WARNING, f"{facts.app} re-reads its data files from network "
                                 "storage on every request", ev,
-                                [f"# install APCu (scripts/setup.sh, or the php"
+                                [f"# install APCu (scripts/setup.sh --lab, or the php"
                                  f"{version_of(facts.php_binary) or HOST_VERSION}-apcu "
                                  "package), then run statstorm check again"], tradeoff, gain)]
             ev.append("APCu is not loaded in the pool: statstorm loads it for this pool only")

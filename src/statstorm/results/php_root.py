@@ -56,7 +56,7 @@ class PhpRelease:
         return "php-apcu" if self.release == "bullseye" else f"php{self.version}-apcu"
 
     def packages(self) -> tuple[str, ...]:
-        """What a lab's apps need of PHP (as scripts/setup.sh installs for the host's),
+        """What a lab's apps need of PHP (as scripts/setup.sh --lab installs for the host's),
         OPcache included."""
         return tuple(f"php{self.version}-{ext}" for ext in
                      ("fpm", "cli", "opcache", "sqlite3", "mysql", "mbstring", "xml", "intl"))

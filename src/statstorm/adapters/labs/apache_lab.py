@@ -154,7 +154,7 @@ def require_installed(handler: str) -> None:
         missing.append(conf.php_code_wanted)
     if missing:
         raise DependencyError(f"Apache with --handler {handler} needs {', '.join(missing)}: "
-                              f"run scripts/setup.sh as root (packages {conf.packages})")
+                              f"run scripts/setup.sh --lab as root (packages {conf.packages})")
 
 
 def check_path(path: Path) -> None:

@@ -55,12 +55,12 @@ def require_installed() -> None:
     for path in (SERVER, INSTALL_DB, CLIENT):
         if not Path(path).exists():
             raise DependencyError(f"{path} is missing (package mariadb-server): "
-                                  "run scripts/setup.sh as root")
+                                  "run scripts/setup.sh --lab as root")
     try:
         pwd.getpwnam(USER)
     except KeyError:
         raise DependencyError(f"there is no {USER!r} user (made by mariadb-server): "
-                              "reinstall it with scripts/setup.sh") from None
+                              "reinstall it with scripts/setup.sh --lab") from None
 
 
 def server_argv(inst: Instance) -> list[str]:

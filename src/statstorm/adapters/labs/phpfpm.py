@@ -23,7 +23,7 @@ def find_binary() -> str:
     """The newest php-fpm binary installed (Debian 12's, `/usr/sbin/php-fpm` + its version)."""
     found = sorted(glob.glob("/usr/sbin/php-fpm[0-9]*"), key=_version_key)
     if not found:
-        raise DependencyError("php-fpm is not installed: run scripts/setup.sh as root")
+        raise DependencyError("php-fpm is not installed: run scripts/setup.sh --lab as root")
     return found[-1]
 
 

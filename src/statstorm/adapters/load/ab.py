@@ -82,7 +82,7 @@ class Ab:
 
     def run(self, env: Env, spec: RunSpec, workdir: Path) -> LoadRun:
         if not self.available():
-            raise DependencyError("ab is not installed: run scripts/setup.sh as root (Debian package apache2-utils)")
+            raise DependencyError("ab is not installed: run scripts/setup.sh --lab as root (or apt-get install apache2-utils)")
         csv = workdir / "ab-percentiles.csv"
         csv.unlink(missing_ok=True)
         rc, out, err = run_bounded(env, self.command(spec, workdir), what="ab",

@@ -82,7 +82,7 @@ def run_bounded(env: Env, argv: Sequence[str], *, timeout: float, what: str,
             start_new_session=True,
         )
     except FileNotFoundError:
-        raise DependencyError(f"{argv[0]} is not installed: run scripts/setup.sh as root") from None
+        raise DependencyError(f"{argv[0]} is not installed: run scripts/setup.sh --lab as root") from None
     try:
         faults.phase("load/running")
         out, err = proc.communicate(input=stdin_text, timeout=timeout)

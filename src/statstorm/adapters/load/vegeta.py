@@ -6,7 +6,7 @@
    sent late, the lag is added back (no coordinated omission even then),
  - errors are split into connect / timeout / other socket errors / non-2xx,
  - the expected text is checked in every body.
-Installed by scripts/setup.sh into /opt/statstorm/bin (Go module github.com/tsenart/vegeta/v12).
+Installed by scripts/setup.sh --lab into /opt/statstorm/bin (Go module github.com/tsenart/vegeta/v12).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ class Vegeta:
     def run(self, env: Env, spec: RunSpec, workdir: Path) -> LoadRun:
         binary = self.available()
         if not binary:
-            raise DependencyError("vegeta is not installed: run scripts/setup.sh as root "
+            raise DependencyError("vegeta is not installed: run scripts/setup.sh --lab as root "
                                   "(it installs it into /opt/statstorm/bin)")
         out_file = workdir / "vegeta.bin"
         out_file.unlink(missing_ok=True)

@@ -99,7 +99,7 @@ class Wrk:
 
     def run(self, env: Env, spec: RunSpec, workdir: Path) -> LoadRun:
         if not self.available():
-            raise DependencyError("wrk is not installed: run scripts/setup.sh as root (Debian package wrk)")
+            raise DependencyError("wrk is not installed: run scripts/setup.sh --lab as root (or apt-get install wrk)")
         rc, out, err = run_bounded(env, self.command(spec, workdir), what="wrk",
                                    timeout=spec.duration_s + spec.timeout_s + 15)
         if rc != 0 and "requests in" not in out:

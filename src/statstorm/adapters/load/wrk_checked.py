@@ -100,7 +100,7 @@ def parse(text: str) -> CheckedRun:
 def run(env: Env, spec: CheckSpec) -> CheckedRun:
     """Run wrk once, bounded in time and ended by PID on any exit path."""
     if not binary():
-        raise DependencyError("wrk is not installed: run scripts/setup.sh as root (Debian package wrk)")
+        raise DependencyError("wrk is not installed: run scripts/setup.sh --lab as root (or apt-get install wrk)")
     rc, out, err = run_bounded(env, command(spec), what="wrk",
                                timeout=spec.duration_s + spec.timeout_s + 15)
     if rc != 0 and "STATSTORM-MATRIX" not in out:

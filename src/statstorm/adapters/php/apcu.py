@@ -1,7 +1,7 @@
 """APCu, the local object cache PHP apps keep their own caches in, loaded for one pool.
 
 statstorm does not install APCu system-wide (Debian's phpX.Y-apcu package enables it for
-every SAPI and pool): `scripts/setup.sh` unpacks the package's `apcu.so` into statstorm's
+every SAPI and pool): `scripts/setup.sh --lab` unpacks the package's `apcu.so` into statstorm's
 own directory, and `statstorm apply` loads it into the one pool that needs it with
 `php_admin_value[extension] = PATH` (php-fpm loads an extension given there into that pool's
 workers only). Where the system already has APCu, that copy is used.
@@ -36,5 +36,5 @@ def extension_path(php_api: str = "", root: str = "") -> str:
 
 
 def install_hint(version: str = HOST_VERSION) -> str:
-    return (f"APCu is not available: run scripts/setup.sh (it unpacks php{version}-apcu's "
+    return (f"APCu is not available: run scripts/setup.sh --lab (it unpacks php{version}-apcu's "
             f"apcu.so into {OWN_DIR}) or install php{version}-apcu")

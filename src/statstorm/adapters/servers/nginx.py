@@ -21,7 +21,7 @@ BINARY = "/usr/sbin/nginx"
 
 def require_installed() -> None:
     if not Path(BINARY).exists():
-        raise DependencyError("nginx is not installed: run scripts/setup.sh as root")
+        raise DependencyError("nginx is not installed: run scripts/setup.sh --lab as root")
 
 
 def render_conf(*, port: int, docroot: str, socket: str, prefix: Path,

@@ -38,7 +38,7 @@ def require_installed() -> None:
         if not Path(tool).exists():
             raise DependencyError(
                 f"{tool} is missing: install glusterfs-server and glusterfs-client "
-                "(run scripts/setup.sh as root)"
+                "(run scripts/setup.sh --lab as root)"
             )
     if not Path("/dev/fuse").exists():
         raise DependencyError("/dev/fuse is missing: load the fuse module (`modprobe fuse`)")

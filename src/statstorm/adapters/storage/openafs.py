@@ -41,7 +41,7 @@ def require_installed() -> None:
     for tool in (*(str(SERVER_BIN / s) for s in SERVERS), AFSD, VOS, PTS, "/usr/bin/unshare"):
         if not Path(tool).exists():
             raise DependencyError(f"{tool} is missing: install openafs-fileserver, "
-                                  "openafs-dbserver and openafs-fuse (run scripts/setup.sh "
+                                  "openafs-dbserver and openafs-fuse (run scripts/setup.sh --afs "
                                   "as root)")
     if not Path("/dev/fuse").exists():
         raise DependencyError("/dev/fuse is missing: load the fuse module (`modprobe fuse`)")

@@ -115,7 +115,7 @@ class Targets:
 def find() -> str:
     path = shutil.which("bpftrace")
     if not path:
-        raise DependencyError("bpftrace is not installed; run scripts/setup.sh "
+        raise DependencyError("bpftrace is not installed; run scripts/setup.sh --lab "
                               "(or apt-get install bpftrace)")
     return path
 

@@ -7,7 +7,7 @@ waking per event, and they are decoded once the trace has stopped (a measured ru
 spent on parsing while PHP is measured) or, for `statstorm trace`, while it records with at
 most a quarter of one core (adapters/tracing/libbpf_run.py), the rest after the stop.
 
-The loader is built by scripts/setup.sh into BUILD_DIR, stamped with the hash of its sources:
+The loader is built by scripts/setup.sh --lab into BUILD_DIR, stamped with the hash of its sources:
 a loader built from other sources is not used. An installed package (scripts/package.sh: the
 .deb and the wheel) carries its own, prebuilt and stamped the same way, in PACKAGED_DIR next to
 the sources it was built from; BUILD_DIR's is preferred when both are current (it was built on
@@ -88,7 +88,8 @@ def stamped(directory: Path, want: str) -> Path | None:
 
 
 NOT_BUILT = "the compiled eBPF tracer is not built (or is out of date)"
-BUILD_FIX = "run scripts/setup.sh (an installed package carries its own: reinstall it)"
+BUILD_FIX = ("run scripts/setup.sh --lab (it installs the compiler; an installed package carries"
+             " its own: reinstall it)")
 
 
 def find() -> Path:

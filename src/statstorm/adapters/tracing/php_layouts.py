@@ -12,7 +12,7 @@ given to the loader as `--layout`, with no header and no compiler on the host. O
   by the binary's build id and the program's hash, so a trace compiles nothing after the
   first;
 - the host's PHP of the build whose layout the loader was built with (build.sh, from the
-  php8.2-dev headers scripts/setup.sh unpacks) keeps that one (the loader looks for that
+  php8.2-dev headers scripts/setup.sh --lab unpacks) keeps that one (the loader looks for that
   build id in the binary: php_table.c `layout_fits`).
 
 The layout says where the included-files table lies, how its entries and a file handle are
