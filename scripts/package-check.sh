@@ -6,7 +6,12 @@
 # The clean root is made once per machine and kept under /var/tmp/statstorm-package-roots,
 # keyed by its release, mirror and package list; each check runs on an overlay of it (the
 # cached root is never written) and unmounts everything after, also on failure.  No service
-# of the root is started (policy-rc.d).  Needs root, debootstrap and the Debian mirror once.
+# of the root is started by its packages (policy-rc.d); before the install the check starts
+# the root's php-fpm (Debian's pool www) and nginx itself, serving a small PHP site on a free
+# loopback port (scripts/package-site.sh), and stops them by PID before unmounting; after it,
+# the installed statstorm checks that pool and traces it (--counts, then full events) under
+# a loopback load.  It refuses to run while this machine runs a pool www of its own (the
+# root sees the machine's /proc).  Needs root, debootstrap and the Debian mirror once.
 # Prints what it measured as `name value` lines at its end (tests/test_package.py reads them).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
