@@ -6,7 +6,12 @@
 # The clean root is made once per machine and kept under /var/tmp/statstorm-package-roots,
 # keyed by its release, mirror and package list; each check runs on an overlay of it (the
 # cached root is never written) and unmounts everything after, also on failure.  No service
-# of the root is started (policy-rc.d).  Needs root, debootstrap and the Debian mirror once.
+# of the root is started by its packages (policy-rc.d); before the install the check starts
+# the root's php-fpm (Debian's pool www) and nginx itself, serving a small PHP site on a free
+# loopback port (scripts/package-site.sh), and stops them by PID before unmounting; after it,
+# the installed statstorm checks that pool and traces it (--counts, then full events) under
+# a loopback load.  It refuses to run while this machine runs a pool www of its own (the
+# root sees the machine's /proc).  Needs root, debootstrap and the Debian mirror once.
 # Prints what it measured as `name value` lines at its end (tests/test_package.py reads them).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,7 +74,19 @@ fi
 work=$(mktemp -d /var/tmp/statstorm-package-check.XXXXXX)
 mnt=$work/root
 mkdir -p "$work/upper" "$work/work" "$mnt"
+served=()  # the PIDs of the root's php-fpm and nginx masters, once started
+stop_served() {
+    local pid
+    for pid in "${served[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${served[@]}"; do
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    served=()
+}
 cleanup() {
+    stop_served
     for m in "$mnt/sys/kernel/tracing" "$mnt/sys" "$mnt/proc" "$mnt"; do
         mountpoint -q "$m" && { umount "$m" 2>/dev/null || umount -l "$m"; }
     done
@@ -92,10 +109,34 @@ done
 echo "--- what apt pulls in (apt-get -s install ./$name)"
 in_root apt-get -s install "/tmp/$name" | sed -n 's/^Inst \([^ ]*\) .*/\1/p' | tr '\n' ' ' | tee "$work/pulled"
 echo
-echo "--- apt install ./$name"
+source "$here/scripts/package-site.sh"
+serve_site
+echo "--- apt install ./$name, then statstorm check --pool www --json"
 t0=$(date +%s.%N)
 in_root apt-get install -y -q "/tmp/$name" > "$work/install.log" 2>&1 || { tail -20 "$work/install.log"; exit 1; }
 t1=$(date +%s.%N)
+check_rc=0
+in_root statstorm check --pool www --json > "$work/check.json" 2> "$work/check.err" || check_rc=$?
+t2=$(date +%s.%N)
+python3 - "$work/check.json" "$check_rc" "$work/check.err" "$site" <<'PY'
+import json, sys
+rc, err = int(sys.argv[2]), open(sys.argv[3]).read().strip().splitlines()
+try:
+    got = json.load(open(sys.argv[1]))
+except ValueError as exc:
+    sys.exit(f"statstorm package-check: check --pool www in the clean root: exit {rc}, "
+             f"no JSON ({exc}): {err[-1] if err else ''}")
+findings = got.get("findings")
+if rc != 0 or not isinstance(findings, list):
+    sys.exit(f"statstorm package-check: check --pool www in the clean root: exit {rc}, "
+             f"findings {type(findings).__name__}: {err[-1] if err else ''}")
+docroots = [p.get("docroot") for p in got.get("pools", [])]
+if docroots != [sys.argv[4]]:
+    sys.exit(f"statstorm package-check: check --pool www in the clean root found the pool's "
+             f"code at {docroots}, not {sys.argv[4]} (the root's nginx site passing to it)")
+print(f"check: exit 0, pool www's code at {docroots[0]}, {len(findings)} findings:",
+      ", ".join(sorted({str(f["id"]) for f in findings})))
+PY
 echo "--- statstorm --help"
 in_root statstorm --help | head -5
 echo "--- statstorm check --help"
@@ -119,6 +160,7 @@ if rc != 0 or not modes.get("events") or not modes.get("counts"):
     sys.exit(f"statstorm package-check: doctor in the clean root: exit {rc}, modes {modes}")
 print(f"doctor: exit 0, modes {modes}")
 PY
+trace_site
 for f in /usr/share/man/man1/statstorm.1.gz /usr/share/bash-completion/completions/statstorm \
          /lib/systemd/system/statstorm-exporter.service /etc/default/statstorm-exporter; do
     [[ -e $mnt$f ]] || { echo "statstorm package-check: $f is not installed" >&2; exit 1; }
@@ -147,4 +189,7 @@ echo "deb_bytes $(stat -c %s "$deb")"
 echo "installed_kib $(in_root dpkg-query -W -f='${Installed-Size}' statstorm)"
 echo "pulled_packages $(wc -w < "$work/pulled")"
 echo "install_seconds $(printf '%.1f' "$(echo "$t1 - $t0" | bc 2>/dev/null || python3 -c "print($t1-$t0)")")"
+echo "check_seconds $(python3 -c "print(f'{$t2 - $t1:.1f}')")"
+echo "check_after_install_seconds $(python3 -c "print(f'{$t2 - $t0:.1f}')")"
+cat "$work/trace.numbers"
 echo "ok"

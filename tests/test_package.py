@@ -5,10 +5,12 @@ installed statstorm runs and finds its tracer."""
 
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -16,6 +18,9 @@ import pytest
 
 from statstorm.adapters.tracing import libbpf_trace
 from statstorm.cli import load_commands, cli, manpage
+
+sys.path.insert(0, str(Path(__file__).parent))
+from stock_host import LOCK as STOCK_HOST_LOCK  # noqa: E402
 
 pytestmark = pytest.mark.beside  # the lane it runs in (tests/README.md); root per test
 
@@ -118,9 +123,15 @@ def test_a_man_page_for_statstorm_and_for_each_verb_from_its_help() -> None:
 def test_the_deb_installs_on_a_clean_debian_12_without_a_compiler(tmp_path: Path) -> None:
     """scripts/package.sh, then scripts/package-check.sh: apt install of the .deb into an
     overlay of the cached clean root (php8.2-fpm and nginx only), where `statstorm --help`,
-    `check --help`, the man page, completion and unit are there and the tracer is found.
-    About 25 s of build and 35 s of install and checks once the root is cached; making the
-    root the first time on a machine: about 95 s more."""
+    `check --help`, the man page, completion and unit are there and the tracer is found; and
+    where the root's own php-fpm (Debian's pool www) and nginx serve a small PHP site, the
+    installed statstorm checks that pool, counts its requests and traces them in full, the
+    site's includes attributed. About 30 s of build and 80 s of install, servers and traces
+    once the root is cached; making the root the first time on a machine: about 95 s more.
+
+    The root's pool is named www as Debian names it, and the root sees the machine's /proc:
+    the stock-host lock is held meanwhile, so no stock-host test (tests/stock_host.py) runs
+    its own pool www beside it."""
     env = {**os.environ, "STATSTORM_DIST": str(tmp_path)}
     built = subprocess.run(["nice", "-n", "19", "bash", str(REPO / "scripts/package.sh")],
                            env=env, capture_output=True, text=True, timeout=900)
@@ -128,8 +139,11 @@ def test_the_deb_installs_on_a_clean_debian_12_without_a_compiler(tmp_path: Path
     debs = list(tmp_path.glob("statstorm_*_amd64.deb"))
     wheels = list(tmp_path.glob("statstorm-*-py3-none-linux_x86_64.whl"))
     assert len(debs) == 1 and len(wheels) == 1, built.stderr
-    checked = subprocess.run(["nice", "-n", "19", "bash", str(REPO / "scripts/package-check.sh"),
-                              str(debs[0])], capture_output=True, text=True, timeout=900)
+    with open(STOCK_HOST_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        checked = subprocess.run(["nice", "-n", "19", "bash",
+                                  str(REPO / "scripts/package-check.sh"), str(debs[0])],
+                                 capture_output=True, text=True, timeout=900)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     out = checked.stdout
     assert out.rstrip().endswith("ok")
@@ -138,6 +152,16 @@ def test_the_deb_installs_on_a_clean_debian_12_without_a_compiler(tmp_path: Path
     numbers = dict(line.split(" ", 1) for line in out.splitlines()
                    if re.match(r"^[a-z_]+ [0-9.]+$", line))
     assert float(numbers["install_seconds"]) < 60
+    # inside the root: check ran (its time printed, never asserted), the pool's requests were
+    # counted and traced, and the site's three lib files were attributed as includes (the
+    # script fails, naming the file, when one of them is not)
+    print({k: numbers[k] for k in ("install_seconds", "check_seconds",
+                                   "check_after_install_seconds", "trace_requests",
+                                   "trace_includes_attributed")})
+    assert "check_after_install_seconds" in numbers
+    assert int(numbers["counts_requests"]) > 0
+    assert int(numbers["trace_requests"]) > 0
+    assert int(numbers["trace_includes_attributed"]) > 0
     pulled = out.split("--- what apt pulls in", 1)[1].split("---", 1)[0]
     for lab_only in ("clang", "llvm", "gcc", "glusterfs-server", "mariadb", "mediawiki",
                      "composer", "php8.2-dev", "bpftrace"):

@@ -66,6 +66,18 @@ def exe(pid: int) -> str:
         return ""
 
 
+def same_root(pid: int) -> bool:
+    """Does `pid` see the file system this process sees as `/`? False for a process in
+    another root (a chroot, a container's mount namespace; seen from inside a chroot, the
+    host's processes): the paths it names mean other files here. True when its root cannot
+    be read (gone, or another user's without privileges): nothing says it is elsewhere."""
+    try:
+        theirs, ours = os.stat(f"/proc/{pid}/root"), os.stat("/")
+    except OSError:
+        return True
+    return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
+
+
 def ppid(pid: int) -> int:
     """A process's parent PID (0 once it is gone)."""
     try:

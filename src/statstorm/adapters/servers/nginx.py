@@ -103,9 +103,14 @@ def start(env: Env, conf: Path, prefix: Path, port: int, record: Callable[[int],
 
 
 def running_masters_by_pid() -> list[tuple[int, list[str]]]:
-    """Each running nginx master's PID, binary and options (from its process title)."""
+    """Each running nginx master's PID, binary and options (from its process title): the
+    masters of this file system only. A master in another root (a chroot's nginx seen from
+    the host, the host's seen from inside a chroot) names its configuration as that root
+    sees it: read here, it would be another file, or none."""
     out = []
     for pid in procs.find_pids(["nginx: master process"]):
+        if not procs.same_root(pid):
+            continue
         title = " ".join(procs.cmdline(pid)).split("nginx: master process", 1)[1].split()
         binary = title[0] if title and title[0].startswith("/") else "/usr/sbin/nginx"
         out.append((pid, [binary, *title[1:]]))
