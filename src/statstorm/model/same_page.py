@@ -44,6 +44,9 @@ def differs(page: Page, status: int, body: bytes) -> str:
         got.append(f"{len(body):,} bytes")
     if page.marker and page.marker.encode() not in body:
         got.append(f"without {page.marker!r}")
+        title = marker_of(body)
+        if title:
+            got.append(f"titled {title!r}")
     return ", ".join(got)
 
 

@@ -4,7 +4,7 @@ two labs and tune's shadow against the user's pool. Each network round also coun
 trips its storage served (adapters/storage/round_trips.py), when it can be read.
 
 Given the site's pages (`pages_of`, taken before the run changes anything), both sides must
-answer them: each side's URL is fetched once and compared before the warm-up, and every
+answer them: each side's URL is fetched once and compared after the warm-up, and every
 answer of every round is checked by wrk (status, length, the page's title:
 adapters/load/wrk_checked.py); a side that answers another page ends the measurement with
 NotSamePage, in one line, and no ratio."""
@@ -73,7 +73,7 @@ def pages_of(urls: tuple[str, ...], timeout: float = 60) -> tuple[Page, ...]:
 
 
 def _same_pages(side: Target, label: str) -> None:
-    """Each URL of `side` answers its page once, before any load."""
+    """Each URL of `side` answers its page once, after the warm-up, before the rounds."""
     for url, page in zip(side.urls, side.pages):
         try:
             status, body = http.get(url, 60)
@@ -92,8 +92,6 @@ def measure(env: Env, local: Target, network: Target, load: Load, label: str,
     rounds: dict[str, list[Round]] = {"local": [], "network": []}
     wrk = Wrk()
     sides = (local, network)
-    for side in sides:
-        _same_pages(side, label)
     with tempfile.TemporaryDirectory(prefix="statstorm-load-") as tmp:
         work = Path(tmp)
         for side in sides:
@@ -101,6 +99,8 @@ def measure(env: Env, local: Target, network: Target, load: Load, label: str,
                 with load_lock(env):
                     wrk.run(env, RunSpec(url, load.warmup_s, 10.0, concurrency=load.concurrency,
                                          max_requests=100_000), work)
+        for side in sides:  # warm: a cold start's first answers (an app's caches) are past
+            _same_pages(side, label)
         for i in range(load.rounds):
             for n, _ in enumerate(local.urls):
                 for side in sides:
