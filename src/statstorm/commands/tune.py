@@ -4,7 +4,8 @@ A shadow of the pool on local disk is the reference (adapters/labs/shadow.py: it
 copied, a php-fpm with the pool's own settings, a loopback nginx), the pool is the target, and
 the demo's pipeline (commands/demo.py `pipeline`) runs on that pair:
 
-1. **shadow**: the pool's site's docroot copied, the shadow started;
+1. **shadow**: the pool's site's code copied (its docroot, or the directory above it that holds
+   the code two traced page views include: model/app_tree.py), the shadow started;
 2. **before**: the pool (through the given URLs) and the shadow (the same paths) under the
    same closed-model load, rounds interleaved (adapters/load/interleaved.py);
 3. **find**: `trace` of the pool during page views of the URLs, `check --trace`;
@@ -28,6 +29,7 @@ shadow is removed whatever happens.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager
@@ -38,18 +40,22 @@ from statstorm.adapters.load.wrk import Wrk
 from statstorm.adapters.php import php_targets
 from statstorm.adapters.servers import nginx
 from statstorm.adapters.storage import round_trips
-from statstorm.commands import demo as demo_cmd
+from statstorm.adapters.tracing import page_views
+from statstorm.commands import demo as demo_cmd, trace as trace_cmd
 from statstorm.commands.pair import Pair, lab_member, pool_member
 from statstorm.commands.run_record import Record
 from statstorm.env import Env
 from statstorm.errors import DependencyError, PrivilegeError, UsageError
-from statstorm.model import applyplan
+from statstorm.model import app_tree as app_trees, applyplan
+from statstorm.results.app_tree import AppTree
 from statstorm.results.demo import Lab, new_run_id
 from statstorm.results.lab import LabState
 from statstorm.results.php_root import release
 from statstorm.results.sites import Site
+from statstorm.results.trace import read_trace
 from statstorm.results.tune import TuneResult
 
+TREE_VIEWS = 2  # page views traced to find the tree the app runs from
 LOOPBACK_FIX = ("tune loads and copies a pool of this machine only: give its site's URL on "
                 "127.0.0.1, ::1 or localhost")
 
@@ -128,11 +134,31 @@ def resolve(env: Env, opts: TuneOptions) -> Resolved:
                  f"{shadows.php_note(binary).removesuffix(', as the pool does')}; the pool runs "
                  f"PHP {shadows.php_of(pool.binary)[0] or '?'}: the ratio measures the PHP "
                  "versions as well as the storage")
+    tree = app_tree(env, opts.pool, opts.urls, site.known_docroot)
+    if tree.note():
+        notes.append(tree.note())
     return Resolved(site, shadows.ShadowPlan(
         pool=opts.pool, lab=shadows.lab_name(opts.pool), source=site.known_docroot,
         binary=binary, ini=ini, directives=directives,
         workers=shadows.workers_of(directives), user=directives.get("user") or "www-data",
-        front=shadow_site.front_controller(opts.urls[0]), notes=tuple(notes)))
+        front=shadow_site.front_controller(opts.urls[0]), notes=tuple(notes),
+        tree=tree.root))
+
+
+def app_tree(env: Env, pool: str, urls: tuple[str, ...], docroot: str) -> AppTree:
+    """The tree the pool's app runs from (model/app_tree.py): the PHP files two traced page
+    views of its URLs include (PHP's included-files table), and those they open."""
+    with tempfile.TemporaryDirectory(prefix="statstorm-tune-tree-") as tmp:
+        out = Path(tmp) / "tree.sst.gz"
+        page_views.trace_views(env, trace_cmd.views_tracer(TREE_VIEWS), lab=None, pool=pool,
+                               urls=urls, output=out, views=TREE_VIEWS,
+                               name="statstorm-tune-tree")
+        tr = read_trace(out)
+    included = [str(o.args.get("name", "")) for o in tr.operations.values()
+                if o.kind in ("include", "main_script")]
+    included += [s.path for s in tr.syscalls
+                 if s.ret >= 0 and s.path.endswith(".php") and s.syscall in ("open", "openat")]
+    return app_trees.tree_of(docroot, included)
 
 
 def shadow_binary(env: Env, pool_binary: str, version: str) -> str:
@@ -189,14 +215,14 @@ def run(env: Env, opts: TuneOptions, say: Callable[[str], None] | None = None,
     job = demo_cmd.Job(opts.views, opts.load(), "the pool and its shadow", yes=opts.yes,
                        mirror=opts.mirror, planned=planned, fixed=fixed)
     try:
-        rec.step(1, f"shadow: pool {opts.pool}'s code ({docroot}) copied to local disk, a "
+        rec.step(1, f"shadow: pool {opts.pool}'s code ({plan.copied}) copied to local disk, a "
                     "php-fpm with its settings behind a loopback nginx…")
         with steps.shadow(env, plan, log) as shadow:
             rec.save(shadow=Lab(shadow.name, shadow.url))
             pair = Pair(lab_member(env, shadow, "local",
                                    shadow_site.shadow_urls(shadow.url, opts.urls),
-                                   code=shadow.docroot),
-                        pool_member(opts.pool, opts.urls, docroot,
+                                   code=shadow.code_path or shadow.docroot),
+                        pool_member(opts.pool, opts.urls, plan.copied,
                                     lambda: steps.window(env, docroot)))
             demo_cmd.pipeline(env, job, pair, rec, steps)
     finally:

@@ -1,7 +1,8 @@
 """A shadow of a running php-fpm pool on local disk: tune's reference.
 
-The pool's code tree (the docroot of the site serving it) copied under statstorm's state
-root, a php-fpm master of the same binary with the pool's own directives (its php_value and
+The pool's code tree (the docroot of the site serving it, or the directory above it that
+holds the code its requests include: `ShadowPlan.tree`, model/app_tree.py) copied under
+statstorm's state root, a php-fpm master of the same binary with the pool's own directives (its php_value and
 php_admin_value lines, env, limits; paths into the code rewritten to the copy) and the
 master's -d options, on its own socket, behind a loopback-only nginx on a free port serving
 the copy with the same URL paths. A pool of another PHP than the host's (a lab made with
@@ -45,7 +46,7 @@ class ShadowPlan:
 
     pool: str
     lab: str  # its lab's name
-    source: str  # the code tree copied: the docroot of the site serving the pool
+    source: str  # the docroot of the site serving the pool
     binary: str  # the pool's php-fpm
     ini: dict[str, str] = field(default_factory=dict)  # the master's -d options
     directives: dict[str, str] = field(default_factory=dict)  # the pool's, from php-fpm -tt
@@ -53,6 +54,11 @@ class ShadowPlan:
     user: str = "www-data"
     front: str = "index.php"  # the front controller nginx falls back to
     notes: tuple[str, ...] = ()
+    tree: str = ""  # the tree copied: the docroot, or a directory above it (model/app_tree.py)
+
+    @property
+    def copied(self) -> str:
+        return self.tree or self.source
 
 
 def php_of(binary: str) -> tuple[str, str]:
@@ -137,7 +143,7 @@ def _ini_value(value: str) -> str:
 def render_fpm_conf(plan: ShadowPlan, root: Path, copy: Path) -> str:
     """The shadow master's configuration: its own pid, log and socket; the pool's directives."""
     lines = [f"{k} = {_ini_value(v)}" for k, v in
-             kept_directives(plan.directives, plan.source, str(copy)).items()]
+             kept_directives(plan.directives, plan.copied, str(copy)).items()]
     body = "\n".join(lines)
     return f"""\
 ; written by statstorm tune: the shadow of pool {plan.pool}, serving a copy on local disk
@@ -211,8 +217,8 @@ def up(env: Env, plan: ShadowPlan, say: Callable[[str], None]) -> LabState:
         raise BusyError(f"a lab named {plan.lab!r} exists (a shadow left behind?): remove it "
                         f"with `statstorm lab down --name {plan.lab}`")
     root.parent.mkdir(parents=True, exist_ok=True)
-    check_space(tree_bytes(Path(plan.source)), shutil.disk_usage(root.parent).free,
-                plan.source, root.parent)
+    tree = Path(plan.copied)
+    check_space(tree_bytes(tree), shutil.disk_usage(root.parent).free, str(tree), root.parent)
     root.mkdir()
     for path in (env.state_root, root.parent, root):
         path.chmod(0o755)  # www-data serves from below here, whatever the umask
@@ -225,11 +231,13 @@ def up(env: Env, plan: ShadowPlan, say: Callable[[str], None]) -> LabState:
         for sub in ("conf", "run", "log", "tmp"):
             (root / sub).mkdir(exist_ok=True)
         code = root / "code"
-        rec.record(code_path=str(code), docroot=str(code))
-        say(f"shadow of pool {plan.pool}: copying {plan.source} to {code}…")
-        tree_copy.copy_tree(Path(plan.source), code, jobs=4)
-        code.chmod(Path(plan.source).stat().st_mode & 0o7777)
-        pin_escaping_links(Path(plan.source), code)
+        within = os.path.relpath(plan.source, tree)
+        docroot = code if within == "." else code / within
+        rec.record(code_path=str(code), docroot=str(docroot))
+        say(f"shadow of pool {plan.pool}: copying {tree} to {code}…")
+        tree_copy.copy_tree(tree, code, jobs=4)
+        code.chmod(tree.stat().st_mode & 0o7777)
+        pin_escaping_links(tree, code)
         state = rec.record(pool=f"statstorm-{plan.lab}", fpm_socket=str(root / "run/php-fpm.sock"))
         conf = phpfpm.lab_conf(state)
         conf.write_text(render_fpm_conf(plan, root, code))
@@ -246,7 +254,7 @@ def up(env: Env, plan: ShadowPlan, say: Callable[[str], None]) -> LabState:
         phpfpm.start(env, binary, conf, plan.ini, root / "log/php-fpm.out", plan.workers,
                      record_fpm, ini_dir=labs.php_ini_file(state).parent)
         rec.record(worker_pids=tuple(phpfpm.worker_pids(rec.state.fpm_master_pid)))
-        lab_servers.start_nginx(env, rec, code, plan.front, fixed_port=False)
+        lab_servers.start_nginx(env, rec, docroot, plan.front, fixed_port=False)
         rec.record(url=f"http://127.0.0.1:{rec.state.port}", phase="up")
     except BaseException:
         try:
