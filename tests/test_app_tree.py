@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from statstorm.model.app_tree import tree_of
 from statstorm.results.app_tree import AppTree
 
@@ -24,3 +26,28 @@ def test_a_tree_too_near_the_root_is_not_copied_its_code_is_named() -> None:
                                      "/opt/lib/sub/b.php", "relative.php"])
     assert t.root == "/srv/site/htdocs" and t.in_place == ("/opt/lib",)
     assert tree_of("/var/www", ["/var/www/index.php"]).root == "/var/www"
+
+
+def test_by_directories_as_checks_trace_facts_give_them() -> None:
+    from statstorm.model.app_tree import tree_of_dirs
+    t = tree_of_dirs("/srv/app/public", ["/srv/app/public", "/srv/app/src/Http", "/usr/share/php"])
+    assert t.root == "/srv/app" and t.in_place == ("/usr/share/php",)
+
+
+def test_checks_app_root_is_the_wider_of_composers_and_the_traces(tmp_path: Path) -> None:
+    """check's app root (the mirror's tree): the Composer project around the docroot, or the
+    directory above it holding what the traced requests included."""
+    from statstorm.adapters.php.pool_facts import _app_root
+    from statstorm.model.checkfacts import TraceFacts
+    public = tmp_path / "app/public"
+    public.mkdir(parents=True)
+    traced = TraceFacts(requests=3, detail="events", per_request={},
+                        included_dirs=(str(public), str(tmp_path / "app/src")))
+    assert _app_root(str(public), None) == str(public)
+    assert _app_root(str(public), traced) == str(tmp_path / "app")
+    (tmp_path / "app/composer.json").write_text("{}")
+    assert _app_root(str(public), None) == str(tmp_path / "app")
+    within = TraceFacts(requests=3, detail="events", per_request={},
+                        included_dirs=(str(public),))
+    assert _app_root(str(public), within) == str(tmp_path / "app")
+    assert _app_root("", traced) == ""

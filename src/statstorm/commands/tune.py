@@ -29,6 +29,7 @@ shadow is removed whatever happens.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ from statstorm.commands.pair import Pair, lab_member, pool_member
 from statstorm.commands.run_record import Record
 from statstorm.env import Env
 from statstorm.errors import DependencyError, PrivilegeError, UsageError
-from statstorm.model import app_tree as app_trees, applyplan
+from statstorm.model import app_tree as app_trees, applyplan, checkfacts
 from statstorm.results.app_tree import AppTree
 from statstorm.results.demo import Lab, new_run_id
 from statstorm.results.lab import LabState
@@ -154,11 +155,9 @@ def app_tree(env: Env, pool: str, urls: tuple[str, ...], docroot: str) -> AppTre
                                urls=urls, output=out, views=TREE_VIEWS,
                                name="statstorm-tune-tree")
         tr = read_trace(out)
-    included = [str(o.args.get("name", "")) for o in tr.operations.values()
-                if o.kind in ("include", "main_script")]
-    included += [s.path for s in tr.syscalls
-                 if s.ret >= 0 and s.path.endswith(".php") and s.syscall in ("open", "openat")]
-    return app_trees.tree_of(docroot, included)
+    opened = {os.path.dirname(s.path) for s in tr.syscalls
+              if s.ret >= 0 and s.path.endswith(".php") and s.call == "open"}
+    return app_trees.tree_of_dirs(docroot, [*checkfacts.included_dirs(tr), *opened])
 
 
 def shadow_binary(env: Env, pool_binary: str, version: str) -> str:

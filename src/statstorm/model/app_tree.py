@@ -25,14 +25,20 @@ def _under(path: str, root: str) -> bool:
 
 def tree_of(docroot: str, included: Iterable[str]) -> AppTree:
     """The tree of an app served from `docroot` whose requests included these files."""
+    return tree_of_dirs(docroot, (os.path.dirname(os.path.normpath(f)) for f in included
+                                  if f.startswith("/")))
+
+
+def tree_of_dirs(docroot: str, dirs: Iterable[str]) -> AppTree:
+    """The tree of an app served from `docroot` whose requests included files in `dirs`."""
     doc = os.path.normpath(docroot)
-    files = sorted({os.path.normpath(f) for f in included if f.startswith("/")})
-    system = [f for f in files if not _under(f, doc) and f.startswith(SYSTEM)]
-    code = [f for f in files if f not in system]
-    root = os.path.commonpath([doc, *(os.path.dirname(f) for f in code)]) if code else doc
+    found = sorted({os.path.normpath(d) for d in dirs if d.startswith("/")})
+    system = [d for d in found if not _under(d, doc) and (d + "/").startswith(SYSTEM)]
+    code = [d for d in found if d not in system]
+    root = os.path.commonpath([doc, *code]) if code else doc
     if _depth(root) < MIN_DEPTH:
         root = doc
-    outside = {os.path.dirname(f) for f in [*system, *code] if not _under(f, root)}
+    outside = [d for d in [*system, *code] if not _under(d, root)]
     return AppTree(doc, root, tuple(_collapse(sorted(outside))))
 
 
@@ -45,4 +51,4 @@ def _collapse(dirs: list[str]) -> list[str]:
     return out
 
 
-__all__ = ["MIN_DEPTH", "SYSTEM", "tree_of"]
+__all__ = ["MIN_DEPTH", "SYSTEM", "tree_of", "tree_of_dirs"]

@@ -56,6 +56,16 @@ class TraceFacts:
     network_time_share: float | None = None  # of request time, in calls on network mounts
     network_ms_per_request: float = 0.0
     round_trips_per_request: float | None = None  # measured at the storage (GlusterFS profile)
+    included_dirs: tuple[str, ...] = ()  # the directories of the PHP files requests included
+
+
+def included_dirs(trace: Trace) -> tuple[str, ...]:
+    """The directories of the PHP files the trace's requests included (absolute paths, from
+    PHP's included-files table), sorted."""
+    return tuple(sorted({posixpath.dirname(name) for o in trace.operations.values()
+                         if o.kind in ("include", "main_script")
+                         and isinstance(name := o.args.get("name"), str)
+                         and name.startswith("/")}))
 
 
 def _numbers(d: JsonValue | None) -> dict[str, float] | None:
@@ -326,7 +336,8 @@ def trace_facts(trace: Trace, summary: TraceSummary) -> TraceFacts:
         data_opens_per_request=round(sum(data_opens.values()) / div, 2),
         data_open_examples=tuple((p, round(c / div, 2)) for p, c in data_opens.most_common(5)),
         network_time_share=_share(net_ns, trace, done),
-        network_ms_per_request=round(net_ns / div / 1e6, 2), round_trips_per_request=rt)
+        network_ms_per_request=round(net_ns / div / 1e6, 2), round_trips_per_request=rt,
+        included_dirs=included_dirs(trace))
 
 
 def is_network_fstype(fstype: str) -> bool:

@@ -26,6 +26,7 @@ from statstorm.env import Env
 from statstorm.errors import ComponentError, UsageError
 from statstorm.model.checkfacts import (Facts, MountFact, OpcacheStatus, SiteRoot, TraceFacts,
                                         ini_int)
+from statstorm.model import app_tree
 from statstorm.model.storage_kinds import is_network_fstype
 from statstorm.results.sites import Site
 
@@ -172,6 +173,19 @@ def directives_of(env: Env, pool: PoolTarget) -> dict[str, str]:
     return pool.pool.directives(env)
 
 
+def _app_root(docroot: str, trace: TraceFacts | None) -> str:
+    """The app's tree the docroot belongs to: the Composer project around it
+    (codetree.app_root), or the directory above it holding the code the traced requests
+    included (model/app_tree.py), whichever is wider."""
+    if not docroot:
+        return ""
+    static = codetree.app_root(docroot)
+    if trace is None or not trace.included_dirs:
+        return static
+    traced = app_tree.tree_of_dirs(docroot, trace.included_dirs).root
+    return traced if static.startswith(traced.rstrip("/") + "/") else static
+
+
 def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool: bool = True,
            trace: TraceFacts | None = None,
            fsb: dict[str, dict[str, float]] | None = None) -> Gathered:
@@ -263,7 +277,7 @@ def gather(env: Env, pool: PoolTarget, *, docroot: str | None = None, query_pool
     return Gathered(Facts(
         pool=pool.name, settings=settings, lab=fpm.lab, handler=str(fpm.handler),
         cli_settings=cli, pm=pm, settings_source=source, fpm_global=fpm_global,
-        docroot=docroot, app_root=codetree.app_root(docroot) if docroot else "",
+        docroot=docroot, app_root=_app_root(docroot, trace),
         mirror=code_mirror.facts(docroot, labs.mirror_root(env, fpm.lab) if fpm.lab else None),
         php_files=tree.php_files if docroot else None,
         tree_entries=tree.entries, tree_bytes=tree.bytes,
