@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import threading
 import uuid
 import urllib.error
@@ -85,6 +86,12 @@ def test_a_dry_run_measures_predicts_and_changes_nothing(
     _no_shadow_left(state_home)
 
 
+def _verify() -> str:
+    """What `dpkg --verify` finds changed in the packages of the pool and its server."""
+    return subprocess.run(["dpkg", "--verify", "php8.2-fpm", "php8.2-common", "php8.2-opcache",
+                           "nginx-common"], capture_output=True, text=True).stdout
+
+
 class Poller:
     """The pool's page asked every 0.2 s while tune runs: every answer's status kept."""
 
@@ -123,6 +130,8 @@ def test_yes_applies_measures_again_and_escalates(state_home: Path, tmp_path: Pa
     monkeypatch.setenv("STATSTORM_MIRROR_ROOT", str(mirrors))
     try:
         assert b"DokuWiki" in urllib.request.urlopen(URL, timeout=20).read()
+        etc = {t: tree_digest(t) for t in TREES}
+        packaged = _verify()
         with Poller(URL) as poll:
             res = run_cli(["tune", "--pool", "www", "--url", URL, "-o", str(tmp_path / "out"),
                            "--yes", "--json", *SHORT], state_home, timeout=900)
@@ -158,5 +167,9 @@ def test_yes_applies_measures_again_and_escalates(state_home: Path, tmp_path: Pa
             run_cli(["apply", "--rollback", "--pool", "www"], state_home, check=True)
         assert b"DokuWiki" in urllib.request.urlopen(URL, timeout=20).read()
         assert not any(mirrors.glob("www/*")), "a mirror left behind"
+        # undone means undone: every file the run touched byte for byte as before it (the
+        # pool's www.conf as Debian's package left it), every file it made gone
+        assert {t: etc[t].differences(tree_digest(t)) for t in TREES} == {t: [] for t in TREES}
+        assert _verify() == packaged  # Debian's own files, as dpkg --verify reads them
     finally:
         shutil.rmtree(mirrors, ignore_errors=True)
