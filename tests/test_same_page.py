@@ -112,3 +112,12 @@ def test_a_side_that_turns_into_another_page_during_a_round_fails_it(site: str) 
 def test_a_site_that_does_not_answer_its_page_is_no_measure(site: str) -> None:
     with pytest.raises(NotSamePage, match="did not answer before anything changed"):
         interleaved.pages_of(("http://127.0.0.1:9/",))
+
+
+def test_apply_verifys_page_after_a_change(site: str) -> None:
+    (page,) = interleaved.pages_of((f"{site}/page",))
+    assert interleaved.page_changed(page) == ""
+    moved = Page(f"{site}/error", page.status, page.length, page.marker)
+    why = interleaved.page_changed(moved)
+    assert why.startswith(f"{site}/error answers another page after the change (")
+    assert "titled 'Error'" in why and "before: 200, " in why and "\n" not in why

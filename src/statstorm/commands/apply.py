@@ -30,7 +30,7 @@ from typing import Callable, TypeVar
 from statstorm import faults
 from statstorm.adapters.apply import (apply_steps, apply_target, backups, mirror, pool_config,
                                       storage_steps)
-from statstorm.adapters.load import http
+from statstorm.adapters.load import http, interleaved
 from statstorm.adapters.php import by_site
 from statstorm.adapters.storage import afs_client, fstab
 from statstorm.adapters.apply.pool_config import ApplyFailed, Target
@@ -48,6 +48,7 @@ from statstorm.model.rules import RULES
 from statstorm.results.apply import SCHEMA, ApplyMode, FileEdit, StorageStep
 from statstorm.results.apply_verify import Measurement, Prediction, Settling, Verify
 from statstorm.results.jsontypes import JsonObject
+from statstorm.results.page import Page
 from statstorm.results.sweep import LevelResult
 from statstorm.results.trace import read_trace
 
@@ -248,9 +249,10 @@ def predict(env: Env, target: Target, opts: ApplyOptions, changes: list[Change],
 
 
 def measure(env: Env, target: Target, opts: ApplyOptions,
-            tracer: Tracer = trace_cmd.counting_tracer) -> Measurement:
+            tracer: Tracer = trace_cmd.counting_tracer, page: Page | None = None) -> Measurement:
     """One short traced run at one concurrency (a sweep of one level, after a warm-up):
-    throughput, latency and metadata calls per request."""
+    throughput, latency and metadata calls per request; with `page`, an answer without its
+    title (or of another status) is a failed request."""
     def figures(lv: LevelResult, traced: Path | None) -> Measurement:
         network = read_trace(traced).trailer.get("network") if traced else None
         rt = network.get("per_request") if isinstance(network, dict) else None
@@ -260,18 +262,19 @@ def measure(env: Env, target: Target, opts: ApplyOptions,
             failed_per_request=lv.server.failed_per_request,
             round_trips_per_request=rt if isinstance(rt, (int, float)) else None,
             requests=sum(r.run.requests for r in lv.repeats))
-    return _traced_run(env, target, opts, tracer, figures)
+    return _traced_run(env, target, opts, tracer, figures, page)
 
 
 def _traced_run(env: Env, target: Target, opts: ApplyOptions, tracer: Tracer,
-                read: Callable[[LevelResult, Path | None], T]) -> T:
+                read: Callable[[LevelResult, Path | None], T], page: Page | None = None) -> T:
     """A sweep of one level under `tracer`; `read(level, trace)` is what it gives (the trace
     is removed after)."""
     with tempfile.TemporaryDirectory(prefix="statstorm-apply-") as tmp:
         p = sweep_cmd.Plan(
             url=target.url, tool="wrk", model="closed",
             levels=(float(opts.verify_concurrency),), duration_s=opts.verify_duration_s,
-            warmup_s=2.0, repeats=1, timeout_s=10.0, expect_status=200, expect_text="",
+            warmup_s=2.0, repeats=1, timeout_s=10.0,
+            expect_status=page.status if page else 200, expect_text=page.marker if page else "",
             fpm_status_url=None, pool=None, output=Path(tmp) / "sweep.json", plot=None,
             trace_lab=target.lab or None, trace_pool=None if target.lab else target.pool)
         res = sweep_cmd.run(env, p, progress=lambda msg, lv: env.log(f"verify: {msg}"),
@@ -281,14 +284,15 @@ def _traced_run(env: Env, target: Target, opts: ApplyOptions, tracer: Tracer,
         return read(lv, Path(traced) if traced else None)
 
 
-def settle(env: Env, target: Target, opts: ApplyOptions) -> Measurement:
+def settle(env: Env, target: Target, opts: ApplyOptions, page: Page | None = None
+           ) -> Measurement:
     """The measurement after the change, once settled: runs until two in a row agree
     (applyplan.settled) or verify_settle_s has passed; the first run is kept beside it."""
-    first = cur = measure(env, target, opts)
+    first = cur = measure(env, target, opts, page=page)
     runs, done = 1, opts.verify_settle_s <= 0
     start = env.clock()
     while not done and env.clock() - start < opts.verify_settle_s:
-        prev, cur = cur, measure(env, target, opts)
+        prev, cur = cur, measure(env, target, opts, page=page)
         runs += 1
         done = applyplan.settled(prev, cur)
         if not done:
@@ -324,11 +328,12 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
     with opts.verify, measure before and after and roll back a change for the worse."""
     target = result.target
     assert target is not None
-    before = prediction = None
+    before = prediction = page = None
     if opts.verify:
+        (page,) = interleaved.pages_of((target.url,))  # the page before: what counts after
         prediction = predict(env, target, opts, result.changes)
         env.log("verify: measuring before the change…")
-        before = measure(env, target, opts)
+        before = measure(env, target, opts, page=page)
     for path in pool_config.app_files(target, [e.path for e in result.edits]):
         problem = pool_config.php_lint(env, target, path)
         if problem:
@@ -356,11 +361,12 @@ def execute(env: Env, result: ApplyResult, opts: ApplyOptions) -> ApplyResult:
         raise
     faults.phase("apply/applied")
     result.mode = ApplyMode.APPLIED
-    if before is not None:
+    if before is not None and page is not None:
         env.log("verify: measuring after the change…")
-        result.verify = Verify(before, settle(env, target, opts), prediction)
-        if result.verify.worse:
-            result.reason = f"--verify: {result.verify.worse}"
+        result.verify = Verify(before, settle(env, target, opts, page), prediction)
+        changed = interleaved.page_changed(page)
+        if changed or result.verify.worse:
+            result.reason = f"--verify: {changed or result.verify.worse}"
             apply_steps.roll_back(env, target, backup, result.reason, result.steps)
             result.mode = ApplyMode.ROLLED_BACK
         else:

@@ -72,6 +72,17 @@ def pages_of(urls: tuple[str, ...], timeout: float = 60) -> tuple[Page, ...]:
     return tuple(out)
 
 
+def page_changed(page: Page) -> str:
+    """Why the page its URL answers now is not `page`, taken before a change ('' it is)."""
+    try:
+        status, body = http.get(page.url, 60)
+    except OSError as exc:
+        return f"{page.url} does not answer after the change ({exc})"
+    why = same_page.differs(page, status, body)
+    return (f"{page.url} answers another page after the change ({why}; before: "
+            f"{page.says()})") if why else ""
+
+
 def _same_pages(side: Target, label: str) -> None:
     """Each URL of `side` answers its page once, after the warm-up, before the rounds."""
     for url, page in zip(side.urls, side.pages):
