@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from statstorm.adapters.host import elf
@@ -58,7 +59,7 @@ PROBED = ("its includes are probed at every zend_stream_open instead of read fro
           "included-files table (more traps per request)")
 
 
-class Source:
+class Source(StrEnum):
     """Where a trace's PHP layout came from (the trace header's `php_layout.source`)."""
 
     TABLE = "table"  # the package's table, by the binary's build id
@@ -76,7 +77,7 @@ class PhpLayout:
     args: tuple[str, ...] = ()  # () the built-in layout, or none (probing includes)
     note: str = ""
     version: str = ""  # the PHP version the layout came from ('' built-in or none)
-    source: str = Source.BUILT_IN
+    source: Source = Source.BUILT_IN
 
     @property
     def attributes(self) -> bool:
@@ -85,7 +86,7 @@ class PhpLayout:
     def header(self) -> dict[str, object]:
         """The trace header's `php_layout`."""
         return {"version": self.version, "attributed": self.attributes, "note": self.note,
-                "source": self.source}
+                "source": self.source.value}
 
 
 @dataclass(frozen=True)
