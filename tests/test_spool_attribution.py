@@ -65,8 +65,14 @@ def attributed(tmp: Path, name: str, pieces: list[bytes], live: bool, requests: 
         with spool.open("ab") as fh:
             fh.write(piece)
         written += piece
-        if live:  # every whole record written so far, attributed now (no share limit)
-            spooled.feed(spool, budget=1e9)
+        if live:  # every whole record written so far, attributed now (no share limit):
+            # in as many calls as it takes, each at most CALL_S long (a busy machine's calls
+            # stop sooner), each going on where the last one stopped
+            while True:
+                before = spooled.offset
+                spooled.feed(spool, budget=1e9)
+                if spooled.offset == before:
+                    break
             assert spooled.offset == lt.complete(written)
     spooled.feed(spool)
     assert spooled.offset == len(written)
