@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from statstorm.model.app_tree import tree_of
 from statstorm.results.app_tree import AppTree
 
@@ -51,3 +53,19 @@ def test_checks_app_root_is_the_wider_of_composers_and_the_traces(tmp_path: Path
                         included_dirs=(str(public),))
     assert _app_root(str(public), within) == str(tmp_path / "app")
     assert _app_root("", traced) == ""
+
+
+def test_tune_copies_the_docroot_and_says_why_when_the_tree_cannot_be_traced(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from statstorm.adapters.tracing import page_views
+    from statstorm.commands import tune
+    from statstorm.env import Env
+    from statstorm.errors import DependencyError
+
+    def no_tracer(*args: object, **kw: object) -> float:
+        raise DependencyError("no tracer works here: statstorm doctor")
+    monkeypatch.setattr(page_views, "trace_views", no_tracer)
+    t = tune.app_tree(Env(), "www", ("http://127.0.0.1/",), "/srv/app/public")
+    assert t.root == t.docroot == "/srv/app/public"
+    assert t.note() == ("the app's tree was not traced (no tracer works here: statstorm "
+                        "doctor): its docroot is copied")

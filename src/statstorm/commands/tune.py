@@ -46,7 +46,7 @@ from statstorm.commands import demo as demo_cmd, trace as trace_cmd
 from statstorm.commands.pair import Pair, lab_member, pool_member
 from statstorm.commands.run_record import Record
 from statstorm.env import Env
-from statstorm.errors import DependencyError, PrivilegeError, UsageError
+from statstorm.errors import ComponentError, DependencyError, PrivilegeError, UsageError
 from statstorm.model import app_tree as app_trees, applyplan, checkfacts
 from statstorm.results.app_tree import AppTree
 from statstorm.results.demo import Lab, new_run_id
@@ -151,10 +151,14 @@ def app_tree(env: Env, pool: str, urls: tuple[str, ...], docroot: str) -> AppTre
     views of its URLs include (PHP's included-files table), and those they open."""
     with tempfile.TemporaryDirectory(prefix="statstorm-tune-tree-") as tmp:
         out = Path(tmp) / "tree.sst.gz"
-        page_views.trace_views(env, trace_cmd.views_tracer(TREE_VIEWS), lab=None, pool=pool,
-                               urls=urls, output=out, views=TREE_VIEWS,
-                               name="statstorm-tune-tree")
-        tr = read_trace(out)
+        try:
+            page_views.trace_views(env, trace_cmd.views_tracer(TREE_VIEWS), lab=None,
+                                   pool=pool, urls=urls, output=out, views=TREE_VIEWS,
+                                   name="statstorm-tune-tree")
+            tr = read_trace(out)
+        except (ComponentError, DependencyError, OSError) as exc:  # the docroot, said so
+            return AppTree(docroot, docroot, why=f"the app's tree was not traced ({exc}): its "
+                                                 "docroot is copied")
     opened = {os.path.dirname(s.path) for s in tr.syscalls
               if s.ret >= 0 and s.path.endswith(".php") and s.call == "open"}
     return app_trees.tree_of_dirs(docroot, [*checkfacts.included_dirs(tr), *opened])

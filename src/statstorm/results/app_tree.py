@@ -15,6 +15,7 @@ class AppTree:
     docroot: str
     root: str
     in_place: tuple[str, ...] = ()
+    why: str = ""  # how it was found, when not as usual (not traced: the docroot)
 
     @property
     def above(self) -> bool:
@@ -23,7 +24,7 @@ class AppTree:
     def note(self) -> str:
         """One line for the run's notes ('' when the tree is the docroot and nothing is used
         in place)."""
-        parts = []
+        parts = [self.why] if self.why else []
         if self.above:
             parts.append(f"the app's code reaches above its docroot: {self.root} is copied, "
                          f"the docroot {self.docroot} within it")

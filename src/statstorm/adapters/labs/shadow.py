@@ -2,10 +2,10 @@
 
 The pool's code tree (the docroot of the site serving it, or the directory above it that
 holds the code its requests include: `ShadowPlan.tree`, model/app_tree.py) copied under
-statstorm's state root, a php-fpm master of the same binary with the pool's own directives (its php_value and
-php_admin_value lines, env, limits; paths into the code rewritten to the copy) and the
-master's -d options, on its own socket, behind a loopback-only nginx on a free port serving
-the copy with the same URL paths. A pool of another PHP than the host's (a lab made with
+statstorm's state root, a php-fpm master of the same binary with the pool's own directives
+(its php_value and php_admin_value lines, env, limits; paths into the code rewritten to the
+copy) and the master's -d options, on its own socket, behind a loopback-only nginx on a free
+port serving the copy with the same URL paths. A pool of another PHP than the host's (a lab made with
 `lab up --php 8.4`) runs chrooted in its PHP root: its shadow's php-fpm runs there too, with
 the shadow's directory (copy, configuration, socket) mounted in the root at the same path,
 as a lab's own is (adapters/labs/php_roots.py). It is registered as a lab (`app` "shadow", named
