@@ -26,8 +26,6 @@ import hashlib
 import json
 import lzma
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,7 +34,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 TABLE = HERE / "src/statstorm/bpf/php_layouts.json"
-PROGRAM = HERE / "src/statstorm/bpf/php_layout.c"
+sys.path.insert(0, str(HERE / "src"))  # the standard library only, as Debian's python3 has it
+from statstorm.adapters.tracing import php_layout_program as program  # noqa: E402
 SCHEMA = "statstorm.php_layouts/1"
 DEBIAN = os.environ.get("STATSTORM_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 UBUNTU = os.environ.get("STATSTORM_UBUNTU_MIRROR", "http://archive.ubuntu.com/ubuntu")
@@ -49,8 +48,6 @@ SOURCES = (
     ("8.3", UBUNTU, "noble", "Ubuntu 24.04"),
     ("8.4", DEBIAN, "trixie", "Debian 13"),
 )
-DEFINE = re.compile(r'^#define PHP_(\w+) "?([^"]*)"?$')
-MADE_FROM = re.compile(r"from the PHP (\S+) headers")
 
 
 class Failed(Exception):
@@ -98,33 +95,25 @@ def fetch(archive: str, entry: dict[str, str]) -> Path:
 
 
 def layout(deb: Path) -> tuple[str, str, dict[str, str]]:
-    """php_layout.c compiled against the headers in `deb` and run: the PHP version the
-    headers are of, its build id and the fields."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise Failed("no C compiler (cc) to read PHP's headers with: install gcc")
+    """php_layout.c compiled against the headers in `deb` and run
+    (adapters/tracing/php_layout_program.py): the PHP version the headers are of, its build
+    id and the fields."""
     with tempfile.TemporaryDirectory(prefix="statstorm-layouts-") as tmp:
         subprocess.run(["dpkg-deb", "-x", str(deb), tmp], check=True)
         found = sorted(Path(tmp, "usr/include/php").glob("20*/main/php.h"))
         if not found:
             raise Failed(f"{deb.name} holds no PHP headers (usr/include/php/API/main/php.h)")
-        inc = found[-1].parents[1]
-        exe = Path(tmp) / "php_layout"
-        flags = [f"-I{inc / d}" for d in ("", "main", "Zend", "TSRM")]
-        built = subprocess.run([cc, "-w", *flags, str(PROGRAM), "-o", str(exe)],
-                               capture_output=True, text=True, check=False)
-        if built.returncode != 0:
-            why = (built.stderr.strip().splitlines() or ["?"])[0]
-            raise Failed(f"{deb.name}'s headers do not compile php_layout.c ({why})")
-        ran = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
-        if ran.returncode != 0:
-            raise Failed(f"{deb.name}'s headers are of a thread-safe (ZTS) PHP")
-    made = MADE_FROM.search(ran.stdout)
-    fields = {m.group(1): m.group(2) for m in map(DEFINE.match, ran.stdout.splitlines()) if m}
+        try:
+            text = program.printed(found[-1].parents[1], f"{deb.name}'s headers")
+        except program.NoLayout as exc:
+            raise Failed(f"{exc}: install gcc" if "no C compiler" in str(exc)
+                         else str(exc)) from None
+    fields = program.fields(text)
     build = fields.pop("BUILD_ID", "")
-    if not made or not build:
+    full = program.made_from(text)
+    if not full or not build:
         raise Failed(f"php_layout.c printed no build id for {deb.name}")
-    return made.group(1), build, fields
+    return full, build, fields
 
 
 def entry_for(php: str, archive: str, suite: str, label: str,

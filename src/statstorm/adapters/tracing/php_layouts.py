@@ -34,23 +34,20 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 from statstorm.adapters.host import elf
 from statstorm.adapters.labs import php_roots
-from statstorm.adapters.tracing import libbpf_trace
+from statstorm.adapters.tracing import libbpf_trace, php_layout_program as program
 from statstorm.env import Env
 from statstorm.results.host_facts import Coverage
 
-SOURCE = Path(__file__).resolve().parents[2] / "bpf" / "php_layout.c"
+SOURCE = program.PROGRAM
 TABLE = SOURCE.with_name("php_layouts.json")  # made by scripts/php_layouts.py
 TABLE_ENV = "STATSTORM_PHP_LAYOUTS"  # another table to read instead (a newer one, a test's)
-DEFINE = re.compile(r"^#define PHP_(\w+) (\S+)$")
+DEFINE = program.DEFINE
 NOT_ATTRIBUTED = ("syscalls are counted per request but not attributed to PHP operations "
                   "(includes, stats, realpaths)")
 # ZEND_MODULE_BUILD_ID: "API" the module API number, ",NTS" or ",TS", then ",debug" and extras
@@ -236,8 +233,7 @@ def layout_of(env: Env, binary: str) -> tuple[tuple[str, str], ...]:
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text)
         tmp.replace(cache)
-    fields = tuple((m.group(1), m.group(2).strip('"'))
-                   for m in map(DEFINE.match, text.splitlines()) if m)
+    fields = tuple(program.fields(text).items())
     values = dict(fields)
     build = values.get("BUILD_ID", "")
     if not build:
@@ -261,19 +257,7 @@ def cache_path(state_root: Path, binary: str) -> Path:
 
 def _compute(headers: Path) -> str:
     """php_layout.c compiled against `headers` and run: its #define lines."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise Unknown("no C compiler (cc) to read its headers with")
-    with tempfile.TemporaryDirectory(prefix="statstorm-layout-") as tmp:
-        exe = Path(tmp) / "php_layout"
-        inc = [f"-I{headers / d}" if d else f"-I{headers}" for d in ("", "main", "Zend", "TSRM")]
-        built = subprocess.run([cc, "-w", *inc, str(SOURCE), "-o", str(exe)],
-                               capture_output=True, text=True, check=False)
-        if built.returncode != 0:
-            why = (built.stderr.strip().splitlines() or ["?"])[0]
-            raise Unknown(f"its headers ({headers}) do not compile php_layout.c ({why})")
-        ran = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
-        if ran.returncode != 0:
-            raise Unknown(f"its headers ({headers}) are of a thread-safe (ZTS) PHP, whose "
-                          f"globals the tracer cannot find")
-        return ran.stdout
+    try:
+        return program.printed(headers, f"its headers ({headers})")
+    except program.NoLayout as exc:
+        raise Unknown(str(exc)) from None
