@@ -8,7 +8,7 @@ import os
 import socket
 from pathlib import Path
 
-from statstorm.adapters.host import listeners
+from statstorm.adapters.host import listeners, procs
 
 TCP = """\
   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
@@ -36,7 +36,7 @@ def test_this_process_with_and_without_a_listener(tmp_path: Path) -> None:
         accepted, _ = server.accept()
         server.close()
         # connected sockets, both ends in this process, are not listeners
-        assert listeners.socket_inodes(me) and not listeners.holds_listener(me)
+        assert procs.socket_inodes(me) and not listeners.holds_listener(me)
         unix = socket.socket(socket.AF_UNIX)
         unix.bind(str(tmp_path / "s"))
         unix.listen()

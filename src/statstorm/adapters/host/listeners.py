@@ -9,10 +9,9 @@ with the flag __SO_ACCEPTCON (`unix_sockets`). A process holds one when an fd in
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from statstorm.adapters.host import unix_sockets
+from statstorm.adapters.host import procs, unix_sockets
 
 TCP_LISTEN = 0x0A
 
@@ -34,24 +33,10 @@ def listening_tcp(text: str) -> set[int]:
     return out
 
 
-def socket_inodes(pid: int, proc: Path = Path("/proc")) -> set[int]:
-    """The inodes of the sockets process `pid` holds open; OSError when it is gone or its
-    fds cannot be read."""
-    out = set()
-    for fd in os.scandir(proc / str(pid) / "fd"):
-        try:
-            target = os.readlink(fd.path)
-        except OSError:
-            continue
-        if target.startswith("socket:[") and target.endswith("]"):
-            out.add(int(target[8:-1]))
-    return out
-
-
 def holds_listener(pid: int, proc: Path = Path("/proc")) -> bool:
     """Whether process `pid` holds a listening TCP or UNIX socket (False once it is gone)."""
     try:
-        held = socket_inodes(pid, proc)
+        held = procs.socket_inodes(pid, proc)
         if not held:
             return False
         net = proc / str(pid) / "net"
@@ -67,4 +52,4 @@ def holds_listener(pid: int, proc: Path = Path("/proc")) -> bool:
     return bool(held & listening)
 
 
-__all__ = ["TCP_LISTEN", "holds_listener", "listening_tcp", "socket_inodes"]
+__all__ = ["TCP_LISTEN", "holds_listener", "listening_tcp"]

@@ -78,6 +78,20 @@ def same_root(pid: int) -> bool:
     return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
 
 
+def socket_inodes(pid: int, proc: Path = Path("/proc")) -> set[int]:
+    """The inodes of the sockets process `pid` holds open; OSError when it is gone or its
+    fds cannot be read."""
+    out = set()
+    for fd in os.scandir(proc / str(pid) / "fd"):
+        try:
+            target = os.readlink(fd.path)
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target.endswith("]"):
+            out.add(int(target[8:-1]))
+    return out
+
+
 def ppid(pid: int) -> int:
     """A process's parent PID (0 once it is gone)."""
     try:

@@ -17,9 +17,10 @@ Each network namespace has its own table: `table(pid)` reads the one of `pid`'s 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from statstorm.adapters.host import procs
 
 ACCEPTCON = 0x10000  # __SO_ACCEPTCON: a listening socket
 SS_CONNECTING = 2  # in a listener's backlog, not yet accepted
@@ -66,15 +67,8 @@ def table(pid: int = 0) -> list[UnixSocket]:
 def held(pid: int, proc: Path = Path("/proc")) -> list[str]:
     """The paths of the listening UNIX sockets process `pid` holds ([] when its fds cannot
     be read: another user's process, or gone)."""
-    inodes = set()
     try:
-        for fd in os.scandir(proc / str(pid) / "fd"):
-            try:
-                target = os.readlink(fd.path)
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(int(target[8:-1]))
+        inodes = procs.socket_inodes(pid, proc)
         table = parse((proc / str(pid) / "net/unix").read_text(errors="replace"))
     except OSError:
         return []
